@@ -1,0 +1,176 @@
+// Package pgtest gives each test its own PostgreSQL database, cloned from a
+// migrated template. It is test support only: production code must never
+// import it.
+//
+// The server is SETTLE_TEST_DATABASE_URL, else the machine's PostgreSQL at
+// postgres://postgres@127.0.0.1:5432/postgres. An unreachable server fails
+// the test: a test that needs PostgreSQL never skips silently.
+package pgtest
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io/fs"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/settlehq/settle/settle"
+)
+
+// ServerURL is the admin URL of the test server.
+func ServerURL() string {
+	if u := os.Getenv("SETTLE_TEST_DATABASE_URL"); u != "" {
+		return u
+	}
+	return "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+}
+
+var (
+	templateOnce sync.Once
+	templateName string
+	templateErr  error
+)
+
+// template creates (once per server and schema) a migrated template
+// database named after the hash of the embedded migrations.
+func template(ctx context.Context) (string, error) {
+	templateOnce.Do(func() {
+		h := sha256.New()
+		_ = fs.WalkDir(settle.MigrationFS(), ".", func(p string, d fs.DirEntry, err error) error {
+			if err == nil && !d.IsDir() {
+				b, _ := fs.ReadFile(settle.MigrationFS(), p)
+				h.Write([]byte(p))
+				h.Write(b)
+			}
+			return nil
+		})
+		templateName = "settle_tmpl_" + hex.EncodeToString(h.Sum(nil))[:12]
+		templateErr = createTemplate(ctx, templateName)
+	})
+	return templateName, templateErr
+}
+
+func createTemplate(ctx context.Context, name string) error {
+	admin, err := pgx.Connect(ctx, ServerURL())
+	if err != nil {
+		return fmt.Errorf("pgtest: connect to %s: %w (start PostgreSQL, or set SETTLE_TEST_DATABASE_URL)", ServerURL(), err)
+	}
+	defer admin.Close(ctx)
+	// Test packages run as parallel processes: one creates the template,
+	// the others wait on this lock and find it made.
+	if _, err := admin.Exec(ctx, `SELECT pg_advisory_lock(7270741)`); err != nil {
+		return err
+	}
+	defer admin.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock(7270741)`)
+	var exists bool
+	if err := admin.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, name).Scan(&exists); err != nil {
+		return err
+	}
+	if exists {
+		return nil
+	}
+	building := name + "_build"
+	_, _ = admin.Exec(ctx, `DROP DATABASE IF EXISTS `+building)
+	if _, err := admin.Exec(ctx, `CREATE DATABASE `+building); err != nil {
+		return err
+	}
+	conn, err := pgx.Connect(ctx, DatabaseURL(building))
+	if err != nil {
+		return err
+	}
+	if _, err := settle.Migrate(ctx, conn); err != nil {
+		conn.Close(ctx)
+		return fmt.Errorf("pgtest: migrate template: %w", err)
+	}
+	conn.Close(ctx)
+	_, err = admin.Exec(ctx, `ALTER DATABASE `+building+` RENAME TO `+name)
+	return err
+}
+
+// DatabaseURL is the URL of database name on the test server.
+func DatabaseURL(name string) string {
+	u := ServerURL()
+	i := strings.LastIndex(u, "/")
+	rest := ""
+	if q := strings.Index(u[i:], "?"); q >= 0 {
+		rest = u[i+q:]
+	}
+	return u[:i+1] + name + rest
+}
+
+var seq struct {
+	sync.Mutex
+	n int
+}
+
+// NewDatabase creates an empty, migrated database for t, dropped at cleanup,
+// and returns its URL.
+func NewDatabase(t testing.TB) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	tmpl, err := template(ctx)
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	seq.Lock()
+	seq.n++
+	name := fmt.Sprintf("settle_t_%d_%d_%d", os.Getpid(), time.Now().UnixNano()%1e9, seq.n)
+	seq.Unlock()
+	admin, err := pgx.Connect(ctx, ServerURL())
+	if err != nil {
+		t.Fatalf("pgtest: connect to %s: %v (start PostgreSQL, or set SETTLE_TEST_DATABASE_URL)", ServerURL(), err)
+	}
+	defer admin.Close(ctx)
+	if _, err := admin.Exec(ctx, `CREATE DATABASE `+name+` TEMPLATE `+tmpl); err != nil {
+		t.Fatalf("pgtest: create database: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		admin, err := pgx.Connect(ctx, ServerURL())
+		if err != nil {
+			return
+		}
+		defer admin.Close(ctx)
+		_, _ = admin.Exec(ctx, `DROP DATABASE IF EXISTS `+name+` WITH (FORCE)`)
+	})
+	return DatabaseURL(name)
+}
+
+// NewPool creates a database for t and a pool on it, closed at cleanup.
+func NewPool(t testing.TB, maxConns int32) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(NewDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if maxConns > 0 {
+		cfg.MaxConns = maxConns
+	}
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// NewStore creates a database for t and a Store on it.
+func NewStore(t testing.TB, cfg settle.Config) *settle.Store {
+	t.Helper()
+	pool := NewPool(t, 32)
+	s, err := settle.Open(context.Background(), pool, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}

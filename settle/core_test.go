@@ -1,0 +1,112 @@
+package settle_test
+
+import (
+	"context"
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/settlehq/settle/settle"
+)
+
+func TestSettleUsageDuplicateConflict(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	pool := s.Pool()
+	u1 := rec()
+	rs := mustSettle(t, s, batch(0, 0,
+		grant("g-1", "cust-1", "100"),
+		u1,
+		clone(u1, "amount", "40.0", "source", "other", "attributes", map[string]any{"job": "x"}), // same fingerprint
+		clone(u1, "amount", "41"), // conflict
+		clone(u1, "record_id", "u-2", "amount", "4E1"),
+	))
+	want := []string{"settled", "settled", "duplicate", "quarantined:fingerprint_mismatch", "settled"}
+	if got := outcomes(rs); !reflect.DeepEqual(got, want) {
+		t.Fatalf("outcomes = %v, want %v", got, want)
+	}
+	if !rs[2].Replayed || string(rs[2].Response) != string(rs[1].Response) {
+		t.Errorf("duplicate must replay the stored response:\n%s\n%s", rs[2].Response, rs[1].Response)
+	}
+	var resp settle.Response
+	if err := json.Unmarshal(rs[4].Response, &resp); err != nil {
+		t.Fatal(err)
+	}
+	if resp.BalanceAfter != "20" || resp.Sequence != 3 || resp.SettlementID == "" {
+		t.Errorf("response = %+v, want balance_after 20, sequence 3", resp)
+	}
+	if b := balance(t, pool, "acme", "cust-1", "USD"); b != "20" {
+		t.Errorf("balance = %s, want 20", b)
+	}
+
+	// The case holds both payloads and the field diff.
+	var stored, incoming, diff string
+	err := pool.QueryRow(context.Background(), `SELECT convert_from(stored_canonical, 'UTF8'), convert_from(incoming_canonical, 'UTF8'), diff::text
+		FROM conflict_cases WHERE id = $1`, rs[3].CaseID).Scan(&stored, &incoming, &diff)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(stored, `"amount":"40"`) || !strings.Contains(incoming, `"amount":"41"`) {
+		t.Errorf("case payloads: stored %s incoming %s", stored, incoming)
+	}
+	if !strings.Contains(diff, `"amount"`) || strings.Contains(diff, `"subject"`) {
+		t.Errorf("case diff = %s, want only amount", diff)
+	}
+
+	// A later batch: redelivery of the same coordinates repeats the stored
+	// results; a retry under new coordinates is a duplicate; the same
+	// conflicting payload joins the same case.
+	again := mustSettle(t, s, batch(0, 0, grant("g-1", "cust-1", "100"), u1))
+	for i, r := range again {
+		if !r.Redelivered || r.Outcome != rs[i].Outcome || string(r.Response) != string(rs[i].Response) {
+			t.Errorf("redelivery %d = %+v, want the stored result %+v", i, r, rs[i])
+		}
+	}
+	later := mustSettle(t, s, batch(1, 0, u1, clone(u1, "amount", "41"), clone(u1, "amount", "42")))
+	if got := outcomes(later); !reflect.DeepEqual(got, []string{"duplicate", "quarantined:fingerprint_mismatch", "quarantined:fingerprint_mismatch"}) {
+		t.Fatalf("later outcomes = %v", got)
+	}
+	if later[1].CaseID != rs[3].CaseID || later[2].CaseID == rs[3].CaseID {
+		t.Errorf("case ids: %d %d, first %d: same payload joins its case, another opens a new one", later[1].CaseID, later[2].CaseID, rs[3].CaseID)
+	}
+	if n := count(t, pool, `SELECT count(*) FROM deliveries`); n != 8 {
+		t.Errorf("deliveries = %d, want 8 (one per input record)", n)
+	}
+	if n := count(t, pool, `SELECT count(*) FROM outbox WHERE topic = 'settlements'`); n != 3 {
+		t.Errorf("settlement outbox rows = %d, want 3", n)
+	}
+	checkInvariants(t, pool)
+}
+
+func TestAppendOnlyEnforcedByDatabase(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	mustSettle(t, s, batch(0, 0, grant("g-1", "c", "5")))
+	ctx := context.Background()
+	for _, table := range []string{"ledger_entries", "identities", "deliveries"} {
+		for _, stmt := range []string{
+			"UPDATE " + table + " SET tenant_id = 'x'",
+			"DELETE FROM " + table,
+			"TRUNCATE " + table + " CASCADE",
+		} {
+			// As the owner (a superuser here): the triggers refuse.
+			if _, err := s.Pool().Exec(ctx, stmt); err == nil || !strings.Contains(err.Error(), "append-only") {
+				t.Errorf("owner %q: err = %v, want append-only refusal", stmt, err)
+			}
+			// As the service role: the grants refuse.
+			tx, err := s.Pool().Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tx.Exec(ctx, "SET LOCAL ROLE settle_app"); err != nil {
+				t.Fatal(err)
+			}
+			_, err = tx.Exec(ctx, stmt)
+			if err == nil || !strings.Contains(err.Error(), "permission denied") {
+				t.Errorf("settle_app %q: err = %v, want permission denied", stmt, err)
+			}
+			tx.Rollback(ctx)
+		}
+	}
+}

@@ -1,0 +1,101 @@
+package settle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// ErrUnavailable marks a failure of the database itself (connection lost or
+// refused, server shutting down, too many connections). Nothing about the
+// records caused it: callers pause and retry the same batch with backoff for
+// as long as it lasts, and never dead-letter a record because of it.
+var ErrUnavailable = errors.New("database unavailable")
+
+// ErrContention marks a batch that lost too many races (serialization
+// failures, deadlocks, concurrent claims of its identities) in a row.
+// It never counts against a record.
+var ErrContention = errors.New("contention")
+
+// classify maps an error from a settling transaction to ErrUnavailable,
+// ErrContention or nil (anything else: possibly caused by a record).
+func classify(err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return nil
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "40001", "40P01", "55P03": // serialization failure, deadlock, lock not available
+			return ErrContention
+		case "23505": // a concurrent transaction claimed the same key first
+			switch pgErr.ConstraintName {
+			case "identities_scope_key", "deliveries_pkey", "conflict_cases_key", "accounts_key",
+				"dead_letters_source_key", "identities_settlement_key":
+				return ErrContention
+			}
+			return nil
+		case "57P01", "57P02", "57P03", "53300", "53400": // shutdown, crash, starting, too many connections
+			return ErrUnavailable
+		}
+		if len(pgErr.Code) >= 2 && pgErr.Code[:2] == "08" { // connection exception class
+			return ErrUnavailable
+		}
+		return nil
+	}
+	if errors.Is(err, errLostRace) {
+		return ErrContention
+	}
+	var netErr net.Error
+	var connErr *pgconn.ConnectError
+	if errors.As(err, &netErr) || errors.As(err, &connErr) || pgconn.SafeToRetry(err) || pgconn.Timeout(err) {
+		return ErrUnavailable
+	}
+	if errors.Is(err, net.ErrClosed) || isClosedConn(err) {
+		return ErrUnavailable
+	}
+	return nil
+}
+
+// errLostRace is returned inside a transaction attempt when it finds that a
+// concurrent transaction got somewhere first (a case id it could not read
+// back); the attempt is rolled back and retried.
+var errLostRace = errors.New("lost a race with a concurrent transaction")
+
+func isClosedConn(err error) bool {
+	// pgx reports a dead connection with these texts; there is no typed error
+	// for them.
+	s := err.Error()
+	for _, t := range []string{"conn closed", "connection reset", "broken pipe", "unexpected EOF", "failed to deallocate", "conn busy"} {
+		if strings.Contains(s, t) {
+			return true
+		}
+	}
+	return false
+}
+
+func isUndefinedTable(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "42P01"
+}
+
+// BatchError is a failure of a whole batch that is neither an outage nor
+// contention: a defect, or a record the database refuses for a reason the
+// decoder did not catch. Callers bisect the batch to find the record.
+type BatchError struct {
+	Records int
+	Err     error
+}
+
+func (e *BatchError) Error() string {
+	return fmt.Sprintf("settle batch of %d records: %v", e.Records, e.Err)
+}
+
+func (e *BatchError) Unwrap() error { return e.Err }

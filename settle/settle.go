@@ -1,0 +1,115 @@
+// Package settle owns the schema and the settling transaction: it takes a
+// batch of input records, and in one PostgreSQL transaction claims each
+// record's scoped identity, applies its effect at most once, and stores the
+// response, the delivery rows, the ledger rows and the outbox rows together.
+//
+// It is the only package that speaks SQL. It never talks to Kafka: callers
+// (the consumer, the HTTP edge, the analyst tools) hand it records and
+// publish what it returns or what it leaves in the outbox.
+package settle
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/settlehq/settle/fingerprint"
+)
+
+// Config configures a Store. The zero value of every field is a documented
+// default.
+type Config struct {
+	// Decoder configures input validation (record size, tenant list).
+	Decoder fingerprint.Config
+
+	// BatchRecordsMax caps the records of one Settle call. 0 = 1,000: beyond
+	// that a transaction gains little and holds its locks longer.
+	BatchRecordsMax int
+
+	// ContentionRetriesMax caps how often one batch is retried after
+	// serialization failures, deadlocks or a concurrent claim of the same
+	// identity. Contention never counts against a record. 0 = 100.
+	ContentionRetriesMax int
+
+	// SettlementsTopic names the topic settlements are relayed to.
+	// "" = "settlements".
+	SettlementsTopic string
+
+	// DeadLetterTopic names the topic dead letters are relayed to.
+	// "" = "usage.dlq".
+	DeadLetterTopic string
+}
+
+func (c *Config) setDefaults() {
+	if c.BatchRecordsMax == 0 {
+		c.BatchRecordsMax = 1000
+	}
+	if c.ContentionRetriesMax == 0 {
+		c.ContentionRetriesMax = 100
+	}
+	if c.SettlementsTopic == "" {
+		c.SettlementsTopic = "settlements"
+	}
+	if c.DeadLetterTopic == "" {
+		c.DeadLetterTopic = "usage.dlq"
+	}
+}
+
+// Validate reports the first setting that cannot work, saying how to fix it.
+func (c Config) Validate() error {
+	if c.BatchRecordsMax < 0 || c.BatchRecordsMax > 100_000 {
+		return fmt.Errorf("batch records max %d: must be between 1 and 100000 (0 = 1000)", c.BatchRecordsMax)
+	}
+	if c.ContentionRetriesMax < 0 {
+		return fmt.Errorf("contention retries max %d: must be positive (0 = 100)", c.ContentionRetriesMax)
+	}
+	return c.Decoder.Validate()
+}
+
+// Store settles batches against one PostgreSQL database.
+type Store struct {
+	pool *pgxpool.Pool
+	cfg  Config
+	dec  *fingerprint.Decoder
+	now  func() time.Time
+}
+
+// Open returns a Store over pool after checking that the database schema is
+// the one this binary needs (see CheckSchema).
+func Open(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Store, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.setDefaults()
+	dec, err := fingerprint.NewDecoder(cfg.Decoder)
+	if err != nil {
+		return nil, err
+	}
+	if err := CheckSchema(ctx, pool); err != nil {
+		return nil, err
+	}
+	return &Store{pool: pool, cfg: cfg, dec: dec, now: time.Now}, nil
+}
+
+// Pool returns the connection pool the store uses.
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// Config returns the store's configuration with defaults filled in.
+func (s *Store) Config() Config { return s.cfg }
+
+//go:embed sql/*.sql
+var sqlFiles embed.FS
+
+// mustQuery loads one embedded query. The set is fixed at build time, so a
+// missing file is a build defect and panics at package initialisation.
+func mustQuery(name string) string {
+	b, err := sqlFiles.ReadFile("sql/" + name)
+	if err != nil {
+		panic(errors.New("settle: missing embedded query " + name))
+	}
+	return string(b)
+}

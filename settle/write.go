@@ -1,0 +1,216 @@
+package settle
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/settlehq/settle/fingerprint"
+)
+
+type deadLetterRow struct {
+	in       *Input
+	reason   string
+	class    string
+	err      string
+	attempts int
+}
+
+// headerJSON is a Kafka header as stored in the outbox and dead_letters
+// (values are bytes, so base64 in JSON).
+type headerJSON struct {
+	Key   string `json:"key"`
+	Value []byte `json:"value"`
+}
+
+func encodeHeaders(hs []fingerprint.Header) []byte {
+	out := make([]headerJSON, len(hs))
+	for i, h := range hs {
+		out[i] = headerJSON{h.Key, h.Value}
+	}
+	b, _ := json.Marshal(out)
+	return b
+}
+
+// DecodeHeaders reads headers stored by the outbox or dead_letters.
+func DecodeHeaders(b []byte) ([]fingerprint.Header, error) {
+	var in []headerJSON
+	if err := json.Unmarshal(b, &in); err != nil {
+		return nil, err
+	}
+	out := make([]fingerprint.Header, len(in))
+	for i, h := range in {
+		out[i] = fingerprint.Header{Key: h.Key, Value: h.Value}
+	}
+	return out, nil
+}
+
+// outboxHeaders are the dead-letter message's headers: the original ones
+// plus why, where from, and how often it was tried.
+func (dl deadLetterRow) outboxHeaders() []byte {
+	hs := append([]fingerprint.Header(nil), dl.in.Headers...)
+	hs = append(hs,
+		fingerprint.Header{Key: "dlq_reason", Value: []byte(dl.reason)},
+		fingerprint.Header{Key: "dlq_error_class", Value: []byte(dl.class)},
+		fingerprint.Header{Key: "dlq_error", Value: []byte(dl.err)},
+		fingerprint.Header{Key: "dlq_source_topic", Value: []byte(dl.in.Topic)},
+		fingerprint.Header{Key: "dlq_source_partition", Value: []byte(strconv.Itoa(int(dl.in.Partition)))},
+		fingerprint.Header{Key: "dlq_source_offset", Value: []byte(strconv.FormatInt(dl.in.Offset, 10))},
+		fingerprint.Header{Key: "dlq_attempts", Value: []byte(strconv.Itoa(dl.attempts))},
+		fingerprint.Header{Key: "version", Value: []byte(strconv.Itoa(SchemaVersionOutput))},
+	)
+	return encodeHeaders(hs)
+}
+
+// write stages every row of the batch in one pipelined round trip.
+func (st *txState) write(ctx context.Context, tx pgx.Tx, group string, ds []decoded) error {
+	b := &pgx.Batch{}
+	if n := len(st.newIdentities); n > 0 {
+		var (
+			ids, fps, accIDs, roots, offs []int64
+			ts, ps, rs, ops, outs, reas   []string
+			srcs, topics                  []string
+			vers                          []int16
+			canon                         [][]byte
+			resps                         []string
+			setIDs                        []*string
+			attrs                         []*string
+			parts, attempts               []int32
+			firstSeen, lastAttempt        = make([]any, 0, n), make([]any, 0, n)
+		)
+		for _, id := range st.newIdentities {
+			d := id.d
+			ids, fps = append(ids, id.id), append(fps, int64(id.fp))
+			ts, ps, rs, ops = append(ts, id.key.TenantID), append(ps, id.key.AccountPeriod), append(rs, id.key.RecordID), append(ops, string(id.key.Operation))
+			vers, canon = append(vers, int16(id.version)), append(canon, id.canonical)
+			outs, reas, resps = append(outs, string(id.outcome)), append(reas, id.reason), append(resps, string(id.response))
+			var sid *string
+			if id.settlementID != "" {
+				sid = &id.settlementID
+			}
+			setIDs = append(setIDs, sid)
+			accIDs, roots = append(accIDs, id.accountID), append(roots, id.rootID)
+			srcs = append(srcs, d.rec.Source)
+			var attr *string
+			if len(d.rec.Attributes) > 0 {
+				a := string(d.rec.Attributes)
+				attr = &a
+			}
+			attrs = append(attrs, attr)
+			topics, parts, offs = append(topics, d.in.Topic), append(parts, d.in.Partition), append(offs, d.in.Offset)
+			firstSeen, lastAttempt = append(firstSeen, st.firstSeen), append(lastAttempt, st.attemptStart)
+			attempts = append(attempts, int32(st.attempt))
+		}
+		b.Queue(sqlIdentityInsert, ids, ts, ps, rs, ops, fps, vers, canon, outs, reas, resps, setIDs,
+			nullZero(accIDs), nullZero(roots), srcs, attrs, topics, parts, offs, firstSeen, lastAttempt, attempts)
+	}
+	if n := len(st.entries); n > 0 {
+		var (
+			ids, accs   = make([]int64, 0, n), make([]int64, 0, n)
+			ts, bs, ams = make([]string, 0, n), make([]string, 0, n), make([]string, 0, n)
+		)
+		for _, e := range st.entries {
+			ids, accs = append(ids, e.identityID), append(accs, e.accountID)
+			ts, bs, ams = append(ts, e.tenant), append(bs, e.bucket), append(ams, e.amount.String())
+		}
+		b.Queue(sqlLedgerEntryInsert, ids, accs, ts, bs, ams)
+	}
+	if as := st.sortedAccounts(); len(as) > 0 {
+		var (
+			ids, before, after []int64
+			bd, hd             []string
+		)
+		for _, a := range as {
+			ids, before, after = append(ids, a.id), append(before, a.seqBefore), append(after, a.seq)
+			bd, hd = append(bd, a.balanceDelta.String()), append(hd, a.heldDelta.String())
+		}
+		b.Queue(sqlAccountUpdate, ids, bd, hd, before, after)
+	}
+	if n := len(st.deliveries); n > 0 {
+		var (
+			topics, tenants, outs, reas, errs []string
+			parts                             []int32
+			offs, idents, cases               []int64
+		)
+		for _, dl := range st.deliveries {
+			topics, parts, offs = append(topics, dl.in.Topic), append(parts, dl.in.Partition), append(offs, dl.in.Offset)
+			tenants, idents, cases = append(tenants, dl.tenant), append(idents, dl.identityID), append(cases, dl.caseID)
+			outs, reas, errs = append(outs, string(dl.outcome)), append(reas, dl.reason), append(errs, dl.errText)
+		}
+		b.Queue(sqlDeliveryInsert, topics, parts, offs, tenants, idents, cases, outs, reas, errs)
+	}
+	if n := len(st.deadLetters); n > 0 {
+		var (
+			topics, reas, classes, errs []string
+			parts, attempts             []int32
+			offs                        []int64
+			keys, values                [][]byte
+			headers                     []string
+		)
+		for _, dl := range st.deadLetters {
+			topics, parts, offs = append(topics, dl.in.Topic), append(parts, dl.in.Partition), append(offs, dl.in.Offset)
+			keys, values, headers = append(keys, dl.in.Key), append(values, nonNil(dl.in.Value)), append(headers, string(encodeHeaders(dl.in.Headers)))
+			reas, classes, errs, attempts = append(reas, dl.reason), append(classes, dl.class), append(errs, dl.err), append(attempts, int32(dl.attempts))
+		}
+		b.Queue(sqlDeadLetterInsert, topics, parts, offs, keys, values, headers, reas, classes, errs, attempts)
+	}
+	if n := len(st.outbox); n > 0 {
+		var (
+			topics       = make([]string, 0, n)
+			keys, values = make([][]byte, 0, n), make([][]byte, 0, n)
+			headers      = make([]string, 0, n)
+		)
+		for _, o := range st.outbox {
+			topics, keys, values, headers = append(topics, o.topic), append(keys, o.key), append(values, o.value), append(headers, string(o.headers))
+		}
+		b.Queue(sqlOutboxInsert, topics, keys, values, headers)
+	}
+	if group != "" && len(st.offsets) > 0 {
+		var (
+			groups, topics []string
+			parts          []int32
+			next           []int64
+		)
+		for k, v := range st.offsets {
+			groups, topics, parts, next = append(groups, group), append(topics, k.Topic), append(parts, k.Partition), append(next, v)
+		}
+		b.Queue(sqlConsumerOffsetUpsert, groups, topics, parts, next)
+	}
+	if b.Len() == 0 {
+		return nil
+	}
+	br := tx.SendBatch(ctx, b)
+	for i := 0; i < b.Len(); i++ {
+		tag, err := br.Exec()
+		if err != nil {
+			br.Close()
+			return err
+		}
+		if b.QueuedQueries[i].SQL == sqlAccountUpdate && int(tag.RowsAffected()) != len(st.sortedAccounts()) {
+			br.Close()
+			return fmt.Errorf("update accounts: %d of %d rows matched their locked sequence", tag.RowsAffected(), len(st.sortedAccounts()))
+		}
+	}
+	return br.Close()
+}
+
+// nullZero turns 0 ids into NULLs.
+func nullZero(xs []int64) []*int64 {
+	out := make([]*int64, len(xs))
+	for i := range xs {
+		if xs[i] != 0 {
+			out[i] = &xs[i]
+		}
+	}
+	return out
+}
+
+func nonNil(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
+}
