@@ -402,6 +402,9 @@ func mergeCloudEvent(fs *fields, ce *slots, prefix string) *DecodeError {
 	for _, m := range ceMapping {
 		av := ce[m.ce]
 		if av.kind == kindAbsent || av.kind == kindNull {
+			if !fs.present(m.field) {
+				fs.name[m.field] = prefix + m.name // blame the attribute producers are meant to set
+			}
 			continue
 		}
 		if m.field == fKind && av.kind == kindString {

@@ -15,7 +15,7 @@ import (
 // message saying what is wrong.
 func parseRFC3339(s string) (time.Time, string) {
 	const form = "the form is YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)"
-	if len(s) < len("2006-01-02T15:04:05Z") {
+	if len(s) < len("2006-01-02T15:04:05") {
 		return time.Time{}, form
 	}
 	num := func(i, n int) (int, bool) {

@@ -143,3 +143,10 @@ func balance(t *testing.T, pool *pgxpool.Pool, tenant, subject, currency string)
 	}
 	return b
 }
+
+func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
+
+// rawJSON is a pre-encoded JSON value for rec().
+type rawJSON string
+
+func (r rawJSON) MarshalJSON() ([]byte, error) { return []byte(r), nil }

@@ -1,0 +1,136 @@
+package settle_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/settlehq/settle/settle"
+)
+
+// TestOneAccountManyWriters: 16 writers settle into one account at once;
+// the cached balance always equals the sum of its rows and every charge
+// lands once.
+func TestOneAccountManyWriters(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for w := 0; w < 16; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for b := 0; b < 10; b++ {
+				var recs []map[string]any
+				for i := 0; i < 5; i++ {
+					recs = append(recs, rec("record_id", fmt.Sprintf("w%d-%d-%d", w, b, i), "amount", "0.5"))
+				}
+				recs = append(recs, grant(fmt.Sprintf("g%d-%d", w, b), "cust-1", "1.25"))
+				if _, err := s.Settle(context.Background(), "", batch(int32(w), int64(b*10), recs...)); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	// 16*10*5 charges of 0.5 and 16*10 grants of 1.25: -400 + 200.
+	if b := balance(t, s.Pool(), "acme", "cust-1", "USD"); b != "-200.00" && b != "-200" {
+		t.Errorf("balance = %s, want -200", b)
+	}
+	if n := count(t, s.Pool(), `SELECT seq FROM accounts`); n != 960 {
+		t.Errorf("sequence = %d, want 960 settlements", n)
+	}
+	checkInvariants(t, s.Pool())
+}
+
+// TestMalformedRecordsAreDeadLettered: every malformed record ends
+// dead_lettered with its clear reason, and leaves no effect.
+func TestMalformedRecordsAreDeadLettered(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	raw := func(s string) []byte { return []byte(s) }
+	j := func(m map[string]any) []byte { return batch(0, 0, m)[0].Value }
+	cases := []struct {
+		name, reason, msg string
+		value             []byte
+	}{
+		{"not json", "invalid_json", "", raw("hello")},
+		{"empty", "invalid_json", "", raw("")},
+		{"truncated", "invalid_json", "", raw(`{"tenant_id":"acme"`)},
+		{"array", "invalid_json", "", raw(`[1,2]`)},
+		{"string", "invalid_json", "", raw(`"usage"`)},
+		{"trailing garbage", "invalid_json", "", append(j(rec()), 'x')},
+		{"duplicate key", "invalid_json", "amount", raw(`{"tenant_id":"acme","account_period":"2026-11","record_id":"u","kind":"usage","subject":"s","amount":"1","amount":"2","currency":"USD","meter":"m","quantity":"1","unit":"s","occurred_at":"2026-11-03T10:00:00Z","finalization_version":1}`)},
+		{"duplicate nested key", "invalid_json", "", j(rec("attributes", rawJSON(`{"a":1,"a":2}`)))},
+		{"oversize", "too_large", "", j(rec("attributes", map[string]any{"pad": strings.Repeat("x", 70000)}))},
+		{"amount number", "invalid_field", "amount", j(rec("amount", 40))},
+		{"amount 19 digits", "invalid_field", "amount", j(rec("amount", "1234567890123456789"))},
+		{"amount 1e400", "invalid_field", "amount", j(rec("amount", "1e400"))},
+		{"amount 10 fraction digits", "invalid_field", "amount", j(rec("amount", "0.0000000001"))},
+		{"amount negative", "invalid_field", "amount", j(rec("amount", "-1"))},
+		{"amount words", "invalid_field", "amount", j(rec("amount", "forty"))},
+		{"grant of zero", "invalid_field", "amount", j(grant("g", "s", "0"))},
+		{"period 2026-13", "invalid_field", "account_period", j(rec("account_period", "2026-13"))},
+		{"period 2026-1", "invalid_field", "account_period", j(rec("account_period", "2026-1"))},
+		{"period number", "invalid_field", "account_period", j(rec("account_period", 202611))},
+		{"missing tenant", "invalid_field", "tenant_id", j(rec("tenant_id", nil))},
+		{"missing record_id", "invalid_field", "record_id", j(rec("record_id", nil))},
+		{"missing subject", "invalid_field", "subject", j(rec("subject", nil))},
+		{"missing amount", "invalid_field", "amount", j(rec("amount", nil))},
+		{"missing currency", "invalid_field", "currency", j(rec("currency", nil))},
+		{"missing occurred_at", "invalid_field", "occurred_at", j(rec("occurred_at", nil))},
+		{"missing finalization_version", "invalid_field", "finalization_version", j(rec("finalization_version", nil))},
+		{"finalization_version string", "invalid_field", "finalization_version", j(rec("finalization_version", "2"))},
+		{"finalization_version zero", "invalid_field", "finalization_version", j(rec("finalization_version", 0))},
+		{"unknown kind", "invalid_field", "kind", j(rec("kind", "payment"))},
+		{"bad tenant chars", "invalid_field", "tenant_id", j(rec("tenant_id", "ac me"))},
+		{"control character", "invalid_field", "record_id", j(rec("record_id", "u\u00011"))},
+		{"bad time", "invalid_field", "occurred_at", j(rec("occurred_at", "yesterday"))},
+		{"lower-case currency", "invalid_field", "currency", j(rec("currency", "usd"))},
+		{"correction without corrects", "invalid_field", "corrects", j(rec("kind", "correction"))},
+	}
+	var ins []settle.Input
+	for i, c := range cases {
+		ins = append(ins, settle.Input{Topic: "usage", Partition: 0, Offset: int64(i), Value: c.value, Headers: nil})
+	}
+	// A healthy record behind the poison ones settles.
+	ins = append(ins, batch(0, int64(len(cases)), rec())...)
+	rs := mustSettle(t, s, ins)
+	for i, c := range cases {
+		r := rs[i]
+		if r.Outcome != settle.OutcomeDeadLettered || r.Reason != c.reason {
+			t.Errorf("%s: outcome %s %s (%s), want dead_lettered %s", c.name, r.Outcome, r.Reason, r.Error, c.reason)
+			continue
+		}
+		if c.msg != "" && !strings.HasPrefix(r.Error, c.msg+":") && !strings.Contains(r.Error, `"`+c.msg+`"`) {
+			t.Errorf("%s: error %q does not name %s", c.name, r.Error, c.msg)
+		}
+		if len(r.Error) < 10 {
+			t.Errorf("%s: error %q is not a clear reason", c.name, r.Error)
+		}
+	}
+	if last := rs[len(rs)-1]; last.Outcome != settle.OutcomeSettled {
+		t.Errorf("the healthy record behind the poison ones: %s, want settled", last.Outcome)
+	}
+	pool := s.Pool()
+	if n := count(t, pool, `SELECT count(*) FROM identities`); n != 1 {
+		t.Errorf("identities = %d, want only the healthy one", n)
+	}
+	if n := count(t, pool, `SELECT count(*) FROM ledger_entries`); n != 1 {
+		t.Errorf("ledger rows = %d, want only the healthy one's", n)
+	}
+	if n := count(t, pool, `SELECT count(*) FROM dead_letters`); n != len(cases) {
+		t.Errorf("dead letters = %d, want %d", n, len(cases))
+	}
+	if n := count(t, pool, `SELECT count(*) FROM outbox WHERE topic = 'usage.dlq'`); n != len(cases) {
+		t.Errorf("dead-letter outbox rows = %d, want %d", n, len(cases))
+	}
+	t.Logf("e.g. %s", rs[10].Error)
+}
