@@ -104,7 +104,12 @@ func FuzzNormalizeDecimal(f *testing.F) {
 		}
 		a, _, err := apd.NewFromString(s)
 		if err != nil {
-			t.Fatalf("apd refuses %q that NormalizeDecimal accepted: %v", s, err)
+			// apd bounds exponents (±100000); an accepted value can only
+			// have a larger one when its digits are all zero.
+			if n != "0" {
+				t.Fatalf("apd refuses %q that NormalizeDecimal accepted as %q: %v", s, n, err)
+			}
+			return
 		}
 		b, _, err := apd.NewFromString(n)
 		if err != nil {

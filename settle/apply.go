@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/settlehq/settle/fingerprint"
+	"github.com/settlehq/settle/internal/money"
 )
 
 // apply decides the effect of a record whose identity is new, against the
@@ -17,7 +18,7 @@ func (st *txState) apply(ctx context.Context, tx pgx.Tx, d *decoded) (*Response,
 	switch r.Kind {
 	case fingerprint.KindUsage:
 		a := st.accounts[accountKey{r.TenantID, r.Subject, r.Currency}]
-		return st.settle(d, a, nil, Entry{Bucket: bucketBalance, Amount: mustDec(r.Amount).neg().String()}), nil
+		return st.settle(d, a, nil, Entry{Bucket: bucketBalance, Amount: money.MustParse(r.Amount).Neg().String()}), nil
 	case fingerprint.KindGrant:
 		a := st.accounts[accountKey{r.TenantID, r.Subject, r.Currency}]
 		return st.settle(d, a, nil, Entry{Bucket: bucketBalance, Amount: r.Amount}), nil
@@ -39,16 +40,16 @@ func (st *txState) settle(d *decoded, a *account, links *Links, entries ...Entry
 	}
 	id := st.ids[0] // the id claim will give this identity
 	for _, e := range entries {
-		amt := mustDec(e.Amount)
+		amt := money.MustParse(e.Amount)
 		switch e.Bucket {
 		case bucketBalance:
-			a.balance, a.balanceDelta = a.balance.add(amt), a.balanceDelta.add(amt)
+			a.balance, a.balanceDelta = a.balance.Add(amt), a.balanceDelta.Add(amt)
 		case bucketHeld:
-			a.held, a.heldDelta = a.held.add(amt), a.heldDelta.add(amt)
+			a.held, a.heldDelta = a.held.Add(amt), a.heldDelta.Add(amt)
 		}
 		st.entries = append(st.entries, entryRow{identityID: id, accountID: a.id, tenant: a.key.tenant, bucket: e.Bucket, amount: amt})
 	}
-	if a.held.sign() < 0 {
+	if a.held.Sign() < 0 {
 		panic(fmt.Sprintf("settle: %s: held amount of account %d would be %s", d.id, a.id, a.held))
 	}
 	a.seq++

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/settlehq/settle/fingerprint"
+	"github.com/settlehq/settle/internal/money"
 )
 
 var (
@@ -154,8 +155,8 @@ type accountKey struct{ tenant, subject, currency string }
 type account struct {
 	id                      int64
 	key                     accountKey
-	balance, held           dec
-	balanceDelta, heldDelta dec
+	balance, held           money.Dec
+	balanceDelta, heldDelta money.Dec
 	seqBefore, seq          int64
 }
 
@@ -180,7 +181,7 @@ type identity struct {
 type entryRow struct {
 	identityID, accountID int64
 	tenant, bucket        string
-	amount                dec
+	amount                money.Dec
 }
 
 type deliveryRow struct {
@@ -361,10 +362,10 @@ func (s *Store) load(ctx context.Context, tx pgx.Tx, ds []decoded) (*txState, er
 			return nil, fmt.Errorf("lock accounts: %w", err)
 		}
 		var err error
-		if a.balance, err = parseDec(balance); err != nil {
+		if a.balance, err = money.Parse(balance); err != nil {
 			return nil, err
 		}
-		if a.held, err = parseDec(held); err != nil {
+		if a.held, err = money.Parse(held); err != nil {
 			return nil, err
 		}
 		a.seqBefore = a.seq

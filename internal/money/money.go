@@ -1,0 +1,95 @@
+// Package money is exact decimal arithmetic for amounts and balances. It never
+// rounds: an inexact result is a defect and panics.
+package money
+
+import (
+	"fmt"
+
+	"github.com/cockroachdb/apd/v3"
+)
+
+// decCtx does exact decimal arithmetic: amounts have at most 27 digits and
+// balances grow by sums of them, far inside 100 digits. Any inexact result
+// is an error, never a rounding.
+var decCtx = func() *apd.Context {
+	c := apd.BaseContext.WithPrecision(100)
+	c.Traps = apd.DefaultTraps | apd.Inexact | apd.Rounded
+	return c
+}()
+
+// Dec is an exact decimal value; the zero value is 0.
+type Dec struct{ d apd.Decimal }
+
+// Parse reads a decimal string exactly ("" is 0).
+func Parse(s string) (Dec, error) {
+	var v Dec
+	if s == "" {
+		return v, nil
+	}
+	if _, _, err := v.d.SetString(s); err != nil {
+		return v, fmt.Errorf("decimal %q: %w", s, err)
+	}
+	return v, nil
+}
+
+// MustParse is Parse for values already validated; it panics on bad input.
+func MustParse(s string) Dec {
+	v, err := Parse(s)
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+// Add returns a+b.
+func (a Dec) Add(b Dec) Dec {
+	var r Dec
+	if _, err := decCtx.Add(&r.d, &a.d, &b.d); err != nil {
+		panic(fmt.Errorf("money: %s + %s: %w", a, b, err))
+	}
+	return r
+}
+
+// Sub returns a-b.
+func (a Dec) Sub(b Dec) Dec {
+	var r Dec
+	if _, err := decCtx.Sub(&r.d, &a.d, &b.d); err != nil {
+		panic(fmt.Errorf("money: %s - %s: %w", a, b, err))
+	}
+	return r
+}
+
+// Neg returns -a.
+func (a Dec) Neg() Dec {
+	var r Dec
+	r.d.Neg(&a.d)
+	return r
+}
+
+// Cmp compares a and b: -1, 0 or +1.
+func (a Dec) Cmp(b Dec) int { return a.d.Cmp(&b.d) }
+
+// Sign is -1, 0 or +1.
+func (a Dec) Sign() int { return a.d.Sign() }
+
+// IsZero reports a == 0.
+func (a Dec) IsZero() bool { return a.d.IsZero() }
+
+// Min returns the smaller of a and b.
+func Min(a, b Dec) Dec {
+	if a.Cmp(b) <= 0 {
+		return a
+	}
+	return b
+}
+
+// String renders the exact value without exponent and without trailing
+// fraction zeros ("-40", "0.5", "0").
+func (a Dec) String() string {
+	var r apd.Decimal
+	r.Reduce(&a.d)
+	if r.IsZero() {
+		return "0"
+	}
+	return r.Text('f')
+}

@@ -1,0 +1,178 @@
+package settle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/settlehq/settle/fingerprint"
+)
+
+var (
+	sqlOutboxPending   = mustQuery("outbox_pending.sql")
+	sqlOutboxMark      = mustQuery("outbox_mark.sql")
+	sqlOutboxLeaseTry  = mustQuery("outbox_lease_try.sql")
+	sqlOutboxBacklog   = mustQuery("outbox_backlog.sql")
+	outboxPendingLimit = 100_000
+)
+
+// OutboxMessage is one outbox row: a message a settling transaction wrote
+// for the relay to publish.
+type OutboxMessage struct {
+	ID        int64
+	Topic     string
+	Key       []byte
+	Value     []byte
+	Headers   []fingerprint.Header
+	CreatedAt time.Time
+}
+
+// OutboxLease is the outbox relay's leadership: a session-level advisory
+// lock held on a connection of its own, taken out of the pool so that
+// nothing else ever runs on it and the pool never recycles it under the
+// lock.
+//
+// Why a lock and not SELECT ... FOR UPDATE SKIP LOCKED: one leader
+// publishes rows strictly in id order, which is what keeps every account's
+// settlements in sequence on the topic; competing relays skipping each
+// other's rows would interleave them. Why on its own connection: a
+// session lock lives exactly as long as its connection, so a relay that
+// dies or loses its connection loses leadership at once, and every read and
+// mark the leader does runs on that connection, so a leader that lost the
+// lock finds out on its next statement instead of publishing on. The lock
+// does not survive a connection pooler in transaction mode: point the
+// service at PostgreSQL itself (or a session-mode pool).
+//
+// An OutboxLease is not safe for concurrent use.
+type OutboxLease struct {
+	conn *pgx.Conn
+	key  int64
+	held bool
+}
+
+// ErrNotLeader is returned by OutboxLease.Pending and MarkPublished when
+// the lease does not hold the lock: call TryAcquire first.
+var ErrNotLeader = errors.New("outbox lease not held: another relay is the leader")
+
+// OutboxLease opens a dedicated connection for the outbox relay's lock
+// named by key. It does not take the lock: call TryAcquire. Close it when
+// done; closing releases the lock.
+func (s *Store) OutboxLease(ctx context.Context, key int64) (*OutboxLease, error) {
+	pc, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, wrapStoreErr("open outbox lease connection", err)
+	}
+	return &OutboxLease{conn: pc.Hijack(), key: key}, nil
+}
+
+// TryAcquire takes the lock if no other session holds it, without waiting.
+// It reports whether this lease now holds it.
+func (l *OutboxLease) TryAcquire(ctx context.Context) (bool, error) {
+	if l.held {
+		return true, nil
+	}
+	if err := l.conn.QueryRow(ctx, sqlOutboxLeaseTry, l.key).Scan(&l.held); err != nil {
+		return false, wrapStoreErr("take outbox lease", err)
+	}
+	return l.held, nil
+}
+
+// Held reports whether the lease took the lock (and has seen no failure of
+// its connection since).
+func (l *OutboxLease) Held() bool { return l.held }
+
+// Pending returns up to limit unpublished outbox rows in id order.
+func (l *OutboxLease) Pending(ctx context.Context, limit int) ([]OutboxMessage, error) {
+	if !l.held {
+		return nil, ErrNotLeader
+	}
+	if limit <= 0 || limit > outboxPendingLimit {
+		return nil, fmt.Errorf("outbox pending: limit %d must be between 1 and %d", limit, outboxPendingLimit)
+	}
+	rows, err := l.conn.Query(ctx, sqlOutboxPending, limit)
+	if err != nil {
+		return nil, l.fail("read outbox", err)
+	}
+	defer rows.Close()
+	var out []OutboxMessage
+	for rows.Next() {
+		var (
+			m       OutboxMessage
+			headers []byte
+		)
+		if err := rows.Scan(&m.ID, &m.Topic, &m.Key, &m.Value, &headers); err != nil {
+			return nil, l.fail("read outbox", err)
+		}
+		if m.Headers, err = decodeOutboxHeaders(headers); err != nil {
+			return nil, fmt.Errorf("read outbox row %d: headers: %w", m.ID, err)
+		}
+		out = append(out, m)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, l.fail("read outbox", err)
+	}
+	return out, nil
+}
+
+// MarkPublished records that the rows ids were acknowledged by the broker.
+func (l *OutboxLease) MarkPublished(ctx context.Context, ids []int64) error {
+	if !l.held {
+		return ErrNotLeader
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	if _, err := l.conn.Exec(ctx, sqlOutboxMark, ids); err != nil {
+		return l.fail("mark outbox rows published", err)
+	}
+	return nil
+}
+
+// Close closes the lease's connection, which releases the lock.
+func (l *OutboxLease) Close(ctx context.Context) error {
+	l.held = false
+	return l.conn.Close(ctx)
+}
+
+// fail wraps an error of the lease's connection. A broken connection has
+// lost the lock with it, so the lease stops claiming to hold it.
+func (l *OutboxLease) fail(what string, err error) error {
+	if l.conn.IsClosed() || classify(err) == ErrUnavailable {
+		l.held = false
+	}
+	return wrapStoreErr(what, err)
+}
+
+// decodeOutboxHeaders reads the headers column: a JSON array of
+// {key, value(base64)}, or the column default '{}' for none.
+func decodeOutboxHeaders(b []byte) ([]fingerprint.Header, error) {
+	if len(b) == 0 || string(b) == "{}" || string(b) == "null" {
+		return nil, nil
+	}
+	return DecodeHeaders(b)
+}
+
+// OutboxBacklog reports how many outbox rows wait to be published and when
+// the oldest of them was written (now when none wait).
+func (s *Store) OutboxBacklog(ctx context.Context) (rows int64, oldest time.Time, err error) {
+	if err := s.pool.QueryRow(ctx, sqlOutboxBacklog).Scan(&rows, &oldest); err != nil {
+		return 0, time.Time{}, wrapStoreErr("read outbox backlog", err)
+	}
+	return rows, oldest, nil
+}
+
+// wrapStoreErr adds what was being done, and ErrUnavailable when the
+// database itself failed, so callers can tell an outage (wait) from a
+// defect (report).
+func wrapStoreErr(what string, err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if c := classify(err); c != nil {
+		return fmt.Errorf("%s: %w: %v", what, c, err)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
