@@ -499,3 +499,12 @@ func quote(s string) string {
 	}
 	return fmt.Sprintf("%q…", s[:cut])
 }
+
+// clip is quote without the quotes, for JSON numbers: their text is already
+// unambiguous, but it may be arbitrarily long.
+func clip(s string) string {
+	if len(s) <= 64 {
+		return s
+	}
+	return s[:64] + "…"
+}

@@ -39,6 +39,10 @@ type Config struct {
 	// "" = "settlements".
 	SettlementsTopic string
 
+	// ResultsTopic names the topic that gets the final result of a record
+	// that waited (through the outbox). "" = "usage.results".
+	ResultsTopic string
+
 	// DeadLetterTopic names the topic dead letters are relayed to.
 	// "" = "usage.dlq".
 	DeadLetterTopic string
@@ -53,6 +57,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.SettlementsTopic == "" {
 		c.SettlementsTopic = "settlements"
+	}
+	if c.ResultsTopic == "" {
+		c.ResultsTopic = "usage.results"
 	}
 	if c.DeadLetterTopic == "" {
 		c.DeadLetterTopic = "usage.dlq"

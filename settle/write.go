@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -66,11 +67,13 @@ func (dl deadLetterRow) outboxHeaders() []byte {
 }
 
 // write stages every row of the batch in one pipelined round trip.
-func (st *txState) write(ctx context.Context, tx pgx.Tx, group string, ds []decoded) error {
+func (st *txState) write(ctx context.Context, group string) error {
 	b := &pgx.Batch{}
 	if n := len(st.newIdentities); n > 0 {
 		var (
 			ids, fps, accIDs, roots, offs []int64
+			targets                       []int64
+			subjects, currencies          []string
 			ts, ps, rs, ops, outs, reas   []string
 			srcs, topics                  []string
 			vers                          []int16
@@ -93,6 +96,8 @@ func (st *txState) write(ctx context.Context, tx pgx.Tx, group string, ds []deco
 			}
 			setIDs = append(setIDs, sid)
 			accIDs, roots = append(accIDs, id.accountID), append(roots, id.rootID)
+			targets = append(targets, id.targetID)
+			subjects, currencies = append(subjects, id.subject), append(currencies, id.currency)
 			srcs = append(srcs, d.rec.Source)
 			var attr *string
 			if len(d.rec.Attributes) > 0 {
@@ -105,7 +110,8 @@ func (st *txState) write(ctx context.Context, tx pgx.Tx, group string, ds []deco
 			attempts = append(attempts, int32(st.attempt))
 		}
 		b.Queue(sqlIdentityInsert, ids, ts, ps, rs, ops, fps, vers, canon, outs, reas, resps, setIDs,
-			nullZero(accIDs), nullZero(roots), srcs, attrs, topics, parts, offs, firstSeen, lastAttempt, attempts)
+			nullZero(accIDs), nullZero(roots), srcs, attrs, topics, parts, offs, firstSeen, lastAttempt, attempts,
+			subjects, currencies, nullZero(targets))
 	}
 	if n := len(st.entries); n > 0 {
 		var (
@@ -118,7 +124,7 @@ func (st *txState) write(ctx context.Context, tx pgx.Tx, group string, ds []deco
 		}
 		b.Queue(sqlLedgerEntryInsert, ids, accs, ts, bs, ams)
 	}
-	if as := st.sortedAccounts(); len(as) > 0 {
+	if as := st.changedAccounts(); len(as) > 0 {
 		var (
 			ids, before, after []int64
 			bd, hd             []string
@@ -128,6 +134,7 @@ func (st *txState) write(ctx context.Context, tx pgx.Tx, group string, ds []deco
 			bd, hd = append(bd, a.balanceDelta.String()), append(hd, a.heldDelta.String())
 		}
 		b.Queue(sqlAccountUpdate, ids, bd, hd, before, after)
+		st.guard(sqlAccountUpdate, len(ids))
 	}
 	if n := len(st.deliveries); n > 0 {
 		var (
@@ -179,19 +186,26 @@ func (st *txState) write(ctx context.Context, tx pgx.Tx, group string, ds []deco
 		}
 		b.Queue(sqlConsumerOffsetUpsert, groups, topics, parts, next)
 	}
+	st.queueChains(b)
+	st.queueHolds(b)
+	st.queueWaiting(b)
+	if len(st.closedCases) > 0 {
+		b.Queue(sqlConflictCaseClose, st.closedCases)
+	}
 	if b.Len() == 0 {
 		return nil
 	}
-	br := tx.SendBatch(ctx, b)
+	br := st.tx.SendBatch(ctx, b)
+	defer br.Close()
 	for i := 0; i < b.Len(); i++ {
 		tag, err := br.Exec()
 		if err != nil {
-			br.Close()
 			return err
 		}
-		if b.QueuedQueries[i].SQL == sqlAccountUpdate && int(tag.RowsAffected()) != len(st.sortedAccounts()) {
-			br.Close()
-			return fmt.Errorf("update accounts: %d of %d rows matched their locked sequence", tag.RowsAffected(), len(st.sortedAccounts()))
+		// The guarded updates assert that nothing changed what this
+		// transaction locked and read.
+		if want, ok := st.guarded[b.QueuedQueries[i].SQL]; ok && int(tag.RowsAffected()) != want {
+			return fmt.Errorf("guarded update matched %d of %d rows: %.60q", tag.RowsAffected(), want, b.QueuedQueries[i].SQL)
 		}
 	}
 	return br.Close()
@@ -213,4 +227,109 @@ func nonNil(b []byte) []byte {
 		return []byte{}
 	}
 	return b
+}
+
+// guard records how many rows a guarded update must match.
+func (st *txState) guard(sql string, rows int) {
+	if st.guarded == nil {
+		st.guarded = map[string]int{}
+	}
+	st.guarded[sql] = rows
+}
+
+func (st *txState) queueChains(b *pgx.Batch) {
+	var ins, upd struct {
+		roots, accs, versions, refunds, reclaims []int64
+		tenants, nets, refunded                  []string
+		recovered                                []bool
+		revs                                     []int32
+	}
+	for _, ch := range st.chains {
+		if !ch.dirty {
+			continue
+		}
+		x := &upd
+		if ch.isNew {
+			x = &ins
+		}
+		refunded := ""
+		if ch.c.Refunded {
+			refunded = ch.c.Refund.String()
+		}
+		x.roots, x.accs, x.versions = append(x.roots, ch.rootID), append(x.accs, ch.a.id), append(x.versions, ch.c.Version)
+		x.refunds, x.reclaims = append(x.refunds, ch.refundID), append(x.reclaims, ch.reclaimID)
+		x.tenants, x.nets, x.refunded = append(x.tenants, ch.a.key.tenant), append(x.nets, ch.c.NetCharge.String()), append(x.refunded, refunded)
+		x.recovered, x.revs = append(x.recovered, ch.c.Recovered), append(x.revs, ch.rev)
+	}
+	if len(ins.roots) > 0 {
+		b.Queue(sqlChainInsert, ins.roots, ins.tenants, ins.accs, ins.nets, ins.versions, ins.refunds, ins.refunded, ins.reclaims, ins.recovered)
+	}
+	if len(upd.roots) > 0 {
+		b.Queue(sqlChainUpdate, upd.roots, upd.nets, upd.versions, upd.refunds, upd.refunded, upd.reclaims, upd.recovered, upd.revs)
+		st.guard(sqlChainUpdate, len(upd.roots))
+	}
+}
+
+func (st *txState) queueHolds(b *pgx.Batch) {
+	var ins, upd struct {
+		ids, accs, closed             []int64
+		tenants, amounts, rems, stats []string
+		exps                          []*time.Time
+		revs                          []int32
+	}
+	for _, h := range st.holds {
+		if !h.dirty {
+			continue
+		}
+		x := &upd
+		if h.isNew {
+			x = &ins
+		}
+		x.ids, x.accs, x.closed = append(x.ids, h.identityID), append(x.accs, h.a.id), append(x.closed, h.closedBy)
+		x.tenants, x.amounts = append(x.tenants, h.tenant), append(x.amounts, h.amount.String())
+		x.rems, x.stats = append(x.rems, h.remaining.String()), append(x.stats, h.status)
+		x.exps, x.revs = append(x.exps, h.expiresAt), append(x.revs, h.rev)
+	}
+	if len(ins.ids) > 0 {
+		b.Queue(sqlHoldInsert, ins.ids, ins.tenants, ins.accs, ins.amounts, ins.rems, ins.exps, ins.stats, ins.closed)
+	}
+	if len(upd.ids) > 0 {
+		b.Queue(sqlHoldUpdate, upd.ids, upd.rems, upd.stats, upd.closed, upd.revs)
+		st.guard(sqlHoldUpdate, len(upd.ids))
+	}
+}
+
+func (st *txState) queueWaiting(b *pgx.Batch) {
+	var ins struct {
+		ts, ps, rs, ops, tps, trs, topics, stats []string
+		fps, offs                                []int64
+		canon, keys, values                      [][]byte
+		headers, resps                           []string
+		parts                                    []int32
+	}
+	var updIDs []int64
+	var updStats []string
+	for _, w := range st.waitingList {
+		d := w.d
+		ins.ts, ins.ps, ins.rs, ins.ops = append(ins.ts, d.id.TenantID), append(ins.ps, d.id.AccountPeriod), append(ins.rs, d.id.RecordID), append(ins.ops, string(d.id.Operation))
+		ins.tps, ins.trs = append(ins.tps, w.target.period), append(ins.trs, w.target.record)
+		ins.fps, ins.canon = append(ins.fps, int64(w.fp)), append(ins.canon, w.canonical)
+		ins.keys, ins.values, ins.headers = append(ins.keys, d.in.Key), append(ins.values, nonNil(d.in.Value)), append(ins.headers, string(encodeHeaders(d.in.Headers)))
+		ins.topics, ins.parts, ins.offs = append(ins.topics, d.in.Topic), append(ins.parts, d.in.Partition), append(ins.offs, d.in.Offset)
+		ins.resps, ins.stats = append(ins.resps, string(w.response)), append(ins.stats, w.status)
+	}
+	for _, ws := range st.waitingByTarget {
+		for _, w := range ws {
+			if w.dirty && !w.isNew {
+				updIDs, updStats = append(updIDs, w.id), append(updStats, w.status)
+			}
+		}
+	}
+	if len(ins.ts) > 0 {
+		b.Queue(sqlWaitingInsert, ins.ts, ins.ps, ins.rs, ins.ops, ins.tps, ins.trs, ins.fps, ins.canon, ins.keys, ins.values,
+			ins.headers, ins.topics, ins.parts, ins.offs, ins.resps, ins.stats)
+	}
+	if len(updIDs) > 0 {
+		b.Queue(sqlWaitingUpdate, updIDs, updStats)
+	}
 }

@@ -63,8 +63,14 @@ CREATE TABLE identities (
     reason            text        NOT NULL DEFAULT '',
     response          json        NOT NULL, -- json, not jsonb: replayed byte for byte
     settlement_id     text,
+    subject           text        NOT NULL DEFAULT '',
+    currency          text        NOT NULL DEFAULT '',
     account_id        bigint REFERENCES accounts (id),
-    root_id           bigint REFERENCES identities (id),
+    -- root_id: the chain a usage, correction or reversal belongs to (a
+    -- usage is its own root); target_id: the identity a refund, reclaim,
+    -- capture or release acted on.
+    root_id           bigint REFERENCES identities (id) DEFERRABLE INITIALLY DEFERRED,
+    target_id         bigint REFERENCES identities (id) DEFERRABLE INITIALLY DEFERRED,
     source            text        NOT NULL DEFAULT '',
     attributes        jsonb,
     topic             text        NOT NULL,
@@ -78,7 +84,8 @@ CREATE TABLE identities (
     CONSTRAINT identities_outcome_check CHECK (outcome IN ('settled', 'refused', 'quarantined')),
     CONSTRAINT identities_settlement_key UNIQUE (settlement_id)
 );
-CREATE INDEX identities_record ON identities (tenant_id, record_id);
+CREATE INDEX identities_record ON identities (tenant_id, account_period, record_id);
+CREATE INDEX identities_root ON identities (root_id) WHERE root_id IS NOT NULL;
 CREATE INDEX identities_account ON identities (account_id);
 
 -- Append-only ledger rows. bucket 'balance' moves the balance, 'held' the
@@ -95,6 +102,70 @@ CREATE TABLE ledger_entries (
 );
 CREATE INDEX ledger_entries_account ON ledger_entries (account_id, id);
 CREATE INDEX ledger_entries_identity ON ledger_entries (identity_id);
+
+-- Chains: a root usage and its corrections and reversals. Derived state,
+-- locked and updated in the transaction that appends the chain's rows; rev
+-- guards every update (a conditional write on the state that was read).
+CREATE TABLE chains (
+    root_id     bigint PRIMARY KEY REFERENCES identities (id),
+    tenant_id   text        NOT NULL,
+    account_id  bigint      NOT NULL REFERENCES accounts (id),
+    net_charge  numeric     NOT NULL,
+    version     bigint      NOT NULL,
+    refund_id   bigint REFERENCES identities (id),
+    refunded    numeric,
+    reclaim_id  bigint REFERENCES identities (id),
+    recovered   boolean     NOT NULL DEFAULT false,
+    rev         integer     NOT NULL DEFAULT 0,
+    updated_at  timestamptz NOT NULL DEFAULT now()
+);
+
+-- Holds: reserved amounts. remaining is what a capture may still take.
+CREATE TABLE holds (
+    identity_id bigint PRIMARY KEY REFERENCES identities (id),
+    tenant_id   text        NOT NULL,
+    account_id  bigint      NOT NULL REFERENCES accounts (id),
+    amount      numeric     NOT NULL,
+    remaining   numeric     NOT NULL,
+    expires_at  timestamptz,
+    status      text        NOT NULL DEFAULT 'active',
+    closed_by   bigint REFERENCES identities (id),
+    rev         integer     NOT NULL DEFAULT 0,
+    CONSTRAINT holds_status_check CHECK (status IN ('active', 'captured', 'released', 'expired')),
+    CONSTRAINT holds_remaining_check CHECK (remaining >= 0 AND remaining <= amount)
+);
+CREATE INDEX holds_expiring ON holds (expires_at) WHERE status = 'active' AND expires_at IS NOT NULL;
+CREATE INDEX holds_account_active ON holds (account_id) WHERE status = 'active';
+
+-- Operations waiting for their target (a correction, reversal, refund,
+-- reclaim, capture or release that arrived first). Applied in the target's
+-- own transaction; past the orphan timeout they open an orphan case (a
+-- capture is charged as plain usage instead).
+CREATE TABLE waiting (
+    id               bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    tenant_id        text        NOT NULL,
+    account_period   text        NOT NULL,
+    record_id        text        NOT NULL,
+    operation        text        NOT NULL,
+    target_period    text        NOT NULL,
+    target_record_id text        NOT NULL,
+    fingerprint      bigint      NOT NULL,
+    canonical        bytea       NOT NULL,
+    key              bytea,
+    value            bytea       NOT NULL,
+    headers          jsonb       NOT NULL DEFAULT '[]',
+    topic            text        NOT NULL,
+    partition        integer     NOT NULL,
+    "offset"         bigint      NOT NULL,
+    response         json        NOT NULL,
+    status           text        NOT NULL DEFAULT 'waiting',
+    case_id          bigint,
+    since            timestamptz NOT NULL DEFAULT now(),
+    CONSTRAINT waiting_scope_key UNIQUE (tenant_id, account_period, record_id, operation),
+    CONSTRAINT waiting_status_check CHECK (status IN ('waiting', 'orphaned', 'applied'))
+);
+CREATE INDEX waiting_target ON waiting (tenant_id, target_period, target_record_id) WHERE status <> 'applied';
+CREATE INDEX waiting_since ON waiting (since) WHERE status = 'waiting';
 
 -- Conflict cases for analysts. One case per (identity, reason, incoming
 -- fingerprint): a second delivery of the same conflicting payload joins the
@@ -223,7 +294,10 @@ CREATE TRIGGER dead_letters_no_truncate BEFORE TRUNCATE ON dead_letters
 REVOKE ALL ON ALL TABLES IN SCHEMA public FROM PUBLIC;
 GRANT USAGE ON SCHEMA public TO settle_app;
 GRANT SELECT, INSERT ON identities, ledger_entries, deliveries, dead_letters, conflict_cases,
-    accounts, outbox, consumer_offsets, periods TO settle_app;
+    accounts, outbox, consumer_offsets, periods, chains, holds, waiting TO settle_app;
+GRANT UPDATE (net_charge, version, refund_id, refunded, reclaim_id, recovered, rev, updated_at) ON chains TO settle_app;
+GRANT UPDATE (remaining, status, closed_by, rev) ON holds TO settle_app;
+GRANT UPDATE (status, case_id) ON waiting TO settle_app;
 GRANT SELECT ON identity_audit, schema_migrations TO settle_app;
 GRANT UPDATE (balance, held, seq, updated_at) ON accounts TO settle_app;
 GRANT UPDATE (published_at) ON outbox TO settle_app;

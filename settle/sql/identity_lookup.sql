@@ -1,7 +1,8 @@
--- Identities of a batch that are already settled.
-SELECT i.id, i.tenant_id, i.account_period, i.record_id, i.operation,
-       i.fingerprint, i.canonical_version, i.canonical, i.outcome, i.reason,
-       i.response, coalesce(i.settlement_id, ''), coalesce(i.account_id, 0)
+-- Identities of a batch that are already settled (same columns as
+-- target_lookup.sql).
+SELECT i.id, i.tenant_id, i.account_period, i.record_id, i.operation, i.outcome, i.reason,
+       i.fingerprint, i.canonical_version, i.canonical, i.response, coalesce(i.settlement_id, ''),
+       i.subject, i.currency, coalesce(i.account_id, 0), coalesce(i.root_id, 0)
   FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS k (tenant_id, account_period, record_id, operation)
   JOIN identities i ON i.tenant_id = k.tenant_id AND i.account_period = k.account_period
                    AND i.record_id = k.record_id AND i.operation = k.operation

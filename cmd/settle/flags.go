@@ -1,0 +1,116 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/settlehq/settle/fingerprint"
+	"github.com/settlehq/settle/settle"
+)
+
+// databaseFlags are the service's database settings.
+type databaseFlags struct {
+	DatabaseURL string `name:"database-url" env:"SETTLE_DATABASE_URL,DATABASE_URL" default:"postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable" help:"PostgreSQL URL the service connects with (${env})."`
+	PoolMaxConns int32 `name:"pool-max-conns" env:"SETTLE_POOL_MAX_CONNS" default:"16" help:"Most connections the service opens (${env})."`
+}
+
+// pool opens a connection pool and checks that the server answers.
+func (f databaseFlags) pool(ctx context.Context) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(f.DatabaseURL)
+	if err != nil {
+		return nil, usageError{fmt.Sprintf("--database-url: %v", err)}
+	}
+	if f.PoolMaxConns > 0 {
+		cfg.MaxConns = f.PoolMaxConns
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := pool.Ping(pctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("connect to PostgreSQL at %s: %w (is it running? check --database-url / DATABASE_URL)", redact(f.DatabaseURL), err)
+	}
+	return pool, nil
+}
+
+// kafkaFlags are the broker settings.
+type kafkaFlags struct {
+	Brokers []string `name:"brokers" env:"SETTLE_KAFKA_BROKERS,KAFKA_BROKERS" default:"127.0.0.1:9092" sep:"," help:"Kafka seed brokers, host:port, comma-separated (${env})."`
+}
+
+// topicFlags name the pipeline's topics.
+type topicFlags struct {
+	Topic            string `name:"topic" env:"SETTLE_TOPIC" default:"usage" help:"Usage topic consumed (${env})."`
+	ResultsTopic     string `name:"results-topic" env:"SETTLE_RESULTS_TOPIC" default:"usage.results" help:"Topic for one result per input record (${env})."`
+	SettlementsTopic string `name:"settlements-topic" env:"SETTLE_SETTLEMENTS_TOPIC" default:"settlements" help:"Topic for settlements, relayed from the outbox (${env})."`
+	DeadLetterTopic  string `name:"dlq-topic" env:"SETTLE_DLQ_TOPIC" default:"usage.dlq" help:"Dead-letter topic (${env})."`
+}
+
+// settleFlags configure the settlement core.
+type settleFlags struct {
+	BatchRecordsMax int      `name:"batch-records-max" env:"SETTLE_BATCH_RECORDS_MAX" default:"1000" help:"Most records settled in one transaction (${env})."`
+	RecordBytesMax  int      `name:"record-bytes-max" env:"SETTLE_RECORD_BYTES_MAX" default:"65536" help:"Largest record value accepted, in bytes; larger ones are dead-lettered too_large (${env})."`
+	Tenants         []string `name:"tenants" env:"SETTLE_TENANTS" sep:"," help:"Tenants records may name, comma-separated; empty accepts any (${env})."`
+}
+
+func (f settleFlags) config(t topicFlags) settle.Config {
+	return settle.Config{
+		Decoder:          fingerprint.Config{RecordBytesMax: f.RecordBytesMax, Tenants: f.Tenants},
+		BatchRecordsMax:  f.BatchRecordsMax,
+		SettlementsTopic: t.SettlementsTopic,
+		ResultsTopic:     t.ResultsTopic,
+		DeadLetterTopic:  t.DeadLetterTopic,
+	}
+}
+
+// migrate applies the embedded migrations over a connection to ownerURL
+// and reports what it did.
+func migrate(ctx context.Context, a *app, ownerURL string) error {
+	conn, err := pgx.Connect(ctx, ownerURL)
+	if err != nil {
+		return fmt.Errorf("connect to PostgreSQL at %s with the owner URL: %w", redact(ownerURL), err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	applied, err := settle.Migrate(ctx, conn)
+	if err != nil {
+		return err
+	}
+	if len(applied) == 0 {
+		a.log.Info("schema is current", "version", settle.SchemaVersion())
+	} else {
+		a.log.Info("schema migrated", "applied", applied, "version", settle.SchemaVersion())
+	}
+	return nil
+}
+
+// redact hides a URL's password for messages.
+func redact(u string) string {
+	if cfg, err := pgx.ParseConfig(u); err == nil && cfg.Password != "" {
+		return strings.Replace(u, cfg.Password, "xxxxx", 1)
+	}
+	return u
+}
+
+// kgoOpt is a franz-go client option.
+type kgoOpt = kgo.Opt
+
+// kafkaLogger routes franz-go's warnings and errors to the command's log.
+func kafkaLogger(a *app) kgo.Opt {
+	return kgo.WithLogger(kgo.BasicLogger(logWriter{a}, kgo.LogLevelWarn, nil))
+}
+
+type logWriter struct{ a *app }
+
+func (w logWriter) Write(p []byte) (int, error) {
+	w.a.log.Warn(strings.TrimSpace(string(p)), "component", "kafka")
+	return len(p), nil
+}

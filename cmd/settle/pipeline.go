@@ -1,0 +1,128 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/settlehq/settle/consumer"
+	"github.com/settlehq/settle/relay"
+	"github.com/settlehq/settle/settle"
+)
+
+// pipeline is the running service: consumers, the outbox relay and the
+// admin listener. `settle run` and `settle dev` both run one.
+type pipeline struct {
+	store           *settle.Store
+	consumer        *consumer.Consumer
+	relay           *relay.Relay
+	adminAddr       string
+	shutdownTimeout time.Duration
+}
+
+// run runs the pipeline until ctx ends (or the consumer fails), then stops
+// it in order: the consumer finishes its batch, commits and leaves the
+// group; then the relay publishes what is left; then the admin listener
+// closes. The whole stop is bounded by shutdownTimeout.
+func (p *pipeline) run(ctx context.Context, a *app) error {
+	ln, err := net.Listen("tcp", p.adminAddr)
+	if err != nil {
+		return fmt.Errorf("admin listener on %s: %w (choose another with --admin-addr)", p.adminAddr, err)
+	}
+	srv := &http.Server{Handler: p.adminHandler(), ReadHeaderTimeout: 5 * time.Second}
+	httpDone := make(chan error, 1)
+	go func() { httpDone <- srv.Serve(ln) }()
+	a.log.Info("admin listener up", "addr", ln.Addr().String(), "paths", "/livez /readyz")
+
+	consumerCtx, stopConsumer := context.WithCancel(ctx)
+	defer stopConsumer()
+	relayCtx, stopRelay := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopRelay()
+	consumerDone := make(chan error, 1)
+	go func() { consumerDone <- p.consumer.Run(consumerCtx) }()
+	relayDone := make(chan error, 1)
+	go func() { relayDone <- p.relay.Run(relayCtx) }()
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+		a.log.Info("stopping: finishing the batch in hand, committing, leaving the group, flushing the outbox", "timeout", p.shutdownTimeout)
+	case runErr = <-consumerDone:
+		consumerDone <- runErr // read again below
+		if runErr == nil {
+			runErr = errors.New("consumer stopped on its own")
+		}
+	case runErr = <-relayDone:
+		relayDone <- runErr
+		if runErr == nil {
+			runErr = errors.New("relay stopped on its own")
+		}
+	}
+
+	deadline := time.NewTimer(p.shutdownTimeout)
+	defer deadline.Stop()
+	stopConsumer()
+	var timedOut bool
+	select {
+	case err := <-consumerDone:
+		if err != nil && runErr == nil {
+			runErr = err
+		}
+	case <-deadline.C:
+		timedOut = true
+	}
+	stopRelay()
+	if !timedOut {
+		select {
+		case err := <-relayDone:
+			if err != nil && runErr == nil {
+				runErr = err
+			}
+		case <-deadline.C:
+			timedOut = true
+		}
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
+	_ = srv.Shutdown(sctx)
+	<-httpDone
+	if timedOut {
+		return fmt.Errorf("stop took longer than --shutdown-timeout %s; what was not committed is read again on the next start", p.shutdownTimeout)
+	}
+	return runErr
+}
+
+// adminHandler serves /livez (the process answers) and /readyz (it can do
+// its work: database reachable, schema current, group joined and not
+// paused by an outage).
+func (p *pipeline) adminHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /livez", func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		var reasons []string
+		if err := p.store.Pool().Ping(ctx); err != nil {
+			reasons = append(reasons, "database unreachable: "+err.Error())
+		} else if err := settle.CheckSchema(ctx, p.store.Pool()); err != nil {
+			reasons = append(reasons, err.Error())
+		}
+		if why := p.consumer.NotReadyReason(); why != "" {
+			reasons = append(reasons, why)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		if len(reasons) > 0 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+		json.NewEncoder(w).Encode(map[string]any{
+			"ready": len(reasons) == 0, "reasons": reasons, "relay_leader": p.relay.Leader(),
+		})
+	})
+	return mux
+}

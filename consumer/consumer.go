@@ -1,0 +1,409 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/settlehq/settle/settle"
+)
+
+// Config configures a Consumer. The zero value of every field but Brokers
+// is a documented default.
+type Config struct {
+	// Brokers are the seed brokers, host:port.
+	Brokers []string
+
+	// Group is the consumer group. "" = "settle".
+	Group string
+
+	// Topic is the usage topic read. "" = "usage".
+	Topic string
+
+	// ResultsTopic receives one result per input record.
+	// "" = "usage.results".
+	ResultsTopic string
+
+	// PollRecordsMax caps the records taken from the client per poll (all
+	// partitions together); each partition's share is cut into batches of
+	// the store's BatchRecordsMax. 0 = 10,000.
+	PollRecordsMax int
+
+	// RecordAttemptsMax is how often one record that fails on its own
+	// (isolated by bisection) is tried before it is dead-lettered
+	// transient_exhausted. 0 = 5.
+	RecordAttemptsMax int
+
+	// BackoffMin and BackoffMax bound the capped exponential backoff used
+	// while the database or the broker is unavailable and between attempts
+	// of a failing record. 0 = 100ms and 10s.
+	BackoffMin, BackoffMax time.Duration
+
+	// ProduceTimeout bounds one attempt to publish a batch's results; a
+	// failed attempt is retried with backoff, so it only decides how soon
+	// an outage of the broker shows in Ready. 0 = 30s.
+	ProduceTimeout time.Duration
+
+	// SessionTimeout is the group session timeout: how long the group
+	// waits for a dead member. 0 = 45s (the Kafka default). Tests use ~1s.
+	SessionTimeout time.Duration
+
+	// RebalanceTimeout is how long the group waits for members to finish
+	// their batches in a rebalance. 0 = 60s.
+	RebalanceTimeout time.Duration
+
+	// DrainTimeout bounds how long a stopping consumer keeps working on the
+	// batch it holds before abandoning it (abandoned records are read
+	// again by the next owner, so nothing is lost). 0 = 10s.
+	DrainTimeout time.Duration
+
+	// ClientOpts are extra franz-go options (TLS, SASL, logging). They are
+	// applied after the consumer's own, so they can override them: do not
+	// override the group options unless you know why they are set.
+	ClientOpts []kgo.Opt
+
+	// Logger receives the consumer's log. nil = slog.Default().
+	Logger *slog.Logger
+}
+
+func (c *Config) setDefaults() {
+	if c.Group == "" {
+		c.Group = "settle"
+	}
+	if c.Topic == "" {
+		c.Topic = "usage"
+	}
+	if c.ResultsTopic == "" {
+		c.ResultsTopic = "usage.results"
+	}
+	if c.PollRecordsMax == 0 {
+		c.PollRecordsMax = 10_000
+	}
+	if c.RecordAttemptsMax == 0 {
+		c.RecordAttemptsMax = 5
+	}
+	if c.BackoffMin == 0 {
+		c.BackoffMin = 100 * time.Millisecond
+	}
+	if c.BackoffMax == 0 {
+		c.BackoffMax = 10 * time.Second
+	}
+	if c.ProduceTimeout == 0 {
+		c.ProduceTimeout = 30 * time.Second
+	}
+	if c.SessionTimeout == 0 {
+		c.SessionTimeout = 45 * time.Second
+	}
+	if c.RebalanceTimeout == 0 {
+		c.RebalanceTimeout = 60 * time.Second
+	}
+	if c.DrainTimeout == 0 {
+		c.DrainTimeout = 10 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Validate reports the first setting that cannot work, saying how to fix it.
+func (c Config) Validate() error {
+	switch {
+	case len(c.Brokers) == 0:
+		return errors.New("consumer: no brokers: set at least one host:port (--brokers or KAFKA_BROKERS)")
+	case c.PollRecordsMax < 0 || c.PollRecordsMax > 1_000_000:
+		return fmt.Errorf("consumer: poll records max %d: must be between 1 and 1000000 (0 = 10000)", c.PollRecordsMax)
+	case c.RecordAttemptsMax < 0 || c.RecordAttemptsMax > 100:
+		return fmt.Errorf("consumer: record attempts max %d: must be between 1 and 100 (0 = 5)", c.RecordAttemptsMax)
+	case c.BackoffMin < 0 || c.BackoffMax < 0 || (c.BackoffMax != 0 && c.BackoffMin > c.BackoffMax):
+		return fmt.Errorf("consumer: backoff %s..%s: must be positive with min <= max", c.BackoffMin, c.BackoffMax)
+	case c.SessionTimeout < 0 || c.RebalanceTimeout < 0 || c.DrainTimeout < 0 || c.ProduceTimeout < 0:
+		return errors.New("consumer: timeouts must be positive (0 = default)")
+	}
+	return nil
+}
+
+// Consumer is one member of the consumer group. Create it with New and run
+// it with Run; Ready and Counts may be called from any goroutine.
+type Consumer struct {
+	store *settle.Store
+	cfg   Config
+	log   *slog.Logger
+
+	joined      atomic.Bool // the member holds an assignment (possibly empty)
+	dbDown      atomic.Bool // the last settle attempt found the database unavailable
+	brokerDown  atomic.Bool // the last publish attempt failed
+	running     atomic.Bool
+	commitsLost atomic.Int64 // commits whose outcome is unknown
+
+	// abandonMu guards abandon: the channel of the current poll, closed
+	// when the group wants to rebalance while this member holds a poll.
+	abandonMu sync.Mutex
+	abandon   chan struct{}
+
+	countsMu sync.Mutex
+	counts   map[settle.Outcome]int64
+}
+
+// New returns a consumer over store. It does not connect: Run does.
+func New(store *settle.Store, cfg Config) (*Consumer, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.setDefaults()
+	return &Consumer{store: store, cfg: cfg, log: cfg.Logger.With("component", "consumer", "group", cfg.Group),
+		counts: map[settle.Outcome]int64{}}, nil
+}
+
+// Ready reports whether the consumer is making progress: running, joined to
+// its group, and neither the database nor the broker is known to be down.
+func (c *Consumer) Ready() bool {
+	return c.running.Load() && c.joined.Load() && !c.dbDown.Load() && !c.brokerDown.Load()
+}
+
+// NotReadyReason says why Ready is false ("" when it is true).
+func (c *Consumer) NotReadyReason() string {
+	switch {
+	case !c.running.Load():
+		return "consumer not running"
+	case !c.joined.Load():
+		return "not joined to group " + c.cfg.Group
+	case c.dbDown.Load():
+		return "database unavailable: paused, retrying with backoff"
+	case c.brokerDown.Load():
+		return "broker unavailable: paused, retrying with backoff"
+	}
+	return ""
+}
+
+// Counts returns how many input records this consumer has handled, by
+// outcome (redeliveries included).
+func (c *Consumer) Counts() map[settle.Outcome]int64 {
+	c.countsMu.Lock()
+	defer c.countsMu.Unlock()
+	out := make(map[settle.Outcome]int64, len(c.counts))
+	for k, v := range c.counts {
+		out[k] = v
+	}
+	return out
+}
+
+// Run joins the group and settles records until ctx is done, then stops
+// gracefully: it stops fetching, finishes the batch it holds (for at most
+// DrainTimeout), commits what was settled, and leaves the group. It returns
+// nil after a requested stop, or the error that prevented it from running.
+func (c *Consumer) Run(ctx context.Context) error {
+	if !c.running.CompareAndSwap(false, true) {
+		return errors.New("consumer: Run called twice: create one Consumer per running member")
+	}
+	defer c.running.Store(false)
+
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(c.cfg.Brokers...),
+		kgo.ConsumerGroup(c.cfg.Group),
+		kgo.ConsumeTopics(c.cfg.Topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		// Offsets are committed by hand, after the transaction that covers
+		// them; autocommit would commit records that are not settled yet.
+		kgo.DisableAutoCommit(),
+		// A rebalance waits until the records of a poll are settled and
+		// committed, so a batch is never split from its commit and a
+		// revoked partition is never committed by its old owner.
+		kgo.BlockRebalanceOnPoll(),
+		kgo.OnPartitionsCallbackBlocked(c.onBlocked),
+		kgo.OnPartitionsAssigned(func(context.Context, *kgo.Client, map[string][]int32) { c.joined.Store(true) }),
+		kgo.OnPartitionsRevoked(func(context.Context, *kgo.Client, map[string][]int32) { c.joined.Store(false) }),
+		kgo.OnPartitionsLost(func(context.Context, *kgo.Client, map[string][]int32) { c.joined.Store(false) }),
+		kgo.AdjustFetchOffsetsFn(c.adjustOffsets),
+		kgo.SessionTimeout(c.cfg.SessionTimeout),
+		kgo.RebalanceTimeout(c.cfg.RebalanceTimeout),
+		kgo.HeartbeatInterval(min(3*time.Second, c.cfg.SessionTimeout/3)),
+		// Results: idempotent producer, every in-sync replica.
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.ProducerLinger(0),
+	}
+	cl, err := kgo.NewClient(append(opts, c.cfg.ClientOpts...)...)
+	if err != nil {
+		return fmt.Errorf("consumer: create kafka client: %w", err)
+	}
+
+	// Work on a poll outlives ctx by at most DrainTimeout: a stop lets the
+	// batch in hand finish and commit rather than throw the work away.
+	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelWork()
+	stopDrain := context.AfterFunc(ctx, func() {
+		t := time.NewTimer(c.cfg.DrainTimeout)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			cancelWork()
+		case <-workCtx.Done():
+		}
+	})
+	defer stopDrain()
+
+	c.log.Info("consumer started", "topic", c.cfg.Topic, "brokers", c.cfg.Brokers)
+	for {
+		fetches := cl.PollRecords(ctx, c.cfg.PollRecordsMax)
+		if fetches.IsClientClosed() || ctx.Err() != nil {
+			break
+		}
+		fetches.EachError(func(topic string, p int32, err error) {
+			if !errors.Is(err, context.Canceled) {
+				c.log.Warn("fetch failed; the client retries", "topic", topic, "partition", p, "err", err)
+			}
+		})
+		c.handlePoll(workCtx, cl, fetches)
+		cl.AllowRebalance()
+	}
+
+	// Leave the group within a bound so a dead broker cannot hang the
+	// stop; Close after a failed leave still releases the connections, and
+	// the group notices the member is gone at its session timeout.
+	cl.AllowRebalance()
+	leaveCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := cl.LeaveGroupContext(leaveCtx); err != nil {
+		c.log.Warn("leave group failed; the group will notice at its session timeout", "err", err)
+	}
+	cl.Close()
+	c.joined.Store(false)
+	c.log.Info("consumer stopped")
+	return nil
+}
+
+// onBlocked runs (in its own goroutine) when a rebalance waits for this
+// member's poll. It lets work that is only waiting out an outage give up,
+// so the member does not hold the whole group hostage.
+func (c *Consumer) onBlocked(context.Context, *kgo.Client) {
+	c.abandonMu.Lock()
+	defer c.abandonMu.Unlock()
+	if c.abandon != nil {
+		select {
+		case <-c.abandon:
+		default:
+			close(c.abandon)
+		}
+	}
+}
+
+// newPollAbandon installs and returns a fresh abandon channel for one poll.
+func (c *Consumer) newPollAbandon() <-chan struct{} {
+	c.abandonMu.Lock()
+	defer c.abandonMu.Unlock()
+	c.abandon = make(chan struct{})
+	return c.abandon
+}
+
+// partitionWork is one partition's share of a poll and how far it got.
+type partitionWork struct {
+	topic     string
+	partition int32
+	records   []*kgo.Record
+	next      int64 // offset after the last record settled and published; -1: none
+	epoch     int32 // leader epoch of that record
+	err       error
+}
+
+// handlePoll settles one poll: the partitions concurrently (each in its own
+// goroutine, ended before handlePoll returns), each partition's records in
+// order. Then it commits what was settled and rewinds what was not.
+func (c *Consumer) handlePoll(ctx context.Context, cl *kgo.Client, fetches kgo.Fetches) {
+	var work []*partitionWork
+	fetches.EachPartition(func(p kgo.FetchTopicPartition) {
+		if len(p.Records) > 0 {
+			work = append(work, &partitionWork{topic: p.Topic, partition: p.Partition, records: p.Records, next: -1})
+		}
+	})
+	if len(work) == 0 {
+		return
+	}
+	abandon := c.newPollAbandon()
+	var wg sync.WaitGroup
+	for _, w := range work {
+		wg.Go(func() { c.handlePartition(ctx, abandon, cl, w) })
+	}
+	wg.Wait()
+
+	commit := map[string]map[int32]kgo.EpochOffset{}
+	rewind := map[string]map[int32]kgo.EpochOffset{}
+	for _, w := range work {
+		if w.next >= 0 {
+			if commit[w.topic] == nil {
+				commit[w.topic] = map[int32]kgo.EpochOffset{}
+			}
+			commit[w.topic][w.partition] = kgo.EpochOffset{Epoch: w.epoch, Offset: w.next}
+		}
+		if w.err != nil {
+			// The client's position is already past every polled record;
+			// put it back on the first record not done, so the next poll
+			// (ours, if we keep the partition) starts there.
+			from := w.records[0].Offset
+			if w.next >= 0 {
+				from = w.next
+			}
+			if rewind[w.topic] == nil {
+				rewind[w.topic] = map[int32]kgo.EpochOffset{}
+			}
+			rewind[w.topic][w.partition] = kgo.EpochOffset{Epoch: -1, Offset: from}
+			c.log.Warn("partition batch not finished; it will be read again", "topic", w.topic, "partition", w.partition, "from", from, "err", w.err)
+		}
+	}
+	c.commit(ctx, cl, commit)
+	if len(rewind) > 0 {
+		cl.SetOffsets(rewind)
+	}
+}
+
+// commit commits offsets already covered by committed transactions. A
+// failed commit is "unknown", not "nothing committed": the broker may have
+// applied it. Either answer is safe, because the offsets are already in
+// PostgreSQL and a redelivered record repeats its stored result, so the
+// failure is only logged and the next commit supersedes it.
+func (c *Consumer) commit(ctx context.Context, cl *kgo.Client, offsets map[string]map[int32]kgo.EpochOffset) {
+	if len(offsets) == 0 {
+		return
+	}
+	// A stopping consumer still commits what it settled.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	var failure error
+	cl.CommitOffsetsSync(cctx, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+		if err != nil {
+			failure = err
+			return
+		}
+		failure = commitResponseErr(resp)
+	})
+	if failure != nil {
+		c.commitsLost.Add(1)
+		c.log.Warn("offset commit failed; its outcome is unknown and the next commit supersedes it", "err", failure)
+	}
+}
+
+func (c *Consumer) count(rs []settle.Result) {
+	c.countsMu.Lock()
+	defer c.countsMu.Unlock()
+	for i := range rs {
+		c.counts[rs[i].Outcome]++
+	}
+}
+
+// commitResponseErr returns the first partition error of a commit response.
+func commitResponseErr(resp *kmsg.OffsetCommitResponse) error {
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

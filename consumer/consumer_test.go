@@ -1,0 +1,551 @@
+package consumer_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/settlehq/settle/consumer"
+	"github.com/settlehq/settle/internal/kafkatest"
+	"github.com/settlehq/settle/internal/pgtest"
+	"github.com/settlehq/settle/relay"
+	"github.com/settlehq/settle/settle"
+)
+
+// usage returns a valid usage record's JSON with fields overridden by kv
+// pairs (a nil value deletes the field).
+func usage(kv ...any) []byte {
+	m := map[string]any{
+		"tenant_id": "acme", "account_period": "2026-11", "record_id": "u-1", "kind": "usage",
+		"subject": "cust-1", "amount": "40", "currency": "USD", "meter": "gpu_seconds",
+		"quantity": "40", "unit": "s", "occurred_at": "2026-11-03T10:00:00Z", "finalization_version": 1,
+	}
+	for i := 0; i < len(kv); i += 2 {
+		if kv[i+1] == nil {
+			delete(m, kv[i].(string))
+		} else {
+			m[kv[i].(string)] = kv[i+1]
+		}
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+func rec(partition int32, value []byte) *kgo.Record {
+	return &kgo.Record{Topic: "usage", Partition: partition, Key: []byte("acme/cust-1"), Value: value,
+		Headers: []kgo.RecordHeader{{Key: "origin", Value: []byte("test")}}}
+}
+
+func testLogger(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+func consumerConfig(t *testing.T, k *kafkatest.Cluster, group string) consumer.Config {
+	return consumer.Config{
+		Brokers: k.Brokers, Group: group,
+		SessionTimeout: time.Second, RebalanceTimeout: 2 * time.Second,
+		BackoffMin: 20 * time.Millisecond, BackoffMax: 200 * time.Millisecond,
+		DrainTimeout: 2 * time.Second, Logger: testLogger(t),
+	}
+}
+
+// start runs fn in a goroutine and returns a stop that cancels it and
+// waits for it to return (also registered at cleanup).
+func start(t *testing.T, fn func(context.Context) error) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- fn(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("run: %v", err)
+				}
+			case <-time.After(20 * time.Second):
+				t.Errorf("run did not stop within 20s of its context ending")
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+func runConsumer(t *testing.T, s *settle.Store, cfg consumer.Config) (*consumer.Consumer, func()) {
+	t.Helper()
+	c, err := consumer.New(s, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, start(t, c.Run)
+}
+
+func runRelay(t *testing.T, s *settle.Store, k *kafkatest.Cluster) (*relay.Relay, func()) {
+	t.Helper()
+	r, err := relay.New(s, relay.Config{Brokers: k.Brokers, StandbyInterval: 50 * time.Millisecond,
+		BackoffMin: 20 * time.Millisecond, BackoffMax: 200 * time.Millisecond, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, start(t, r.Run)
+}
+
+func results(t *testing.T, k *kafkatest.Cluster, n int) map[string]settle.Result {
+	t.Helper()
+	out := map[string]settle.Result{}
+	for _, r := range k.Read(t, "usage.results", n, 20*time.Second) {
+		var res settle.Result
+		if err := json.Unmarshal(r.Value, &res); err != nil {
+			t.Fatalf("result %s: %v", r.Value, err)
+		}
+		if res.Version != settle.SchemaVersionOutput {
+			t.Errorf("result version %d", res.Version)
+		}
+		out[fmt.Sprintf("%d/%d", res.Source.Partition, res.Source.Offset)] = res
+	}
+	if len(out) < n {
+		t.Fatalf("results: got %d distinct input records, want %d", len(out), n)
+	}
+	return out
+}
+
+func count(t *testing.T, pool *pgxpool.Pool, query string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := pool.QueryRow(context.Background(), query, args...).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	return n
+}
+
+// checkOffsets asserts that no Kafka commit of group is ahead of the next
+// offset PostgreSQL holds for it, and returns both.
+func checkOffsets(t *testing.T, k *kafkatest.Cluster, s *settle.Store, group string) (kafka map[int32]int64, pg map[int32]int64) {
+	t.Helper()
+	kafka = k.Committed(t, group, "usage") // first: PostgreSQL's offsets only grow
+	all, err := s.ConsumerOffsets(context.Background(), group)
+	if err != nil {
+		t.Errorf("read postgres offsets: %v", err) // not Fatal: called from a sampling goroutine
+		return kafka, nil
+	}
+	pg = all["usage"]
+	for p, o := range kafka {
+		if o > pg[p] {
+			t.Errorf("partition %d: kafka committed %d, ahead of postgres %d", p, o, pg[p])
+		}
+	}
+	return kafka, pg
+}
+
+func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestPipelineEndToEnd settles records from a kfake topic through the
+// consumer and the relay: one result per input record on usage.results,
+// one message per settlement on settlements, dead letters with their
+// original bytes, headers and reason on usage.dlq; poison records do not
+// hold up the records behind them in their partition; and Kafka's commits
+// never get ahead of PostgreSQL's offsets, sampled while it runs.
+func TestPipelineEndToEnd(t *testing.T) {
+	t.Parallel()
+	k := kafkatest.NewCluster(t, 3)
+	s := pgtest.NewStore(t, settle.Config{})
+	grant := usage("record_id", "g-1", "kind", "grant", "amount", "100", "meter", nil, "quantity", nil, "unit", nil, "finalization_version", nil)
+	oversize := usage("record_id", "big", "attributes", map[string]any{"pad": strings.Repeat("x", 70<<10)})
+	k.Produce(t,
+		rec(0, grant),   // 0/0 settled
+		rec(0, usage()), // 0/1 u-1 (settled or duplicate)
+		rec(0, []byte(`{"tenant_id": "acme", oops`)), // 0/2 invalid_json
+		rec(0, oversize), // 0/3 too_large
+		rec(0, usage("record_id", "u-2", "amount", 7)),         // 0/4 invalid_field: a JSON number
+		rec(0, usage("record_id", "u-3")),                      // 0/5 settled behind the poison
+		rec(1, usage()),                                        // 1/0 u-1 again (duplicate or settled)
+		rec(1, usage("amount", "41")),                          // 1/1 conflict: quarantined
+		rec(2, usage("record_id", "u-9", "subject", "cust-2")), // 2/0 settled
+	)
+	c, stopConsumer := runConsumer(t, s, consumerConfig(t, k, "e2e"))
+	_, stopRelay := runRelay(t, s, k)
+
+	// Sample the offset invariant while the pipeline runs.
+	sampleCtx, stopSampling := context.WithCancel(context.Background())
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for sampleCtx.Err() == nil {
+			checkOffsets(t, k, s, "e2e")
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
+
+	rs := results(t, k, 9)
+	want := map[string]string{
+		"0/0": "settled", "0/2": "dead_lettered:invalid_json", "0/3": "dead_lettered:too_large",
+		"0/4": "dead_lettered:invalid_field", "0/5": "settled", "1/1": "quarantined:fingerprint_mismatch", "2/0": "settled",
+	}
+	for at, w := range want {
+		r := rs[at]
+		if got := strings.TrimSuffix(string(r.Outcome)+":"+r.Reason, ":"); got != w {
+			t.Errorf("result %s = %s, want %s (%+v)", at, got, w, r)
+		}
+	}
+	// The two deliveries of u-1 are on different partitions, settled
+	// concurrently: whichever comes first settles, the other replays it.
+	a, b := rs["0/1"], rs["1/0"]
+	if got := []settle.Outcome{a.Outcome, b.Outcome}; !(got[0] == settle.OutcomeSettled && got[1] == settle.OutcomeDuplicate ||
+		got[1] == settle.OutcomeSettled && got[0] == settle.OutcomeDuplicate) {
+		t.Errorf("u-1 deliveries = %v, want one settled and one duplicate", got)
+	}
+	dup := a
+	if b.Outcome == settle.OutcomeDuplicate {
+		dup = b
+	}
+	if !dup.Replayed || len(dup.Response) == 0 {
+		t.Errorf("duplicate result must replay the stored response: %+v", dup)
+	}
+
+	dlq := k.Read(t, "usage.dlq", 3, 20*time.Second)
+	if len(dlq) != 3 {
+		t.Fatalf("usage.dlq has %d messages, want 3", len(dlq))
+	}
+	wantDLQ := map[string]string{"2": "invalid_json", "3": "too_large", "4": "invalid_field"}
+	for _, m := range dlq {
+		off := kafkatest.Header(m, "dlq_source_offset")
+		if got := kafkatest.Header(m, "dlq_reason"); got != wantDLQ[off] {
+			t.Errorf("dead letter of offset %s: reason %q, want %q", off, got, wantDLQ[off])
+		}
+		if kafkatest.Header(m, "origin") != "test" || kafkatest.Header(m, "dlq_source_topic") != "usage" {
+			t.Errorf("dead letter of offset %s lost its headers or source: %v", off, m.Headers)
+		}
+		if off == "3" && !bytes.Equal(m.Value, oversize) {
+			t.Errorf("dead letter of offset 3 does not carry the original bytes")
+		}
+	}
+
+	sets := k.Read(t, "settlements", 4, 20*time.Second)
+	ids := map[string]bool{}
+	for _, m := range sets {
+		ids[kafkatest.Header(m, "settlement_id")] = true
+	}
+	if len(sets) != 4 || len(ids) != 4 || ids[""] {
+		t.Errorf("settlements: %d messages, %d distinct settlement ids, want 4 and 4", len(sets), len(ids))
+	}
+	waitFor(t, "consumer ready", 5*time.Second, c.Ready)
+
+	stopSampling()
+	<-sampled
+	stopConsumer()
+	stopRelay()
+	kafka, pg := checkOffsets(t, k, s, "e2e")
+	for p, want := range map[int32]int64{0: 6, 1: 2, 2: 1} {
+		if kafka[p] != want || pg[p] != want {
+			t.Errorf("partition %d: kafka committed %d, postgres %d, want both %d", p, kafka[p], pg[p], want)
+		}
+	}
+	if c.Ready() {
+		t.Errorf("a stopped consumer must not be ready")
+	}
+}
+
+// TestRecordFailingInTheDatabaseIsIsolated: a record the decoder accepts
+// but the database refuses (a trigger, installed for the test, raises an
+// error on its identity row) fails its whole batch. The consumer bisects to
+// it, settles the records around it, retries it a bounded number of times,
+// then dead-letters it transient_exhausted; the partition moves on.
+func TestRecordFailingInTheDatabaseIsIsolated(t *testing.T) {
+	t.Parallel()
+	k := kafkatest.NewCluster(t, 1)
+	s := pgtest.NewStore(t, settle.Config{})
+	if _, err := s.Pool().Exec(context.Background(), `
+		CREATE FUNCTION refuse_poison() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			IF NEW.record_id = 'poison' THEN RAISE EXCEPTION 'refused by the test trigger'; END IF;
+			RETURN NEW;
+		END $$;
+		CREATE TRIGGER refuse_poison BEFORE INSERT ON identities FOR EACH ROW EXECUTE FUNCTION refuse_poison();`); err != nil {
+		t.Fatal(err)
+	}
+	var recs []*kgo.Record
+	for i := range 8 {
+		id := fmt.Sprintf("u-%d", i)
+		if i == 5 {
+			id = "poison"
+		}
+		recs = append(recs, rec(0, usage("record_id", id)))
+	}
+	k.Produce(t, recs...)
+	cfg := consumerConfig(t, k, "poison")
+	cfg.RecordAttemptsMax = 3
+	_, stop := runConsumer(t, s, cfg)
+	runRelay(t, s, k)
+	rs := results(t, k, 8)
+	for i := range 8 {
+		r := rs[fmt.Sprintf("0/%d", i)]
+		want := "settled"
+		if i == 5 {
+			want = "dead_lettered:transient_exhausted"
+		}
+		if got := strings.TrimSuffix(string(r.Outcome)+":"+r.Reason, ":"); got != want {
+			t.Errorf("record %d = %s (%s), want %s", i, got, r.Error, want)
+		}
+	}
+	if !strings.Contains(rs["0/5"].Error, "refused by the test trigger") {
+		t.Errorf("dead letter error %q does not carry the last failure", rs["0/5"].Error)
+	}
+	dlq := k.Read(t, "usage.dlq", 1, 20*time.Second)
+	if len(dlq) != 1 || kafkatest.Header(dlq[0], "dlq_attempts") != "3" || kafkatest.Header(dlq[0], "dlq_reason") != "transient_exhausted" {
+		t.Errorf("dead letters: %d, want 1 with dlq_reason transient_exhausted and dlq_attempts 3", len(dlq))
+	}
+	stop()
+	if kafka, _ := checkOffsets(t, k, s, "poison"); kafka[0] != 8 {
+		t.Errorf("kafka committed %d, want 8", kafka[0])
+	}
+}
+
+// TestRestoredDatabaseIsReadAgain: the database is restored from a backup
+// taken when it had settled 3 records; Kafka's commit says 6. A consumer
+// on the restored database reads the partition again from 3, so the
+// records that the restore lost are settled again, not skipped.
+func TestRestoredDatabaseIsReadAgain(t *testing.T) {
+	t.Parallel()
+	k := kafkatest.NewCluster(t, 1)
+	dbURL := pgtest.NewDatabase(t)
+	cfg := consumerConfig(t, k, "restore")
+
+	phase := func(url string, produce []int, want int) *settle.Store {
+		t.Helper()
+		pool, err := pgxpool.New(context.Background(), url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := settle.Open(context.Background(), pool, settle.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var recs []*kgo.Record
+		for _, i := range produce {
+			recs = append(recs, rec(0, usage("record_id", fmt.Sprintf("u-%d", i))))
+		}
+		if len(recs) > 0 {
+			k.Produce(t, recs...)
+		}
+		_, stop := runConsumer(t, s, cfg)
+		waitFor(t, fmt.Sprintf("%d deliveries", want), 20*time.Second, func() bool {
+			return count(t, pool, `SELECT count(*) FROM deliveries`) == want
+		})
+		stop()
+		return s
+	}
+	s := phase(dbURL, []int{0, 1, 2}, 3)
+	s.Pool().Close()
+	backup := cloneDatabase(t, dbURL) // the backup, taken at offset 3
+	s = phase(dbURL, []int{3, 4, 5}, 6)
+	if kafka, _ := checkOffsets(t, k, s, "restore"); kafka[0] != 6 {
+		t.Fatalf("kafka committed %d, want 6", kafka[0])
+	}
+	s.Pool().Close()
+
+	restored := phase(backup, nil, 6) // read again from 3, not from Kafka's 6
+	kafka, pg := checkOffsets(t, k, restored, "restore")
+	if kafka[0] != 6 || pg[0] != 6 {
+		t.Errorf("after the restore: kafka %d, postgres %d, want 6 and 6", kafka[0], pg[0])
+	}
+	if n := count(t, restored.Pool(), `SELECT count(*) FROM identities WHERE outcome = 'settled'`); n != 6 {
+		t.Errorf("restored database has %d settled identities, want 6", n)
+	}
+	restored.Pool().Close()
+}
+
+// cloneDatabase copies the database at url (no one may be connected to it)
+// into a new one, dropped at cleanup, and returns its URL: a backup.
+func cloneDatabase(t *testing.T, src string) string {
+	t.Helper()
+	u, err := url.Parse(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := strings.TrimPrefix(u.Path, "/")
+	clone := name + "_bak"
+	ctx := context.Background()
+	admin, err := pgx.Connect(ctx, pgtest.ServerURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	if _, err := admin.Exec(ctx, `CREATE DATABASE `+clone+` TEMPLATE `+name); err != nil {
+		t.Fatalf("clone database: %v", err)
+	}
+	t.Cleanup(func() {
+		admin, err := pgx.Connect(context.Background(), pgtest.ServerURL())
+		if err == nil {
+			_, _ = admin.Exec(context.Background(), `DROP DATABASE IF EXISTS `+clone+` WITH (FORCE)`)
+			admin.Close(context.Background())
+		}
+	})
+	return pgtest.DatabaseURL(clone)
+}
+
+// TestDatabaseOutagePauses: with PostgreSQL unreachable (a TCP proxy in
+// front of it is cut), the consumer pauses, reports not ready and
+// dead-letters nothing; when the proxy is restored it settles everything.
+func TestDatabaseOutagePauses(t *testing.T) {
+	t.Parallel()
+	k := kafkatest.NewCluster(t, 1)
+	px := newProxy(t, "127.0.0.1:5432")
+	u, err := url.Parse(pgtest.NewDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	direct, err := pgxpool.New(context.Background(), u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(direct.Close)
+	u.Host = px.addr
+	pcfg, err := pgxpool.ParseConfig(u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pcfg.ConnConfig.ConnectTimeout = time.Second
+	pool, err := pgxpool.NewWithConfig(context.Background(), pcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	s, err := settle.Open(context.Background(), pool, settle.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	var recs []*kgo.Record
+	for i := range 5 {
+		recs = append(recs, rec(0, usage("record_id", fmt.Sprintf("u-%d", i))))
+	}
+	k.Produce(t, recs...)
+	px.cut()
+	c, stop := runConsumer(t, s, consumerConfig(t, k, "outage"))
+	time.Sleep(2 * time.Second)
+	if c.Ready() {
+		t.Errorf("ready during a database outage")
+	}
+	if !strings.Contains(c.NotReadyReason(), "database") {
+		t.Errorf("not-ready reason %q does not name the database", c.NotReadyReason())
+	}
+	if n := count(t, direct, `SELECT count(*) FROM deliveries`); n != 0 {
+		t.Errorf("%d deliveries recorded during the outage", n)
+	}
+	px.restore()
+	rs := results(t, k, 5)
+	for at, r := range rs {
+		if r.Outcome != settle.OutcomeSettled {
+			t.Errorf("record %s = %s %s, want settled", at, r.Outcome, r.Reason)
+		}
+	}
+	waitFor(t, "ready after the outage", 10*time.Second, c.Ready)
+	if n := count(t, direct, `SELECT count(*) FROM dead_letters`); n != 0 {
+		t.Errorf("%d dead letters after an outage, want 0", n)
+	}
+	stop()
+	checkOffsets(t, k, s, "outage")
+}
+
+// proxy forwards TCP connections to a target until cut: cut closes every
+// connection and refuses new ones (as a dead server would), restore
+// accepts again.
+type proxy struct {
+	t      *testing.T
+	addr   string
+	target string
+	ln     net.Listener
+
+	mu    sync.Mutex
+	down  bool
+	conns []net.Conn
+}
+
+func newProxy(t *testing.T, target string) *proxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proxy{t: t, addr: ln.Addr().String(), target: target, ln: ln}
+	var wg sync.WaitGroup
+	t.Cleanup(func() {
+		ln.Close()
+		p.cut()
+		wg.Wait()
+	})
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			p.mu.Lock()
+			if p.down {
+				p.mu.Unlock()
+				c.Close()
+				continue
+			}
+			up, err := net.Dial("tcp", target)
+			if err != nil {
+				p.mu.Unlock()
+				c.Close()
+				continue
+			}
+			p.conns = append(p.conns, c, up)
+			p.mu.Unlock()
+			wg.Go(func() { io.Copy(up, c); up.Close() })
+			wg.Go(func() { io.Copy(c, up); c.Close() })
+		}
+	})
+	return p
+}
+
+func (p *proxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.down = true
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}
+
+func (p *proxy) restore() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.down = false
+}

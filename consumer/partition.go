@@ -1,0 +1,219 @@
+package consumer
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/settlehq/settle/fingerprint"
+	"github.com/settlehq/settle/settle"
+)
+
+// errAbandoned stops work that was waiting out an outage when the group
+// wants to rebalance or the consumer is stopping. Nothing it held was
+// committed, so the records are read again.
+var errAbandoned = errors.New("abandoned while waiting out an outage: the records will be read again")
+
+// handlePartition settles one partition's records of a poll, in order, in
+// batches of at most the store's BatchRecordsMax, publishing each batch's
+// results before the next. It records in w how far it got.
+func (c *Consumer) handlePartition(ctx context.Context, abandon <-chan struct{}, cl *kgo.Client, w *partitionWork) {
+	batchMax := c.store.Config().BatchRecordsMax
+	for start := 0; start < len(w.records); start += batchMax {
+		recs := w.records[start:min(start+batchMax, len(w.records))]
+		ins := make([]settle.Input, len(recs))
+		for i, r := range recs {
+			ins[i] = input(r)
+		}
+		results, err := c.settleRange(ctx, abandon, ins)
+		// results covers a prefix of ins even on error: publish it, so the
+		// partition's progress is kept.
+		if len(results) > 0 {
+			if perr := c.publish(ctx, abandon, cl, results); perr != nil {
+				w.err = perr
+				return
+			}
+			c.count(results)
+			last := recs[len(results)-1]
+			w.next, w.epoch = last.Offset+1, last.LeaderEpoch
+		}
+		if err != nil {
+			w.err = err
+			return
+		}
+	}
+}
+
+// input turns a Kafka record into the settlement core's input.
+func input(r *kgo.Record) settle.Input {
+	hs := make([]fingerprint.Header, len(r.Headers))
+	for i, h := range r.Headers {
+		hs[i] = fingerprint.Header{Key: h.Key, Value: h.Value}
+	}
+	return settle.Input{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value,
+		Headers: hs, Timestamp: r.Timestamp}
+}
+
+// settleRange settles ins in order and returns the results of the prefix of
+// ins that settled. A batch that fails for a reason other than an outage is
+// cut in halves, each settled in its own transaction, left first, so the
+// failure is narrowed to one record in log2(len) steps while every record
+// before it settles and the partition order is kept.
+func (c *Consumer) settleRange(ctx context.Context, abandon <-chan struct{}, ins []settle.Input) ([]settle.Result, error) {
+	results, err := c.settleWaiting(ctx, abandon, ins)
+	var be *settle.BatchError
+	if err == nil || !errors.As(err, &be) {
+		return results, err
+	}
+	if len(ins) == 1 {
+		return c.settleSuspect(ctx, abandon, ins[0], err)
+	}
+	c.log.Warn("batch failed; bisecting to find the record", "records", len(ins),
+		"partition", ins[0].Partition, "first_offset", ins[0].Offset, "err", err)
+	mid := len(ins) / 2
+	left, err := c.settleRange(ctx, abandon, ins[:mid])
+	if err != nil {
+		return left, err
+	}
+	right, err := c.settleRange(ctx, abandon, ins[mid:])
+	return append(left, right...), err
+}
+
+// settleSuspect settles one record that failed on its own: it retries it
+// with backoff up to RecordAttemptsMax attempts in all, then settles it as
+// exhausted, which dead-letters it transient_exhausted with the last error
+// and the attempt count. If even the dead letter fails, the fault cannot be
+// the record's (a dead letter does not look inside it): the consumer
+// pauses and starts the record's count again rather than blame it.
+func (c *Consumer) settleSuspect(ctx context.Context, abandon <-chan struct{}, in settle.Input, firstErr error) ([]settle.Result, error) {
+	attempts, lastErr := 1, firstErr
+	b := newBackoff(c.cfg.BackoffMin, c.cfg.BackoffMax)
+	for {
+		if attempts >= c.cfg.RecordAttemptsMax {
+			in.Exhausted = &settle.Exhausted{Err: lastErr.Error(), Attempts: attempts}
+			res, err := c.settleWaiting(ctx, abandon, []settle.Input{in})
+			var be *settle.BatchError
+			if err == nil {
+				c.log.Error("record failed every attempt; dead-lettered transient_exhausted",
+					"topic", in.Topic, "partition", in.Partition, "offset", in.Offset, "attempts", attempts, "err", lastErr)
+				return res, nil
+			}
+			if !errors.As(err, &be) {
+				return nil, err
+			}
+			c.log.Error("dead-lettering a failing record failed too: the database refuses every write, not this record; pausing",
+				"topic", in.Topic, "partition", in.Partition, "offset", in.Offset, "err", err)
+			c.dbDown.Store(true)
+			if !b.wait(ctx, abandon) {
+				return nil, errAbandoned
+			}
+			in.Exhausted, attempts = nil, 0
+		} else if !b.wait(ctx, nil) {
+			// Bounded: RecordAttemptsMax waits of at most BackoffMax.
+			return nil, ctx.Err()
+		}
+		res, err := c.settleWaiting(ctx, abandon, []settle.Input{in})
+		var be *settle.BatchError
+		if err == nil {
+			return res, nil
+		}
+		if !errors.As(err, &be) {
+			return nil, err
+		}
+		attempts, lastErr = attempts+1, err
+		c.log.Warn("record failed on its own; retrying", "topic", in.Topic, "partition", in.Partition,
+			"offset", in.Offset, "attempt", attempts, "of", c.cfg.RecordAttemptsMax, "err", err)
+	}
+}
+
+// settleWaiting settles one batch, waiting out database outages and
+// contention with capped exponential backoff for as long as they last.
+// It returns nil, a *settle.BatchError, or why it gave up waiting.
+func (c *Consumer) settleWaiting(ctx context.Context, abandon <-chan struct{}, ins []settle.Input) ([]settle.Result, error) {
+	b := newBackoff(c.cfg.BackoffMin, c.cfg.BackoffMax)
+	for tries := 1; ; tries++ {
+		results, err := c.store.Settle(ctx, c.cfg.Group, ins)
+		if err == nil {
+			if c.dbDown.Swap(false) {
+				c.log.Info("database available again; resuming")
+			}
+			return results, nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		switch {
+		case errors.Is(err, settle.ErrUnavailable):
+			if !c.dbDown.Swap(true) || tries%10 == 0 {
+				c.log.Warn("database unavailable; pausing and retrying the same batch", "tries", tries, "err", err)
+			}
+		case errors.Is(err, settle.ErrContention):
+			c.log.Info("batch lost too many races; retrying", "err", err)
+		default:
+			var be *settle.BatchError
+			if errors.As(err, &be) {
+				return nil, err
+			}
+			return nil, fmt.Errorf("settle partition %d from offset %d: %w", ins[0].Partition, ins[0].Offset, err)
+		}
+		if !b.wait(ctx, abandon) {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return nil, errAbandoned
+		}
+	}
+}
+
+// publish produces one message per result to the results topic, keyed like
+// the input record, retrying with backoff while the broker is unavailable.
+// A retry may publish a result twice; results are idempotent repeats.
+func (c *Consumer) publish(ctx context.Context, abandon <-chan struct{}, cl *kgo.Client, results []settle.Result) error {
+	pending := make([]*kgo.Record, len(results))
+	for i := range results {
+		v, err := json.Marshal(&results[i])
+		if err != nil {
+			return fmt.Errorf("encode result of offset %d: %w", results[i].Source.Offset, err)
+		}
+		pending[i] = &kgo.Record{Topic: c.cfg.ResultsTopic, Key: results[i].Key, Value: v}
+	}
+	b := newBackoff(c.cfg.BackoffMin, c.cfg.BackoffMax)
+	for {
+		pctx, cancel := context.WithTimeout(ctx, c.cfg.ProduceTimeout)
+		prs := cl.ProduceSync(pctx, pending...)
+		cancel()
+		var (
+			failed  []*kgo.Record
+			lastErr error
+		)
+		for _, pr := range prs {
+			if pr.Err != nil {
+				// A fresh record: a failed one carries the old attempt's state.
+				failed = append(failed, &kgo.Record{Topic: pr.Record.Topic, Key: pr.Record.Key, Value: pr.Record.Value})
+				lastErr = pr.Err
+			}
+		}
+		if len(failed) == 0 {
+			if c.brokerDown.Swap(false) {
+				c.log.Info("broker available again; resuming")
+			}
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if !c.brokerDown.Swap(true) {
+			c.log.Warn("publishing results failed; pausing and retrying", "topic", c.cfg.ResultsTopic, "failed", len(failed), "err", lastErr)
+		}
+		pending = failed
+		if !b.wait(ctx, abandon) {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return errAbandoned
+		}
+	}
+}

@@ -1,0 +1,77 @@
+package corrections
+
+import (
+	"testing"
+
+	"github.com/settlehq/settle/internal/money"
+)
+
+func charged(amount string, version int64) Chain {
+	return Chain{NetCharge: money.MustParse(amount), Version: version}
+}
+
+func TestCorrectOrdering(t *testing.T) {
+	c := charged("40", 2)
+	for _, tc := range []struct {
+		total   string
+		version int64
+		verdict Verdict
+		reason  string
+		delta   string
+	}{
+		{"30", 3, Apply, "", "10"},  // lower total: credit the difference
+		{"55", 3, Apply, "", "-15"}, // higher total: charge the difference
+		{"0", 0, Apply, "", "40"},   // reversal without version
+		{"30", 1, Refuse, ReasonSuperseded, "0"},
+		{"30", 2, Quarantine, ReasonVersionConflict, "0"},
+	} {
+		d := Correct(c, money.MustParse(tc.total), tc.version)
+		if d.Verdict != tc.verdict || d.Reason != tc.reason || d.Delta.String() != tc.delta {
+			t.Errorf("Correct(40@v2, %s@v%d) = %v %q %s, want %v %q %s", tc.total, tc.version, d.Verdict, d.Reason, d.Delta, tc.verdict, tc.reason, tc.delta)
+		}
+	}
+	// Two corrections with distinct versions end the same in any order.
+	a := Correct(Correct(c, money.MustParse("10"), 3).Next, money.MustParse("20"), 4)
+	b := Correct(c, money.MustParse("20"), 4)
+	b2 := Correct(b.Next, money.MustParse("10"), 3)
+	if a.Next.NetCharge.String() != "20" || b2.Verdict != Refuse || b.Next.NetCharge.String() != "20" {
+		t.Errorf("order dependence: %s vs %s (%v)", a.Next.NetCharge, b.Next.NetCharge, b2.Verdict)
+	}
+}
+
+// TestRefundThenRecover: any order of failure and success signals, each
+// duplicated, nets to one charge.
+func TestRefundThenRecover(t *testing.T) {
+	net := func(signals string) money.Dec {
+		c := charged("40", 1)
+		total := money.MustParse("-40")
+		for _, s := range signals {
+			var d Decision
+			if s == 'F' {
+				d = RefundChain(c)
+			} else {
+				d = ReclaimChain(c)
+			}
+			if d.Verdict == Apply {
+				total = total.Add(d.Delta)
+				c = d.Next
+			}
+		}
+		return total
+	}
+	for signals, want := range map[string]string{
+		"": "-40", "F": "0", "FF": "0", "FS": "-40", "FSS": "-40", "FFSS": "-40",
+		"S": "-40", "SF": "-40", "SSFF": "-40", "FSF": "-40", "SFS": "-40",
+	} {
+		if got := net(signals); got.String() != want {
+			t.Errorf("signals %q: net %s, want %s", signals, got, want)
+		}
+	}
+	if d := RefundChain(charged("0", 1)); d.Reason != ReasonNothingToRefund {
+		t.Errorf("refund of a zero chain: %q", d.Reason)
+	}
+	c := RefundChain(charged("40", 1)).Next
+	if d := Correct(c, money.MustParse("10"), 2); d.Reason != ReasonTargetRefunded {
+		t.Errorf("correction of a refunded chain: %q", d.Reason)
+	}
+}

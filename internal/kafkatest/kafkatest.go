@@ -1,0 +1,117 @@
+// Package kafkatest runs an in-process Kafka-protocol broker (franz-go's
+// kfake) on loopback for tests, and reads and writes its topics. It is test
+// support only: production code must never import it.
+package kafkatest
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Cluster is a running in-process broker.
+type Cluster struct {
+	*kfake.Cluster
+	Brokers []string
+}
+
+// NewCluster starts a one-broker cluster on a free loopback port with the
+// pipeline's topics (usage with usagePartitions partitions) and a minimum
+// group session timeout short enough for tests (~1 s session timeouts). It
+// is closed at cleanup.
+func NewCluster(t testing.TB, usagePartitions int32) *Cluster {
+	t.Helper()
+	opts := []kfake.Opt{kfake.NumBrokers(1), kfake.GroupMinSessionTimeout(100 * time.Millisecond)}
+	opts = append(opts, kfake.SeedTopics(usagePartitions, "usage"), kfake.SeedTopics(1, "usage.results", "usage.dlq", "settlements"))
+	c, err := kfake.NewCluster(opts...)
+	if err != nil {
+		t.Fatalf("kafkatest: start kfake: %v", err)
+	}
+	t.Cleanup(c.Close)
+	return &Cluster{Cluster: c, Brokers: c.ListenAddrs()}
+}
+
+// Produce publishes records synchronously, to the partition each names.
+func (c *Cluster) Produce(t testing.TB, recs ...*kgo.Record) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatalf("kafkatest: produce: %v", err)
+	}
+}
+
+// Read returns every record of topic (all partitions, from the start) that
+// arrives within wait, stopping early once it has atLeast records (0: read
+// for the whole wait).
+func (c *Cluster) Read(t testing.TB, topic string, atLeast int, wait time.Duration) []*kgo.Record {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Brokers...), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	var out []*kgo.Record
+	for atLeast == 0 || len(out) < atLeast {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			break
+		}
+		out = append(out, fs.Records()...)
+	}
+	return out
+}
+
+// Committed returns the group's committed offsets of topic by partition
+// (none before the group's first commit). It may be called from any
+// goroutine.
+func (c *Cluster) Committed(t testing.TB, group, topic string) map[int32]int64 {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	out := map[int32]int64{}
+	resps, err := kadm.NewClient(cl).FetchOffsets(ctx, group)
+	if errors.Is(err, kerr.GroupIDNotFound) {
+		return out // nothing committed yet
+	}
+	if err != nil {
+		// Errorf, not Fatalf: callers sample offsets from goroutines.
+		t.Errorf("kafkatest: fetch offsets of group %s: %v", group, err)
+		return out
+	}
+	resps.Each(func(r kadm.OffsetResponse) {
+		if r.Topic == topic && r.Err == nil && r.At >= 0 {
+			out[r.Partition] = r.At
+		}
+	})
+	return out
+}
+
+// Header returns the value of header key of r ("" when absent).
+func Header(r *kgo.Record, key string) string {
+	for _, h := range r.Headers {
+		if h.Key == key {
+			return string(h.Value)
+		}
+	}
+	return ""
+}

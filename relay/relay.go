@@ -1,0 +1,288 @@
+// Package relay publishes the transactional outbox: the settlements and dead
+// letters that settling transactions wrote to table outbox are produced to
+// their topics, in id order, and marked published once the broker has
+// acknowledged them.
+//
+// It owns leadership and publication order. It never decides what a
+// message says (package settle wrote it) and never speaks SQL itself: it
+// uses the store's outbox lease.
+//
+// Delivery is at least once: a relay that dies after the broker acknowledged
+// a message but before marking it published publishes it again, unchanged,
+// with the same settlement_id header and body. Consumers deduplicate by
+// settlement_id (and can check the per-account sequence for gaps). Two
+// relays never publish side by side in normal operation: only the holder
+// of the outbox lease publishes, and it publishes on a single producer in
+// id order, which keeps every account's settlements in sequence.
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/settlehq/settle/settle"
+)
+
+// LockKeyDefault is the advisory lock key of the relay's leadership when
+// Config.LockKey is 0 ("outbox" in ASCII). Two deployments that share a
+// database but publish to different clusters need different keys.
+const LockKeyDefault int64 = 0x6f7574626f78
+
+// Config configures a Relay. The zero value of every field but Brokers is a
+// documented default.
+type Config struct {
+	// Brokers are the seed brokers, host:port.
+	Brokers []string
+
+	// BatchRowsMax caps the rows read and published per round. 0 = 1,000.
+	BatchRowsMax int
+
+	// PollInterval is how long an idle leader waits before looking for new
+	// rows. 0 = 100ms: the outbox index makes an empty look cheap.
+	PollInterval time.Duration
+
+	// StandbyInterval is how often a relay that is not the leader tries to
+	// take over. 0 = 1s.
+	StandbyInterval time.Duration
+
+	// BackoffMin and BackoffMax bound the backoff after a failure of the
+	// database or the broker. 0 = 100ms and 10s.
+	BackoffMin, BackoffMax time.Duration
+
+	// FlushTimeout bounds the final round a stopping relay makes to publish
+	// what is left. 0 = 10s.
+	FlushTimeout time.Duration
+
+	// LockKey names the leadership lock. 0 = LockKeyDefault.
+	LockKey int64
+
+	// ClientOpts are extra franz-go options (TLS, SASL, logging), applied
+	// after the relay's own.
+	ClientOpts []kgo.Opt
+
+	// Logger receives the relay's log. nil = slog.Default().
+	Logger *slog.Logger
+}
+
+func (c *Config) setDefaults() {
+	if c.BatchRowsMax == 0 {
+		c.BatchRowsMax = 1000
+	}
+	if c.PollInterval == 0 {
+		c.PollInterval = 100 * time.Millisecond
+	}
+	if c.StandbyInterval == 0 {
+		c.StandbyInterval = time.Second
+	}
+	if c.BackoffMin == 0 {
+		c.BackoffMin = 100 * time.Millisecond
+	}
+	if c.BackoffMax == 0 {
+		c.BackoffMax = 10 * time.Second
+	}
+	if c.FlushTimeout == 0 {
+		c.FlushTimeout = 10 * time.Second
+	}
+	if c.LockKey == 0 {
+		c.LockKey = LockKeyDefault
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Validate reports the first setting that cannot work, saying how to fix it.
+func (c Config) Validate() error {
+	switch {
+	case len(c.Brokers) == 0:
+		return errors.New("relay: no brokers: set at least one host:port (--brokers or KAFKA_BROKERS)")
+	case c.BatchRowsMax < 0 || c.BatchRowsMax > 100_000:
+		return fmt.Errorf("relay: batch rows max %d: must be between 1 and 100000 (0 = 1000)", c.BatchRowsMax)
+	case c.PollInterval < 0 || c.StandbyInterval < 0 || c.FlushTimeout < 0 || c.BackoffMin < 0 || c.BackoffMax < 0:
+		return errors.New("relay: intervals and timeouts must be positive (0 = default)")
+	}
+	return nil
+}
+
+// Relay publishes the outbox. Create it with New and run it with Run.
+type Relay struct {
+	store *settle.Store
+	cfg   Config
+	log   *slog.Logger
+
+	leader    atomic.Bool
+	published atomic.Int64
+}
+
+// New returns a relay over store's outbox. It does not connect: Run does.
+func New(store *settle.Store, cfg Config) (*Relay, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.setDefaults()
+	return &Relay{store: store, cfg: cfg, log: cfg.Logger.With("component", "relay")}, nil
+}
+
+// Leader reports whether this relay currently holds the outbox lease.
+func (r *Relay) Leader() bool { return r.leader.Load() }
+
+// Published returns how many messages this relay has published and marked.
+func (r *Relay) Published() int64 { return r.published.Load() }
+
+// Run publishes the outbox until ctx is done: as the leader, or standing by
+// to take over. When ctx is done, a leader makes one last round (bounded by
+// FlushTimeout) so that what the consumers settled before they stopped goes
+// out, then releases the lease. It returns nil after a requested stop.
+func (r *Relay) Run(ctx context.Context) error {
+	cl, err := kgo.NewClient(append([]kgo.Opt{
+		kgo.SeedBrokers(r.cfg.Brokers...),
+		// Idempotent (franz-go's default) with every in-sync replica: a
+		// retried produce is not duplicated and per-partition order holds.
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.ProducerLinger(0),
+	}, r.cfg.ClientOpts...)...)
+	if err != nil {
+		return fmt.Errorf("relay: create kafka client: %w", err)
+	}
+	defer cl.Close()
+
+	b := backoff{min: r.cfg.BackoffMin, max: r.cfg.BackoffMax}
+	for ctx.Err() == nil {
+		err := r.lead(ctx, cl)
+		r.leader.Store(false)
+		if err == nil || ctx.Err() != nil {
+			b.reset()
+			continue
+		}
+		r.log.Warn("outbox relay failed; retrying", "err", err)
+		sleep(ctx, b.next())
+	}
+	return nil
+}
+
+// lead opens a lease, waits to become the leader, and publishes until ctx
+// is done or something fails. It returns nil when it stopped on ctx.
+func (r *Relay) lead(ctx context.Context, cl *kgo.Client) error {
+	lease, err := r.store.OutboxLease(ctx, r.cfg.LockKey)
+	if err != nil {
+		return err
+	}
+	defer lease.Close(context.WithoutCancel(ctx))
+	for {
+		held, err := lease.TryAcquire(ctx)
+		if err != nil {
+			return err
+		}
+		if held {
+			break
+		}
+		if !sleep(ctx, r.cfg.StandbyInterval) {
+			return nil
+		}
+	}
+	r.leader.Store(true)
+	r.log.Info("outbox relay is the leader")
+	defer r.log.Info("outbox relay stepped down")
+
+	for {
+		n, err := r.round(ctx, cl, lease)
+		if ctx.Err() != nil {
+			return r.flush(ctx, cl, lease)
+		}
+		if err != nil {
+			return err
+		}
+		if n < r.cfg.BatchRowsMax && !sleep(ctx, r.cfg.PollInterval) {
+			return r.flush(ctx, cl, lease)
+		}
+	}
+}
+
+// flush publishes what is left within FlushTimeout, for a stopping relay.
+func (r *Relay) flush(ctx context.Context, cl *kgo.Client, lease *settle.OutboxLease) error {
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.FlushTimeout)
+	defer cancel()
+	for {
+		n, err := r.round(fctx, cl, lease)
+		if err != nil {
+			r.log.Warn("final outbox flush incomplete; the next relay publishes the rest", "err", err)
+			return nil
+		}
+		if n == 0 {
+			return nil
+		}
+	}
+}
+
+// round publishes one batch of unpublished rows and marks the ones the
+// broker acknowledged. It returns how many rows it read.
+func (r *Relay) round(ctx context.Context, cl *kgo.Client, lease *settle.OutboxLease) (int, error) {
+	msgs, err := lease.Pending(ctx, r.cfg.BatchRowsMax)
+	if err != nil || len(msgs) == 0 {
+		return 0, err
+	}
+	recs := make([]*kgo.Record, len(msgs))
+	for i, m := range msgs {
+		rec := &kgo.Record{Topic: m.Topic, Key: m.Key, Value: m.Value}
+		for _, h := range m.Headers {
+			rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: h.Key, Value: h.Value})
+		}
+		recs[i] = rec
+	}
+	results := cl.ProduceSync(ctx, recs...)
+	// Mark only the acknowledged prefix (in id order): a row after a failed
+	// one is published again after it, so a consumer that keeps the first
+	// copy of each settlement_id still sees them in order.
+	var (
+		ids     []int64
+		failure error
+	)
+	for i, res := range results {
+		if res.Err != nil {
+			failure = fmt.Errorf("publish outbox row %d to %s: %w", msgs[i].ID, msgs[i].Topic, res.Err)
+			break
+		}
+		ids = append(ids, msgs[i].ID)
+	}
+	if len(ids) > 0 {
+		if err := lease.MarkPublished(context.WithoutCancel(ctx), ids); err != nil {
+			return 0, err
+		}
+		r.published.Add(int64(len(ids)))
+	}
+	return len(msgs), failure
+}
+
+// backoff is capped exponential backoff.
+type backoff struct {
+	min, max, cur time.Duration
+}
+
+func (b *backoff) next() time.Duration {
+	if b.cur == 0 {
+		b.cur = b.min
+	} else {
+		b.cur = min(b.cur*2, b.max)
+	}
+	return b.cur
+}
+
+func (b *backoff) reset() { b.cur = 0 }
+
+// sleep waits d or until ctx is done; it reports whether it waited d.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

@@ -1,0 +1,189 @@
+package relay_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/settlehq/settle/internal/kafkatest"
+	"github.com/settlehq/settle/internal/pgtest"
+	"github.com/settlehq/settle/relay"
+	"github.com/settlehq/settle/settle"
+)
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+func newRelay(t *testing.T, s *settle.Store, k *kafkatest.Cluster) *relay.Relay {
+	t.Helper()
+	r, err := relay.New(s, relay.Config{Brokers: k.Brokers, StandbyInterval: 20 * time.Millisecond,
+		PollInterval: 20 * time.Millisecond, BatchRowsMax: 7,
+		Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// start runs r until the returned stop is called (or the test ends).
+func start(t *testing.T, r *relay.Relay) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("relay: %v", err)
+				}
+			case <-time.After(20 * time.Second):
+				t.Errorf("relay did not stop within 20s")
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// settleGrants settles n grants (each one settlement message) from offset.
+func settleGrants(t *testing.T, s *settle.Store, from, n int) {
+	t.Helper()
+	ins := make([]settle.Input, n)
+	for i := range ins {
+		v, _ := json.Marshal(map[string]any{"tenant_id": "acme", "account_period": "2026-11",
+			"record_id": fmt.Sprintf("g-%d", from+i), "kind": "grant", "subject": fmt.Sprintf("cust-%d", (from+i)%3),
+			"amount": "5", "currency": "USD", "occurred_at": "2026-11-03T10:00:00Z"})
+		ins[i] = settle.Input{Topic: "usage", Partition: 0, Offset: int64(from + i), Value: v}
+	}
+	if _, err := s.Settle(context.Background(), "g", ins); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func unpublished(t *testing.T, s *settle.Store) int64 {
+	t.Helper()
+	n, _, err := s.OutboxBacklog(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestRelayRepublishesUnmarkedRows: rows the broker acknowledged but that
+// were not marked published (the relay died in between) are published
+// again, byte for byte, with the same settlement_id, and in id order.
+func TestRelayRepublishesUnmarkedRows(t *testing.T) {
+	t.Parallel()
+	k := kafkatest.NewCluster(t, 1)
+	s := pgtest.NewStore(t, settle.Config{})
+	settleGrants(t, s, 0, 10)
+	r := newRelay(t, s, k)
+	stop := start(t, r)
+	waitFor(t, "the outbox to drain", func() bool { return unpublished(t, s) == 0 })
+	stop()
+	first := k.Read(t, "settlements", 10, 10*time.Second)
+	if len(first) != 10 {
+		t.Fatalf("settlements has %d messages, want 10", len(first))
+	}
+
+	// The state a crash between the broker's acknowledgement and the mark
+	// leaves behind: the last three rows published but not marked.
+	if _, err := s.Pool().Exec(context.Background(),
+		`UPDATE outbox SET published_at = NULL WHERE id IN (SELECT id FROM outbox ORDER BY id DESC LIMIT 3)`); err != nil {
+		t.Fatal(err)
+	}
+	stop = start(t, newRelay(t, s, k))
+	waitFor(t, "the outbox to drain again", func() bool { return unpublished(t, s) == 0 })
+	stop()
+	all := k.Read(t, "settlements", 13, 10*time.Second)
+	if len(all) != 13 {
+		t.Fatalf("settlements has %d messages after the restart, want 13", len(all))
+	}
+	for i, m := range all[10:] {
+		orig := first[7+i]
+		if kafkatest.Header(m, "settlement_id") != kafkatest.Header(orig, "settlement_id") || !bytes.Equal(m.Value, orig.Value) || !bytes.Equal(m.Key, orig.Key) {
+			t.Errorf("republished message %d differs from the original %s", i, kafkatest.Header(orig, "settlement_id"))
+		}
+	}
+	for i := 1; i < 10; i++ {
+		if kafkatest.Header(all[i], "settlement_id") == kafkatest.Header(all[i-1], "settlement_id") {
+			t.Errorf("message %d repeats its predecessor", i)
+		}
+	}
+}
+
+// TestTwoRelaysDoNotBothPublish: two relays run against one outbox while
+// settlements keep arriving; only one leads at a time and every row is
+// published exactly once. When the leader stops, the other takes over.
+func TestTwoRelaysDoNotBothPublish(t *testing.T) {
+	t.Parallel()
+	k := kafkatest.NewCluster(t, 1)
+	s := pgtest.NewStore(t, settle.Config{})
+	r1, r2 := newRelay(t, s, k), newRelay(t, s, k)
+	stop1, stop2 := start(t, r1), start(t, r2)
+
+	total := 0
+	for round := range 10 {
+		settleGrants(t, s, total, 5+round)
+		total += 5 + round
+		if r1.Leader() && r2.Leader() {
+			t.Errorf("both relays lead")
+		}
+		time.Sleep(15 * time.Millisecond)
+	}
+	waitFor(t, "the outbox to drain", func() bool { return unpublished(t, s) == 0 })
+	if got := r1.Published() + r2.Published(); got != int64(total) {
+		t.Errorf("relays published %d rows, want %d", got, total)
+	}
+	if r1.Published() > 0 && r2.Published() > 0 {
+		t.Errorf("both relays published (%d and %d) without a failover", r1.Published(), r2.Published())
+	}
+
+	// Failover: stop the leader; the standby publishes what comes next.
+	leader, standby, stopLeader, stopStandby := r1, r2, stop1, stop2
+	if r2.Leader() {
+		leader, standby, stopLeader, stopStandby = r2, r1, stop2, stop1
+	}
+	stopLeader()
+	_ = leader
+	settleGrants(t, s, total, 4)
+	total += 4
+	waitFor(t, "the standby to take over and drain", func() bool { return unpublished(t, s) == 0 })
+	if !standby.Leader() {
+		t.Errorf("standby did not take over")
+	}
+	stopStandby()
+
+	msgs := k.Read(t, "settlements", total, 10*time.Second)
+	seen := map[string]int{}
+	for _, m := range msgs {
+		seen[kafkatest.Header(m, "settlement_id")]++
+	}
+	if len(msgs) != total || len(seen) != total {
+		t.Errorf("settlements: %d messages, %d distinct settlement ids, want %d of each", len(msgs), len(seen), total)
+	}
+}

@@ -1,0 +1,250 @@
+package settle
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/settlehq/settle/fingerprint"
+)
+
+// handle decides the outcome of one input record against the state so far,
+// as if the records before it in the batch had been settled one at a time.
+func (st *txState) handle(ctx context.Context, d *decoded) (Result, error) {
+	c := Coordinates{d.in.Topic, d.in.Partition, d.in.Offset}
+	st.advanceOffset(c)
+	if r, ok := st.redelivered[c]; ok {
+		r.Timestamp, r.Key = d.in.Timestamp, d.in.Key
+		return r, nil
+	}
+	res := Result{Version: SchemaVersionOutput, Source: c, Timestamp: d.in.Timestamp, Key: d.in.Key}
+	switch {
+	case d.in.Exhausted != nil:
+		return st.deadLetter(d, res, ReasonTransientExhausted, "transient", d.in.Exhausted.Err), nil
+	case d.err != nil:
+		return st.deadLetter(d, res, d.err.Reason, "invalid_input", d.err.Error()), nil
+	}
+	idj := identityJSON(d.id)
+	res.Identity = &idj
+
+	if prior, ok := st.identities[d.id]; ok {
+		return st.repeat(ctx, d, prior.id, prior.version, prior.canonical, prior.fp, prior.response, res)
+	}
+	if w, ok := st.waitingByID[d.id]; ok && w.status != "applied" {
+		return st.repeat(ctx, d, 0, fingerprint.CanonicalVersion, w.canonical, w.fp, w.response, res)
+	}
+	r, err := st.process(ctx, d)
+	if err != nil {
+		return res, err
+	}
+	res.Outcome, res.Reason, res.CaseID, res.Response = r.Outcome, r.Reason, r.CaseID, r.Response
+	st.deliveries = append(st.deliveries, deliveryRow{in: d.in, tenant: d.id.TenantID, identityID: r.identityID,
+		caseID: r.CaseID, outcome: r.Outcome, reason: r.Reason})
+	return res, nil
+}
+
+// processed is what process decided for a new identity.
+type processed struct {
+	Outcome    Outcome
+	Reason     string
+	CaseID     int64
+	Response   []byte
+	identityID int64
+}
+
+// process applies a record whose identity is new: it settles, is refused or
+// quarantined (and claims its identity), or waits for its target. Settling a
+// record that can be a target wakes the operations waiting for it.
+func (st *txState) process(ctx context.Context, d *decoded) (processed, error) {
+	id, err := st.nextID(ctx)
+	if err != nil {
+		return processed{}, err
+	}
+	eff, err := st.apply(ctx, d, id)
+	if err != nil {
+		return processed{}, err
+	}
+	if eff.wait != nil {
+		body := st.waitingResponse(d, *eff.wait)
+		w := &waitingOp{d: d, target: *eff.wait, fp: d.fp, canonical: d.canonical, response: body, status: "waiting", isNew: true, dirty: true}
+		st.waitingByID[d.id] = w
+		st.waitingByTarget[w.target] = append(st.waitingByTarget[w.target], w)
+		st.waitingList = append(st.waitingList, w)
+		return processed{Outcome: OutcomeWaiting, Response: body}, nil
+	}
+	body := st.claim(d, id, eff)
+	p := processed{Outcome: eff.resp.Outcome, Reason: eff.resp.Reason, CaseID: eff.resp.CaseID, Response: body, identityID: id}
+	if eff.resp.Outcome != OutcomeQuarantined && canBeTarget(d.rec.Kind) {
+		if err := st.wake(ctx, recKey{d.rec.TenantID, d.rec.AccountPeriod, d.rec.RecordID}); err != nil {
+			return p, err
+		}
+	}
+	return p, nil
+}
+
+// wake applies, in arrival order, the operations waiting for the record at
+// key, now that a record with that key settled. One that still cannot find
+// its target keeps waiting; one that finds a record of the wrong kind is
+// quarantined invalid_link.
+func (st *txState) wake(ctx context.Context, key recKey) error {
+	for _, w := range st.waitingByTarget[key] {
+		if w.status == "applied" {
+			continue
+		}
+		if _, claimed := st.identities[w.d.id]; claimed {
+			continue
+		}
+		p, err := st.process(ctx, w.d)
+		if err != nil {
+			return err
+		}
+		if p.Outcome == OutcomeWaiting {
+			// process registered it again as a new waiting operation:
+			// undo that, it is the same one.
+			st.waitingByID[w.d.id] = w
+			ws := st.waitingByTarget[key]
+			st.waitingByTarget[key] = ws[:len(ws)-1]
+			st.waitingList = st.waitingList[:len(st.waitingList)-1]
+			continue
+		}
+		w.status, w.dirty = "applied", true
+		if w.caseID != 0 {
+			st.closedCases = append(st.closedCases, w.caseID) // an orphan case: auto_resolved
+		}
+		// The final result of the waiting input record, on the results topic.
+		r := Result{Version: SchemaVersionOutput, Source: Coordinates{w.d.in.Topic, w.d.in.Partition, w.d.in.Offset},
+			Outcome: p.Outcome, Reason: p.Reason, CaseID: p.CaseID, Response: p.Response}
+		idj := identityJSON(w.d.id)
+		r.Identity = &idj
+		body, _ := json.Marshal(r)
+		st.outbox = append(st.outbox, outboxRow{topic: st.s.cfg.ResultsTopic, key: w.d.in.Key, value: body,
+			headers: encodeHeaders([]fingerprint.Header{{Key: "version", Value: []byte(strconv.Itoa(SchemaVersionOutput))}})})
+	}
+	return nil
+}
+
+func (st *txState) waitingResponse(d *decoded, t recKey) []byte {
+	resp := st.response(d, OutcomeWaiting, "")
+	resp.Detail = "waiting for record " + t.record + " of period " + t.period
+	body, _ := json.Marshal(resp)
+	return body
+}
+
+// repeat answers a record whose identity is already known (settled, or
+// waiting when priorID is 0): the stored response when the canonical
+// payloads match, compared in the stored record's canonical version; a
+// quarantine case when they do not.
+func (st *txState) repeat(ctx context.Context, d *decoded, priorID int64, version int, canonical []byte, fp uint64, response []byte, res Result) (Result, error) {
+	incoming := d.canonical
+	if version != fingerprint.CanonicalVersion {
+		var err error
+		if incoming, err = fingerprint.CanonicalAt(version, &d.rec); err != nil {
+			return res, fmt.Errorf("%s: canonical version %d: %w", d.id, version, err)
+		}
+	}
+	same := string(incoming) == string(canonical)
+	if version == fingerprint.CanonicalVersion && (d.fp == fp) != same {
+		// The hash is a filter; the bytes decide. Equal bytes with
+		// different hashes would be a defect in Sum.
+		panic(fmt.Sprintf("settle: %s: fingerprint %x vs %x disagrees with canonical bytes", d.id, d.fp, fp))
+	}
+	if same {
+		// Same identity, same fingerprint: a duplicate, also of a record
+		// that still waits (its stored answer says so).
+		res.Outcome, res.Replayed, res.Response = OutcomeDuplicate, true, response
+		st.deliveries = append(st.deliveries, deliveryRow{in: d.in, tenant: d.id.TenantID, identityID: priorID, outcome: res.Outcome})
+		return res, nil
+	}
+	caseID, err := st.openCase(ctx, d, ReasonFingerprintMismatch, priorID, canonical, incoming, "same identity, different payload")
+	if err != nil {
+		return res, err
+	}
+	res.Outcome, res.Reason, res.CaseID = OutcomeQuarantined, ReasonFingerprintMismatch, caseID
+	st.deliveries = append(st.deliveries, deliveryRow{in: d.in, tenant: d.id.TenantID, identityID: priorID, caseID: caseID,
+		outcome: OutcomeQuarantined, reason: ReasonFingerprintMismatch})
+	return res, nil
+}
+
+// openCase opens (or joins) the conflict case of one record. stored is the
+// canonical payload it conflicts with, or nil for a rule-based quarantine.
+func (st *txState) openCase(ctx context.Context, d *decoded, reason string, priorID int64, stored, incoming []byte, detail string) (int64, error) {
+	diff := []fingerprint.FieldDiff{}
+	if stored != nil {
+		var err error
+		if diff, err = fingerprint.Diff(stored, incoming); err != nil {
+			return 0, fmt.Errorf("%s: diff: %w", d.id, err)
+		}
+	}
+	diffJSON, _ := json.Marshal(diff)
+	var id int64
+	err := st.tx.QueryRow(ctx, sqlConflictCaseOpen, d.id.TenantID, d.id.AccountPeriod, d.id.RecordID, string(d.id.Operation),
+		reason, int64(d.fp), priorID, stored, incoming, diffJSON, detail, d.in.Topic, d.in.Partition, d.in.Offset).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, errLostRace
+	}
+	if err != nil {
+		return 0, fmt.Errorf("%s: open case: %w", d.id, err)
+	}
+	return id, nil
+}
+
+// claim records a new identity with its stored response and returns the
+// response bytes; a settlement that wrote ledger rows also goes to the
+// settlements topic.
+func (st *txState) claim(d *decoded, idNum int64, eff *effect) []byte {
+	resp := eff.resp
+	body, err := json.Marshal(resp)
+	if err != nil {
+		panic(err) // a Response always marshals
+	}
+	id := &identity{
+		id: idNum, key: d.id, fp: d.fp, version: fingerprint.CanonicalVersion, canonical: d.canonical,
+		outcome: resp.Outcome, reason: resp.Reason, response: body, subject: d.rec.Subject, currency: d.rec.Currency,
+		rootID: eff.rootID, targetID: eff.targetID, isNew: true, d: d,
+	}
+	if resp.Outcome == OutcomeSettled {
+		id.settlementID = resp.SettlementID
+	}
+	if eff.a != nil {
+		id.accountID, id.currency = eff.a.id, eff.a.key.currency
+	}
+	st.identities[d.id] = id
+	if resp.Outcome != OutcomeQuarantined {
+		st.index(id)
+	}
+	st.newIdentities = append(st.newIdentities, id)
+	if resp.Outcome == OutcomeSettled && len(resp.Entries) > 0 {
+		a := eff.a
+		st.outbox = append(st.outbox, outboxRow{
+			topic: st.s.cfg.SettlementsTopic,
+			key:   []byte(a.key.tenant + "/" + a.key.subject + "/" + a.key.currency),
+			value: body,
+			headers: encodeHeaders([]fingerprint.Header{
+				{Key: "settlement_id", Value: []byte(resp.SettlementID)},
+				{Key: "tenant_id", Value: []byte(a.key.tenant)},
+				{Key: "sequence", Value: strconv.AppendInt(nil, resp.Sequence, 10)},
+				{Key: "kind", Value: []byte(resp.Kind)},
+				{Key: "version", Value: []byte(strconv.Itoa(SchemaVersionOutput))},
+			}),
+		})
+	}
+	return body
+}
+
+// deadLetter records an input record that cannot be settled.
+func (st *txState) deadLetter(d *decoded, res Result, reason, class, msg string) Result {
+	res.Outcome, res.Reason, res.Error = OutcomeDeadLettered, reason, msg
+	st.deliveries = append(st.deliveries, deliveryRow{in: d.in, outcome: OutcomeDeadLettered, reason: reason, errText: msg})
+	attempts := 1
+	if d.in.Exhausted != nil {
+		attempts = d.in.Exhausted.Attempts
+	}
+	dl := deadLetterRow{in: d.in, reason: reason, class: class, err: msg, attempts: attempts}
+	st.deadLetters = append(st.deadLetters, dl)
+	st.outbox = append(st.outbox, outboxRow{topic: st.s.cfg.DeadLetterTopic, key: d.in.Key, value: d.in.Value, headers: dl.outboxHeaders()})
+	return res
+}

@@ -1,0 +1,487 @@
+package settle
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/settlehq/settle/corrections"
+	"github.com/settlehq/settle/fingerprint"
+	"github.com/settlehq/settle/internal/money"
+)
+
+var (
+	sqlDeliveryLookup       = mustQuery("delivery_lookup.sql")
+	sqlIdentityLookup       = mustQuery("identity_lookup.sql")
+	sqlTargetLookup         = mustQuery("target_lookup.sql")
+	sqlWaitingLookup        = mustQuery("waiting_lookup.sql")
+	sqlPeriodLookup         = mustQuery("period_lookup.sql")
+	sqlAccountInsert        = mustQuery("account_insert.sql")
+	sqlAccountLock          = mustQuery("account_lock.sql")
+	sqlAccountLockByID      = mustQuery("account_lock_by_id.sql")
+	sqlChainLock            = mustQuery("chain_lock.sql")
+	sqlHoldLock             = mustQuery("hold_lock.sql")
+	sqlIdentityReserve      = mustQuery("identity_reserve.sql")
+	sqlIdentityInsert       = mustQuery("identity_insert.sql")
+	sqlLedgerEntryInsert    = mustQuery("ledger_entry_insert.sql")
+	sqlAccountUpdate        = mustQuery("account_update.sql")
+	sqlDeliveryInsert       = mustQuery("delivery_insert.sql")
+	sqlOutboxInsert         = mustQuery("outbox_insert.sql")
+	sqlDeadLetterInsert     = mustQuery("dead_letter_insert.sql")
+	sqlConsumerOffsetUpsert = mustQuery("consumer_offset_upsert.sql")
+	sqlConflictCaseOpen     = mustQuery("conflict_case_open.sql")
+	sqlChainInsert          = mustQuery("chain_insert.sql")
+	sqlChainUpdate          = mustQuery("chain_update.sql")
+	sqlHoldInsert           = mustQuery("hold_insert.sql")
+	sqlHoldUpdate           = mustQuery("hold_update.sql")
+	sqlWaitingInsert        = mustQuery("waiting_insert.sql")
+	sqlWaitingUpdate        = mustQuery("waiting_update.sql")
+	sqlConflictCaseClose    = mustQuery("conflict_case_close.sql")
+)
+
+// ownAccount is the account a record moves by its own fields, if any.
+func ownAccount(r *fingerprint.Record) (accountKey, bool) {
+	switch r.Kind {
+	case fingerprint.KindUsage, fingerprint.KindGrant, fingerprint.KindHold, fingerprint.KindCorrection:
+		return accountKey{r.TenantID, r.Subject, r.Currency}, true
+	}
+	return accountKey{}, false
+}
+
+// target is the record an operation names, if it has one.
+func target(r *fingerprint.Record) (recKey, bool) {
+	switch r.Kind {
+	case fingerprint.KindCorrection, fingerprint.KindReversal:
+		return recKey{r.TenantID, r.TargetPeriod(), r.Corrects}, true
+	case fingerprint.KindRefund, fingerprint.KindReclaim, fingerprint.KindHoldRelease:
+		return recKey{r.TenantID, r.AccountPeriod, r.RecordID}, true
+	case fingerprint.KindUsage:
+		if r.HoldID != "" {
+			return recKey{r.TenantID, r.HoldTargetPeriod(), r.HoldID}, true
+		}
+	}
+	return recKey{}, false
+}
+
+// canBeTarget says whether a settled record of this kind is looked up by
+// waiting operations (as their target, or as a record of the wrong kind
+// at their target's record_id).
+func canBeTarget(k fingerprint.Kind) bool {
+	switch k {
+	case fingerprint.KindRefund, fingerprint.KindReclaim, fingerprint.KindHoldRelease:
+		return false
+	}
+	return true
+}
+
+// load reads, in two pipelined round trips, everything the batch needs to
+// decide its outcomes, locking what it may change: earlier deliveries of its
+// coordinates, its identities already settled or waiting, the targets its
+// operations name, the waiting operations it wakes, closed periods, and the
+// accounts, chains and holds it touches.
+func (st *txState) load(ctx context.Context, ds []decoded) error {
+	var (
+		coords                    [3][]any
+		dTopics                   []string
+		dParts                    []int32
+		dOffsets                  []int64
+		idKeys                    [4][]string
+		tgtKeys, ownKeys, perKeys keyList
+		accKeys                   accountList
+	)
+	_ = coords
+	seenID := map[fingerprint.Identity]bool{}
+	for i := range ds {
+		d := &ds[i]
+		dTopics, dParts, dOffsets = append(dTopics, d.in.Topic), append(dParts, d.in.Partition), append(dOffsets, d.in.Offset)
+		if d.err != nil || d.in.Exhausted != nil {
+			continue
+		}
+		if !seenID[d.id] {
+			seenID[d.id] = true
+			idKeys[0], idKeys[1] = append(idKeys[0], d.id.TenantID), append(idKeys[1], d.id.AccountPeriod)
+			idKeys[2], idKeys[3] = append(idKeys[2], d.id.RecordID), append(idKeys[3], string(d.id.Operation))
+		}
+		perKeys.add(recKey{d.rec.TenantID, d.rec.AccountPeriod, ""})
+		if k, ok := target(&d.rec); ok {
+			tgtKeys.add(k)
+		}
+		if canBeTarget(d.rec.Kind) {
+			ownKeys.add(recKey{d.rec.TenantID, d.rec.AccountPeriod, d.rec.RecordID})
+		}
+		if k, ok := ownAccount(&d.rec); ok {
+			accKeys.add(k)
+		}
+	}
+
+	b := &pgx.Batch{}
+	b.Queue(sqlDeliveryLookup, dTopics, dParts, dOffsets)
+	b.Queue(sqlIdentityLookup, idKeys[0], idKeys[1], idKeys[2], idKeys[3])
+	b.Queue(sqlTargetLookup, tgtKeys.t, tgtKeys.p, tgtKeys.r)
+	b.Queue(sqlWaitingLookup, idKeys[0], idKeys[1], idKeys[2], idKeys[3], ownKeys.t, ownKeys.p, ownKeys.r)
+	b.Queue(sqlPeriodLookup, perKeys.t, perKeys.p)
+	b.Queue(sqlAccountInsert, accKeys.t, accKeys.s, accKeys.c)
+	b.Queue(sqlAccountLock, accKeys.t, accKeys.s, accKeys.c)
+	b.Queue(sqlIdentityReserve, len(ds))
+	br := st.tx.SendBatch(ctx, b)
+	defer br.Close()
+
+	if err := st.readDeliveries(br); err != nil {
+		return err
+	}
+	if err := st.readIdentities(br, true); err != nil {
+		return err
+	}
+	if err := st.readIdentities(br, false); err != nil {
+		return err
+	}
+	waits, err := st.readWaiting(br)
+	if err != nil {
+		return err
+	}
+	rows, _ := br.Query()
+	for rows.Next() {
+		var k [2]string
+		if err := rows.Scan(&k[0], &k[1]); err != nil {
+			return fmt.Errorf("read periods: %w", err)
+		}
+		st.closed[k] = true
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read periods: %w", err)
+	}
+	if _, err := br.Exec(); err != nil {
+		return fmt.Errorf("create accounts: %w", err)
+	}
+	if err := st.readAccounts(br, len(accKeys.t)); err != nil {
+		return err
+	}
+	rows, _ = br.Query()
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id, &st.now); err != nil {
+			return fmt.Errorf("reserve identity ids: %w", err)
+		}
+		st.ids = append(st.ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("reserve identity ids: %w", err)
+	}
+	if err := br.Close(); err != nil {
+		return err
+	}
+	return st.loadLinked(ctx, waits)
+}
+
+// loadLinked locks, in a second round trip, what the first one named: the
+// chains and holds of the targets, their accounts, the accounts of waiting
+// operations the batch may apply, and expired holds on accounts where the
+// batch reserves (they are released before the funds are looked at).
+func (st *txState) loadLinked(ctx context.Context, waits []*waitingOp) error {
+	var (
+		rootIDs, holdIDs, expiringAccs []int64
+		accKeys                        accountList
+	)
+	for _, ids := range st.byRecord {
+		for _, id := range ids {
+			switch {
+			case id.outcome == OutcomeQuarantined:
+			case id.key.Operation == fingerprint.KindHold:
+				holdIDs = append(holdIDs, id.id)
+			case id.rootID != 0:
+				if _, ok := st.chains[id.rootID]; !ok {
+					rootIDs = append(rootIDs, id.rootID)
+				}
+			}
+		}
+	}
+	for _, w := range waits {
+		if k, ok := ownAccount(&w.d.rec); ok {
+			accKeys.add(k)
+		}
+	}
+	for _, a := range st.accounts {
+		expiringAccs = append(expiringAccs, a.id)
+	}
+	if len(rootIDs)+len(holdIDs)+len(expiringAccs)+len(accKeys.t) == 0 {
+		return nil
+	}
+	b := &pgx.Batch{}
+	b.Queue(sqlAccountInsert, accKeys.t, accKeys.s, accKeys.c)
+	b.Queue(sqlAccountLock, accKeys.t, accKeys.s, accKeys.c)
+	b.Queue(sqlChainLock, rootIDs)
+	b.Queue(sqlHoldLock, holdIDs, expiringAccs)
+	br := st.tx.SendBatch(ctx, b)
+	defer br.Close()
+	if _, err := br.Exec(); err != nil {
+		return fmt.Errorf("create accounts: %w", err)
+	}
+	if err := st.readAccounts(br, -1); err != nil {
+		return err
+	}
+	type pendingChain struct {
+		ch        *chain
+		accountID int64
+	}
+	var pending []pendingChain
+	rows, _ := br.Query()
+	for rows.Next() {
+		var (
+			ch            chain
+			accountID     int64
+			net, refunded string
+			recovered     bool
+		)
+		if err := rows.Scan(&ch.rootID, &accountID, &net, &ch.c.Version, &ch.refundID, &refunded, &ch.reclaimID,
+			&recovered, &ch.rev, &ch.rootSubject, &ch.rootCurrency, &ch.rootSettlement, &ch.refundSettlement); err != nil {
+			return fmt.Errorf("lock chains: %w", err)
+		}
+		ch.c.NetCharge = money.MustParse(net)
+		ch.c.Refunded, ch.c.Refund = ch.refundID != 0, money.MustParse(refunded)
+		ch.c.Reclaimed, ch.c.Recovered = ch.reclaimID != 0 && !recovered, recovered
+		pending = append(pending, pendingChain{&ch, accountID})
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("lock chains: %w", err)
+	}
+	type pendingHold struct {
+		h         *hold
+		accountID int64
+	}
+	var pendingHolds []pendingHold
+	rows, _ = br.Query()
+	for rows.Next() {
+		var (
+			h                 hold
+			accountID         int64
+			amount, remaining string
+		)
+		if err := rows.Scan(&h.identityID, &h.tenant, &accountID, &amount, &remaining, &h.expiresAt, &h.status, &h.closedBy, &h.rev,
+			&h.key.AccountPeriod, &h.key.RecordID, &h.settlementID); err != nil {
+			return fmt.Errorf("lock holds: %w", err)
+		}
+		h.amount, h.remaining = money.MustParse(amount), money.MustParse(remaining)
+		h.key.TenantID, h.key.Operation = h.tenant, fingerprint.KindHold
+		pendingHolds = append(pendingHolds, pendingHold{&h, accountID})
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("lock holds: %w", err)
+	}
+	if err := br.Close(); err != nil {
+		return err
+	}
+	// Accounts reached only through a chain or a hold: lock them too.
+	var missing []int64
+	for _, p := range pending {
+		if st.accountsByID[p.accountID] == nil {
+			missing = append(missing, p.accountID)
+		}
+	}
+	for _, p := range pendingHolds {
+		if st.accountsByID[p.accountID] == nil {
+			missing = append(missing, p.accountID)
+		}
+	}
+	if len(missing) > 0 {
+		b := &pgx.Batch{}
+		b.Queue(sqlAccountLockByID, missing)
+		br := st.tx.SendBatch(ctx, b)
+		if err := st.readAccounts(br, -1); err != nil {
+			br.Close()
+			return err
+		}
+		if err := br.Close(); err != nil {
+			return err
+		}
+	}
+	for _, p := range pending {
+		p.ch.a = st.accountsByID[p.accountID]
+		st.chains[p.ch.rootID] = p.ch
+	}
+	for _, p := range pendingHolds {
+		p.h.a = st.accountsByID[p.accountID]
+		st.holds[p.h.identityID] = p.h
+	}
+	return nil
+}
+
+func (st *txState) readDeliveries(br pgx.BatchResults) error {
+	rows, _ := br.Query()
+	for rows.Next() {
+		var (
+			c             Coordinates
+			outcome       string
+			r             Result
+			t, p, rid, op *string
+			response      []byte
+		)
+		if err := rows.Scan(&c.Topic, &c.Partition, &c.Offset, &outcome, &r.Reason, &r.Error, &r.CaseID, &t, &p, &rid, &op, &response); err != nil {
+			return fmt.Errorf("read deliveries: %w", err)
+		}
+		r.Version, r.Source, r.Outcome, r.Redelivered = SchemaVersionOutput, c, Outcome(outcome), true
+		if t != nil {
+			r.Identity = &IdentityJSON{*t, *p, *rid, *op}
+			if r.Outcome != OutcomeQuarantined || r.Reason != ReasonFingerprintMismatch {
+				r.Response = response
+			}
+			r.Replayed = r.Outcome == OutcomeDuplicate
+		}
+		st.redelivered[c] = r
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read deliveries: %w", err)
+	}
+	return nil
+}
+
+// readIdentities reads identity rows (identity_lookup or target_lookup).
+func (st *txState) readIdentities(br pgx.BatchResults, byIdentity bool) error {
+	rows, _ := br.Query()
+	for rows.Next() {
+		var (
+			id      identity
+			op, out string
+			fp      int64
+		)
+		if err := rows.Scan(&id.id, &id.key.TenantID, &id.key.AccountPeriod, &id.key.RecordID, &op, &out, &id.reason,
+			&fp, &id.version, &id.canonical, &id.response, &id.settlementID, &id.subject, &id.currency,
+			&id.accountID, &id.rootID); err != nil {
+			return fmt.Errorf("read identities: %w", err)
+		}
+		id.key.Operation, id.fp, id.outcome = fingerprint.Kind(op), uint64(fp), Outcome(out)
+		if prior, ok := st.identities[id.key]; ok {
+			// Found by both look-ups: keep one value.
+			if !byIdentity {
+				st.index(prior)
+			}
+			continue
+		}
+		st.identities[id.key] = &id
+		if !byIdentity || canBeTarget(id.key.Operation) {
+			st.index(&id)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read identities: %w", err)
+	}
+	return nil
+}
+
+// index makes an identity findable as a target.
+func (st *txState) index(id *identity) {
+	if !canBeTarget(id.key.Operation) || id.key.Operation == "expire" {
+		return
+	}
+	k := recKey{id.key.TenantID, id.key.AccountPeriod, id.key.RecordID}
+	for _, x := range st.byRecord[k] {
+		if x == id {
+			return
+		}
+	}
+	st.byRecord[k] = append(st.byRecord[k], id)
+}
+
+func (st *txState) readWaiting(br pgx.BatchResults) ([]*waitingOp, error) {
+	var out []*waitingOp
+	rows, _ := br.Query()
+	for rows.Next() {
+		var (
+			w       waitingOp
+			in      Input
+			id      fingerprint.Identity
+			op      string
+			fp      int64
+			headers []byte
+		)
+		if err := rows.Scan(&w.id, &id.TenantID, &id.AccountPeriod, &id.RecordID, &op, &w.target.period, &w.target.record,
+			&fp, &w.canonical, &in.Key, &in.Value, &headers, &in.Topic, &in.Partition, &in.Offset,
+			&w.response, &w.status, &w.caseID); err != nil {
+			return nil, fmt.Errorf("read waiting operations: %w", err)
+		}
+		id.Operation, w.fp, w.target.tenant = fingerprint.Kind(op), uint64(fp), id.TenantID
+		in.Headers, _ = DecodeHeaders(headers)
+		d := st.s.decode(&in)
+		if d.err != nil {
+			return nil, fmt.Errorf("waiting operation %s no longer decodes: %v", id, d.err)
+		}
+		w.d = &d
+		st.waitingByID[id] = &w
+		st.waitingByTarget[w.target] = append(st.waitingByTarget[w.target], &w)
+		out = append(out, &w)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read waiting operations: %w", err)
+	}
+	return out, nil
+}
+
+// readAccounts reads locked account rows; want >= 0 asserts their number.
+func (st *txState) readAccounts(br pgx.BatchResults, want int) error {
+	rows, _ := br.Query()
+	n := 0
+	for rows.Next() {
+		var (
+			a             account
+			balance, held string
+		)
+		if err := rows.Scan(&a.id, &a.key.tenant, &a.key.subject, &a.key.currency, &balance, &held, &a.seq); err != nil {
+			return fmt.Errorf("lock accounts: %w", err)
+		}
+		n++
+		if st.accountsByID[a.id] != nil {
+			continue
+		}
+		a.balance, a.held = money.MustParse(balance), money.MustParse(held)
+		a.seqBefore = a.seq
+		st.accounts[a.key] = &a
+		st.accountsByID[a.id] = &a
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("lock accounts: %w", err)
+	}
+	if want >= 0 && n != want {
+		return fmt.Errorf("lock accounts: locked %d of %d", n, want)
+	}
+	return nil
+}
+
+// keyList collects distinct record keys as parallel arrays for unnest.
+type keyList struct {
+	seen    map[recKey]bool
+	t, p, r []string
+}
+
+func (l *keyList) add(k recKey) {
+	if l.seen == nil {
+		l.seen = map[recKey]bool{}
+	}
+	if l.seen[k] {
+		return
+	}
+	l.seen[k] = true
+	l.t, l.p, l.r = append(l.t, k.tenant), append(l.p, k.period), append(l.r, k.record)
+}
+
+// accountList collects distinct account keys as parallel arrays.
+type accountList struct {
+	seen    map[accountKey]bool
+	t, s, c []string
+}
+
+func (l *accountList) add(k accountKey) {
+	if l.seen == nil {
+		l.seen = map[accountKey]bool{}
+	}
+	if l.seen[k] {
+		return
+	}
+	l.seen[k] = true
+	l.t, l.s, l.c = append(l.t, k.tenant), append(l.s, k.subject), append(l.c, k.currency)
+}
+
+var (
+	_ = time.Time{}
+	_ = corrections.Chain{}
+)

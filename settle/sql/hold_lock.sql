@@ -1,0 +1,10 @@
+-- Locks holds by their identity, or the active holds of some accounts
+-- that have expired by now, and reads their state with their identity.
+SELECT h.identity_id, h.tenant_id, h.account_id, h.amount::text, h.remaining::text, h.expires_at, h.status,
+       coalesce(h.closed_by, 0), h.rev, i.account_period, i.record_id, coalesce(i.settlement_id, '')
+  FROM holds h
+  JOIN identities i ON i.id = h.identity_id
+ WHERE h.identity_id = ANY ($1::bigint[])
+    OR (h.account_id = ANY ($2::bigint[]) AND h.status = 'active' AND h.expires_at <= now())
+ ORDER BY h.identity_id
+   FOR UPDATE OF h
