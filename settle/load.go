@@ -3,6 +3,7 @@ package settle
 import (
 	"context"
 	"fmt"
+	"sort"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -171,6 +172,34 @@ func (st *txState) load(ctx context.Context, ds []decoded) error {
 	}
 	if err := br.Close(); err != nil {
 		return err
+	}
+	// Operations waiting for a waiting operation the batch may apply: load
+	// them too, level by level (each level is one round trip; chains of
+	// waiting operations are short).
+	for level, next := 0, waits; len(next) > 0 && level < 16; level++ {
+		var keys keyList
+		for _, w := range next {
+			if canBeTarget(w.d.rec.Kind) {
+				keys.add(recKey{w.d.id.TenantID, w.d.id.AccountPeriod, w.d.id.RecordID})
+			}
+		}
+		if len(keys.t) == 0 {
+			break
+		}
+		b := &pgx.Batch{}
+		b.Queue(sqlWaitingLookup, []string{}, []string{}, []string{}, []string{}, keys.t, keys.p, keys.r)
+		br := st.tx.SendBatch(ctx, b)
+		more, err := st.readWaiting(br)
+		br.Close()
+		if err != nil {
+			return err
+		}
+		waits, next = append(waits, more...), more
+	}
+	// Arrival order within each target: loaded at different levels, they
+	// are sorted once here (new ones, appended later, come after).
+	for _, ws := range st.waitingByTarget {
+		sort.Slice(ws, func(i, j int) bool { return ws[i].id < ws[j].id })
 	}
 	return st.loadLinked(ctx, waits)
 }
@@ -401,6 +430,9 @@ func (st *txState) readWaiting(br pgx.BatchResults) ([]*waitingOp, error) {
 			return nil, fmt.Errorf("read waiting operations: %w", err)
 		}
 		id.Operation, w.fp, w.target.tenant = fingerprint.Kind(op), uint64(fp), id.TenantID
+		if _, seen := st.waitingByID[id]; seen {
+			continue
+		}
 		in.Headers, _ = DecodeHeaders(headers)
 		d := st.s.decode(&in)
 		if d.err != nil {

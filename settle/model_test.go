@@ -64,7 +64,7 @@ var (
 	modelSequences = flag.Int("model.sequences", 300, "model test: number of random sequences")
 	modelSeed      = flag.Uint64("model.seed", 0, "model test: seed of the first sequence (0 = random); sequence i uses seed+i")
 	modelKinds     = flag.String("model.kinds", "", "model test: comma-separated kinds to generate (default all eight)")
-	modelParallel  = flag.Int("model.parallel", 4, "model test: sequences run at once (each on its own tenants)")
+	modelParallel  = flag.Int("model.parallel", 8, "model test: sequences run at once (each on its own tenants)")
 	modelTrace     = flag.Bool("model.trace", false, "model test: log every delivered record with both outcomes")
 	modelShrink    = flag.Bool("model.shrink", false, "model test: shrink the first failing sequence to a minimal reproduction")
 )
@@ -849,6 +849,8 @@ type sequence struct {
 	tenants []string
 	recs    []delivered
 	batches []int // sizes
+	// replay: rebuilt by shrink; its report shows every record.
+	replay bool
 }
 
 var tenantSeq atomic.Int64
@@ -870,8 +872,10 @@ func buildSequence(seed uint64, cfg genCfg) *sequence {
 	const partitions = 4
 	queues := make([][]*gRec, partitions)
 	for _, r := range logical {
+		// Hash the tenant's place in the sequence, not its name (which
+		// carries a run counter), so that a seed replays exactly.
 		h := fnv.New32a()
-		h.Write([]byte(r.Tenant + "/" + r.Subject))
+		h.Write([]byte(r.Tenant[strings.LastIndexByte(r.Tenant, '-'):] + "/" + r.Subject))
 		p := h.Sum32() % partitions
 		queues[p] = append(queues[p], r)
 	}
@@ -1226,8 +1230,11 @@ func runSequence(s *settle.Store, pool *pgxpool.Pool, sq *sequence) (string, []s
 	if len(lines) == 0 {
 		return "", nil
 	}
-	if first < 0 {
+	if first < 0 || sq.replay {
 		first = len(sq.recs) - 1
+	}
+	if sq.replay {
+		return fmt.Sprintf("%s\n%s", strings.Join(lines, "\n"), trace(sq, want, got, first, -1)), classes
 	}
 	return fmt.Sprintf("seed %d (rerun: go test ./settle -run 'TestModel$' -model.seed=%d -model.sequences=1 -model.trace):\n%s\n%s",
 		sq.seed, sq.seed, strings.Join(lines, "\n"), trace(sq, want, got, first, -1)), classes
@@ -1241,7 +1248,7 @@ func trace(sq *sequence, want, got []outcomeAt, last, batchStart int) string {
 	fmt.Fprintf(&b, "records of tenant %s up to index %d (index partition/offset | model | settle | why | JSON):\n", tenant, last)
 	for i := 0; i <= last; i++ {
 		d := sq.recs[i]
-		if d.r.Tenant != tenant {
+		if d.r.Tenant != tenant && !sq.replay {
 			continue
 		}
 		mark := " "
@@ -1449,7 +1456,7 @@ func TestModelCoverage(t *testing.T) {
 // batches of batchSize records.
 func replaySequence(recs []*gRec, batchSize int) *sequence {
 	run := tenantSeq.Add(1)
-	sq := &sequence{seed: 0}
+	sq := &sequence{replay: true}
 	rename := map[string]string{}
 	offsets := map[int32]int64{}
 	topic := fmt.Sprintf("shrink-%d", run)

@@ -16,8 +16,8 @@ import (
 
 // databaseFlags are the service's database settings.
 type databaseFlags struct {
-	DatabaseURL string `name:"database-url" env:"SETTLE_DATABASE_URL,DATABASE_URL" default:"postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable" help:"PostgreSQL URL the service connects with (${env})."`
-	PoolMaxConns int32 `name:"pool-max-conns" env:"SETTLE_POOL_MAX_CONNS" default:"16" help:"Most connections the service opens (${env})."`
+	DatabaseURL  string `name:"database-url" env:"SETTLE_DATABASE_URL,DATABASE_URL" default:"postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable" help:"PostgreSQL URL the service connects with (SETTLE_DATABASE_URL, else DATABASE_URL)."`
+	PoolMaxConns int32  `name:"pool-max-conns" env:"SETTLE_POOL_MAX_CONNS" default:"16" help:"Most connections the service opens (${env})."`
 }
 
 // pool opens a connection pool and checks that the server answers.
@@ -44,7 +44,7 @@ func (f databaseFlags) pool(ctx context.Context) (*pgxpool.Pool, error) {
 
 // kafkaFlags are the broker settings.
 type kafkaFlags struct {
-	Brokers []string `name:"brokers" env:"SETTLE_KAFKA_BROKERS,KAFKA_BROKERS" default:"127.0.0.1:9092" sep:"," help:"Kafka seed brokers, host:port, comma-separated (${env})."`
+	Brokers []string `name:"brokers" env:"SETTLE_KAFKA_BROKERS,KAFKA_BROKERS" default:"127.0.0.1:9092" sep:"," help:"Kafka seed brokers, host:port, comma-separated (SETTLE_KAFKA_BROKERS, else KAFKA_BROKERS)."`
 }
 
 // topicFlags name the pipeline's topics.

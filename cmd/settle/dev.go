@@ -1,0 +1,271 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/settlehq/settle/internal/pgcluster"
+	"github.com/settlehq/settle/settle"
+)
+
+// devCmd is the sandbox: everything settle needs, in one process, with
+// sample traffic, on loopback.
+type devCmd struct {
+	KafkaAddr   string `name:"kafka-addr" env:"SETTLE_DEV_KAFKA_ADDR" default:"127.0.0.1:9092" help:"Loopback address of the embedded Kafka broker (${env})."`
+	DatabaseURL string `name:"database-url" env:"SETTLE_DATABASE_URL,DATABASE_URL" default:"postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable" help:"PostgreSQL server to use; dev (re)creates database --database on it. When none answers, dev starts a private throwaway server if PostgreSQL is installed (SETTLE_DATABASE_URL, else DATABASE_URL)."`
+	Database    string `name:"database" env:"SETTLE_DEV_DATABASE" default:"settle_dev" help:"Database dev drops and recreates on each start: the embedded broker starts empty, so old data would not match it (${env})."`
+	AdminAddr   string `name:"admin-addr" env:"SETTLE_ADMIN_ADDR" default:"127.0.0.1:8080" help:"Listen address of /livez and /readyz (${env})."`
+	NoSample    bool   `name:"no-sample" env:"SETTLE_DEV_NO_SAMPLE" help:"Do not produce sample traffic (${env})."`
+}
+
+// Run starts the sandbox and runs until Ctrl-C.
+func (c *devCmd) Run(a *app) error {
+	host, portText, err := net.SplitHostPort(c.KafkaAddr)
+	port, perr := strconv.Atoi(portText)
+	if err != nil || perr != nil || (host != "127.0.0.1" && host != "localhost") {
+		return usageError{fmt.Sprintf("--kafka-addr %q: want 127.0.0.1:PORT (the embedded broker listens on loopback only)", c.KafkaAddr)}
+	}
+	broker, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(port),
+		kfake.SeedTopics(6, "usage"), kfake.SeedTopics(1, "usage.results", "usage.dlq", "settlements"))
+	if err != nil {
+		return fmt.Errorf("start the embedded Kafka broker on %s: %w (is the port taken? use --kafka-addr)", c.KafkaAddr, err)
+	}
+	defer broker.Close()
+	brokers := []string{c.KafkaAddr}
+	fmt.Fprintf(a.stdout, "kafka:      embedded broker on %s (topics usage[6], usage.results, usage.dlq, settlements)\n", c.KafkaAddr)
+
+	server, cleanup, err := c.postgres(a)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	dbCfg, err := c.resetDatabase(a.ctx, server)
+	if err != nil {
+		return err
+	}
+	conn, err := pgx.ConnectConfig(a.ctx, dbCfg.Copy())
+	if err != nil {
+		return err
+	}
+	_, err = settle.Migrate(a.ctx, conn)
+	conn.Close(a.ctx)
+	if err != nil {
+		return err
+	}
+	poolCfg, _ := pgxpool.ParseConfig("")
+	poolCfg.ConnConfig = dbCfg
+	pool, err := pgxpool.NewWithConfig(a.ctx, poolCfg)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	topics := topicFlags{Topic: "usage", ResultsTopic: "usage.results", SettlementsTopic: "settlements", DeadLetterTopic: "usage.dlq"}
+	store, err := settle.Open(a.ctx, pool, settleFlags{}.config(topics))
+	if err != nil {
+		return err
+	}
+	svc := serviceFlags{Group: "settle-dev", AdminAddr: c.AdminAddr, ShutdownTimeout: 15 * time.Second,
+		SessionTimeout: 10 * time.Second, PollRecordsMax: 10_000, RecordAttempts: 5, BackoffMax: 5 * time.Second}
+	p, err := svc.pipeline(a, store, brokers, topics)
+	if err != nil {
+		return err
+	}
+	done := make(chan error, 1)
+	go func() { done <- p.run(a.ctx, a) }()
+
+	if !c.NoSample {
+		if err := c.sample(a, store, brokers); err != nil {
+			a.log.Warn("sample traffic", "err", err)
+		}
+	}
+	c.nextSteps(a, fmt.Sprintf("host=%s port=%d user=%s dbname=%s", dbCfg.Host, dbCfg.Port, dbCfg.User, dbCfg.Database))
+	return <-done
+}
+
+// postgres finds a server: the one at --database-url, else a private
+// throwaway cluster when the server programs are installed.
+func (c *devCmd) postgres(a *app) (*pgx.ConnConfig, func(), error) {
+	cfg, err := pgx.ParseConfig(c.DatabaseURL)
+	if err != nil {
+		return nil, nil, usageError{fmt.Sprintf("--database-url: %v", err)}
+	}
+	ctx, cancel := context.WithTimeout(a.ctx, 3*time.Second)
+	conn, err := pgx.ConnectConfig(ctx, cfg.Copy())
+	cancel()
+	if err == nil {
+		conn.Close(a.ctx)
+		fmt.Fprintf(a.stdout, "postgresql: %s (database %s)\n", redact(c.DatabaseURL), c.Database)
+		return cfg, func() {}, nil
+	}
+	reachErr := err
+	if _, err := pgcluster.FindBinaries(); err != nil {
+		if errors.Is(err, pgcluster.ErrBinariesNotFound) {
+			return nil, nil, fmt.Errorf("no PostgreSQL answers at %s (%v), and no PostgreSQL server programs are installed to start a private one: %w; "+
+				"or point --database-url / DATABASE_URL at a running server", redact(c.DatabaseURL), reachErr, err)
+		}
+		return nil, nil, err
+	}
+	fmt.Fprintf(a.stdout, "postgresql: none answers at %s; starting a private throwaway server...\n", redact(c.DatabaseURL))
+	cl, err := pgcluster.Start(a.ctx, pgcluster.Options{})
+	if err != nil {
+		return nil, nil, err
+	}
+	stop := func() {
+		if err := cl.Stop(); err != nil {
+			a.log.Warn("stop the private PostgreSQL", "err", err)
+		}
+	}
+	fmt.Fprintf(a.stdout, "postgresql: private server in %s on a unix socket (removed on exit)\n", cl.Dir())
+	cfg, err = pgx.ParseConfig(cl.DSN("postgres"))
+	if err != nil {
+		stop()
+		return nil, nil, err
+	}
+	return cfg, stop, nil
+}
+
+// resetDatabase drops and recreates the dev database on server.
+func (c *devCmd) resetDatabase(ctx context.Context, server *pgx.ConnConfig) (*pgx.ConnConfig, error) {
+	if !validDatabaseName(c.Database) {
+		return nil, usageError{fmt.Sprintf("--database %q: use lowercase letters, digits and _", c.Database)}
+	}
+	admin, err := pgx.ConnectConfig(ctx, server.Copy())
+	if err != nil {
+		return nil, err
+	}
+	defer admin.Close(context.WithoutCancel(ctx))
+	if _, err := admin.Exec(ctx, `DROP DATABASE IF EXISTS `+c.Database+` WITH (FORCE)`); err != nil {
+		return nil, fmt.Errorf("reset database %s: %w", c.Database, err)
+	}
+	if _, err := admin.Exec(ctx, `CREATE DATABASE `+c.Database); err != nil {
+		return nil, fmt.Errorf("create database %s: %w (the user needs CREATEDB)", c.Database, err)
+	}
+	cfg := server.Copy()
+	cfg.Database = c.Database
+	return cfg, nil
+}
+
+func validDatabaseName(s string) bool {
+	if s == "" || len(s) > 63 {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// sample produces the sample traffic, waits for the pipeline to handle it,
+// and prints a summary of outcomes.
+func (c *devCmd) sample(a *app, store *settle.Store, brokers []string) error {
+	lines := sampleTraffic(time.Now())
+	path := filepath.Join(os.TempDir(), "settle-dev-sample.jsonl")
+	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		return err
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kafkaLogger(a))
+	if err != nil {
+		return err
+	}
+	n, err := produceLines(a.ctx, cl, "usage", bytes.NewReader([]byte(strings.Join(lines, "\n"))), 1<<20)
+	cl.Close()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stdout, "sample:     produced %d records to usage (also in %s)\n", n.published.Load(), path)
+
+	deadline := time.Now().Add(60 * time.Second)
+	var counts []settle.OutcomeCount
+	for {
+		counts, err = store.OutcomeCounts(a.ctx)
+		var total int64
+		for _, c := range counts {
+			total += c.Count
+		}
+		backlog, _, berr := store.OutboxBacklog(a.ctx)
+		if err == nil && berr == nil && total >= n.published.Load() && backlog == 0 {
+			break
+		}
+		if time.Now().After(deadline) || a.ctx.Err() != nil {
+			return fmt.Errorf("the pipeline handled %d of %d sample records within a minute; see the log above", total, n.published.Load())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	sort.Slice(counts, func(i, j int) bool { return counts[i].Outcome < counts[j].Outcome })
+	fmt.Fprintln(a.stdout, "\noutcomes of the sample:")
+	for _, c := range counts {
+		reason := ""
+		if c.Reason != "" {
+			reason = " (" + c.Reason + ")"
+		}
+		fmt.Fprintf(a.stdout, "  %-14s %4d%s\n", c.Outcome, c.Count, reason)
+	}
+	return nil
+}
+
+func (c *devCmd) nextSteps(a *app, psqlConn string) {
+	b := c.KafkaAddr
+	fmt.Fprintf(a.stdout, `
+try next (Ctrl-C stops everything):
+  kcat -b %[1]s -L                                        # the broker's topics
+  kcat -b %[1]s -C -t settlements -o beginning -e -J      # what finance reads
+  kcat -b %[1]s -C -t usage.results -o beginning -e       # one result per input record
+  kcat -b %[1]s -C -t usage.dlq -o beginning -e -J        # dead letters, with dlq_* headers
+  echo '{"tenant_id":"acme","account_period":"%[2]s","record_id":"mine-1","kind":"grant","subject":"cust-9","amount":"10","currency":"USD","occurred_at":"%[3]s"}' \
+    | kcat -b %[1]s -P -t usage -k acme/cust-9 -X topic.partitioner=murmur2_random
+  settle produce --brokers %[1]s %[4]s                     # the sample again: all duplicates
+  curl -s http://%[5]s/readyz
+  psql '%[6]s' -c 'SELECT outcome, reason, count(*) FROM deliveries GROUP BY 1, 2'
+`, b, time.Now().UTC().Format("2006-01"), time.Now().UTC().Format(time.RFC3339), filepath.Join(os.TempDir(), "settle-dev-sample.jsonl"), c.AdminAddr, psqlConn)
+}
+
+// sampleTraffic is a small day of usage: grants, charges, a duplicate
+// under other coordinates, a conflict, a correction, a refund and its
+// reclaim, holds with a capture and a release, and records that are not
+// valid. Kinds the core does not handle yet get whatever outcome it gives.
+func sampleTraffic(now time.Time) []string {
+	period := now.UTC().Format("2006-01")
+	at := now.UTC().Add(-time.Hour).Format(time.RFC3339)
+	expires := now.UTC().Add(time.Hour).Format(time.RFC3339)
+	r := func(fields string) string {
+		return `{"tenant_id":"acme","account_period":"` + period + `","occurred_at":"` + at + `",` + fields + `}`
+	}
+	use := func(id, subject, amount string) string {
+		return r(`"record_id":"` + id + `","kind":"usage","subject":"` + subject + `","amount":"` + amount +
+			`","currency":"USD","meter":"gpu_seconds","quantity":"` + amount + `","unit":"s","finalization_version":1`)
+	}
+	return []string{
+		r(`"record_id":"grant-1","kind":"grant","subject":"cust-1","amount":"100","currency":"USD"`),
+		r(`"record_id":"grant-2","kind":"grant","subject":"cust-2","amount":"50","currency":"USD"`),
+		use("u-1", "cust-1", "12.5"),
+		use("u-2", "cust-1", "7"),
+		use("u-3", "cust-2", "20"),
+		use("u-1", "cust-1", "12.50"), // duplicate: same identity, same fingerprint
+		use("u-2", "cust-1", "8"),     // conflict: same identity, another amount
+		r(`"record_id":"c-1","kind":"correction","subject":"cust-1","amount":"10","currency":"USD","meter":"gpu_seconds","quantity":"10","unit":"s","finalization_version":2,"corrects":"u-1"`),
+		r(`"record_id":"u-3","kind":"refund","subject":"cust-2"`),
+		r(`"record_id":"u-3","kind":"reclaim","subject":"cust-2"`),
+		r(`"record_id":"h-1","kind":"hold","subject":"cust-1","amount":"30","currency":"USD","expires_at":"` + expires + `"`),
+		r(`"record_id":"u-4","kind":"usage","subject":"cust-1","amount":"25","currency":"USD","meter":"gpu_seconds","quantity":"25","unit":"s","finalization_version":1,"hold_id":"h-1"`),
+		r(`"record_id":"h-2","kind":"hold","subject":"cust-2","amount":"5","currency":"USD"`),
+		r(`"record_id":"h-2","kind":"hold_release","subject":"cust-2"`),
+		`{"tenant_id":"acme","subject":"cust-1", this is not JSON`,                            // dead letter: invalid_json
+		r(`"record_id":"u-5","kind":"usage","subject":"cust-1","amount":12,"currency":"USD"`), // dead letter: invalid_field
+	}
+}
