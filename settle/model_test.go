@@ -946,6 +946,7 @@ func TestModel(t *testing.T) {
 	start := time.Now()
 	var (
 		records, batches atomic.Int64
+		done             atomic.Int64
 		failed           atomic.Int64
 		mu               sync.Mutex
 		firstFail        []string
@@ -963,7 +964,9 @@ func TestModel(t *testing.T) {
 				sq := buildSequence(sd, cfg)
 				report, cls := runSequence(s, pool, sq)
 				records.Add(int64(len(sq.recs)))
-				batches.Add(int64(len(sq.batches)))
+				if n := batches.Add(int64(len(sq.batches))); testing.Verbose() && done.Add(1)%300 == 0 {
+					t.Logf("model: %d sequences, %d batches after %v", done.Load(), n, time.Since(start).Round(time.Millisecond))
+				}
 				if report != "" {
 					failed.Add(1)
 					mu.Lock()
@@ -1225,7 +1228,17 @@ func runSequence(s *settle.Store, pool *pgxpool.Pool, sq *sequence) (string, []s
 	}
 
 	if *modelTrace {
-		fmt.Printf("seed %d:\n%s\n", sq.seed, trace(sq, want, got, len(sq.recs)-1, -1))
+		for _, tn := range sq.tenants {
+			last := -1
+			for i, d := range sq.recs {
+				if d.r.Tenant == tn {
+					last = i
+				}
+			}
+			if last >= 0 {
+				fmt.Printf("seed %d:\n%s\n", sq.seed, trace(sq, want, got, last, -1))
+			}
+		}
 	}
 	if len(lines) == 0 {
 		return "", nil
