@@ -12,12 +12,14 @@ import (
 )
 
 var (
-	sqlOutboxPending   = mustQuery("outbox_pending.sql")
-	sqlOutboxMark      = mustQuery("outbox_mark.sql")
-	sqlOutboxLeaseTry  = mustQuery("outbox_lease_try.sql")
-	sqlOutboxBacklog   = mustQuery("outbox_backlog.sql")
-	outboxPendingLimit = 100_000
+	sqlOutboxPending  = mustQuery("outbox_pending.sql")
+	sqlOutboxMark     = mustQuery("outbox_mark.sql")
+	sqlOutboxLeaseTry = mustQuery("outbox_lease_try.sql")
+	sqlOutboxBacklog  = mustQuery("outbox_backlog.sql")
 )
+
+// outboxPendingLimit bounds one read of the outbox.
+const outboxPendingLimit = 100_000
 
 // OutboxMessage is one outbox row: a message a settling transaction wrote
 // for the relay to publish.

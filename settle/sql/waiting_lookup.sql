@@ -1,13 +1,18 @@
 -- Waiting operations that a batch repeats (by identity) or wakes (by target),
--- locked: the batch may apply them.
+-- locked: the batch may apply them. Two index look-ups, not one OR that
+-- would scan the table.
 SELECT w.id, w.tenant_id, w.account_period, w.record_id, w.operation, w.target_period, w.target_record_id,
        w.fingerprint, w.canonical, w.key, w.value, w.headers, w.topic, w.partition, w."offset",
        w.response, w.status, coalesce(w.case_id, 0)
   FROM waiting w
- WHERE w.status <> 'applied'
-   AND ((w.tenant_id, w.account_period, w.record_id, w.operation) IN
-            (SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]))
-        OR (w.tenant_id, w.target_period, w.target_record_id) IN
-            (SELECT * FROM unnest($5::text[], $6::text[], $7::text[])))
+ WHERE w.id IN (SELECT x.id
+                  FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS k (t, p, r, o)
+                  JOIN waiting x ON x.tenant_id = k.t AND x.account_period = k.p AND x.record_id = k.r AND x.operation = k.o
+                 UNION
+                SELECT x.id
+                  FROM unnest($5::text[], $6::text[], $7::text[]) AS k (t, p, r)
+                  JOIN waiting x ON x.tenant_id = k.t AND x.target_period = k.p AND x.target_record_id = k.r
+                 WHERE x.status <> 'applied')
+   AND w.status <> 'applied'
  ORDER BY w.id
    FOR UPDATE OF w
