@@ -196,6 +196,23 @@ CREATE TABLE conflict_cases (
 );
 CREATE INDEX conflict_cases_queue ON conflict_cases (status, tenant_id, reason, opened_at DESC, id DESC);
 
+-- Resolutions of conflict cases: who, when, why, and what was settled. One
+-- per case (a double submit resolves once); never edited afterwards.
+CREATE TABLE case_resolutions (
+    id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    case_id     bigint      NOT NULL REFERENCES conflict_cases (id),
+    tenant_id   text        NOT NULL,
+    decision    text        NOT NULL,
+    amount      numeric,
+    reason      text        NOT NULL,
+    resolved_by text        NOT NULL,
+    resolved_at timestamptz NOT NULL DEFAULT now(),
+    identity_id bigint REFERENCES identities (id) DEFERRABLE INITIALLY DEFERRED,
+    CONSTRAINT case_resolutions_case_key UNIQUE (case_id),
+    CONSTRAINT case_resolutions_decision_check CHECK (decision IN ('accept', 'reject')),
+    CONSTRAINT case_resolutions_reason_check CHECK (length(reason) > 0 AND length(resolved_by) > 0)
+);
+
 -- One row per input record (its coordinates), appended in the transaction
 -- that handled it. A redelivered input record repeats the result stored here.
 CREATE TABLE deliveries (
@@ -286,6 +303,10 @@ CREATE TRIGGER deliveries_append_only BEFORE UPDATE OR DELETE ON deliveries
     FOR EACH ROW EXECUTE FUNCTION settle_append_only();
 CREATE TRIGGER deliveries_no_truncate BEFORE TRUNCATE ON deliveries
     FOR EACH STATEMENT EXECUTE FUNCTION settle_append_only();
+CREATE TRIGGER case_resolutions_append_only BEFORE UPDATE OR DELETE ON case_resolutions
+    FOR EACH ROW EXECUTE FUNCTION settle_append_only();
+CREATE TRIGGER case_resolutions_no_truncate BEFORE TRUNCATE ON case_resolutions
+    FOR EACH STATEMENT EXECUTE FUNCTION settle_append_only();
 CREATE TRIGGER dead_letters_append_only BEFORE UPDATE OR DELETE ON dead_letters
     FOR EACH ROW EXECUTE FUNCTION settle_append_only();
 CREATE TRIGGER dead_letters_no_truncate BEFORE TRUNCATE ON dead_letters
@@ -294,7 +315,7 @@ CREATE TRIGGER dead_letters_no_truncate BEFORE TRUNCATE ON dead_letters
 REVOKE ALL ON ALL TABLES IN SCHEMA public FROM PUBLIC;
 GRANT USAGE ON SCHEMA public TO settle_app;
 GRANT SELECT, INSERT ON identities, ledger_entries, deliveries, dead_letters, conflict_cases,
-    accounts, outbox, consumer_offsets, periods, chains, holds, waiting TO settle_app;
+    accounts, outbox, consumer_offsets, periods, chains, holds, waiting, case_resolutions TO settle_app;
 GRANT UPDATE (net_charge, version, refund_id, refunded, reclaim_id, recovered, rev, updated_at) ON chains TO settle_app;
 GRANT UPDATE (remaining, status, closed_by, rev) ON holds TO settle_app;
 GRANT UPDATE (status, case_id) ON waiting TO settle_app;
