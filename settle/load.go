@@ -46,7 +46,9 @@ var (
 func ownAccount(r *fingerprint.Record) (accountKey, bool) {
 	switch r.Kind {
 	case fingerprint.KindUsage, fingerprint.KindGrant, fingerprint.KindHold, fingerprint.KindCorrection:
-		return accountKey{r.TenantID, r.Subject, r.Currency}, true
+		// A resolution's correction has no subject until its chain is
+		// found: it moves the chain's account.
+		return accountKey{r.TenantID, r.Subject, r.Currency}, r.Subject != ""
 	}
 	return accountKey{}, false
 }

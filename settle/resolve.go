@@ -1,0 +1,234 @@
+package settle
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/settlehq/settle/fingerprint"
+	"github.com/settlehq/settle/internal/money"
+)
+
+var (
+	sqlConflictCaseLock     = mustQuery("conflict_case_lock.sql")
+	sqlCaseResolutionInsert = mustQuery("case_resolution_insert.sql")
+	sqlConflictCaseResolve  = mustQuery("conflict_case_resolve.sql")
+)
+
+// OperationResolution is the operation of the identity an accepted case
+// settles as: (tenant, period, case id, resolution).
+const OperationResolution fingerprint.Kind = "resolution"
+
+// ResolveRequest is an analyst's decision on a conflict case.
+type ResolveRequest struct {
+	CaseID   int64
+	Decision string // "accept" or "reject"
+	// Amount is the chain's new total an analyst states; "" takes the
+	// incoming payload's amount (fingerprint_mismatch only).
+	Amount string
+	Reason string // why: required
+	By     string // who: required
+}
+
+// Resolution is what a resolved case settled.
+type Resolution struct {
+	CaseID       int64           `json:"case_id"`
+	Decision     string          `json:"decision"`
+	Status       string          `json:"status"` // the case's status after
+	SettlementID string          `json:"settlement_id,omitempty"`
+	Response     json.RawMessage `json:"response,omitempty"`
+	Replayed     bool            `json:"replayed,omitempty"` // already resolved: the stored resolution
+}
+
+// ErrCaseNotFound and ErrCaseClosed are returned by Resolve.
+var (
+	ErrCaseNotFound = errors.New("conflict case not found")
+	ErrCaseClosed   = errors.New("conflict case is closed without a resolution (auto_resolved)")
+)
+
+// ResolveError is a request that cannot be carried out as asked; Reason
+// says what to do instead.
+type ResolveError struct{ Reason string }
+
+func (e *ResolveError) Error() string { return "cannot resolve: " + e.Reason }
+
+// Resolve rejects a case (no effect) or accepts it as a correction settled
+// through the same core, as identity (tenant, period, case id, resolution),
+// and gives the quarantined record its final result on the results topic.
+// A second call for a resolved case returns the stored resolution
+// (Replayed): a double submit settles once. Every resolution records who,
+// when and why, and cannot be edited afterwards.
+func (s *Store) Resolve(ctx context.Context, req ResolveRequest) (*Resolution, error) {
+	switch {
+	case req.Decision != "accept" && req.Decision != "reject":
+		return nil, &ResolveError{fmt.Sprintf("decision %q: use accept or reject", req.Decision)}
+	case req.Reason == "":
+		return nil, &ResolveError{"a reason is required (--reason)"}
+	case req.By == "":
+		return nil, &ResolveError{"a name is required (--as)"}
+	}
+	if req.Amount != "" {
+		n, err := fingerprint.NormalizeDecimal(req.Amount, 18, 9)
+		if err != nil {
+			return nil, &ResolveError{"amount: " + err.Error()}
+		}
+		req.Amount = n
+	}
+	var res *Resolution
+	err := s.withRetries(ctx, 1, func(int) error {
+		var err error
+		res, err = s.resolveAttempt(ctx, req)
+		return err
+	})
+	// The caller's own mistakes come back as themselves, not as a failed
+	// batch.
+	var be *BatchError
+	var re *ResolveError
+	if errors.As(err, &be) && (errors.As(be.Err, &re) || errors.Is(be.Err, ErrCaseNotFound) || errors.Is(be.Err, ErrCaseClosed)) {
+		return nil, be.Err
+	}
+	return res, err
+}
+
+func (s *Store) resolveAttempt(ctx context.Context, req ResolveRequest) (*Resolution, error) {
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	var (
+		key                fingerprint.Identity
+		op, reason, status string
+		incoming           []byte
+		src                Coordinates
+		decided, settledID string
+		storedResponse     []byte
+	)
+	err = tx.QueryRow(ctx, sqlConflictCaseLock, req.CaseID).Scan(&key.TenantID, &key.AccountPeriod, &key.RecordID, &op,
+		&reason, &status, &incoming, &src.Topic, &src.Partition, &src.Offset, &decided, &settledID, &storedResponse)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("case %d: %w", req.CaseID, ErrCaseNotFound)
+	}
+	if err != nil {
+		return nil, err
+	}
+	key.Operation = fingerprint.Kind(op)
+	if decided != "" {
+		return &Resolution{CaseID: req.CaseID, Decision: decided, Status: status, SettlementID: settledID, Response: storedResponse, Replayed: true}, nil
+	}
+	if status != "open" {
+		return nil, fmt.Errorf("case %d: %w", req.CaseID, ErrCaseClosed)
+	}
+
+	st := s.newTxState(tx, 1, s.now())
+	res := &Resolution{CaseID: req.CaseID, Decision: req.Decision, Status: "rejected"}
+	var identityID int64
+	final := Result{Version: SchemaVersionOutput, Source: src, CaseID: req.CaseID}
+	idj := identityJSON(key)
+	final.Identity = &idj
+	if req.Decision == "reject" {
+		final.Outcome, final.Reason = OutcomeQuarantined, "rejected"
+	} else {
+		d, err := st.resolutionRecord(ctx, req, key, reason, incoming)
+		if err != nil {
+			return nil, err
+		}
+		p, err := st.process(ctx, d)
+		if err != nil {
+			return nil, err
+		}
+		if p.Outcome != OutcomeSettled {
+			return nil, &ResolveError{fmt.Sprintf("the correction would be %s %s: state another amount or reject", p.Outcome, p.Reason)}
+		}
+		identityID = p.identityID
+		res.Status, res.SettlementID, res.Response = "accepted", settlementID(d.id), p.Response
+		final.Outcome, final.Response = OutcomeSettled, p.Response
+	}
+	body, _ := json.Marshal(final)
+	st.outbox = append(st.outbox, outboxRow{topic: s.cfg.ResultsTopic, value: body,
+		headers: encodeHeaders([]fingerprint.Header{{Key: "version", Value: []byte(strconv.Itoa(SchemaVersionOutput))}})})
+	if err := st.write(ctx, ""); err != nil {
+		return nil, err
+	}
+	if _, err := tx.Exec(ctx, sqlCaseResolutionInsert, req.CaseID, key.TenantID, req.Decision, req.Amount, req.Reason, req.By, identityID); err != nil {
+		return nil, err
+	}
+	if _, err := tx.Exec(ctx, sqlConflictCaseResolve, req.CaseID, res.Status); err != nil {
+		return nil, err
+	}
+	return res, tx.Commit(ctx)
+}
+
+// resolutionRecord builds the correction an accepted case settles: of the
+// chain the quarantined record names (or, for a fingerprint mismatch, of
+// the stored record), to the stated or incoming amount, one version above
+// the chain's current one.
+func (st *txState) resolutionRecord(ctx context.Context, req ResolveRequest, key fingerprint.Identity, reason string, incoming []byte) (*decoded, error) {
+	in, err := st.s.dec.Decode(incoming, nil)
+	if err != nil && reason != ReasonFingerprintMismatch {
+		// Canonical payloads of refunds, reclaims and releases lack subject
+		// and time; they name no chain to correct.
+		return nil, &ResolveError{"this record names no usage chain to correct: reject the case"}
+	}
+	var target recKey
+	amount := req.Amount
+	switch reason {
+	case ReasonFingerprintMismatch:
+		switch key.Operation {
+		case fingerprint.KindUsage, fingerprint.KindCorrection, fingerprint.KindReversal:
+		default:
+			return nil, &ResolveError{fmt.Sprintf("a %s cannot be corrected: reject the case", key.Operation)}
+		}
+		target = recKey{key.TenantID, key.AccountPeriod, key.RecordID}
+		if amount == "" {
+			amount = in.Amount
+		}
+	case ReasonOrphan:
+		return nil, &ResolveError{"an orphan is applied by itself when its target arrives: wait, or reject the case"}
+	default: // invalid_link, target_refunded, version_conflict
+		if in.Kind != fingerprint.KindCorrection && in.Kind != fingerprint.KindReversal && in.Kind != fingerprint.KindUsage {
+			return nil, &ResolveError{fmt.Sprintf("a %s names no usage chain to correct: reject the case", in.Kind)}
+		}
+		if amount == "" {
+			return nil, &ResolveError{"state the chain's new total with --amount"}
+		}
+		target = recKey{in.TenantID, in.TargetPeriod(), in.Corrects}
+		if in.Kind == fingerprint.KindUsage {
+			return nil, &ResolveError{"a usage names no chain to correct: reject the case"}
+		}
+	}
+	if amount == "" {
+		amount = "0"
+	}
+	d := &decoded{
+		in: &Input{},
+		id: fingerprint.Identity{TenantID: key.TenantID, AccountPeriod: key.AccountPeriod, RecordID: strconv.FormatInt(req.CaseID, 10), Operation: OperationResolution},
+		rec: fingerprint.Record{TenantID: key.TenantID, AccountPeriod: key.AccountPeriod, RecordID: strconv.FormatInt(req.CaseID, 10),
+			Kind: fingerprint.KindCorrection, Corrects: target.record, Amount: amount, OccurredAt: st.attemptStart.UTC()},
+	}
+	if target.period != key.AccountPeriod {
+		d.rec.CorrectsPeriod = target.period
+	}
+	if err := st.load(ctx, []decoded{*d}); err != nil {
+		return nil, err
+	}
+	ch, res := st.resolveChain(target)
+	if res != targetFound {
+		return nil, &ResolveError{fmt.Sprintf("record %s of period %s is not one settled chain", target.record, target.period)}
+	}
+	if _, err := money.Parse(amount); err != nil {
+		return nil, &ResolveError{err.Error()}
+	}
+	if ch.c.Refunded && !ch.c.Reclaimed {
+		return nil, &ResolveError{"the chain is refunded: a correction would not apply; reject the case"}
+	}
+	d.rec.Subject, d.rec.Currency, d.rec.FinalizationVersion = ch.rootSubject, ch.rootCurrency, ch.c.Version+1
+	d.canonical, _ = json.Marshal(map[string]any{"case_id": req.CaseID, "decision": req.Decision, "amount": amount,
+		"corrects": target.record, "corrects_period": target.period})
+	d.fp = fingerprint.Sum(d.canonical)
+	return d, nil
+}
