@@ -14,6 +14,7 @@ import (
 
 	"github.com/settlehq/settle/corrections"
 	"github.com/settlehq/settle/fingerprint"
+	"github.com/settlehq/settle/internal/crashpoint"
 	"github.com/settlehq/settle/internal/money"
 )
 
@@ -138,9 +139,11 @@ func (s *Store) attempt(ctx context.Context, group string, ds []decoded, attempt
 	if err := st.write(ctx, group); err != nil {
 		return nil, err
 	}
+	crashpoint.Hit("before_commit")
 	if err := tx.Commit(ctx); err != nil {
 		return nil, err
 	}
+	crashpoint.Hit("after_commit")
 	return results, nil
 }
 
@@ -200,6 +203,7 @@ type hold struct {
 	key               fingerprint.Identity
 	settlementID      string
 	tenant            string
+	accountID         int64
 	a                 *account
 	amount, remaining money.Dec
 	expiresAt         *time.Time

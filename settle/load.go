@@ -277,28 +277,8 @@ func (st *txState) loadLinked(ctx context.Context, waits []*waitingOp) error {
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("lock chains: %w", err)
 	}
-	type pendingHold struct {
-		h         *hold
-		accountID int64
-	}
-	var pendingHolds []pendingHold
-	rows, _ = br.Query()
-	for rows.Next() {
-		var (
-			h                 hold
-			accountID         int64
-			amount, remaining string
-		)
-		if err := rows.Scan(&h.identityID, &h.tenant, &accountID, &amount, &remaining, &h.expiresAt, &h.status, &h.closedBy, &h.rev,
-			&h.key.AccountPeriod, &h.key.RecordID, &h.settlementID); err != nil {
-			return fmt.Errorf("lock holds: %w", err)
-		}
-		h.amount, h.remaining = money.MustParse(amount), money.MustParse(remaining)
-		h.key.TenantID, h.key.Operation = h.tenant, fingerprint.KindHold
-		pendingHolds = append(pendingHolds, pendingHold{&h, accountID})
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("lock holds: %w", err)
+	if err := st.readHolds(br); err != nil {
+		return err
 	}
 	if err := br.Close(); err != nil {
 		return err
@@ -310,9 +290,9 @@ func (st *txState) loadLinked(ctx context.Context, waits []*waitingOp) error {
 			missing = append(missing, p.accountID)
 		}
 	}
-	for _, p := range pendingHolds {
-		if st.accountsByID[p.accountID] == nil {
-			missing = append(missing, p.accountID)
+	for _, h := range st.holds {
+		if st.accountsByID[h.accountID] == nil {
+			missing = append(missing, h.accountID)
 		}
 	}
 	if len(missing) > 0 {
@@ -331,9 +311,33 @@ func (st *txState) loadLinked(ctx context.Context, waits []*waitingOp) error {
 		p.ch.a = st.accountsByID[p.accountID]
 		st.chains[p.ch.rootID] = p.ch
 	}
-	for _, p := range pendingHolds {
-		p.h.a = st.accountsByID[p.accountID]
-		st.holds[p.h.identityID] = p.h
+	for _, h := range st.holds {
+		h.a = st.accountsByID[h.accountID]
+	}
+	return nil
+}
+
+// readHolds reads locked hold rows (hold_lock.sql); their accounts are
+// attached by the caller once locked.
+func (st *txState) readHolds(br pgx.BatchResults) error {
+	rows, _ := br.Query()
+	for rows.Next() {
+		var (
+			h                 hold
+			amount, remaining string
+		)
+		if err := rows.Scan(&h.identityID, &h.tenant, &h.accountID, &amount, &remaining, &h.expiresAt, &h.status, &h.closedBy, &h.rev,
+			&h.key.AccountPeriod, &h.key.RecordID, &h.settlementID); err != nil {
+			return fmt.Errorf("lock holds: %w", err)
+		}
+		h.amount, h.remaining = money.MustParse(amount), money.MustParse(remaining)
+		h.key.TenantID, h.key.Operation = h.tenant, fingerprint.KindHold
+		if st.holds[h.identityID] == nil {
+			st.holds[h.identityID] = &h
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("lock holds: %w", err)
 	}
 	return nil
 }

@@ -237,7 +237,7 @@ func (st *txState) applyHold(ctx context.Context, d *decoded, id int64) (*effect
 		t := r.ExpiresAt
 		exp = &t
 	}
-	st.holds[id] = &hold{identityID: id, key: d.id, settlementID: eff.resp.SettlementID, tenant: r.TenantID, a: a, amount: amount, remaining: amount, expiresAt: exp,
+	st.holds[id] = &hold{identityID: id, key: d.id, settlementID: eff.resp.SettlementID, tenant: r.TenantID, accountID: a.id, a: a, amount: amount, remaining: amount, expiresAt: exp,
 		status: "active", isNew: true, dirty: true}
 	return eff, nil
 }

@@ -307,7 +307,7 @@ func (st *txState) queueWaiting(b *pgx.Batch) {
 		headers, resps                           []string
 		parts                                    []int32
 	}
-	var updIDs []int64
+	var updIDs, updCases []int64
 	var updStats []string
 	for _, w := range st.waitingList {
 		d := w.d
@@ -321,7 +321,7 @@ func (st *txState) queueWaiting(b *pgx.Batch) {
 	for _, ws := range st.waitingByTarget {
 		for _, w := range ws {
 			if w.dirty && !w.isNew {
-				updIDs, updStats = append(updIDs, w.id), append(updStats, w.status)
+				updIDs, updStats, updCases = append(updIDs, w.id), append(updStats, w.status), append(updCases, w.caseID)
 			}
 		}
 	}
@@ -330,6 +330,6 @@ func (st *txState) queueWaiting(b *pgx.Batch) {
 			ins.headers, ins.topics, ins.parts, ins.offs, ins.resps, ins.stats)
 	}
 	if len(updIDs) > 0 {
-		b.Queue(sqlWaitingUpdate, updIDs, updStats)
+		b.Queue(sqlWaitingUpdate, updIDs, updStats, updCases)
 	}
 }

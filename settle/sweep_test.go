@@ -1,0 +1,90 @@
+package settle_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/settlehq/settle/settle"
+)
+
+func TestOrphansAndAutoResolve(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := context.Background()
+	refund := signal("refund", "job-1", "cust-1")
+	capture := rec("record_id", "k-1", "hold_id", "h-missing", "amount", "5")
+	rs := mustSettle(t, s, batch(0, 0, refund, capture))
+	if got := outcomes(rs); got[0] != "waiting" || got[1] != "waiting" {
+		t.Fatalf("outcomes %v, want both waiting", got)
+	}
+	time.Sleep(20 * time.Millisecond)
+	n, err := s.SweepOrphans(ctx, 10*time.Millisecond)
+	if err != nil || n != 2 {
+		t.Fatalf("sweep: %d, %v", n, err)
+	}
+	if n, _ := s.SweepOrphans(ctx, 10*time.Millisecond); n != 0 {
+		t.Errorf("second sweep handled %d, want 0", n)
+	}
+	// The capture was charged as plain usage; the refund opened an orphan case.
+	if b := balance(t, s.Pool(), "acme", "cust-1", "USD"); b != "-5" {
+		t.Errorf("balance = %s, want -5", b)
+	}
+	if n := count(t, s.Pool(), `SELECT count(*) FROM conflict_cases WHERE reason = 'orphan' AND status = 'open'`); n != 1 {
+		t.Errorf("open orphan cases = %d, want 1", n)
+	}
+	// The target arrives: the refund is applied and its case closes itself.
+	mustSettle(t, s, batch(1, 0, rec("record_id", "job-1", "amount", "40")))
+	if b := balance(t, s.Pool(), "acme", "cust-1", "USD"); b != "-5" {
+		t.Errorf("balance = %s, want -5 (job-1 charged 40 and refunded)", b)
+	}
+	if n := count(t, s.Pool(), `SELECT count(*) FROM conflict_cases WHERE reason = 'orphan' AND status = 'auto_resolved'`); n != 1 {
+		t.Errorf("auto_resolved orphan cases = %d, want 1", n)
+	}
+	if n := count(t, s.Pool(), `SELECT count(*) FROM outbox WHERE topic = 'usage.results'`); n != 3 {
+		t.Errorf("final results = %d, want 3 (capture charged, refund orphaned, refund applied)", n)
+	}
+	checkInvariants(t, s.Pool())
+}
+
+func TestHoldExpiry(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := context.Background()
+	exp := time.Now().Add(300 * time.Millisecond).UTC().Format(time.RFC3339Nano)
+	hold := func(id, amount string) map[string]any {
+		return rec("kind", "hold", "record_id", id, "amount", amount, "expires_at", exp,
+			"meter", nil, "quantity", nil, "unit", nil, "finalization_version", nil)
+	}
+	rs := mustSettle(t, s, batch(0, 0, grant("g", "cust-1", "100"), hold("h-1", "60"), hold("h-2", "60")))
+	if got := outcomes(rs); got[1] != "settled" || got[2] != "refused:insufficient_funds" {
+		t.Fatalf("outcomes %v", got)
+	}
+	time.Sleep(400 * time.Millisecond)
+	// A hold after expiry sees the funds again: the expired hold is
+	// released in its transaction first.
+	rs = mustSettle(t, s, batch(0, 3, rec("kind", "hold", "record_id", "h-3", "amount", "90",
+		"meter", nil, "quantity", nil, "unit", nil, "finalization_version", nil)))
+	if rs[0].Outcome != settle.OutcomeSettled {
+		t.Fatalf("hold after expiry: %v", outcomes(rs))
+	}
+	if n := count(t, s.Pool(), `SELECT count(*) FROM identities WHERE operation = 'expire'`); n != 1 {
+		t.Errorf("expire settlements = %d, want 1", n)
+	}
+	// The sweeper releases holds nobody looks at.
+	mustSettle(t, s, batch(0, 4, grant("g2", "cust-2", "10"),
+		rec("kind", "hold", "record_id", "h-4", "subject", "cust-2", "amount", "10", "expires_at", time.Now().Add(100*time.Millisecond).UTC().Format(time.RFC3339Nano),
+			"meter", nil, "quantity", nil, "unit", nil, "finalization_version", nil)))
+	time.Sleep(200 * time.Millisecond)
+	n, err := s.ExpireHolds(ctx)
+	if err != nil || n != 1 {
+		t.Fatalf("expire holds: %d %v", n, err)
+	}
+	if n, _ := s.ExpireHolds(ctx); n != 0 {
+		t.Errorf("second sweep expired %d", n)
+	}
+	if n := count(t, s.Pool(), `SELECT count(*) FROM outbox WHERE topic = 'settlements' AND convert_from(value, 'UTF8')::json->>'kind' = 'expire'`); n != 2 {
+		t.Errorf("published expiries = %d, want 2", n)
+	}
+	checkInvariants(t, s.Pool())
+}
