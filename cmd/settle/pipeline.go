@@ -20,6 +20,7 @@ type pipeline struct {
 	store           *settle.Store
 	consumer        *consumer.Consumer
 	relay           *relay.Relay
+	sweeper         *sweeper // nil: no sweeps
 	adminAddr       string
 	shutdownTimeout time.Duration
 }
@@ -46,6 +47,11 @@ func (p *pipeline) run(ctx context.Context, a *app) error {
 	go func() { consumerDone <- p.consumer.Run(consumerCtx) }()
 	relayDone := make(chan error, 1)
 	go func() { relayDone <- p.relay.Run(relayCtx) }()
+	if p.sweeper != nil {
+		sweepDone := make(chan struct{})
+		defer func() { <-sweepDone }()
+		go func() { defer close(sweepDone); p.sweeper.run(relayCtx) }()
+	}
 
 	var runErr error
 	select {

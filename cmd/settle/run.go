@@ -58,6 +58,7 @@ func (c *runCmd) Run(a *app) error {
 	if err != nil {
 		return err
 	}
+	p.sweeper = &sweeper{store: store, orphanAfter: c.OrphanAfter, interval: c.SweepInterval, log: a.log}
 	return p.run(a.ctx, a)
 }
 
