@@ -40,6 +40,8 @@ type cli struct {
 	Run     runCmd     `cmd:"" help:"Run the service: consumers, outbox relay, /livez and /readyz."`
 	Migrate migrateCmd `cmd:"" help:"Apply the embedded schema migrations with the owner's credentials."`
 	Produce produceCmd `cmd:"" help:"Publish JSON lines from a file or stdin to a topic, keyed tenant_id/subject."`
+	Balance balanceCmd `cmd:"" help:"Show a tenant's accounts: balance, holds, available, chains and the rows behind them."`
+	Period  periodCmd  `cmd:"" help:"Close a period (its later records are flagged late)."`
 }
 
 // app is what every command's Run receives: the process's context (ended

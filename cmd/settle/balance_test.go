@@ -1,0 +1,71 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/settlehq/settle/internal/pgtest"
+	"github.com/settlehq/settle/settle"
+)
+
+func TestBalanceAndPeriodClose(t *testing.T) {
+	t.Parallel()
+	url := pgtest.NewDatabase(t)
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	store, err := settle.Open(ctx, pool, settle.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := func(off int64, js string) settle.Input {
+		return settle.Input{Topic: "usage", Offset: off, Value: []byte(js)}
+	}
+	const base = `"tenant_id":"acme","account_period":"2026-11","subject":"cust-1","occurred_at":"2026-11-03T10:00:00Z"`
+	if _, err := store.Settle(ctx, "", []settle.Input{
+		in(0, `{`+base+`,"record_id":"g","kind":"grant","amount":"100","currency":"USD"}`),
+		in(1, `{`+base+`,"record_id":"u","kind":"usage","amount":"30","currency":"USD","meter":"m","quantity":"1","unit":"s","finalization_version":1}`),
+		in(2, `{`+base+`,"record_id":"h","kind":"hold","amount":"20","currency":"USD"}`),
+		in(3, `{`+base+`,"record_id":"c","kind":"correction","corrects":"u","amount":"25","currency":"USD","meter":"m","quantity":"1","unit":"s","finalization_version":2}`),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	if code := run(ctx, []string{"balance", "acme", "cust-1", "--json", "--database-url", url}, &out, &errOut); code != exitOK {
+		t.Fatalf("balance: exit %d: %s", code, errOut.String())
+	}
+	var accounts []settle.AccountView
+	if err := json.Unmarshal(out.Bytes(), &accounts); err != nil {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	if len(accounts) != 1 || accounts[0].Balance != "75" || accounts[0].Held != "20" || accounts[0].Available != "55" ||
+		len(accounts[0].Holds) != 1 || len(accounts[0].Rows) != 4 || len(accounts[0].Chains) != 1 || accounts[0].Chains[0].NetCharge != "25" {
+		t.Errorf("balance = %+v", accounts)
+	}
+	out.Reset()
+	if code := run(ctx, []string{"balance", "acme", "--database-url", url}, &out, &errOut); code != exitOK || !strings.Contains(out.String(), "available 55") {
+		t.Errorf("balance text: exit %d\n%s", code, out.String())
+	}
+	out.Reset()
+	if code := run(ctx, []string{"period", "close", "acme", "2026-11", "--as", "fin", "--database-url", url}, &out, &errOut); code != exitOK {
+		t.Fatalf("period close: exit %d: %s", code, errOut.String())
+	}
+	rs, err := store.Settle(ctx, "", []settle.Input{in(4, `{`+base+`,"record_id":"late","kind":"grant","amount":"1","currency":"USD"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(rs[0].Response), `"late":true`) {
+		t.Errorf("a record of a closed period settles flagged late: %s", rs[0].Response)
+	}
+	if code := run(ctx, []string{"period", "close", "acme", "2026-13x", "--database-url", url}, &out, &errOut); code != exitUsage {
+		t.Errorf("bad period: exit %d, want %d", code, exitUsage)
+	}
+}

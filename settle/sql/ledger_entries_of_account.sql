@@ -1,0 +1,9 @@
+-- The newest ledger rows of an account, with the identity behind each.
+SELECT e.id, e.bucket, e.amount::text, e.created_at, i.account_period, i.record_id, i.operation,
+       coalesce(i.settlement_id, ''), coalesce(r.record_id, '')
+  FROM ledger_entries e
+  JOIN identities i ON i.id = e.identity_id
+  LEFT JOIN identities r ON r.id = i.root_id
+ WHERE e.account_id = $1
+ ORDER BY e.id DESC
+ LIMIT $2
