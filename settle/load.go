@@ -96,6 +96,7 @@ func (st *txState) load(ctx context.Context, ds []decoded) error {
 	)
 	_ = coords
 	seenID := map[fingerprint.Identity]bool{}
+	var reserving []accountKey // accounts whose available funds the batch looks at
 	for i := range ds {
 		d := &ds[i]
 		dTopics, dParts, dOffsets = append(dTopics, d.in.Topic), append(dParts, d.in.Partition), append(dOffsets, d.in.Offset)
@@ -116,6 +117,9 @@ func (st *txState) load(ctx context.Context, ds []decoded) error {
 		}
 		if k, ok := ownAccount(&d.rec); ok {
 			accKeys.add(k)
+			if d.rec.Kind == fingerprint.KindHold {
+				reserving = append(reserving, k)
+			}
 		}
 	}
 
@@ -203,14 +207,14 @@ func (st *txState) load(ctx context.Context, ds []decoded) error {
 	for _, ws := range st.waitingByTarget {
 		sort.Slice(ws, func(i, j int) bool { return ws[i].id < ws[j].id })
 	}
-	return st.loadLinked(ctx, waits)
+	return st.loadLinked(ctx, waits, reserving)
 }
 
 // loadLinked locks, in a second round trip, what the first one named: the
 // chains and holds of the targets, their accounts, the accounts of waiting
 // operations the batch may apply, and expired holds on accounts where the
 // batch reserves (they are released before the funds are looked at).
-func (st *txState) loadLinked(ctx context.Context, waits []*waitingOp) error {
+func (st *txState) loadLinked(ctx context.Context, waits []*waitingOp, reserving []accountKey) error {
 	var (
 		rootIDs, holdIDs, expiringAccs []int64
 		accKeys                        accountList
@@ -233,8 +237,8 @@ func (st *txState) loadLinked(ctx context.Context, waits []*waitingOp) error {
 			accKeys.add(k)
 		}
 	}
-	for _, a := range st.accounts {
-		expiringAccs = append(expiringAccs, a.id)
+	for _, k := range reserving {
+		expiringAccs = append(expiringAccs, st.accounts[k].id)
 	}
 	if len(rootIDs)+len(holdIDs)+len(expiringAccs)+len(accKeys.t) == 0 {
 		return nil
