@@ -81,10 +81,11 @@ CREATE TABLE identities (
     committed_at      timestamptz NOT NULL DEFAULT now(),
     attempts          integer     NOT NULL,
     CONSTRAINT identities_scope_key UNIQUE (tenant_id, account_period, record_id, operation),
-    CONSTRAINT identities_outcome_check CHECK (outcome IN ('settled', 'refused', 'quarantined')),
-    CONSTRAINT identities_settlement_key UNIQUE (settlement_id)
+    -- settlement_id is a hash of the scope key, unique with it: no index of
+    -- its own. Look-ups by (tenant, period, record_id) use the scope key's
+    -- prefix.
+    CONSTRAINT identities_outcome_check CHECK (outcome IN ('settled', 'refused', 'quarantined'))
 );
-CREATE INDEX identities_record ON identities (tenant_id, account_period, record_id);
 CREATE INDEX identities_root ON identities (root_id) WHERE root_id IS NOT NULL;
 CREATE INDEX identities_account ON identities (account_id);
 
