@@ -13,7 +13,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/settlehq/settle/internal/crashpoint"
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/telemetry"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Config configures a Consumer. The zero value of every field but Brokers
@@ -72,6 +75,16 @@ type Config struct {
 
 	// Logger receives the consumer's log. nil = slog.Default().
 	Logger *slog.Logger
+
+	// Metrics receives the consumer's measurements (records by outcome
+	// and kind, batch sizes, transaction latency, end-to-end latency,
+	// retries, dead letters). nil = none.
+	Metrics *telemetry.Metrics
+
+	// TracerProvider starts one span per record, a child of the trace
+	// context in its headers, carried on to its result and settlement.
+	// nil = no spans (the headers still pass through unchanged).
+	TracerProvider trace.TracerProvider
 }
 
 func (c *Config) setDefaults() {
@@ -356,6 +369,7 @@ func (c *Consumer) handlePoll(ctx context.Context, cl *kgo.Client, fetches kgo.F
 			c.log.Warn("partition batch not finished; it will be read again", "topic", w.topic, "partition", w.partition, "from", from, "err", w.err)
 		}
 	}
+	crashpoint.Hit("after_commit_before_offset_commit")
 	c.commit(ctx, cl, commit)
 	if len(rewind) > 0 {
 		cl.SetOffsets(rewind)
@@ -390,9 +404,20 @@ func (c *Consumer) commit(ctx context.Context, cl *kgo.Client, offsets map[strin
 
 func (c *Consumer) count(rs []settle.Result) {
 	c.countsMu.Lock()
-	defer c.countsMu.Unlock()
 	for i := range rs {
 		c.counts[rs[i].Outcome]++
+	}
+	c.countsMu.Unlock()
+	if m := c.cfg.Metrics; m != nil {
+		ctx := context.Background()
+		for i := range rs {
+			kind := ""
+			if rs[i].Identity != nil {
+				kind = rs[i].Identity.Operation
+			}
+			m.Record(ctx, string(rs[i].Outcome), kind, rs[i].Reason)
+			m.EndToEnd(ctx, rs[i].Timestamp)
+		}
 	}
 }
 

@@ -5,11 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/settlehq/settle/fingerprint"
+	"github.com/settlehq/settle/internal/crashpoint"
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/telemetry"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // errAbandoned stops work that was waiting out an outage when the group
@@ -28,18 +32,23 @@ func (c *Consumer) handlePartition(ctx context.Context, abandon <-chan struct{},
 		for i, r := range recs {
 			ins[i] = input(r)
 		}
+		crashpoint.Hit("after_decode")
+		spans := c.startSpans(ctx, recs, ins)
 		results, err := c.settleRange(ctx, abandon, ins)
 		// results covers a prefix of ins even on error: publish it, so the
 		// partition's progress is kept.
 		if len(results) > 0 {
-			if perr := c.publish(ctx, abandon, cl, results); perr != nil {
+			if perr := c.publish(ctx, abandon, cl, results, spans...); perr != nil {
+				endSpans(spans, nil, perr)
 				w.err = perr
 				return
 			}
 			c.count(results)
 			last := recs[len(results)-1]
 			w.next, w.epoch = last.Offset+1, last.LeaderEpoch
+			crashpoint.Hit("mid_batch")
 		}
+		endSpans(spans, results, err)
 		if err != nil {
 			w.err = err
 			return
@@ -124,6 +133,7 @@ func (c *Consumer) settleSuspect(ctx context.Context, abandon <-chan struct{}, i
 			return nil, err
 		}
 		attempts, lastErr = attempts+1, err
+		c.cfg.Metrics.Retry(ctx, telemetry.CauseRecord)
 		c.log.Warn("record failed on its own; retrying", "topic", in.Topic, "partition", in.Partition,
 			"offset", in.Offset, "attempt", attempts, "of", c.cfg.RecordAttemptsMax, "err", err)
 	}
@@ -135,8 +145,11 @@ func (c *Consumer) settleSuspect(ctx context.Context, abandon <-chan struct{}, i
 func (c *Consumer) settleWaiting(ctx context.Context, abandon <-chan struct{}, ins []settle.Input) ([]settle.Result, error) {
 	b := newBackoff(c.cfg.BackoffMin, c.cfg.BackoffMax)
 	for tries := 1; ; tries++ {
+		txStart := time.Now()
 		results, err := c.store.Settle(ctx, c.cfg.Group, ins)
+		c.cfg.Metrics.Transaction(ctx, time.Since(txStart), txResult(err))
 		if err == nil {
+			c.cfg.Metrics.Batch(ctx, len(ins))
 			if c.dbDown.Swap(false) {
 				c.log.Info("database available again; resuming")
 			}
@@ -147,10 +160,12 @@ func (c *Consumer) settleWaiting(ctx context.Context, abandon <-chan struct{}, i
 		}
 		switch {
 		case errors.Is(err, settle.ErrUnavailable):
+			c.cfg.Metrics.Retry(ctx, telemetry.CauseUnavailable)
 			if !c.dbDown.Swap(true) || tries%10 == 0 {
 				c.log.Warn("database unavailable; pausing and retrying the same batch", "tries", tries, "err", err)
 			}
 		case errors.Is(err, settle.ErrContention):
+			c.cfg.Metrics.Retry(ctx, telemetry.CauseContention)
 			c.log.Info("batch lost too many races; retrying", "err", err)
 		default:
 			var be *settle.BatchError
@@ -171,7 +186,7 @@ func (c *Consumer) settleWaiting(ctx context.Context, abandon <-chan struct{}, i
 // publish produces one message per result to the results topic, keyed like
 // the input record, retrying with backoff while the broker is unavailable.
 // A retry may publish a result twice; results are idempotent repeats.
-func (c *Consumer) publish(ctx context.Context, abandon <-chan struct{}, cl *kgo.Client, results []settle.Result) error {
+func (c *Consumer) publish(ctx context.Context, abandon <-chan struct{}, cl *kgo.Client, results []settle.Result, spans ...trace.Span) error {
 	pending := make([]*kgo.Record, len(results))
 	for i := range results {
 		v, err := json.Marshal(&results[i])
@@ -179,6 +194,9 @@ func (c *Consumer) publish(ctx context.Context, abandon <-chan struct{}, cl *kgo
 			return fmt.Errorf("encode result of offset %d: %w", results[i].Source.Offset, err)
 		}
 		pending[i] = &kgo.Record{Topic: c.cfg.ResultsTopic, Key: results[i].Key, Value: v}
+		if i < len(spans) {
+			injectResult(spans[i], pending[i])
+		}
 	}
 	b := newBackoff(c.cfg.BackoffMin, c.cfg.BackoffMax)
 	for {
@@ -192,7 +210,7 @@ func (c *Consumer) publish(ctx context.Context, abandon <-chan struct{}, cl *kgo
 		for _, pr := range prs {
 			if pr.Err != nil {
 				// A fresh record: a failed one carries the old attempt's state.
-				failed = append(failed, &kgo.Record{Topic: pr.Record.Topic, Key: pr.Record.Key, Value: pr.Record.Value})
+				failed = append(failed, &kgo.Record{Topic: pr.Record.Topic, Key: pr.Record.Key, Value: pr.Record.Value, Headers: pr.Record.Headers})
 				lastErr = pr.Err
 			}
 		}
@@ -205,6 +223,7 @@ func (c *Consumer) publish(ctx context.Context, abandon <-chan struct{}, cl *kgo
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+		c.cfg.Metrics.Retry(ctx, telemetry.CauseBroker)
 		if !c.brokerDown.Swap(true) {
 			c.log.Warn("publishing results failed; pausing and retrying", "topic", c.cfg.ResultsTopic, "failed", len(failed), "err", lastErr)
 		}
@@ -216,4 +235,17 @@ func (c *Consumer) publish(ctx context.Context, abandon <-chan struct{}, cl *kgo
 			return errAbandoned
 		}
 	}
+}
+
+// txResult names a settling transaction's result for the latency metric.
+func txResult(err error) string {
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, settle.ErrUnavailable):
+		return "unavailable"
+	case errors.Is(err, settle.ErrContention):
+		return "contention"
+	}
+	return "error"
 }

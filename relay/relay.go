@@ -26,7 +26,10 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/settlehq/settle/internal/crashpoint"
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/telemetry"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // LockKeyDefault is the advisory lock key of the relay's leadership when
@@ -68,6 +71,14 @@ type Config struct {
 
 	// Logger receives the relay's log. nil = slog.Default().
 	Logger *slog.Logger
+
+	// Metrics counts published messages by topic. nil = none.
+	Metrics *telemetry.Metrics
+
+	// TracerProvider starts a producer span for each message that carries
+	// a trace context (a settlement of a traced record), and the message
+	// goes out naming that span. nil = headers pass through unchanged.
+	TracerProvider trace.TracerProvider
 }
 
 func (c *Config) setDefaults() {
@@ -235,7 +246,10 @@ func (r *Relay) round(ctx context.Context, cl *kgo.Client, lease *settle.OutboxL
 		}
 		recs[i] = rec
 	}
+	spans := r.startSpans(ctx, recs)
 	results := cl.ProduceSync(ctx, recs...)
+	endSpans(spans, results)
+	crashpoint.Hit("after_publish_before_mark")
 	// Mark only the acknowledged prefix (in id order): a row after a failed
 	// one is published again after it, so a consumer that keeps the first
 	// copy of each settlement_id still sees them in order.
@@ -255,6 +269,7 @@ func (r *Relay) round(ctx context.Context, cl *kgo.Client, lease *settle.OutboxL
 			return 0, err
 		}
 		r.published.Add(int64(len(ids)))
+		r.countPublished(ctx, msgs[:len(ids)])
 	}
 	return len(msgs), failure
 }

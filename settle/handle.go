@@ -223,13 +223,13 @@ func (st *txState) claim(d *decoded, idNum int64, eff *effect) []byte {
 			topic: st.s.cfg.SettlementsTopic,
 			key:   []byte(a.key.tenant + "/" + a.key.subject + "/" + a.key.currency),
 			value: body,
-			headers: encodeHeaders([]fingerprint.Header{
+			headers: encodeHeaders(append([]fingerprint.Header{
 				{Key: "settlement_id", Value: []byte(resp.SettlementID)},
 				{Key: "tenant_id", Value: []byte(a.key.tenant)},
 				{Key: "sequence", Value: strconv.AppendInt(nil, resp.Sequence, 10)},
 				{Key: "kind", Value: []byte(resp.Kind)},
 				{Key: "version", Value: []byte(strconv.Itoa(SchemaVersionOutput))},
-			}),
+			}, traceHeaders(d.in.Headers)...)),
 		})
 	}
 	return body

@@ -222,7 +222,10 @@ func (c *devCmd) sample(a *app, store *settle.Store, brokers []string) error {
 func (c *devCmd) nextSteps(a *app, psqlConn string) {
 	b := c.KafkaAddr
 	fmt.Fprintf(a.stdout, `
+analyst:    http://%[5]s/  (conflict queue, cases, explain; JSON under /api/)
+
 try next (Ctrl-C stops everything):
+  settle conflicts list --status all --database-url '%[6]s'   # the same cases from the command line
   kcat -b %[1]s -L                                        # the broker's topics
   kcat -b %[1]s -C -t settlements -o beginning -e -J      # what finance reads
   kcat -b %[1]s -C -t usage.results -o beginning -e       # one result per input record

@@ -44,7 +44,8 @@ func (f databaseFlags) pool(ctx context.Context) (*pgxpool.Pool, error) {
 
 // kafkaFlags are the broker settings.
 type kafkaFlags struct {
-	Brokers []string `name:"brokers" env:"SETTLE_KAFKA_BROKERS,KAFKA_BROKERS" default:"127.0.0.1:9092" sep:"," help:"Kafka seed brokers, host:port, comma-separated (SETTLE_KAFKA_BROKERS, else KAFKA_BROKERS)."`
+	kafkaSecurityFlags `embed:""`
+	Brokers            []string `name:"brokers" env:"SETTLE_KAFKA_BROKERS,KAFKA_BROKERS" default:"127.0.0.1:9092" sep:"," help:"Kafka seed brokers, host:port, comma-separated (SETTLE_KAFKA_BROKERS, else KAFKA_BROKERS)."`
 }
 
 // topicFlags name the pipeline's topics.

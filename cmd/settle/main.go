@@ -36,12 +36,17 @@ const (
 type cli struct {
 	LogLevel string `name:"log-level" env:"SETTLE_LOG_LEVEL" default:"info" enum:"debug,info,warn,error" help:"Log level: debug, info, warn or error (${env})."`
 
-	Dev     devCmd     `cmd:"" help:"Run a sandbox: embedded Kafka broker, PostgreSQL, sample traffic, the whole pipeline."`
-	Run     runCmd     `cmd:"" help:"Run the service: consumers, outbox relay, /livez and /readyz."`
-	Migrate migrateCmd `cmd:"" help:"Apply the embedded schema migrations with the owner's credentials."`
-	Produce produceCmd `cmd:"" help:"Publish JSON lines from a file or stdin to a topic, keyed tenant_id/subject."`
-	Balance balanceCmd `cmd:"" help:"Show a tenant's accounts: balance, holds, available, chains and the rows behind them."`
-	Period  periodCmd  `cmd:"" help:"Close a period (its later records are flagged late)."`
+	Dev       devCmd       `cmd:"" help:"Run a sandbox: embedded Kafka broker, PostgreSQL, sample traffic, the whole pipeline."`
+	Run       runCmd       `cmd:"" help:"Run the service: consumers, outbox relay, /livez and /readyz."`
+	Migrate   migrateCmd   `cmd:"" help:"Apply the embedded schema migrations with the owner's credentials."`
+	Produce   produceCmd   `cmd:"" help:"Publish JSON lines from a file or stdin to a topic, keyed tenant_id/subject."`
+	Balance   balanceCmd   `cmd:"" help:"Show a tenant's accounts: balance, holds, available, chains and the rows behind them."`
+	Period    periodCmd    `cmd:"" help:"Close a period (its later records are flagged late)."`
+	Conflicts conflictsCmd `cmd:"" help:"Analysts' conflict cases: list, show, diff, resolve, export."`
+	Explain   explainCmd   `cmd:"" help:"The whole history of one record: operations, deliveries, ledger rows, links, publication, cases."`
+	Dlq       dlqCmd       `cmd:"" help:"Inspect and replay dead letters."`
+	Bench     benchCmd     `cmd:"" help:"Benchmark: a generated workload end to end, core-only and against baselines, with the exactly-once checks; writes JSON, Markdown and PNG plots."`
+	Reconcile reconcileCmd `cmd:"" help:"Check invariants (balances, one effect per identity, outbox published, offsets) and compare the topics with what was settled; exit 3 when anything is found."`
 }
 
 // app is what every command's Run receives: the process's context (ended

@@ -9,9 +9,11 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/settlehq/settle/analyst"
 	"github.com/settlehq/settle/consumer"
 	"github.com/settlehq/settle/relay"
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/telemetry"
 )
 
 // pipeline is the running service: consumers, the outbox relay and the
@@ -22,7 +24,19 @@ type pipeline struct {
 	relay           *relay.Relay
 	sweeper         *sweeper // nil: no sweeps
 	adminAddr       string
+	adminToken      string // the analyst surface's bearer token; "" = none
 	shutdownTimeout time.Duration
+
+	// The HTTP edge (cmd/settle/edge.go): records API and webhook delivery.
+	edge             edgeFlags
+	settlementsTopic string
+
+	// Telemetry: /metrics, spans, and the gauges read at scrape time
+	// (consumer lag is read through kadm with these brokers and options).
+	telemetry *telemetry.Telemetry
+	brokers   []string
+	kafkaOpts []kgoOpt
+	group     string
 }
 
 // run runs the pipeline until ctx ends (or the consumer fails), then stops
@@ -38,6 +52,19 @@ func (p *pipeline) run(ctx context.Context, a *app) error {
 	httpDone := make(chan error, 1)
 	go func() { httpDone <- srv.Serve(ln) }()
 	a.log.Info("admin listener up", "addr", ln.Addr().String(), "paths", "/livez /readyz")
+	stopEdge, err := p.edge.start(ctx, a, p.store, p.settlementsTopic)
+	defer stopEdge()
+	if err != nil {
+		return err
+	}
+
+	if p.telemetry != nil {
+		unregister, err := p.registerGauges(p.brokers, p.kafkaOpts, p.group)
+		if err != nil {
+			return fmt.Errorf("metrics: %w", err)
+		}
+		defer unregister()
+	}
 
 	consumerCtx, stopConsumer := context.WithCancel(ctx)
 	defer stopConsumer()
@@ -107,6 +134,11 @@ func (p *pipeline) run(ctx context.Context, a *app) error {
 // paused by an outage).
 func (p *pipeline) adminHandler() http.Handler {
 	mux := http.NewServeMux()
+	// The analyst page and API take every path not registered here.
+	mux.Handle("/", analyst.Handler(analyst.Config{Store: p.store, Token: p.adminToken}))
+	if p.telemetry != nil {
+		mux.Handle("GET /metrics", p.telemetry.Handler())
+	}
 	mux.HandleFunc("GET /livez", func(w http.ResponseWriter, r *http.Request) {
 		w.Write([]byte("ok\n"))
 	})

@@ -36,7 +36,11 @@ func (c *produceCmd) Run(a *app) error {
 		defer f.Close()
 		in, name = f, c.File
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Brokers...), kgo.RequiredAcks(kgo.AllISRAcks()), kafkaLogger(a))
+	sec, err := c.kafkaSecurityFlags.clientOpts()
+	if err != nil {
+		return err
+	}
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.Brokers...), kgo.RequiredAcks(kgo.AllISRAcks()), kafkaLogger(a)}, sec...)...)
 	if err != nil {
 		return err
 	}

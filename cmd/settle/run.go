@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -8,15 +9,18 @@ import (
 	"github.com/settlehq/settle/consumer"
 	"github.com/settlehq/settle/relay"
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/telemetry"
 )
 
 // runCmd is the service.
 type runCmd struct {
-	databaseFlags `embed:""`
-	kafkaFlags    `embed:""`
-	topicFlags    `embed:""`
-	settleFlags   `embed:""`
-	serviceFlags  `embed:""`
+	databaseFlags  `embed:""`
+	kafkaFlags     `embed:""`
+	topicFlags     `embed:""`
+	settleFlags    `embed:""`
+	serviceFlags   `embed:""`
+	telemetryFlags `embed:""`
+	edgeFlags      `embed:""`
 
 	OwnerURL string `name:"owner-url" env:"SETTLE_OWNER_URL" help:"Schema owner's PostgreSQL URL: when given, run migrates the schema before starting; without it, run refuses a schema that is behind (${env})."`
 }
@@ -25,15 +29,35 @@ type runCmd struct {
 type serviceFlags struct {
 	Group           string        `name:"group" env:"SETTLE_GROUP" default:"settle" help:"Kafka consumer group (${env})."`
 	AdminAddr       string        `name:"admin-addr" env:"SETTLE_ADMIN_ADDR" default:"127.0.0.1:8080" help:"Listen address of /livez and /readyz; loopback by default (${env})."`
+	AdminToken      string        `name:"admin-token" env:"SETTLE_ADMIN_TOKEN" help:"Bearer token the analyst page and API require (Authorization: Bearer); empty = none, keep --admin-addr on loopback (${env})."`
 	ShutdownTimeout time.Duration `name:"shutdown-timeout" env:"SETTLE_SHUTDOWN_TIMEOUT" default:"30s" help:"Longest a stop may take: finish the batch, commit, leave the group, flush the outbox (${env})."`
 	SessionTimeout  time.Duration `name:"session-timeout" env:"SETTLE_SESSION_TIMEOUT" default:"45s" help:"Consumer group session timeout (${env})."`
 	PollRecordsMax  int           `name:"poll-records-max" env:"SETTLE_POLL_RECORDS_MAX" default:"10000" help:"Most records taken per poll across partitions (${env})."`
 	RecordAttempts  int           `name:"record-attempts-max" env:"SETTLE_RECORD_ATTEMPTS_MAX" default:"5" help:"Attempts of a record that fails on its own before it is dead-lettered transient_exhausted (${env})."`
 	BackoffMax      time.Duration `name:"backoff-max" env:"SETTLE_BACKOFF_MAX" default:"10s" help:"Longest wait between retries during an outage (${env})."`
+
+	// Set by the command before pipeline(), not flags: the brokers'
+	// TLS/SASL options and the process's telemetry (nil = a default one).
+	kafkaOpts []kgoOpt
+	tel       *telemetry.Telemetry
 }
 
 // Run runs the service until SIGINT or SIGTERM.
 func (c *runCmd) Run(a *app) error {
+	// Settings are checked before anything connects, so a mistake is
+	// reported at once with the flag to fix.
+	var err error
+	if c.serviceFlags.kafkaOpts, err = c.kafkaSecurityFlags.clientOpts(); err != nil {
+		return err
+	}
+	if c.serviceFlags.tel, err = c.telemetryFlags.telemetry(a.ctx); err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(a.ctx), 5*time.Second)
+		defer cancel()
+		_ = c.serviceFlags.tel.Shutdown(sctx)
+	}()
 	if c.OwnerURL != "" {
 		if err := migrate(a.ctx, a, c.OwnerURL); err != nil {
 			return err
@@ -58,25 +82,38 @@ func (c *runCmd) Run(a *app) error {
 	if err != nil {
 		return err
 	}
+	p.edge, p.settlementsTopic = c.edgeFlags, c.SettlementsTopic
 	p.sweeper = &sweeper{store: store, orphanAfter: c.OrphanAfter, interval: c.SweepInterval, log: a.log}
 	return p.run(a.ctx, a)
 }
 
 // pipeline builds the consumer and relay of the service.
 func (f serviceFlags) pipeline(a *app, store *settle.Store, brokers []string, t topicFlags) (*pipeline, error) {
+	tel := f.tel
+	if tel == nil { // settle dev: metrics on, no trace export
+		var err error
+		if tel, err = (telemetryFlags{}).telemetry(a.ctx); err != nil {
+			return nil, err
+		}
+	}
+	kopts := append([]kgoOpt{kafkaLogger(a)}, f.kafkaOpts...)
 	cons, err := consumer.New(store, consumer.Config{
 		Brokers: brokers, Group: f.Group, Topic: t.Topic, ResultsTopic: t.ResultsTopic,
 		PollRecordsMax: f.PollRecordsMax, RecordAttemptsMax: f.RecordAttempts, BackoffMax: f.BackoffMax,
 		SessionTimeout: f.SessionTimeout, DrainTimeout: f.ShutdownTimeout / 3,
-		Logger: a.log, ClientOpts: []kgoOpt{kafkaLogger(a)},
+		Logger: a.log, ClientOpts: kopts,
+		Metrics: tel.Metrics, TracerProvider: tel.TracerProvider(),
 	})
 	if err != nil {
 		return nil, usageError{err.Error()}
 	}
 	rel, err := relay.New(store, relay.Config{Brokers: brokers, BackoffMax: f.BackoffMax,
-		FlushTimeout: f.ShutdownTimeout / 3, Logger: a.log, ClientOpts: []kgoOpt{kafkaLogger(a)}})
+		FlushTimeout: f.ShutdownTimeout / 3, Logger: a.log, ClientOpts: kopts,
+		Metrics: tel.Metrics, TracerProvider: tel.TracerProvider()})
 	if err != nil {
 		return nil, usageError{err.Error()}
 	}
-	return &pipeline{store: store, consumer: cons, relay: rel, adminAddr: f.AdminAddr, shutdownTimeout: f.ShutdownTimeout}, nil
+	p := &pipeline{store: store, consumer: cons, relay: rel, adminAddr: f.AdminAddr, adminToken: f.AdminToken, shutdownTimeout: f.ShutdownTimeout}
+	p.telemetry, p.brokers, p.kafkaOpts, p.group = tel, brokers, f.kafkaOpts, f.Group
+	return p, nil
 }

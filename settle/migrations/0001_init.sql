@@ -196,6 +196,7 @@ CREATE TABLE conflict_cases (
     CONSTRAINT conflict_cases_status_check CHECK (status IN ('open', 'accepted', 'rejected', 'auto_resolved'))
 );
 CREATE INDEX conflict_cases_queue ON conflict_cases (status, tenant_id, reason, opened_at DESC, id DESC);
+CREATE INDEX conflict_cases_status_opened ON conflict_cases (status, opened_at DESC, id DESC);
 
 -- Resolutions of conflict cases: who, when, why, and what was settled. One
 -- per case (a double submit resolves once); never edited afterwards.
@@ -232,6 +233,7 @@ CREATE TABLE deliveries (
 );
 CREATE INDEX deliveries_identity ON deliveries (identity_id);
 CREATE INDEX deliveries_case ON deliveries (case_id) WHERE case_id IS NOT NULL;
+CREATE INDEX deliveries_at ON deliveries USING brin (at);
 
 -- Dead letters: the original bytes and headers, for inspection and replay.
 CREATE TABLE dead_letters (
@@ -262,6 +264,9 @@ CREATE TABLE outbox (
     published_at timestamptz
 );
 CREATE INDEX outbox_unpublished ON outbox (id) WHERE published_at IS NULL;
+-- BRIN: rows arrive in time order, so a block-range index finds a
+-- settlement's outbox rows by time for almost no write cost.
+CREATE INDEX outbox_created ON outbox USING brin (created_at);
 
 -- Kafka offsets, recorded by the transaction that covers them: the next
 -- offset to read per group and partition.

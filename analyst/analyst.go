@@ -1,0 +1,291 @@
+// Package analyst serves the analysts' surface over HTTP: a JSON API and
+// server-rendered HTML pages (the conflict queue, a case with its payloads
+// side by side and the resolve actions, the explain view of one record, an
+// overview). Templates and CSS are embedded; there is no script and no
+// build step.
+//
+// It owns presentation only: every read and every resolution goes through
+// package settle, which owns the SQL and the transaction. It never settles
+// anything itself, and it never talks to Kafka.
+package analyst
+
+import (
+	"bytes"
+	"context"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/settlehq/settle/settle"
+)
+
+// Store is what the analyst surface needs of the settlement store.
+type Store interface {
+	ListCases(ctx context.Context, f settle.CaseFilter) (*settle.CasePage, error)
+	CountCases(ctx context.Context, tenant, period string) ([]settle.CaseCount, error)
+	Case(ctx context.Context, id int64) (*settle.Case, error)
+	Resolve(ctx context.Context, req settle.ResolveRequest) (*settle.Resolution, error)
+	Explain(ctx context.Context, tenant, period, recordID string) (*settle.Explanation, error)
+	OutcomeTimeline(ctx context.Context, since time.Time) ([]settle.OutcomeBucket, error)
+	DeadLetters(ctx context.Context, f settle.DeadLetterFilter) ([]settle.DeadLetter, error)
+}
+
+// Config configures the handler. The zero value of every field but Store
+// is a documented default.
+type Config struct {
+	Store Store
+
+	// Token, when set, is required of every request as
+	// "Authorization: Bearer <Token>". "" = no authentication: keep the
+	// listener on loopback.
+	Token string
+
+	// Logger gets failures of requests. nil = slog.Default().
+	Logger *slog.Logger
+
+	// RequestTimeout bounds one request's database work. 0 = 10 s.
+	RequestTimeout time.Duration
+}
+
+// Validate reports a configuration that cannot work.
+func (c Config) Validate() error {
+	if c.Store == nil {
+		return errors.New("analyst: Store is required")
+	}
+	if c.RequestTimeout < 0 {
+		return errors.New("analyst: RequestTimeout must not be negative")
+	}
+	return nil
+}
+
+//go:embed templates/*.html static/*
+var assets embed.FS
+
+var pages = template.Must(template.New("").Funcs(template.FuncMap{
+	"ts": func(t time.Time) string {
+		if t.IsZero() {
+			return ""
+		}
+		return t.UTC().Format("2006-01-02 15:04:05Z")
+	},
+	"tsp": func(t *time.Time) string {
+		if t == nil {
+			return ""
+		}
+		return t.UTC().Format("2006-01-02 15:04:05Z")
+	},
+	"pretty": func(b []byte) string {
+		var v any
+		if json.Unmarshal(b, &v) != nil {
+			return string(b)
+		}
+		out, _ := json.MarshalIndent(v, "", "  ")
+		return string(out)
+	},
+	"q": url.QueryEscape,
+	"pct": func(n, max int64) int64 {
+		if max <= 0 {
+			return 0
+		}
+		return n * 100 / max
+	},
+}).ParseFS(assets, "templates/*.html"))
+
+type handler struct {
+	cfg Config
+	log *slog.Logger
+}
+
+// Handler returns the analyst surface: pages under /, the JSON API under
+// /api/. Mount it at the root of the admin listener; more specific paths
+// (/livez, /readyz, /metrics) registered beside it take precedence.
+func Handler(cfg Config) http.Handler {
+	if err := cfg.Validate(); err != nil {
+		panic(err) // a wiring defect: cmd/settle always passes a store
+	}
+	if cfg.RequestTimeout == 0 {
+		cfg.RequestTimeout = 10 * time.Second
+	}
+	h := &handler{cfg: cfg, log: cfg.Logger}
+	if h.log == nil {
+		h.log = slog.Default()
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /static/", http.FileServerFS(assets))
+	mux.HandleFunc("GET /{$}", h.overviewPage)
+	mux.HandleFunc("GET /cases", h.queuePage)
+	mux.HandleFunc("GET /cases/{id}", h.casePage)
+	mux.HandleFunc("POST /cases/{id}/resolve", h.resolveForm)
+	mux.HandleFunc("GET /explain", h.explainPage)
+	mux.HandleFunc("GET /dlq", h.dlqPage)
+
+	mux.HandleFunc("GET /api/overview", h.apiOverview)
+	mux.HandleFunc("GET /api/cases", h.apiCases)
+	mux.HandleFunc("GET /api/cases/counts", h.apiCaseCounts)
+	mux.HandleFunc("GET /api/cases/{id}", h.apiCase)
+	mux.HandleFunc("POST /api/cases/{id}/resolve", h.apiResolve)
+	mux.HandleFunc("GET /api/explain/{tenant}/{period}/{record}", h.apiExplain)
+	mux.HandleFunc("GET /api/dlq", h.apiDLQ)
+
+	// Cross-origin POSTs from a browser (forms on other sites) are refused:
+	// Sec-Fetch-Site or Origin must name this origin. Clients that send
+	// neither (curl, the CLI) are not browsers and are let through.
+	csrf := http.NewCrossOriginProtection()
+	return h.auth(csrf.Handler(securityHeaders(mux)))
+}
+
+func securityHeaders(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		w.Header().Set("X-Frame-Options", "DENY")
+		w.Header().Set("Content-Security-Policy", "default-src 'self'; style-src 'self'; script-src 'none'; form-action 'self'; frame-ancestors 'none'")
+		w.Header().Set("Referrer-Policy", "same-origin")
+		next.ServeHTTP(w, r)
+	})
+}
+
+// auth requires the bearer token when one is configured.
+func (h *handler) auth(next http.Handler) http.Handler {
+	if h.cfg.Token == "" {
+		return next
+	}
+	want := "Bearer " + h.cfg.Token
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !constantTimeEqual(r.Header.Get("Authorization"), want) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="settle"`)
+			http.Error(w, "unauthorized: send Authorization: Bearer <token>", http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func constantTimeEqual(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	var v byte
+	for i := 0; i < len(a); i++ {
+		v |= a[i] ^ b[i]
+	}
+	return v == 0
+}
+
+func (h *handler) ctx(r *http.Request) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(r.Context(), h.cfg.RequestTimeout)
+}
+
+// filterFrom reads the queue's filters from a query string. Ages are Go
+// durations ("2h", "30m") or days ("7d").
+func filterFrom(q url.Values, now time.Time) (settle.CaseFilter, error) {
+	f := settle.CaseFilter{Tenant: q.Get("tenant"), Period: q.Get("period"), Reason: q.Get("reason"),
+		Status: q.Get("status"), After: q.Get("after")}
+	if f.Status == "all" {
+		f.Status = ""
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return f, fmt.Errorf("%w: limit %q", settle.ErrBadFilter, v)
+		}
+		f.Limit = n
+	}
+	for _, a := range []struct {
+		name string
+		dst  *time.Time
+	}{{"older_than", &f.OpenedBefore}, {"newer_than", &f.OpenedAfter}} {
+		if v := q.Get(a.name); v != "" {
+			d, err := ParseAge(v)
+			if err != nil {
+				return f, fmt.Errorf("%w: %s: %v", settle.ErrBadFilter, a.name, err)
+			}
+			*a.dst = now.Add(-d)
+		}
+	}
+	return f, f.Validate()
+}
+
+// ParseAge reads an age: a Go duration ("90m", "2h") or whole days ("7d").
+func ParseAge(s string) (time.Duration, error) {
+	if d, ok := strings.CutSuffix(s, "d"); ok {
+		n, err := strconv.Atoi(d)
+		if err != nil || n < 0 {
+			return 0, fmt.Errorf("age %q: want a duration such as 90m, 2h or 7d", s)
+		}
+		return time.Duration(n) * 24 * time.Hour, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("age %q: want a duration such as 90m, 2h or 7d", s)
+	}
+	return d, nil
+}
+
+// status maps a store error to an HTTP status.
+func status(err error) int {
+	var re *settle.ResolveError
+	switch {
+	case errors.Is(err, settle.ErrBadFilter):
+		return http.StatusBadRequest
+	case errors.Is(err, settle.ErrCaseNotFound), errors.Is(err, settle.ErrNoSuchDeadLetter):
+		return http.StatusNotFound
+	case errors.Is(err, settle.ErrCaseClosed), errors.As(err, &re):
+		return http.StatusConflict
+	case errors.Is(err, context.DeadlineExceeded):
+		return http.StatusGatewayTimeout
+	}
+	return http.StatusInternalServerError
+}
+
+func (h *handler) fail(w http.ResponseWriter, r *http.Request, err error, asJSON bool) {
+	code := status(err)
+	if code == http.StatusInternalServerError {
+		h.log.Error("analyst request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	}
+	if asJSON {
+		writeJSON(w, code, map[string]string{"error": err.Error()})
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(code)
+	h.render(w, "error", map[string]any{"Title": http.StatusText(code), "Code": code, "Error": err.Error()})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+// render executes a page into memory first, so that a template failure is
+// a clean 500 rather than half a page.
+func (h *handler) render(w http.ResponseWriter, name string, data any) {
+	var buf bytes.Buffer
+	if err := pages.ExecuteTemplate(&buf, name, data); err != nil {
+		h.log.Error("render page", "page", name, "err", err)
+		http.Error(w, "internal error rendering "+name+": see the service log", http.StatusInternalServerError)
+		return
+	}
+	if w.Header().Get("Content-Type") == "" {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	}
+	w.Write(buf.Bytes())
+}
+
+func caseID(r *http.Request) (int64, error) {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil || id <= 0 {
+		return 0, fmt.Errorf("%w: case id %q", settle.ErrBadFilter, r.PathValue("id"))
+	}
+	return id, nil
+}

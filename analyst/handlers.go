@@ -1,0 +1,437 @@
+package analyst
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/settlehq/settle/settle"
+)
+
+// Reasons and statuses offered by the queue's filter.
+var (
+	caseReasons  = []string{settle.ReasonFingerprintMismatch, settle.ReasonOrphan, settle.ReasonInvalidLink, settle.ReasonTargetRefunded, settle.ReasonVersionConflict}
+	caseStatuses = []string{settle.CaseOpen, settle.CaseAccepted, settle.CaseRejected, settle.CaseAutoResolved}
+)
+
+// overviewHours is how far back the overview's outcome chart looks.
+const overviewHours = 24
+
+// overview is what the overview shows.
+type overview struct {
+	OpenByReason []settle.CaseCount     `json:"open_by_reason"`
+	Outcomes     []settle.OutcomeBucket `json:"outcomes"`
+}
+
+func (h *handler) overview(r *http.Request) (*overview, error) {
+	ctx, cancel := h.ctx(r)
+	defer cancel()
+	counts, err := h.cfg.Store.CountCases(ctx, "", "")
+	if err != nil {
+		return nil, err
+	}
+	o := &overview{OpenByReason: []settle.CaseCount{}}
+	for _, c := range counts {
+		if c.Status == settle.CaseOpen {
+			o.OpenByReason = append(o.OpenByReason, c)
+		}
+	}
+	since := time.Now().Add(-overviewHours * time.Hour).Truncate(time.Hour)
+	if o.Outcomes, err = h.cfg.Store.OutcomeTimeline(ctx, since); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+func (h *handler) apiOverview(w http.ResponseWriter, r *http.Request) {
+	o, err := h.overview(r)
+	if err != nil {
+		h.fail(w, r, err, true)
+		return
+	}
+	writeJSON(w, http.StatusOK, o)
+}
+
+// hourRow is one hour of the overview's chart.
+type hourRow struct {
+	Hour   time.Time
+	Counts map[string]int64
+	Total  int64
+}
+
+func (h *handler) overviewPage(w http.ResponseWriter, r *http.Request) {
+	o, err := h.overview(r)
+	if err != nil {
+		h.fail(w, r, err, false)
+		return
+	}
+	byHour := map[time.Time]*hourRow{}
+	outcomes := map[string]bool{}
+	var max int64
+	for _, b := range o.Outcomes {
+		row := byHour[b.Hour]
+		if row == nil {
+			row = &hourRow{Hour: b.Hour, Counts: map[string]int64{}}
+			byHour[b.Hour] = row
+		}
+		row.Counts[b.Outcome] += b.Count
+		row.Total += b.Count
+		max = maxInt(max, row.Total)
+		outcomes[b.Outcome] = true
+	}
+	rows := make([]*hourRow, 0, len(byHour))
+	for _, row := range byHour {
+		rows = append(rows, row)
+	}
+	sort.Slice(rows, func(i, j int) bool { return rows[i].Hour.After(rows[j].Hour) })
+	names := make([]string, 0, len(outcomes))
+	for k := range outcomes {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	var open int64
+	for _, c := range o.OpenByReason {
+		open += c.Count
+	}
+	h.render(w, "overview", map[string]any{"Title": "Overview", "Nav": "overview", "O": o, "Hours": rows,
+		"Outcomes": names, "Max": max, "Open": open, "Window": overviewHours})
+}
+
+func maxInt(a, b int64) int64 {
+	if a > b {
+		return a
+	}
+	return b
+}
+
+func (h *handler) apiCases(w http.ResponseWriter, r *http.Request) {
+	f, err := filterFrom(r.URL.Query(), time.Now())
+	if err != nil {
+		h.fail(w, r, err, true)
+		return
+	}
+	ctx, cancel := h.ctx(r)
+	defer cancel()
+	page, err := h.cfg.Store.ListCases(ctx, f)
+	if err != nil {
+		h.fail(w, r, err, true)
+		return
+	}
+	writeJSON(w, http.StatusOK, page)
+}
+
+func (h *handler) apiCaseCounts(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := h.ctx(r)
+	defer cancel()
+	counts, err := h.cfg.Store.CountCases(ctx, r.URL.Query().Get("tenant"), r.URL.Query().Get("period"))
+	if err != nil {
+		h.fail(w, r, err, true)
+		return
+	}
+	writeJSON(w, http.StatusOK, counts)
+}
+
+func (h *handler) queuePage(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	if !q.Has("status") {
+		q.Set("status", settle.CaseOpen) // the queue is what is left to do
+	}
+	f, ferr := filterFrom(q, time.Now())
+	ctx, cancel := h.ctx(r)
+	defer cancel()
+	data := map[string]any{"Title": "Conflict queue", "Nav": "cases", "Q": q, "Reasons": caseReasons,
+		"Statuses": caseStatuses}
+	if ferr != nil {
+		w.WriteHeader(http.StatusBadRequest)
+		data["Error"] = ferr.Error()
+		h.render(w, "queue", data)
+		return
+	}
+	page, err := h.cfg.Store.ListCases(ctx, f)
+	if err != nil {
+		h.fail(w, r, err, false)
+		return
+	}
+	counts, err := h.cfg.Store.CountCases(ctx, f.Tenant, f.Period)
+	if err != nil {
+		h.fail(w, r, err, false)
+		return
+	}
+	// Facets: reason rows by status columns, each cell a link to that slice.
+	type facet struct {
+		Reason string
+		Counts map[string]int64
+		Total  int64
+	}
+	var facets []*facet
+	byReason := map[string]*facet{}
+	for _, c := range counts {
+		fc := byReason[c.Reason]
+		if fc == nil {
+			fc = &facet{Reason: c.Reason, Counts: map[string]int64{}}
+			byReason[c.Reason] = fc
+			facets = append(facets, fc)
+		}
+		fc.Counts[c.Status] += c.Count
+		fc.Total += c.Count
+	}
+	data["Page"] = page
+	data["Facets"] = facets
+	data["Filter"] = f
+	if page.Next != "" {
+		next := cloneValues(q)
+		next.Set("after", page.Next)
+		data["NextURL"] = "/cases?" + next.Encode()
+	}
+	if f.After != "" {
+		first := cloneValues(q)
+		first.Del("after")
+		data["FirstURL"] = "/cases?" + first.Encode()
+	}
+	base := cloneValues(q)
+	base.Del("after")
+	base.Del("reason")
+	base.Del("status")
+	data["FacetBase"] = base.Encode()
+	h.render(w, "queue", data)
+}
+
+func cloneValues(v url.Values) url.Values {
+	out := url.Values{}
+	for k, vs := range v {
+		if len(vs) > 0 && vs[0] != "" {
+			out[k] = append([]string(nil), vs...)
+		}
+	}
+	return out
+}
+
+func (h *handler) apiCase(w http.ResponseWriter, r *http.Request) {
+	id, err := caseID(r)
+	if err != nil {
+		h.fail(w, r, err, true)
+		return
+	}
+	ctx, cancel := h.ctx(r)
+	defer cancel()
+	c, err := h.cfg.Store.Case(ctx, id)
+	if err != nil {
+		h.fail(w, r, err, true)
+		return
+	}
+	writeJSON(w, http.StatusOK, c)
+}
+
+func (h *handler) casePage(w http.ResponseWriter, r *http.Request) {
+	h.showCase(w, r, http.StatusOK, "", nil)
+}
+
+// showCase renders a case page, with the error of a failed resolve attempt
+// and the values the analyst typed.
+func (h *handler) showCase(w http.ResponseWriter, r *http.Request, code int, formErr string, form url.Values) {
+	id, err := caseID(r)
+	if err != nil {
+		h.fail(w, r, err, false)
+		return
+	}
+	ctx, cancel := h.ctx(r)
+	defer cancel()
+	c, err := h.cfg.Store.Case(ctx, id)
+	if err != nil {
+		h.fail(w, r, err, false)
+		return
+	}
+	if form == nil {
+		form = url.Values{}
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(code)
+	h.render(w, "case", map[string]any{"Title": fmt.Sprintf("Case %d", c.ID), "Nav": "cases", "C": c,
+		"FormError": formErr, "Form": form, "Resolved": r.URL.Query().Get("resolved") != ""})
+}
+
+// resolveInput is the body of POST /api/cases/{id}/resolve.
+type resolveInput struct {
+	Decision string `json:"decision"` // accept or reject
+	Amount   string `json:"amount,omitempty"`
+	Reason   string `json:"reason"`
+	By       string `json:"by"`
+}
+
+// resolveFieldMax caps the reason and name of a resolution.
+const resolveFieldMax = 2000
+
+func (in resolveInput) request(id int64) (settle.ResolveRequest, error) {
+	in.Reason, in.By, in.Amount = strings.TrimSpace(in.Reason), strings.TrimSpace(in.By), strings.TrimSpace(in.Amount)
+	switch {
+	case in.Decision != "accept" && in.Decision != "reject":
+		return settle.ResolveRequest{}, fmt.Errorf("%w: decision %q: want accept or reject", settle.ErrBadFilter, in.Decision)
+	case in.Reason == "":
+		return settle.ResolveRequest{}, fmt.Errorf("%w: a reason is required", settle.ErrBadFilter)
+	case in.By == "":
+		return settle.ResolveRequest{}, fmt.Errorf("%w: a name (by) is required", settle.ErrBadFilter)
+	case len(in.Reason) > resolveFieldMax || len(in.By) > resolveFieldMax || len(in.Amount) > 64:
+		return settle.ResolveRequest{}, fmt.Errorf("%w: reason, name or amount too long", settle.ErrBadFilter)
+	case in.Decision == "reject" && in.Amount != "":
+		return settle.ResolveRequest{}, fmt.Errorf("%w: an amount goes with accept only", settle.ErrBadFilter)
+	}
+	return settle.ResolveRequest{CaseID: id, Decision: in.Decision, Amount: in.Amount, Reason: in.Reason, By: in.By}, nil
+}
+
+func (h *handler) apiResolve(w http.ResponseWriter, r *http.Request) {
+	id, err := caseID(r)
+	if err != nil {
+		h.fail(w, r, err, true)
+		return
+	}
+	var in resolveInput
+	dec := json.NewDecoder(io.LimitReader(r.Body, 64<<10))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&in); err != nil {
+		h.fail(w, r, fmt.Errorf("%w: body: %v", settle.ErrBadFilter, err), true)
+		return
+	}
+	req, err := in.request(id)
+	if err != nil {
+		h.fail(w, r, err, true)
+		return
+	}
+	ctx, cancel := h.ctx(r)
+	defer cancel()
+	res, err := h.cfg.Store.Resolve(ctx, req)
+	if err != nil {
+		h.fail(w, r, err, true)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+func (h *handler) resolveForm(w http.ResponseWriter, r *http.Request) {
+	id, err := caseID(r)
+	if err != nil {
+		h.fail(w, r, err, false)
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+	if err := r.ParseForm(); err != nil {
+		h.showCase(w, r, http.StatusBadRequest, err.Error(), nil)
+		return
+	}
+	in := resolveInput{Decision: r.PostForm.Get("decision"), Amount: r.PostForm.Get("amount"),
+		Reason: r.PostForm.Get("reason"), By: r.PostForm.Get("by")}
+	req, err := in.request(id)
+	if err == nil {
+		ctx, cancel := h.ctx(r)
+		_, err = h.cfg.Store.Resolve(ctx, req)
+		cancel()
+	}
+	if err != nil {
+		code := status(err)
+		if code == http.StatusInternalServerError {
+			h.log.Error("resolve case", "case", id, "err", err)
+		}
+		h.showCase(w, r, code, err.Error(), r.PostForm)
+		return
+	}
+	// Post/redirect/get: a reload does not submit again (and would only
+	// get the stored resolution if it did).
+	http.Redirect(w, r, fmt.Sprintf("/cases/%d?resolved=1", id), http.StatusSeeOther)
+}
+
+func (h *handler) apiExplain(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := h.ctx(r)
+	defer cancel()
+	e, err := h.cfg.Store.Explain(ctx, r.PathValue("tenant"), r.PathValue("period"), r.PathValue("record"))
+	if err != nil {
+		h.fail(w, r, err, true)
+		return
+	}
+	writeJSON(w, http.StatusOK, e)
+}
+
+func (h *handler) explainPage(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	data := map[string]any{"Title": "Explain", "Nav": "explain", "Q": q}
+	tenant, period, record := q.Get("tenant"), q.Get("period"), q.Get("record")
+	if tenant != "" && period != "" && record != "" {
+		ctx, cancel := h.ctx(r)
+		defer cancel()
+		e, err := h.cfg.Store.Explain(ctx, tenant, period, record)
+		if err != nil {
+			h.fail(w, r, err, false)
+			return
+		}
+		data["E"] = e
+	}
+	h.render(w, "explain", data)
+}
+
+func dlqFilter(q url.Values) (settle.DeadLetterFilter, error) {
+	f := settle.DeadLetterFilter{Reason: q.Get("reason")}
+	for name, dst := range map[string]*int64{"after": &f.AfterID} {
+		if v := q.Get(name); v != "" {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return f, fmt.Errorf("%w: %s %q", settle.ErrBadFilter, name, v)
+			}
+			*dst = n
+		}
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return f, fmt.Errorf("%w: limit %q", settle.ErrBadFilter, v)
+		}
+		f.Limit = n
+	}
+	return f, nil
+}
+
+func (h *handler) apiDLQ(w http.ResponseWriter, r *http.Request) {
+	f, err := dlqFilter(r.URL.Query())
+	if err != nil {
+		h.fail(w, r, err, true)
+		return
+	}
+	ctx, cancel := h.ctx(r)
+	defer cancel()
+	ds, err := h.cfg.Store.DeadLetters(ctx, f)
+	if err != nil {
+		h.fail(w, r, err, true)
+		return
+	}
+	writeJSON(w, http.StatusOK, ds)
+}
+
+func (h *handler) dlqPage(w http.ResponseWriter, r *http.Request) {
+	f, err := dlqFilter(r.URL.Query())
+	if err != nil {
+		h.fail(w, r, err, false)
+		return
+	}
+	ctx, cancel := h.ctx(r)
+	defer cancel()
+	ds, err := h.cfg.Store.DeadLetters(ctx, f)
+	if err != nil {
+		h.fail(w, r, err, false)
+		return
+	}
+	data := map[string]any{"Title": "Dead letters", "Nav": "dlq", "DLQ": ds}
+	if len(ds) > 0 && len(ds) == limitOr(f.Limit, 100) {
+		data["NextURL"] = fmt.Sprintf("/dlq?reason=%s&after=%d", url.QueryEscape(f.Reason), ds[len(ds)-1].ID)
+	}
+	h.render(w, "dlq", data)
+}
+
+func limitOr(n, def int) int {
+	if n == 0 {
+		return def
+	}
+	return n
+}

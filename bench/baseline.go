@@ -1,0 +1,196 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync/atomic"
+
+	"github.com/jackc/pgx/v5"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/settlehq/settle/fingerprint"
+)
+
+// baselineRecord is one input record decoded as both baselines need it.
+type baselineRecord struct {
+	id        fingerprint.Identity
+	fp        int64
+	canonical []byte
+	response  []byte
+	account   string
+	amount    string
+	key       []byte
+	isNew     bool
+}
+
+// decodeForBaseline decodes, canonicalises and hashes a record as settle
+// does, and builds a response of the same shape, so the baselines pay the
+// same CPU per record before they write.
+func decodeForBaseline(dec *fingerprint.Decoder, g Gen) (baselineRecord, error) {
+	rec, err := dec.Decode(g.Value, nil)
+	if err != nil {
+		return baselineRecord{}, err
+	}
+	canon := fingerprint.Canonical(&rec)
+	amount := rec.Amount
+	if amount == "" {
+		amount = "0"
+	}
+	id := rec.Identity()
+	resp, _ := json.Marshal(map[string]any{"version": 1, "outcome": "settled", "identity": id, "kind": rec.Kind,
+		"subject": rec.Subject, "currency": rec.Currency, "entries": []map[string]string{{"bucket": "balance", "amount": "-" + amount}}})
+	return baselineRecord{id: id, fp: int64(fingerprint.Sum(canon)), canonical: canon, response: resp,
+		account: rec.TenantID + "/" + rec.Subject + "/" + rec.Currency, amount: amount, key: g.Key, isNew: g.New}, nil
+}
+
+// runPerRecord is the per-record transaction handler: for every record, one
+// transaction that claims its identity with its response and, when new,
+// writes its ledger row and its outbox row. conns workers share the
+// records by partition, as consumers would.
+func (c *Config) runPerRecord(ctx context.Context, w Workload, conns int) (RunResult, error) {
+	res := RunResult{Name: "per-record"}
+	db, err := newDatabase(ctx, c.ServerURL, "perrec", c.Keep)
+	if err != nil {
+		return res, err
+	}
+	defer db.drop()
+	pool, err := db.pool(ctx, int32(conns))
+	if err != nil {
+		return res, err
+	}
+	defer pool.Close()
+	dec, err := fingerprint.NewDecoder(fingerprint.Config{})
+	if err != nil {
+		return res, err
+	}
+	gen := newGenerator(w)
+	work := make([][]Gen, conns)
+	for range w.Records {
+		r := gen.next()
+		work[int(r.Partition)%conns] = append(work[int(r.Partition)%conns], r)
+	}
+	m, err := startMeter(ctx, c.ServerURL, db.name)
+	if err != nil {
+		return res, err
+	}
+	var done, claimed atomic.Int64
+	stop := c.progress("per-record", w.Records, done.Load, nil)
+	g, gctx := errgroup.WithContext(ctx)
+	claim, ledger, outbox := mustSQL("baseline_identity_claim.sql"), mustSQL("baseline_ledger_insert.sql"), mustSQL("baseline_outbox_insert.sql")
+	for _, recs := range work {
+		g.Go(func() error {
+			for _, gr := range recs {
+				r, err := decodeForBaseline(dec, gr)
+				if err != nil {
+					return err
+				}
+				err = pgx.BeginTxFunc(gctx, pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
+					var id int64
+					err := tx.QueryRow(gctx, claim, r.id.TenantID, r.id.AccountPeriod, r.id.RecordID, string(r.id.Operation),
+						r.fp, r.canonical, string(r.response)).Scan(&id)
+					if errors.Is(err, pgx.ErrNoRows) {
+						return nil // a repeat: nothing more to write
+					}
+					if err != nil {
+						return err
+					}
+					claimed.Add(1)
+					if _, err := tx.Exec(gctx, ledger, id, r.account, "-"+r.amount); err != nil {
+						return err
+					}
+					_, err = tx.Exec(gctx, outbox, "settlements", r.key, r.response)
+					return err
+				})
+				if err != nil {
+					return fmt.Errorf("per-record baseline: %w", err)
+				}
+				done.Add(1)
+			}
+			return nil
+		})
+	}
+	err = g.Wait()
+	stop()
+	if err != nil {
+		return res, err
+	}
+	if err := m.stop(ctx, &res, w.Records); err != nil {
+		return res, err
+	}
+	res.Notes = append(res.Notes, fmt.Sprintf("%d connections, %d identities claimed; no balances, chains or holds", conns, claimed.Load()))
+	return res, nil
+}
+
+// runCopy is the ceiling: the same three rows per new identity written with
+// COPY on one connection, 1,000 records per transaction, no keys and no
+// checks. Its rate counts every input record (repeats included), like the
+// other runs, so the ratios compare like with like.
+func (c *Config) runCopy(ctx context.Context, w Workload) (RunResult, error) {
+	res := RunResult{Name: "copy-ceiling"}
+	db, err := newDatabase(ctx, c.ServerURL, "copy", c.Keep)
+	if err != nil {
+		return res, err
+	}
+	defer db.drop()
+	conn, err := pgx.Connect(ctx, db.url)
+	if err != nil {
+		return res, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	dec, err := fingerprint.NewDecoder(fingerprint.Config{})
+	if err != nil {
+		return res, err
+	}
+	gen := newGenerator(w)
+	gens := make([]Gen, w.Records)
+	for i := range gens {
+		gens[i] = gen.next()
+	}
+	m, err := startMeter(ctx, c.ServerURL, db.name)
+	if err != nil {
+		return res, err
+	}
+	var done atomic.Int64
+	stop := c.progress("copy-ceiling", w.Records, done.Load, nil)
+	defer stop()
+	const chunk = 1000
+	for start := 0; start < len(gens); start += chunk {
+		part := gens[start:min(start+chunk, len(gens))]
+		var ids, ledger, outbox [][]any
+		for _, g := range part {
+			if !g.New {
+				continue
+			}
+			r, err := decodeForBaseline(dec, g)
+			if err != nil {
+				return res, err
+			}
+			ids = append(ids, []any{r.id.TenantID, r.id.AccountPeriod, r.id.RecordID, string(r.id.Operation), r.fp, r.canonical, string(r.response)})
+			ledger = append(ledger, []any{r.id.RecordID, r.account, "-" + r.amount})
+			outbox = append(outbox, []any{"settlements", r.key, r.response})
+		}
+		err := pgx.BeginTxFunc(ctx, conn, pgx.TxOptions{}, func(tx pgx.Tx) error {
+			if _, err := tx.CopyFrom(ctx, pgx.Identifier{"ceil_identities"},
+				[]string{"tenant_id", "account_period", "record_id", "operation", "fingerprint", "canonical", "response"}, pgx.CopyFromRows(ids)); err != nil {
+				return err
+			}
+			if _, err := tx.CopyFrom(ctx, pgx.Identifier{"ceil_ledger"}, []string{"record_id", "account", "amount"}, pgx.CopyFromRows(ledger)); err != nil {
+				return err
+			}
+			_, err := tx.CopyFrom(ctx, pgx.Identifier{"ceil_outbox"}, []string{"topic", "key", "value"}, pgx.CopyFromRows(outbox))
+			return err
+		})
+		if err != nil {
+			return res, fmt.Errorf("copy ceiling at record %s: %w", strconv.Itoa(start), err)
+		}
+		done.Add(int64(len(part)))
+	}
+	if err := m.stop(ctx, &res, w.Records); err != nil {
+		return res, err
+	}
+	res.Notes = append(res.Notes, "one connection, COPY of identity+ledger+outbox rows of the new identities, 1,000 records per transaction, no keys or checks")
+	return res, nil
+}

@@ -1,0 +1,239 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"time"
+)
+
+// Report is everything one bench invocation measured.
+type Report struct {
+	Started   time.Time          `json:"started"`
+	Machine   Machine            `json:"machine"`
+	Config    ReportConfig       `json:"config"`
+	EndToEnd  *RunResult         `json:"end_to_end,omitempty"`
+	HalfRate  *RunResult         `json:"half_rate_latency,omitempty"`
+	Core      *RunResult         `json:"core_only,omitempty"`
+	PerRecord *RunResult         `json:"per_record_baseline,omitempty"`
+	Copy      *RunResult         `json:"copy_ceiling,omitempty"`
+	Ratios    map[string]float64 `json:"ratios,omitempty"`
+	Sweep     []Point            `json:"batch_size_sweep,omitempty"`
+	Growth    []Point            `json:"growth,omitempty"`
+	Plots     []string           `json:"plots,omitempty"`
+	Failures  []string           `json:"failures,omitempty"`
+}
+
+// Point is one point of a plotted series.
+type Point struct {
+	X             float64 `json:"x"`
+	RecordsPerSec float64 `json:"records_per_sec"`
+}
+
+// ReportConfig is the part of Config a reader needs to repeat a run.
+type ReportConfig struct {
+	Workload   Workload `json:"workload"`
+	BatchSize  int      `json:"batch_size"`
+	Writers    int      `json:"core_writers"`
+	PoolConns  int32    `json:"pool_conns"`
+	BrokerProc bool     `json:"broker_in_child_process"`
+}
+
+// Machine describes where the bench ran.
+type Machine struct {
+	CPUs       int               `json:"cpus"`
+	MemoryMiB  int64             `json:"memory_mib"`
+	GoVersion  string            `json:"go"`
+	PostgreSQL string            `json:"postgresql"`
+	PGSettings map[string]string `json:"postgresql_settings"`
+}
+
+// Run runs the benchmark as configured, writes bench.json, bench.md and the
+// plots to cfg.OutDir, and returns the report. It returns an error when a
+// run failed, including a run whose exactly-once checks failed: the report
+// is still written, with the failures.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.setDefaults()
+	if err := os.MkdirAll(cfg.OutDir, 0o755); err != nil {
+		return nil, err
+	}
+	rep := &Report{Started: time.Now().UTC(), Config: ReportConfig{Workload: cfg.Workload, BatchSize: cfg.BatchSize,
+		Writers: cfg.Writers, PoolConns: cfg.PoolConns, BrokerProc: len(cfg.BrokerArgv) > 0}}
+	var err error
+	if rep.Machine, err = describeMachine(ctx, cfg.ServerURL); err != nil {
+		return nil, err
+	}
+	fail := func(what string, err error) {
+		rep.Failures = append(rep.Failures, what+": "+err.Error())
+		fmt.Fprintf(cfg.Log, "bench %s FAILED: %v\n", what, err)
+	}
+	done := func(r RunResult) *RunResult {
+		fmt.Fprintf(cfg.Log, "bench %-14s %8.0f records/s  service %.3f cpu-s/1k  postgres %.3f cpu-s/1k  wal %.0f B/record  checks ok\n",
+			r.Name, r.RecordsPerSec, r.ServiceCPUPer1k, r.PGCPUPer1k, r.WALBytesPerRec)
+		return &r
+	}
+
+	if !cfg.Skip.EndToEnd || !cfg.Skip.Latency {
+		b, err := startBroker(ctx, cfg.BrokerArgv)
+		if err != nil {
+			return nil, err
+		}
+		timeout := time.Duration(cfg.Workload.Records/500+120) * time.Second
+		if !cfg.Skip.EndToEnd {
+			r, err := cfg.runE2E(ctx, b, e2eRun{name: "end-to-end", w: cfg.Workload, timeout: timeout})
+			if err != nil {
+				fail("end-to-end", err)
+			} else {
+				rep.EndToEnd = done(r)
+			}
+		}
+		if !cfg.Skip.Latency {
+			rate := 5000.0
+			if rep.EndToEnd != nil {
+				rate = rep.EndToEnd.RecordsPerSec / 2
+			}
+			w := cfg.Workload
+			w.Records = max(1000, min(w.Records, int(rate*cfg.LatencySeconds.Seconds())))
+			w.Seed++
+			r, err := cfg.runE2E(ctx, b, e2eRun{name: "half-rate", w: w, paced: rate, timeout: timeout})
+			if err != nil {
+				fail("half-rate", err)
+			} else {
+				rep.HalfRate = done(r)
+			}
+		}
+		b.close()
+	}
+	if !cfg.Skip.Core {
+		r, err := cfg.runCore(ctx, coreRun{name: "core-only", w: cfg.Workload, batch: cfg.BatchSize, writers: cfg.Writers})
+		if err != nil {
+			fail("core-only", err)
+		} else {
+			rep.Core = done(r)
+		}
+	}
+	if !cfg.Skip.PerRecord {
+		w := cfg.Workload
+		w.Records = cfg.PerRecordRecords
+		r, err := cfg.runPerRecord(ctx, w, cfg.PerRecordConns)
+		if err != nil {
+			fail("per-record", err)
+		} else {
+			rep.PerRecord = done(r)
+		}
+	}
+	if !cfg.Skip.Copy {
+		r, err := cfg.runCopy(ctx, cfg.Workload)
+		if err != nil {
+			fail("copy-ceiling", err)
+		} else {
+			rep.Copy = done(r)
+		}
+	}
+	if !cfg.Skip.Sweep {
+		for _, bs := range cfg.SweepBatches {
+			w := cfg.Workload
+			w.Records = cfg.SweepRecords
+			r, err := cfg.runCore(ctx, coreRun{name: fmt.Sprintf("batch-%d", bs), w: w, batch: bs, writers: cfg.Writers})
+			if err != nil {
+				fail(fmt.Sprintf("batch size %d", bs), err)
+				continue
+			}
+			done(r)
+			rep.Sweep = append(rep.Sweep, Point{X: float64(bs), RecordsPerSec: r.RecordsPerSec})
+		}
+	}
+	if !cfg.Skip.Growth {
+		w := cfg.Workload
+		// About 69% of the default mix's records are new identities.
+		w.Records = int(float64(cfg.GrowthIdentities) / newShare(w.Mix))
+		w.Seed += 2
+		window := max(1000, w.Records/cfg.GrowthPoints)
+		r, err := cfg.runCore(ctx, coreRun{name: "growth", w: w, batch: cfg.BatchSize, writers: cfg.Writers, window: window,
+			onWindow: func(ids int64, rate float64) {
+				rep.Growth = append(rep.Growth, Point{X: float64(ids), RecordsPerSec: rate})
+			}})
+		if err != nil {
+			fail("growth", err)
+		} else {
+			done(r)
+		}
+	}
+	rep.Ratios = ratios(rep)
+	if err := rep.write(cfg.OutDir); err != nil {
+		return rep, err
+	}
+	if len(rep.Failures) > 0 {
+		return rep, errors.New("bench failed: " + fmt.Sprint(rep.Failures))
+	}
+	return rep, nil
+}
+
+// newShare is the expected share of records that are new identities.
+func newShare(m Mix) float64 { return max(0.05, 1-m.Duplicates-m.Conflicts) }
+
+func ratios(r *Report) map[string]float64 {
+	out := map[string]float64{}
+	put := func(name string, a, b *RunResult) {
+		if a != nil && b != nil && b.RecordsPerSec > 0 {
+			out[name] = a.RecordsPerSec / b.RecordsPerSec
+		}
+	}
+	put("end_to_end/per_record", r.EndToEnd, r.PerRecord)
+	put("end_to_end/copy_ceiling", r.EndToEnd, r.Copy)
+	put("core_only/per_record", r.Core, r.PerRecord)
+	put("core_only/copy_ceiling", r.Core, r.Copy)
+	put("end_to_end/core_only", r.EndToEnd, r.Core)
+	if len(r.Growth) >= 2 {
+		out["growth_last/first"] = r.Growth[len(r.Growth)-1].RecordsPerSec / r.Growth[0].RecordsPerSec
+	}
+	return out
+}
+
+func describeMachine(ctx context.Context, serverURL string) (Machine, error) {
+	m := Machine{CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), PGSettings: map[string]string{},
+		MemoryMiB: statusMemTotal() >> 10}
+	conn, err := connect(ctx, serverURL)
+	if err != nil {
+		return m, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if err := conn.QueryRow(ctx, `SELECT version()`).Scan(&m.PostgreSQL); err != nil {
+		return m, err
+	}
+	for _, s := range []string{"shared_buffers", "synchronous_commit", "wal_level", "max_wal_size", "checkpoint_timeout", "work_mem", "max_connections", "fsync", "full_page_writes", "wal_compression"} {
+		var v string
+		if err := conn.QueryRow(ctx, `SELECT current_setting($1)`, s).Scan(&v); err == nil {
+			m.PGSettings[s] = v
+		}
+	}
+	return m, nil
+}
+
+func statusMemTotal() int64 {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	var kb int64
+	fmt.Sscanf(string(b), "MemTotal: %d kB", &kb)
+	return kb
+}
+
+func (r *Report) write(dir string) error {
+	plots, err := r.plot(dir)
+	if err != nil {
+		return fmt.Errorf("plots: %w", err)
+	}
+	r.Plots = plots
+	if err := writeJSON(filepath.Join(dir, "bench.json"), r); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "bench.md"), []byte(r.markdown()), 0o644)
+}

@@ -1,0 +1,77 @@
+package bench
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/settlehq/settle/internal/pgtest"
+)
+
+// TestTinyBench runs every part of the bench on 3,000 records (the
+// per-record baseline on 300) and asserts
+// the exactly-once checks passed and the report and plots were written. It
+// asserts nothing about speed.
+func TestTinyBench(t *testing.T) {
+	t.Parallel()
+	out := t.TempDir()
+	cfg := Config{
+		ServerURL: pgtest.ServerURL(),
+		Workload: Workload{Records: 3000, Tenants: 3, Subjects: 200, Partitions: 3,
+			Mix: Mix{Duplicates: 0.30, Conflicts: 0.01, Corrections: 0.05, Refunds: 0.05, Holds: 0.05}},
+		Writers: 2, PoolConns: 8, PerRecordConns: 4, PerRecordRecords: 300,
+		LatencySeconds: time.Second, SweepBatches: []int{250, 1000}, SweepRecords: 1000,
+		GrowthIdentities: 1500, GrowthPoints: 2, OutDir: out,
+	}
+	if testing.Verbose() {
+		cfg.Log = os.Stderr
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []*RunResult{rep.EndToEnd, rep.HalfRate, rep.Core} {
+		if r == nil || r.Checks == nil || len(r.Checks.Violations) > 0 {
+			t.Fatalf("run without passing checks: %+v", r)
+		}
+	}
+	if c := rep.EndToEnd.Checks; c.Topic == nil || c.Topic.DistinctSettlementIDs != c.SettledEffects || c.SettledEffects == 0 {
+		t.Fatalf("end-to-end topic check: %+v", c)
+	}
+	if rep.EndToEnd.Outcomes["duplicate"] == 0 || rep.EndToEnd.Outcomes["quarantined/fingerprint_mismatch"] == 0 {
+		t.Fatalf("workload lacks duplicates or conflicts: %v", rep.EndToEnd.Outcomes)
+	}
+	if rep.HalfRate.Latency == nil || rep.HalfRate.Latency.Samples == 0 {
+		t.Fatal("no latency samples")
+	}
+	for _, f := range []string{"bench.json", "bench.md", "bench-batch-size.png", "bench-latency.png", "bench-growth.png"} {
+		if st, err := os.Stat(filepath.Join(out, f)); err != nil || st.Size() == 0 {
+			t.Fatalf("%s not written: %v", f, err)
+		}
+	}
+}
+
+// TestGeneratorDeterministic: one seed, one workload; dependent records
+// share their target's partition.
+func TestGeneratorDeterministic(t *testing.T) {
+	w := Workload{Records: 2000, Tenants: 2, Subjects: 50, Partitions: 4, Period: "2026-07", Seed: 7,
+		Mix: Mix{Duplicates: 0.3, Conflicts: 0.01, Corrections: 0.05, Refunds: 0.05, Holds: 0.05}}
+	a, b := newGenerator(w), newGenerator(w)
+	news := 0
+	for range w.Records {
+		x, y := a.next(), b.next()
+		if string(x.Value) != string(y.Value) || x.Partition != y.Partition {
+			t.Fatalf("same seed, different records: %s vs %s", x.Value, y.Value)
+		}
+		if x.New {
+			news++
+		}
+	}
+	if news < w.Records/2 || news > w.Records*4/5 {
+		t.Fatalf("%d new identities of %d records: the mix is off", news, w.Records)
+	}
+}

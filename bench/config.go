@@ -1,0 +1,128 @@
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"time"
+)
+
+// Config configures one `settle bench` invocation. The zero value of every
+// field but ServerURL is a documented default.
+type Config struct {
+	// ServerURL is an admin URL of the PostgreSQL server; every run creates
+	// its own database there (and drops it unless Keep).
+	ServerURL string
+	Keep      bool
+
+	Workload Workload // Records 0 = 1,000,000; Tenants 0 = 10; Subjects 0 = 10,000; Partitions 0 = 6
+
+	BatchSize int   // records per Settle call; 0 = 1,000
+	Writers   int   // core-only concurrent writers; 0 = 4
+	PoolConns int32 // service pool connections; 0 = 16
+
+	// BrokerArgv, when set, starts the Kafka-protocol broker as this child
+	// process (`settle bench --broker-only`), so the service's memory is
+	// measured without the broker's copy of every record. Empty: in-process.
+	BrokerArgv []string
+
+	// Which parts to run. Zero Config runs everything.
+	Skip struct {
+		EndToEnd, Latency, Core, PerRecord, Copy, Sweep, Growth bool
+	}
+
+	PerRecordRecords int           // records of the per-record baseline; 0 = min(Records, 100,000)
+	PerRecordConns   int           // its connections; 0 = 16
+	LatencySeconds   time.Duration // length of the half-rate latency run; 0 = 15s
+	SweepRecords     int           // records per batch-size point; 0 = min(Records, 100,000)
+	SweepBatches     []int         // 0 = 50, 100, 250, 500, 1000, 2000
+	GrowthIdentities int           // settled identities the growth run reaches; 0 = 1,000,000
+	GrowthPoints     int           // windows of the growth run; 0 = 10
+
+	OutDir string    // where report and plots go; "" = "."
+	Log    io.Writer // progress lines; nil = discard
+}
+
+func (c *Config) setDefaults() {
+	w := &c.Workload
+	if w.Records == 0 {
+		w.Records = 1_000_000
+	}
+	if w.Tenants == 0 {
+		w.Tenants = 10
+	}
+	if w.Subjects == 0 {
+		w.Subjects = 10_000
+	}
+	if w.Partitions == 0 {
+		w.Partitions = 6
+	}
+	if w.Period == "" {
+		w.Period = "2026-07"
+	}
+	if w.Seed == 0 {
+		w.Seed = 1
+	}
+	if c.BatchSize == 0 {
+		c.BatchSize = 1000
+	}
+	if c.Writers == 0 {
+		c.Writers = 4
+	}
+	if c.PoolConns == 0 {
+		c.PoolConns = 16
+	}
+	if c.PerRecordRecords == 0 {
+		c.PerRecordRecords = min(w.Records, 100_000)
+	}
+	if c.PerRecordConns == 0 {
+		c.PerRecordConns = 16
+	}
+	if c.LatencySeconds == 0 {
+		c.LatencySeconds = 15 * time.Second
+	}
+	if c.SweepRecords == 0 {
+		c.SweepRecords = min(w.Records, 100_000)
+	}
+	if len(c.SweepBatches) == 0 {
+		c.SweepBatches = []int{50, 100, 250, 500, 1000, 2000}
+	}
+	if c.GrowthIdentities == 0 {
+		c.GrowthIdentities = 1_000_000
+	}
+	if c.GrowthPoints == 0 {
+		c.GrowthPoints = 10
+	}
+	if c.OutDir == "" {
+		c.OutDir = "."
+	}
+	if c.Log == nil {
+		c.Log = io.Discard
+	}
+}
+
+// Validate reports the first setting that cannot work.
+func (c Config) Validate() error {
+	w := c.Workload
+	m := w.Mix
+	switch {
+	case c.ServerURL == "":
+		return errors.New("bench: no server URL: give --database-url")
+	case w.Records < 0 || w.Tenants < 0 || w.Subjects < 0 || w.Partitions < 0:
+		return errors.New("bench: records, tenants, subjects and partitions must be positive")
+	case w.Subjects != 0 && w.Tenants > w.Subjects:
+		return fmt.Errorf("bench: %d tenants need at least as many subjects (have %d)", w.Tenants, w.Subjects)
+	case m.Duplicates < 0 || m.Conflicts < 0 || m.Corrections < 0 || m.Refunds < 0 || m.Holds < 0:
+		return errors.New("bench: shares must be between 0 and 1")
+	case m.Duplicates+m.Conflicts >= 1, m.Corrections+m.Refunds+m.Holds >= 1:
+		return errors.New("bench: shares add up to 1 or more: leave room for usage")
+	case c.BatchSize < 0 || c.BatchSize > 100_000:
+		return fmt.Errorf("bench: batch size %d must be between 1 and 100000", c.BatchSize)
+	}
+	for _, b := range c.SweepBatches {
+		if b < 1 || b > 100_000 {
+			return fmt.Errorf("bench: sweep batch size %d must be between 1 and 100000", b)
+		}
+	}
+	return nil
+}

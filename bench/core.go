@@ -1,0 +1,217 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/settlehq/settle/settle"
+)
+
+// coreRun settles a workload straight into Store.Settle: a generator cuts
+// it into batches, writer w takes the partitions p with p % writers == w
+// (so one account is only ever written by one writer, in order, as the
+// consumer does) and settles them one batch after the other.
+type coreRun struct {
+	name    string
+	w       Workload
+	batch   int
+	writers int
+	// window, when > 0, calls onWindow each time that many more records
+	// are settled, with the identities settled so far and the rate of the
+	// window (the growth run).
+	window   int
+	onWindow func(identities int64, recordsPerSec float64)
+}
+
+func (c *Config) runCore(ctx context.Context, cr coreRun) (RunResult, error) {
+	res := RunResult{Name: cr.name}
+	db, err := newDatabase(ctx, c.ServerURL, "core", c.Keep)
+	if err != nil {
+		return res, err
+	}
+	defer db.drop()
+	pool, err := db.pool(ctx, int32(cr.writers+2))
+	if err != nil {
+		return res, err
+	}
+	defer pool.Close()
+	store, err := settle.Open(ctx, pool, settle.Config{BatchRecordsMax: max(cr.batch, 1000)})
+	if err != nil {
+		return res, err
+	}
+	m, err := startMeter(ctx, c.ServerURL, db.name)
+	if err != nil {
+		return res, err
+	}
+
+	var (
+		done, identities atomic.Int64
+		outcomesMu       sync.Mutex
+		outcomes         = map[string]int64{}
+		expectedNew      int64
+	)
+	chans := make([]chan []settle.Input, cr.writers)
+	for i := range chans {
+		chans[i] = make(chan []settle.Input, 4)
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		defer func() {
+			for _, ch := range chans {
+				close(ch)
+			}
+		}()
+		gen := newGenerator(cr.w)
+		offsets := make([]int64, cr.w.Partitions)
+		pending := make([][]settle.Input, cr.writers)
+		for i := 0; i < cr.w.Records; i++ {
+			r := gen.next()
+			if r.New {
+				expectedNew++
+			}
+			wi := int(r.Partition) % cr.writers
+			pending[wi] = append(pending[wi], settle.Input{Topic: "usage", Partition: r.Partition,
+				Offset: offsets[r.Partition], Key: r.Key, Value: r.Value, Timestamp: time.Now()})
+			offsets[r.Partition]++
+			if len(pending[wi]) == cr.batch {
+				select {
+				case chans[wi] <- pending[wi]:
+				case <-gctx.Done():
+					return gctx.Err()
+				}
+				pending[wi] = make([]settle.Input, 0, cr.batch)
+			}
+		}
+		for wi, p := range pending {
+			if len(p) > 0 {
+				select {
+				case chans[wi] <- p:
+				case <-gctx.Done():
+					return gctx.Err()
+				}
+			}
+		}
+		return nil
+	})
+	for wi := range chans {
+		g.Go(func() error {
+			local := map[string]int64{}
+			defer func() {
+				outcomesMu.Lock()
+				for k, v := range local {
+					outcomes[k] += v
+				}
+				outcomesMu.Unlock()
+			}()
+			for batch := range chans[wi] {
+				rs, err := store.Settle(gctx, "bench-core", batch)
+				if err != nil {
+					return fmt.Errorf("settle batch of partition %d from offset %d: %w", batch[0].Partition, batch[0].Offset, err)
+				}
+				var n int64
+				for i := range rs {
+					k := string(rs[i].Outcome)
+					if rs[i].Reason != "" {
+						k += "/" + rs[i].Reason
+					}
+					local[k]++
+					if isNewIdentity(&rs[i]) {
+						n++
+					}
+				}
+				identities.Add(n)
+				done.Add(int64(len(rs)))
+			}
+			return nil
+		})
+	}
+	stopProgress := c.progress(cr.name, cr.w.Records, func() int64 { return done.Load() }, nil)
+	var windowWG sync.WaitGroup
+	windowCtx, stopWindows := context.WithCancel(ctx)
+	if cr.window > 0 && cr.onWindow != nil {
+		windowWG.Add(1)
+		go func() {
+			defer windowWG.Done()
+			next, last, lastT := int64(cr.window), int64(0), time.Now()
+			t := time.NewTicker(20 * time.Millisecond)
+			defer t.Stop()
+			for {
+				select {
+				case <-windowCtx.Done():
+					return
+				case <-t.C:
+				}
+				if d := done.Load(); d >= next {
+					now := time.Now()
+					cr.onWindow(identities.Load(), float64(d-last)/now.Sub(lastT).Seconds())
+					last, lastT, next = d, now, d+int64(cr.window)
+				}
+			}
+		}()
+	}
+	err = g.Wait()
+	stopWindows()
+	windowWG.Wait()
+	stopProgress()
+	if err != nil {
+		return res, err
+	}
+	if err := m.stop(ctx, &res, cr.w.Records); err != nil {
+		return res, err
+	}
+	res.Outcomes = outcomes
+	chk, err := check(ctx, pool, "settlements", cr.w.Records, expectedNew, nil)
+	res.Checks = &chk
+	if err != nil {
+		return res, err
+	}
+	slog.Debug("core run done", "name", cr.name)
+	return res, nil
+}
+
+// isNewIdentity says whether a result is the first of its identity.
+func isNewIdentity(r *settle.Result) bool {
+	switch r.Outcome {
+	case settle.OutcomeDuplicate, settle.OutcomeDeadLettered:
+		return false
+	case settle.OutcomeQuarantined:
+		return r.Reason != settle.ReasonFingerprintMismatch
+	}
+	return !r.Redelivered
+}
+
+// progress prints a progress line every 2 seconds until the returned stop
+// is called.
+func (c *Config) progress(name string, total int, done func() int64, extra func() string) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t0, last, lastT := time.Now(), int64(0), time.Now()
+		tk := time.NewTicker(2 * time.Second)
+		defer tk.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case now := <-tk.C:
+				d := done()
+				line := fmt.Sprintf("bench %-14s %9d/%d records  %7.0f/s now  %7.0f/s avg  rss %4d MiB",
+					name, d, total, float64(d-last)/now.Sub(lastT).Seconds(), float64(d)/now.Sub(t0).Seconds(), rss()>>20)
+				if extra != nil {
+					line += "  " + extra()
+				}
+				fmt.Fprintln(c.Log, line)
+				last, lastT = d, now
+			}
+		}
+	}()
+	return func() { cancel(); wg.Wait() }
+}

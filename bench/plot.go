@@ -1,0 +1,91 @@
+package bench
+
+import (
+	"path/filepath"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+)
+
+// plot draws the report's PNGs into dir and returns their file names:
+// throughput vs batch size, the latency distribution of the half-rate run,
+// throughput vs settled identities.
+func (r *Report) plot(dir string) ([]string, error) {
+	var out []string
+	line := func(file, title, x, y string, pts []Point, logX bool) error {
+		p := plot.New()
+		p.Title.Text, p.X.Label.Text, p.Y.Label.Text = title, x, y
+		xy := make(plotter.XYs, len(pts))
+		for i, pt := range pts {
+			xy[i].X, xy[i].Y = pt.X, pt.RecordsPerSec
+		}
+		if logX {
+			p.X.Scale = plot.LogScale{}
+			p.X.Tick.Marker = plot.LogTicks{Prec: -1}
+		}
+		p.Y.Min = 0
+		if err := plotutil.AddLinePoints(p, "", xy); err != nil {
+			return err
+		}
+		p.Legend.Top = true
+		path := filepath.Join(dir, file)
+		if err := p.Save(16*vg.Centimeter, 10*vg.Centimeter, path); err != nil {
+			return err
+		}
+		out = append(out, file)
+		return nil
+	}
+	if len(r.Sweep) > 0 {
+		if err := line("bench-batch-size.png", "core-only throughput vs batch size", "records per transaction", "records/s", r.Sweep, true); err != nil {
+			return out, err
+		}
+	}
+	if len(r.Growth) > 0 {
+		if err := line("bench-growth.png", "core-only throughput vs settled identities", "identities settled", "records/s", r.Growth, false); err != nil {
+			return out, err
+		}
+	}
+	if r.HalfRate != nil && r.HalfRate.Latency != nil && len(r.HalfRate.Latency.Histogram) > 0 {
+		l := r.HalfRate.Latency
+		p := plot.New()
+		p.Title.Text = "end-to-end latency at half rate (record timestamp → settlement consumed)"
+		p.X.Label.Text, p.Y.Label.Text = "latency (ms)", "settlements"
+		h := make(plotter.XYs, len(l.Histogram))
+		for i, n := range l.Histogram {
+			h[i].X, h[i].Y = float64(i)*l.BucketMs+l.BucketMs/2, float64(n)
+		}
+		hist, err := plotter.NewHistogram(h, len(h))
+		if err != nil {
+			return out, err
+		}
+		p.Add(hist)
+		for _, q := range []struct {
+			name string
+			v    float64
+		}{{"p50", l.P50ms}, {"p99", l.P99ms}} {
+			ln, err := plotter.NewLine(plotter.XYs{{X: q.v, Y: 0}, {X: q.v, Y: float64(maxInt(l.Histogram))}})
+			if err != nil {
+				return out, err
+			}
+			ln.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+			p.Add(ln)
+			p.Legend.Add(q.name, ln)
+		}
+		file := "bench-latency.png"
+		if err := p.Save(16*vg.Centimeter, 10*vg.Centimeter, filepath.Join(dir, file)); err != nil {
+			return out, err
+		}
+		out = append(out, file)
+	}
+	return out, nil
+}
+
+func maxInt(xs []int) int {
+	m := 0
+	for _, x := range xs {
+		m = max(m, x)
+	}
+	return m
+}

@@ -1,0 +1,114 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+func connect(ctx context.Context, url string) (*pgx.Conn, error) { return pgx.Connect(ctx, url) }
+
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+// markdown renders the report as the table BENCHMARKS.md quotes.
+func (r *Report) markdown() string {
+	var b strings.Builder
+	w := r.Config.Workload
+	fmt.Fprintf(&b, "# settle bench, %s\n\n", r.Started.Format("2006-01-02 15:04 UTC"))
+	fmt.Fprintf(&b, "Machine: %d CPUs, %d MiB, %s; %s\n\n", r.Machine.CPUs, r.Machine.MemoryMiB, r.Machine.GoVersion, r.Machine.PostgreSQL)
+	keys := make([]string, 0, len(r.Machine.PGSettings))
+	for k := range r.Machine.PGSettings {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(&b, "%s=%s ", k, r.Machine.PGSettings[k])
+	}
+	fmt.Fprintf(&b, "\n\nWorkload: %d records, %d tenants, %d subjects, %d partitions; duplicates %.2f, conflicts %.2f, corrections %.2f, refunds %.2f, holds %.2f; batch %d, core writers %d, pool %d, broker in a child process: %v\n\n",
+		w.Records, w.Tenants, w.Subjects, w.Partitions, w.Mix.Duplicates, w.Mix.Conflicts, w.Mix.Corrections, w.Mix.Refunds, w.Mix.Holds,
+		r.Config.BatchSize, r.Config.Writers, r.Config.PoolConns, r.Config.BrokerProc)
+	b.WriteString("| run | records | records/s | latency p50 / p99 / max (ms) | service CPU s / 1k rec | PostgreSQL CPU s / 1k rec | peak RSS MiB | WAL B / rec | invariants |\n")
+	b.WriteString("|---|---:|---:|---|---:|---:|---:|---:|---|\n")
+	for _, x := range []*RunResult{r.EndToEnd, r.HalfRate, r.Core, r.PerRecord, r.Copy} {
+		if x == nil {
+			continue
+		}
+		lat, peak, chk := "", "", "n/a (baseline)"
+		if x.Latency != nil && x.Latency.Samples > 0 {
+			lat = fmt.Sprintf("%.1f / %.1f / %.1f at %.0f/s", x.Latency.P50ms, x.Latency.P99ms, x.Latency.MaxMs, x.Latency.RateRPS)
+		}
+		if x.PeakRSSBytes > 0 {
+			peak = fmt.Sprintf("%d", x.PeakRSSBytes>>20)
+		}
+		if x.Checks != nil {
+			chk = "ok"
+			if len(x.Checks.Violations) > 0 {
+				chk = "**VIOLATED**"
+			}
+		}
+		fmt.Fprintf(&b, "| %s | %d | %.0f | %s | %.3f | %.3f | %s | %.0f | %s |\n", x.Name, x.Records, x.RecordsPerSec, lat,
+			x.ServiceCPUPer1k, x.PGCPUPer1k, peak, x.WALBytesPerRec, chk)
+	}
+	if len(r.Ratios) > 0 {
+		b.WriteString("\n| ratio | value |\n|---|---:|\n")
+		keys := make([]string, 0, len(r.Ratios))
+		for k := range r.Ratios {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			fmt.Fprintf(&b, "| %s | %.2f |\n", k, r.Ratios[k])
+		}
+	}
+	if r.EndToEnd != nil && len(r.EndToEnd.Outcomes) > 0 {
+		b.WriteString("\nOutcomes of the end-to-end run: ")
+		keys := make([]string, 0, len(r.EndToEnd.Outcomes))
+		for k := range r.EndToEnd.Outcomes {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			fmt.Fprintf(&b, "%s %d; ", k, r.EndToEnd.Outcomes[k])
+		}
+		b.WriteString("\n")
+	}
+	if len(r.Sweep) > 0 {
+		b.WriteString("\n| batch size (core-only) | records/s |\n|---:|---:|\n")
+		for _, p := range r.Sweep {
+			fmt.Fprintf(&b, "| %.0f | %.0f |\n", p.X, p.RecordsPerSec)
+		}
+	}
+	if len(r.Growth) > 0 {
+		b.WriteString("\n| settled identities (core-only) | records/s in the window |\n|---:|---:|\n")
+		for _, p := range r.Growth {
+			fmt.Fprintf(&b, "| %.0f | %.0f |\n", p.X, p.RecordsPerSec)
+		}
+	}
+	for _, x := range []*RunResult{r.EndToEnd, r.HalfRate, r.Core, r.PerRecord, r.Copy} {
+		if x != nil && len(x.Notes) > 0 {
+			fmt.Fprintf(&b, "\n%s: %s\n", x.Name, strings.Join(x.Notes, "; "))
+		}
+	}
+	for _, p := range r.Plots {
+		fmt.Fprintf(&b, "\n![%s](%s)\n", p, filepath.Base(p))
+	}
+	if len(r.Failures) > 0 {
+		b.WriteString("\n## FAILURES\n\n")
+		for _, f := range r.Failures {
+			fmt.Fprintf(&b, "- %s\n", f)
+		}
+	}
+	return b.String()
+}

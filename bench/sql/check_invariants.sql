@@ -1,0 +1,27 @@
+-- The exactly-once invariants of one run, in one row:
+--   deliveries, distinct delivered coordinates: one delivery per input record
+--   identities (+ still waiting): one identity per logical record
+--   entries_expected vs entries: the ledger rows every stored response
+--     announces, against the rows written (one effect per identity)
+--   settled_effects vs outbox_settlements: one settlements message per effect
+--   bad_accounts: accounts whose cached balance or held differs from the
+--     sum of their rows
+--   unpublished: outbox rows the relay has not published
+SELECT (SELECT count(*) FROM deliveries) AS deliveries,
+       (SELECT count(*) FROM (SELECT DISTINCT topic, partition, "offset" FROM deliveries) d) AS delivered_coordinates,
+       (SELECT count(*) FROM identities) AS identities,
+       (SELECT count(*) FROM waiting WHERE status <> 'applied') AS waiting,
+       (SELECT coalesce(sum(json_array_length(coalesce(response -> 'entries', '[]'::json))), 0) FROM identities)::bigint AS entries_expected,
+       (SELECT count(*) FROM ledger_entries) AS entries,
+       (SELECT count(*) FROM identities
+         WHERE outcome = 'settled' AND json_array_length(coalesce(response -> 'entries', '[]'::json)) > 0) AS settled_effects,
+       (SELECT count(*) FROM outbox WHERE topic = $1) AS outbox_settlements,
+       (SELECT count(*) FROM (SELECT identity_id FROM ledger_entries GROUP BY identity_id
+                               HAVING count(DISTINCT created_at) > 1) x) AS split_effects,
+       (SELECT count(*) FROM accounts a
+         LEFT JOIN (SELECT account_id,
+                           sum(amount) FILTER (WHERE bucket = 'balance') AS b,
+                           sum(amount) FILTER (WHERE bucket = 'held') AS h
+                      FROM ledger_entries GROUP BY account_id) s ON s.account_id = a.id
+         WHERE a.balance <> coalesce(s.b, 0) OR a.held <> coalesce(s.h, 0)) AS bad_accounts,
+       (SELECT count(*) FROM outbox WHERE published_at IS NULL) AS unpublished

@@ -1,0 +1,96 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"runtime/pprof"
+	"strconv"
+	"time"
+
+	"github.com/settlehq/settle/bench"
+)
+
+// benchCmd is the benchmark: workload, end-to-end and core-only runs, the
+// baselines, the exactly-once checks, the report and its plots.
+type benchCmd struct {
+	DatabaseURL string `name:"database-url" env:"SETTLE_BENCH_DATABASE_URL" default:"postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable" help:"PostgreSQL server (an admin URL): every run creates its own database there and drops it afterwards (${env})."`
+	Keep        bool   `name:"keep" help:"Keep the runs' databases instead of dropping them."`
+
+	Records     int     `name:"records" default:"1000000" help:"Input records of the main runs, repeats included."`
+	Tenants     int     `name:"tenants" default:"10" help:"Tenants."`
+	Subjects    int     `name:"subjects" default:"10000" help:"Subjects (accounts)."`
+	Partitions  int     `name:"partitions" default:"6" help:"Partitions of the usage topic."`
+	BatchSize   int     `name:"batch-size" default:"1000" help:"Records per settling transaction."`
+	Writers     int     `name:"writers" default:"4" help:"Concurrent writers of the core-only runs."`
+	PoolConns   int32   `name:"pool-max-conns" default:"16" help:"Connections of the end-to-end service."`
+	Duplicates  float64 `name:"duplicates" default:"0.30" help:"Share of exact repeats."`
+	Conflicts   float64 `name:"conflicts" default:"0.01" help:"Share of repeats with another payload (quarantined)."`
+	Corrections float64 `name:"corrections" default:"0.05" help:"Share of corrections."`
+	Refunds     float64 `name:"refunds" default:"0.05" help:"Share of refunds."`
+	Holds       float64 `name:"holds" default:"0.05" help:"Share of holds."`
+	Seed        uint64  `name:"seed" default:"1" help:"Workload seed."`
+
+	Broker           string        `name:"broker" default:"auto" enum:"auto,process,inproc" help:"Where the broker runs: process (a child 'settle bench --broker-only', so the service's memory is its own), inproc, or auto (process above 100,000 records)."`
+	PerRecordRecords int           `name:"per-record-records" default:"100000" help:"Records of the per-record baseline (it is slow)."`
+	LatencySeconds   time.Duration `name:"latency-duration" default:"15s" help:"Length of the half-rate latency run."`
+	SweepRecords     int           `name:"sweep-records" default:"100000" help:"Records per point of the batch-size sweep."`
+	SweepBatches     []int         `name:"sweep-batches" default:"50,100,250,500,1000,2000" sep:"," help:"Batch sizes of the sweep."`
+	GrowthIdentities int           `name:"growth-identities" default:"1000000" help:"Identities the growth run settles (10000000 for the issue's target; takes long)."`
+	Only             []string      `name:"only" sep:"," enum:"e2e,latency,core,per-record,copy,sweep,growth" help:"Run only these parts (default: all): e2e,latency,core,per-record,copy,sweep,growth."`
+	Out              string        `name:"out" default:"bench-out" help:"Directory for bench.json, bench.md and the PNG plots."`
+
+	CPUProfile string `name:"cpuprofile" help:"Write a CPU profile (pprof) of the whole bench to this file."`
+
+	BrokerOnly bool `name:"broker-only" hidden:"" help:"Serve the Kafka-protocol broker until stdin closes (the bench's child process)."`
+}
+
+// Run runs the benchmark.
+func (c *benchCmd) Run(a *app) error {
+	if c.BrokerOnly {
+		return bench.ServeBroker(a.ctx, os.Stdin, a.stdout)
+	}
+	cfg := bench.Config{
+		ServerURL: c.DatabaseURL, Keep: c.Keep,
+		Workload: bench.Workload{Records: c.Records, Tenants: c.Tenants, Subjects: c.Subjects, Partitions: c.Partitions, Seed: c.Seed,
+			Mix: bench.Mix{Duplicates: c.Duplicates, Conflicts: c.Conflicts, Corrections: c.Corrections, Refunds: c.Refunds, Holds: c.Holds}},
+		BatchSize: c.BatchSize, Writers: c.Writers, PoolConns: c.PoolConns,
+		PerRecordRecords: min(c.PerRecordRecords, c.Records), LatencySeconds: c.LatencySeconds,
+		SweepRecords: min(c.SweepRecords, c.Records), SweepBatches: c.SweepBatches, GrowthIdentities: c.GrowthIdentities,
+		OutDir: c.Out, Log: a.stderr,
+	}
+	if c.Broker == "process" || (c.Broker == "auto" && c.Records > 100_000) {
+		exe, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("find own executable for the broker process: %w", err)
+		}
+		cfg.BrokerArgv = []string{exe, "bench", "--broker-only", "--partitions", strconv.Itoa(c.Partitions)}
+	}
+	if len(c.Only) > 0 {
+		on := map[string]bool{}
+		for _, o := range c.Only {
+			on[o] = true
+		}
+		s := &cfg.Skip
+		s.EndToEnd, s.Latency, s.Core, s.PerRecord = !on["e2e"], !on["latency"], !on["core"], !on["per-record"]
+		s.Copy, s.Sweep, s.Growth = !on["copy"], !on["sweep"], !on["growth"]
+	}
+	if err := cfg.Validate(); err != nil {
+		return usageError{err.Error()}
+	}
+	if c.CPUProfile != "" {
+		f, err := os.Create(c.CPUProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	rep, err := bench.Run(a.ctx, cfg)
+	if rep != nil {
+		fmt.Fprintf(a.stdout, "report: %s/bench.md, %s/bench.json, plots %v\n", c.Out, c.Out, rep.Plots)
+	}
+	return err
+}

@@ -1,0 +1,410 @@
+package main
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/settlehq/settle/analyst"
+	"github.com/settlehq/settle/settle"
+)
+
+// conflictsCmd is the analysts' command line over conflict cases; the same
+// data as the analyst page and its JSON API.
+type conflictsCmd struct {
+	List    conflictsListCmd    `cmd:"" help:"List conflict cases, newest first, one page at a time."`
+	Show    conflictsShowCmd    `cmd:"" help:"Show one case: payloads side by side, deliveries, resolution."`
+	Diff    conflictsDiffCmd    `cmd:"" help:"Show the fields of one case side by side, differing ones marked, and every delivery's coordinates."`
+	Resolve conflictsResolveCmd `cmd:"" help:"Accept a case as a linked adjustment, or reject it. Needs a reason and a name; a second submit changes nothing."`
+	Export  conflictsExportCmd  `cmd:"" help:"Export every case matching the filters as CSV (safe for spreadsheets) or JSON."`
+}
+
+// storeFlags are what the read-side and analyst commands need: the
+// database, and the topic names the store writes to its outbox.
+type storeFlags struct {
+	databaseFlags `embed:""`
+	topicFlags    `embed:""`
+}
+
+// openStore opens the store over its own small pool; close() ends it.
+func (f storeFlags) openStore(a *app) (*settle.Store, func(), error) {
+	f.PoolMaxConns = min(f.PoolMaxConns, 4)
+	pool, err := f.pool(a.ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	store, err := settle.Open(a.ctx, pool, settleFlags{}.config(f.topicFlags))
+	if err != nil {
+		pool.Close()
+		return nil, nil, err
+	}
+	return store, pool.Close, nil
+}
+
+// caseFilterFlags select cases, like the queue page's filter form.
+type caseFilterFlags struct {
+	Tenant    string `name:"tenant" help:"Only this tenant."`
+	Period    string `name:"period" help:"Only this account period (YYYY-MM)."`
+	Reason    string `name:"reason" help:"Only this reason: fingerprint_mismatch, orphan, invalid_link, target_refunded, version_conflict."`
+	Status    string `name:"status" default:"open" help:"Only this status: open, accepted, rejected, auto_resolved, or all."`
+	OlderThan string `name:"older-than" help:"Only cases opened longer ago than this (90m, 2h, 7d)."`
+	NewerThan string `name:"newer-than" help:"Only cases opened more recently than this (90m, 2h, 7d)."`
+}
+
+func (f caseFilterFlags) filter(now time.Time) (settle.CaseFilter, error) {
+	cf := settle.CaseFilter{Tenant: f.Tenant, Period: f.Period, Reason: f.Reason, Status: f.Status}
+	if cf.Status == "all" {
+		cf.Status = ""
+	}
+	for _, a := range []struct {
+		flag, v string
+		dst     *time.Time
+	}{{"--older-than", f.OlderThan, &cf.OpenedBefore}, {"--newer-than", f.NewerThan, &cf.OpenedAfter}} {
+		if a.v == "" {
+			continue
+		}
+		d, err := analyst.ParseAge(a.v)
+		if err != nil {
+			return cf, usageError{a.flag + ": " + err.Error()}
+		}
+		*a.dst = now.Add(-d)
+	}
+	if err := cf.Validate(); err != nil {
+		return cf, usageError{err.Error()}
+	}
+	return cf, nil
+}
+
+// usageIfBad turns a store's ErrBadFilter into a usage error (exit 2).
+func usageIfBad(err error) error {
+	if errors.Is(err, settle.ErrBadFilter) {
+		return usageError{err.Error()}
+	}
+	return err
+}
+
+type conflictsListCmd struct {
+	storeFlags      `embed:""`
+	caseFilterFlags `embed:""`
+	Limit           int    `name:"limit" default:"50" help:"Cases per page (at most 1000)."`
+	After           string `name:"after" help:"Cursor of the next page, as printed by the previous one."`
+	JSON            bool   `name:"json" help:"Print JSON (the API's /api/cases)."`
+}
+
+func (c *conflictsListCmd) Run(a *app) error {
+	f, err := c.filter(time.Now())
+	if err != nil {
+		return err
+	}
+	f.Limit, f.After = c.Limit, c.After
+	if err := f.Validate(); err != nil {
+		return usageError{err.Error()}
+	}
+	store, done, err := c.openStore(a)
+	if err != nil {
+		return err
+	}
+	defer done()
+	page, err := store.ListCases(a.ctx, f)
+	if err != nil {
+		return usageIfBad(err)
+	}
+	if c.JSON {
+		return printJSON(a, page)
+	}
+	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "CASE\tOPENED\tTENANT\tPERIOD\tRECORD\tOPERATION\tREASON\tSTATUS\tSUBJECT\tSTORED\tINCOMING")
+	for _, cs := range page.Cases {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cs.ID, cs.OpenedAt.UTC().Format(time.RFC3339),
+			cs.TenantID, cs.AccountPeriod, cs.RecordID, cs.Operation, cs.Reason, cs.Status, cs.Subject, dash(cs.StoredAmount), dash(cs.IncomingAmount))
+	}
+	tw.Flush()
+	if len(page.Cases) == 0 {
+		fmt.Fprintln(a.stdout, "no cases match")
+	}
+	if page.Next != "" {
+		fmt.Fprintf(a.stdout, "more: add --after %s\n", page.Next)
+	}
+	return nil
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// caseArg is a case id argument.
+type caseArg struct {
+	Case int64 `arg:"" name:"case" help:"Case id."`
+}
+
+type conflictsShowCmd struct {
+	storeFlags `embed:""`
+	caseArg    `embed:""`
+	JSON       bool `name:"json" help:"Print JSON (the API's /api/cases/CASE)."`
+}
+
+func (c *conflictsShowCmd) Run(a *app) error {
+	cs, err := loadCase(a, c.storeFlags, c.Case)
+	if err != nil || c.JSON {
+		if err == nil {
+			err = printJSON(a, cs)
+		}
+		return err
+	}
+	w := a.stdout
+	fmt.Fprintf(w, "case %d  %s  (%s)\n", cs.ID, cs.Status, cs.Reason)
+	fmt.Fprintf(w, "identity: %s / %s / %s / %s\n", cs.TenantID, cs.AccountPeriod, cs.RecordID, cs.Operation)
+	if cs.Detail != "" {
+		fmt.Fprintf(w, "detail:   %s\n", cs.Detail)
+	}
+	fmt.Fprintf(w, "opened:   %s\n", cs.OpenedAt.UTC().Format(time.RFC3339))
+	if cs.ClosedAt != nil {
+		fmt.Fprintf(w, "closed:   %s\n", cs.ClosedAt.UTC().Format(time.RFC3339))
+	}
+	fmt.Fprintln(w)
+	writeSideBySide(w, cs)
+	fmt.Fprintln(w)
+	writeDeliveries(w, cs.Deliveries)
+	fmt.Fprintln(w)
+	if r := cs.Resolution; r != nil {
+		fmt.Fprintf(w, "resolution: %s by %s at %s: %s\n", r.Decision, r.By, r.At.UTC().Format(time.RFC3339), r.Reason)
+		if r.Amount != "" {
+			fmt.Fprintf(w, "  stated amount %s\n", r.Amount)
+		}
+		if r.SettlementID != "" {
+			fmt.Fprintf(w, "  settled as %s (settle explain %s %s %d)\n", r.SettlementID, cs.TenantID, cs.AccountPeriod, cs.ID)
+		}
+	} else if cs.Status == settle.CaseOpen {
+		fmt.Fprintf(w, "unresolved: settle conflicts resolve %d --accept|--reject --reason WHY --as NAME [--amount X]\n", cs.ID)
+	}
+	return nil
+}
+
+type conflictsDiffCmd struct {
+	storeFlags `embed:""`
+	caseArg    `embed:""`
+	JSON       bool `name:"json" help:"Print JSON (the API's /api/cases/CASE)."`
+}
+
+func (c *conflictsDiffCmd) Run(a *app) error {
+	cs, err := loadCase(a, c.storeFlags, c.Case)
+	if err != nil || c.JSON {
+		if err == nil {
+			err = printJSON(a, cs)
+		}
+		return err
+	}
+	writeSideBySide(a.stdout, cs)
+	fmt.Fprintln(a.stdout)
+	writeDeliveries(a.stdout, cs.Deliveries)
+	return nil
+}
+
+func loadCase(a *app, f storeFlags, id int64) (*settle.Case, error) {
+	store, done, err := f.openStore(a)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	return store.Case(a.ctx, id)
+}
+
+// writeSideBySide prints the fields of both payloads, "!" marking the ones
+// that differ and "-" a field absent on one side.
+func writeSideBySide(w io.Writer, cs *settle.Case) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	stored := "STORED"
+	if string(cs.Stored) == "null" {
+		stored = "STORED (none: rule-based case)"
+	}
+	fmt.Fprintf(tw, " \tFIELD\t%s\tINCOMING\n", stored)
+	for _, f := range cs.Fields {
+		mark := " "
+		if f.Differs {
+			mark = "!"
+		}
+		sv, iv := f.Stored, f.Incoming
+		if !f.StoredPresent {
+			sv = "-"
+		}
+		if !f.IncomingPresent {
+			iv = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", mark, f.Field, sv, iv)
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "%d differing: %s\n", len(cs.Differing), strings.Join(cs.Differing, ", "))
+}
+
+func writeDeliveries(w io.Writer, ds []settle.Delivery) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "DELIVERY\tOUTCOME\tAT")
+	for _, d := range ds {
+		out := d.Outcome
+		if d.Reason != "" {
+			out += " (" + d.Reason + ")"
+		}
+		fmt.Fprintf(tw, "%s/%d@%d\t%s\t%s\n", d.Topic, d.Partition, d.Offset, out, d.At.UTC().Format(time.RFC3339))
+	}
+	tw.Flush()
+}
+
+type conflictsResolveCmd struct {
+	storeFlags `embed:""`
+	caseArg    `embed:""`
+	Accept     bool   `name:"accept" xor:"decision" required:"" help:"Accept: settle the incoming payload (or --amount) as a correction linked to the stored record."`
+	Reject     bool   `name:"reject" xor:"decision" required:"" help:"Reject: no effect, the stored record stands."`
+	Amount     string `name:"amount" help:"The chain's new total you state (accept only); default: the incoming payload's amount."`
+	Reason     string `name:"reason" required:"" help:"Why (kept forever with the resolution)."`
+	As         string `name:"as" env:"SETTLE_ANALYST" required:"" help:"Who resolves (${env})."`
+	JSON       bool   `name:"json" help:"Print JSON (the API's resolve answer)."`
+}
+
+func (c *conflictsResolveCmd) Run(a *app) error {
+	req := settle.ResolveRequest{CaseID: c.Case, Decision: "accept", Amount: strings.TrimSpace(c.Amount),
+		Reason: strings.TrimSpace(c.Reason), By: strings.TrimSpace(c.As)}
+	if c.Reject {
+		req.Decision = "reject"
+		if req.Amount != "" {
+			return usageError{"--amount goes with --accept only"}
+		}
+	}
+	if req.Reason == "" || req.By == "" {
+		return usageError{"--reason and --as must not be empty"}
+	}
+	store, done, err := c.openStore(a)
+	if err != nil {
+		return err
+	}
+	defer done()
+	res, err := store.Resolve(a.ctx, req)
+	if err != nil {
+		return err
+	}
+	if c.JSON {
+		return printJSON(a, res)
+	}
+	switch {
+	case res.Replayed:
+		fmt.Fprintf(a.stdout, "case %d was already resolved (%s, status %s): nothing changed\n", res.CaseID, res.Decision, res.Status)
+	case res.SettlementID != "":
+		fmt.Fprintf(a.stdout, "case %d %s: settled as %s\n", res.CaseID, res.Status, res.SettlementID)
+	default:
+		fmt.Fprintf(a.stdout, "case %d %s\n", res.CaseID, res.Status)
+	}
+	return nil
+}
+
+type conflictsExportCmd struct {
+	storeFlags      `embed:""`
+	caseFilterFlags `embed:""`
+	Format          string `name:"format" enum:"csv,json" default:"csv" help:"csv or json."`
+	Output          string `name:"output" short:"o" default:"-" help:"File to write; - is stdout."`
+}
+
+// exportRowsMax caps one export: beyond it, narrow the filters.
+const exportRowsMax = 10_000_000
+
+func (c *conflictsExportCmd) Run(a *app) error {
+	f, err := c.filter(time.Now())
+	if err != nil {
+		return err
+	}
+	store, done, err := c.openStore(a)
+	if err != nil {
+		return err
+	}
+	defer done()
+	out := a.stdout
+	if c.Output != "-" {
+		file, err := os.Create(c.Output)
+		if err != nil {
+			return usageError{err.Error()}
+		}
+		defer file.Close()
+		out = file
+	}
+	var (
+		cw    *csv.Writer
+		first = true
+		n     int
+	)
+	if c.Format == "csv" {
+		cw = csv.NewWriter(out)
+		cw.Write([]string{"case", "opened_at", "closed_at", "tenant_id", "account_period", "record_id", "operation",
+			"reason", "status", "subject", "currency", "stored_amount", "incoming_amount", "detail"})
+	} else {
+		io.WriteString(out, "[")
+	}
+	f.Limit = settle.CasePageRowsMax
+	for n < exportRowsMax {
+		page, err := store.ListCases(a.ctx, f)
+		if err != nil {
+			return usageIfBad(err)
+		}
+		for _, cs := range page.Cases {
+			n++
+			if cw != nil {
+				closed := ""
+				if cs.ClosedAt != nil {
+					closed = cs.ClosedAt.UTC().Format(time.RFC3339Nano)
+				}
+				row := []string{strconv.FormatInt(cs.ID, 10), cs.OpenedAt.UTC().Format(time.RFC3339Nano), closed, cs.TenantID,
+					cs.AccountPeriod, cs.RecordID, cs.Operation, cs.Reason, cs.Status, cs.Subject, cs.Currency,
+					cs.StoredAmount, cs.IncomingAmount, cs.Detail}
+				for i := range row {
+					row[i] = spreadsheetSafe(row[i])
+				}
+				if err := cw.Write(row); err != nil {
+					return err
+				}
+				continue
+			}
+			b, err := json.Marshal(cs)
+			if err != nil {
+				return err
+			}
+			if !first {
+				io.WriteString(out, ",")
+			}
+			first = false
+			io.WriteString(out, "\n")
+			out.Write(b)
+		}
+		if page.Next == "" {
+			break
+		}
+		f.After = page.Next
+	}
+	if cw != nil {
+		cw.Flush()
+		return cw.Error()
+	}
+	_, err = io.WriteString(out, "\n]\n")
+	return err
+}
+
+// spreadsheetSafe neutralises a cell a spreadsheet would read as a formula
+// (OWASP "CSV injection"): a leading =, +, -, @, tab or carriage return
+// gets a leading apostrophe, which spreadsheets show as text.
+func spreadsheetSafe(s string) string {
+	if s != "" && strings.ContainsRune("=+-@\t\r", rune(s[0])) {
+		return "'" + s
+	}
+	return s
+}
+
+// jsonLine writes v as one line of JSON.
+func jsonLine(w io.Writer, v any) error {
+	return json.NewEncoder(w).Encode(v)
+}

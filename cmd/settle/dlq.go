@@ -1,0 +1,182 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/settlehq/settle/settle"
+)
+
+// dlqCmd inspects and replays dead letters.
+type dlqCmd struct {
+	List   dlqListCmd   `cmd:"" help:"List dead letters: reasons, source coordinates, attempts."`
+	Replay dlqReplayCmd `cmd:"" help:"Produce dead letters' original bytes and headers back to their source topic, to go through the pipeline again."`
+}
+
+type dlqListCmd struct {
+	storeFlags `embed:""`
+	Reason     string `name:"reason" help:"Only this reason (invalid_json, too_large, invalid_field, transient_exhausted)."`
+	After      int64  `name:"after" help:"Only dead letters with an id above this one (paging)."`
+	Limit      int    `name:"limit" default:"100" help:"Most dead letters listed (at most 1000)."`
+	JSON       bool   `name:"json" help:"Print JSON (the API's /api/dlq)."`
+}
+
+func (c *dlqListCmd) Run(a *app) error {
+	store, done, err := c.openStore(a)
+	if err != nil {
+		return err
+	}
+	defer done()
+	ds, err := store.DeadLetters(a.ctx, settle.DeadLetterFilter{Reason: c.Reason, AfterID: c.After, Limit: c.Limit})
+	if err != nil {
+		return usageIfBad(err)
+	}
+	if c.JSON {
+		return printJSON(a, ds)
+	}
+	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSOURCE\tREASON\tATTEMPTS\tAT\tERROR")
+	for _, d := range ds {
+		fmt.Fprintf(tw, "%d\t%s/%d@%d\t%s\t%d\t%s\t%s\n", d.ID, d.Source.Topic, d.Source.Partition, d.Source.Offset,
+			d.Reason, d.Attempts, d.At.UTC().Format(time.RFC3339), truncate(d.Error, 100))
+	}
+	tw.Flush()
+	if len(ds) == 0 {
+		fmt.Fprintln(a.stdout, "no dead letters")
+	} else if len(ds) == c.Limit {
+		fmt.Fprintf(a.stdout, "more: add --after %d\n", ds[len(ds)-1].ID)
+	}
+	return nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+type dlqReplayCmd struct {
+	storeFlags `embed:""`
+	Brokers    []string `name:"brokers" env:"SETTLE_KAFKA_BROKERS,KAFKA_BROKERS" default:"127.0.0.1:9092" sep:"," help:"Kafka seed brokers (SETTLE_KAFKA_BROKERS, else KAFKA_BROKERS)."`
+	ID         int64    `name:"id" help:"Replay only this dead letter; default: every one (that existed when the replay started)."`
+	Reason     string   `name:"reason" help:"Replay only dead letters with this reason."`
+	DryRun     bool     `name:"dry-run" help:"Say what would be replayed; produce nothing."`
+	JSON       bool     `name:"json" help:"Print one JSON object per dead letter."`
+}
+
+// replayHeader names the dead letter a replayed record came from, for
+// operators; it is not material (headers never are, except a binary
+// CloudEvent's ce_* ones), so the replayed record keeps its identity and
+// fingerprint and a second replay is a duplicate.
+const replayHeader = "dlq_replay_of"
+
+// replayed is what a replay did with one dead letter.
+type replayed struct {
+	ID     int64               `json:"id"`
+	Reason string              `json:"reason"`
+	From   settle.Coordinates  `json:"from"`
+	To     *settle.Coordinates `json:"to,omitempty"` // nil on a dry run
+	DryRun bool                `json:"dry_run,omitempty"`
+}
+
+func (c *dlqReplayCmd) Run(a *app) error {
+	store, done, err := c.openStore(a)
+	if err != nil {
+		return err
+	}
+	defer done()
+	var batch []settle.DeadLetter
+	next := func() ([]settle.DeadLetter, error) { return nil, nil }
+	if c.ID != 0 {
+		d, err := store.DeadLetter(a.ctx, c.ID)
+		if err != nil {
+			return err
+		}
+		batch = []settle.DeadLetter{*d}
+	} else {
+		upTo, err := store.DeadLetterMaxID(a.ctx)
+		if err != nil {
+			return err
+		}
+		var after int64
+		next = func() ([]settle.DeadLetter, error) {
+			ds, err := store.DeadLetters(a.ctx, settle.DeadLetterFilter{Reason: c.Reason, AfterID: after, UpToID: upTo, Limit: 500})
+			if len(ds) > 0 {
+				after = ds[len(ds)-1].ID
+			}
+			return ds, err
+		}
+		if batch, err = next(); err != nil {
+			return err
+		}
+	}
+	var cl *kgo.Client
+	if !c.DryRun {
+		if cl, err = kgo.NewClient(kgo.SeedBrokers(c.Brokers...), kgo.RequiredAcks(kgo.AllISRAcks()), kafkaLogger(a)); err != nil {
+			return err
+		}
+		defer cl.Close()
+	}
+	n := 0
+	for len(batch) > 0 {
+		recs := make([]*kgo.Record, len(batch))
+		for i, d := range batch {
+			r := &kgo.Record{Topic: d.Source.Topic, Key: d.Key, Value: d.Value}
+			for _, h := range d.Headers {
+				r.Headers = append(r.Headers, kgo.RecordHeader{Key: h.Key, Value: h.Value})
+			}
+			r.Headers = append(r.Headers, kgo.RecordHeader{Key: replayHeader,
+				Value: []byte(d.Source.Topic + "/" + strconv.Itoa(int(d.Source.Partition)) + "/" + strconv.FormatInt(d.Source.Offset, 10))})
+			recs[i] = r
+		}
+		var results kgo.ProduceResults
+		if cl != nil {
+			pctx, cancel := context.WithTimeout(a.ctx, 30*time.Second)
+			results = cl.ProduceSync(pctx, recs...)
+			cancel()
+		}
+		for i, d := range batch {
+			out := replayed{ID: d.ID, Reason: d.Reason, From: d.Source, DryRun: c.DryRun}
+			if cl != nil {
+				if err := results[i].Err; err != nil {
+					return fmt.Errorf("replay dead letter %d to %s: %w (%d replayed before it)", d.ID, d.Source.Topic, err, n)
+				}
+				r := results[i].Record
+				out.To = &settle.Coordinates{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}
+			}
+			n++
+			switch {
+			case c.JSON:
+				if err := printJSONLine(a, out); err != nil {
+					return err
+				}
+			case c.DryRun:
+				fmt.Fprintf(a.stdout, "would replay dead letter %d (%s) from %s/%d@%d to %s\n", d.ID, d.Reason, d.Source.Topic, d.Source.Partition, d.Source.Offset, d.Source.Topic)
+			default:
+				fmt.Fprintf(a.stdout, "replayed dead letter %d (%s) from %s/%d@%d as %s/%d@%d\n", d.ID, d.Reason, d.Source.Topic,
+					d.Source.Partition, d.Source.Offset, out.To.Topic, out.To.Partition, out.To.Offset)
+			}
+		}
+		if batch, err = next(); err != nil {
+			return err
+		}
+	}
+	if !c.JSON {
+		verb := "replayed"
+		if c.DryRun {
+			verb = "would replay"
+		}
+		fmt.Fprintf(a.stdout, "%s %d dead letter(s); records already settled come back as duplicates\n", verb, n)
+	}
+	return nil
+}
+
+func printJSONLine(a *app, v any) error {
+	return jsonLine(a.stdout, v)
+}

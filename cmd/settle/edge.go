@@ -1,0 +1,96 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/settlehq/settle/edge"
+	"github.com/settlehq/settle/settle"
+)
+
+// edgeFlags configure the HTTP edge (package edge): POST /v1/records on its
+// own listener, and webhook delivery of settlements.
+type edgeFlags struct {
+	APIAddr            string        `name:"api-addr" env:"SETTLE_API_ADDR" default:"127.0.0.1:8081" help:"Listen address of the records API (POST /v1/records); loopback by default. Served only when --api-token is given (${env})."`
+	APITokens          []string      `name:"api-token" env:"SETTLE_API_TOKENS" sep:"," help:"API bearer tokens, tenant=token, comma-separated; each token writes for its one tenant (${env})."`
+	APIBatchRecordsMax int           `name:"api-batch-records-max" env:"SETTLE_API_BATCH_RECORDS_MAX" default:"100" help:"Most records in one API request (${env})."`
+	APIBodyBytesMax    int64         `name:"api-body-bytes-max" env:"SETTLE_API_BODY_BYTES_MAX" default:"1048576" help:"Largest API request body, in bytes (${env})."`
+	APILease           time.Duration `name:"api-lease" env:"SETTLE_API_LEASE" default:"30s" help:"How long a claimed Idempotency-Key is its request's alone; a retry after it takes the key over (${env})."`
+
+	WebhookURL         string        `name:"webhook-url" env:"SETTLE_WEBHOOK_URL" help:"Deliver every settlement written from now on to this URL by POST, with Idempotency-Key: <settlement_id> (${env})."`
+	WebhookWorkers     int           `name:"webhook-workers" env:"SETTLE_WEBHOOK_WORKERS" default:"4" help:"Webhook deliveries sent at once (${env})."`
+	WebhookAttemptsMax int           `name:"webhook-attempts-max" env:"SETTLE_WEBHOOK_ATTEMPTS_MAX" default:"10" help:"Attempts of a webhook delivery before it is dead-lettered (table webhook_dead_letters) (${env})."`
+	WebhookBackoffMin  time.Duration `name:"webhook-backoff-min" env:"SETTLE_WEBHOOK_BACKOFF_MIN" default:"1s" help:"Wait before the first webhook retry; it doubles per attempt (${env})."`
+	WebhookBackoffMax  time.Duration `name:"webhook-backoff-max" env:"SETTLE_WEBHOOK_BACKOFF_MAX" default:"5m" help:"Longest wait between webhook retries (${env})."`
+	WebhookLease       time.Duration `name:"webhook-lease" env:"SETTLE_WEBHOOK_LEASE" default:"30s" help:"How long a webhook attempt owns its delivery; past it another attempt takes it over (${env})."`
+}
+
+// start starts the parts of the edge that are configured and returns the
+// function that stops them (the API first, then the webhook workers).
+func (f edgeFlags) start(ctx context.Context, a *app, store *settle.Store, settlementsTopic string) (stop func(), err error) {
+	var stops []func()
+	stop = func() {
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
+		}
+	}
+	if len(f.APITokens) > 0 {
+		tokens := map[string]string{}
+		for _, tt := range f.APITokens {
+			tenant, token, ok := strings.Cut(tt, "=")
+			if !ok || tenant == "" || token == "" {
+				return stop, usageError{fmt.Sprintf("--api-token %q: write tenant=token", redactToken(tt))}
+			}
+			tokens[token] = tenant
+		}
+		api, err := edge.NewAPI(store, edge.Config{Tokens: tokens, BatchRecordsMax: f.APIBatchRecordsMax,
+			BodyBytesMax: f.APIBodyBytesMax, Lease: f.APILease, Logger: a.log})
+		if err != nil {
+			return stop, usageError{err.Error()}
+		}
+		ln, err := net.Listen("tcp", f.APIAddr)
+		if err != nil {
+			return stop, fmt.Errorf("API listener on %s: %w (choose another with --api-addr)", f.APIAddr, err)
+		}
+		srv := &http.Server{Handler: api, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second}
+		done := make(chan struct{})
+		go func() { defer close(done); _ = srv.Serve(ln) }()
+		a.log.Info("records API up", "addr", ln.Addr().String(), "path", "POST /v1/records", "tenants", len(tokens))
+		stops = append(stops, func() {
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			defer cancel()
+			_ = srv.Shutdown(sctx)
+			<-done
+		})
+	}
+	if f.WebhookURL != "" {
+		wh, err := edge.NewWebhook(store, edge.WebhookConfig{URL: f.WebhookURL, Topic: settlementsTopic,
+			Workers: f.WebhookWorkers, AttemptsMax: f.WebhookAttemptsMax, BackoffMin: f.WebhookBackoffMin,
+			BackoffMax: f.WebhookBackoffMax, Lease: f.WebhookLease, Logger: a.log})
+		if err != nil {
+			return stop, usageError{err.Error()}
+		}
+		// Subscribing here makes a failure to subscribe a failure to start
+		// (Run subscribes again, harmlessly).
+		if err := wh.Subscribe(ctx); err != nil {
+			return stop, fmt.Errorf("webhook: %w", err)
+		}
+		wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		done := make(chan struct{})
+		go func() { defer close(done); _ = wh.Run(wctx) }()
+		stops = append(stops, func() { cancel(); <-done })
+		a.log.Info("webhook delivery up", "url", f.WebhookURL, "workers", f.WebhookWorkers)
+	}
+	return stop, nil
+}
+
+func redactToken(tt string) string {
+	if tenant, _, ok := strings.Cut(tt, "="); ok {
+		return tenant + "=xxxxx"
+	}
+	return "xxxxx"
+}

@@ -1,0 +1,106 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// explainCmd prints the whole history of one record_id.
+type explainCmd struct {
+	storeFlags `embed:""`
+	Tenant     string `arg:"" help:"Tenant id."`
+	Period     string `arg:"" help:"Account period (YYYY-MM)."`
+	RecordID   string `arg:"" name:"record-id" help:"record_id (for an accepted case's adjustment: the case id)."`
+	JSON       bool   `name:"json" help:"Print JSON (the API's /api/explain/TENANT/PERIOD/RECORD_ID)."`
+}
+
+func (c *explainCmd) Run(a *app) error {
+	store, done, err := c.openStore(a)
+	if err != nil {
+		return err
+	}
+	defer done()
+	e, err := store.Explain(a.ctx, c.Tenant, c.Period, c.RecordID)
+	if err != nil {
+		return err
+	}
+	if c.JSON {
+		return printJSON(a, e)
+	}
+	w := a.stdout
+	fmt.Fprintf(w, "%s / %s / %s\n", e.TenantID, e.AccountPeriod, e.RecordID)
+	if e.Empty() {
+		return fmt.Errorf("settle has seen no operation, waiting operation or case of record %s in tenant %s period %s", c.RecordID, c.Tenant, c.Period)
+	}
+	rfc := func(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+	for _, x := range e.Operations {
+		fmt.Fprintf(w, "\n%s: %s", x.Operation, x.Outcome)
+		if x.Reason != "" {
+			fmt.Fprintf(w, " (%s)", x.Reason)
+		}
+		fmt.Fprintln(w)
+		if x.SettlementID != "" {
+			fmt.Fprintf(w, "  settlement   %s\n", x.SettlementID)
+		}
+		if x.Subject != "" {
+			fmt.Fprintf(w, "  account      %s %s\n", x.Subject, x.Currency)
+		}
+		fmt.Fprintf(w, "  seen         %s, committed %s, %d attempt(s)\n", rfc(x.FirstSeenAt), rfc(x.CommittedAt), x.Attempts)
+		fmt.Fprintf(w, "  response     %s\n", strings.TrimSpace(string(x.Response)))
+		if l := x.Links.Root; l != nil {
+			fmt.Fprintf(w, "  chain root   %s/%s (%s)\n", l.AccountPeriod, l.RecordID, l.Operation)
+		}
+		if l := x.Links.Target; l != nil {
+			fmt.Fprintf(w, "  target       %s/%s (%s, %s)\n", l.AccountPeriod, l.RecordID, l.Operation, l.Outcome)
+		}
+		for _, l := range x.Links.Corrections {
+			fmt.Fprintf(w, "  correction   %s/%s (%s) %s\n", l.AccountPeriod, l.RecordID, l.Operation, l.SettlementID)
+		}
+		if ch := x.Links.Chain; ch != nil {
+			fmt.Fprintf(w, "  chain        net charge %s, version %d", ch.NetCharge, ch.Version)
+			if ch.Refund != nil {
+				fmt.Fprintf(w, ", refunded %s by %s", ch.Refunded, ch.Refund.RecordID)
+			}
+			if ch.Reclaim != nil {
+				fmt.Fprintf(w, ", reclaimed by %s", ch.Reclaim.RecordID)
+			}
+			fmt.Fprintln(w)
+		}
+		if h := x.Links.Hold; h != nil {
+			fmt.Fprintf(w, "  hold         %s, %s left, %s", h.Amount, h.Remaining, h.Status)
+			if h.ClosedBy != nil {
+				fmt.Fprintf(w, ", closed by %s (%s)", h.ClosedBy.RecordID, h.ClosedBy.Operation)
+			}
+			fmt.Fprintln(w)
+		}
+		for _, o := range x.Outbox {
+			state := "NOT YET PUBLISHED"
+			if o.PublishedAt != nil {
+				state = "published " + rfc(*o.PublishedAt)
+			}
+			fmt.Fprintf(w, "  outbox       %s row %d: %s\n", o.Topic, o.ID, state)
+		}
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		for _, d := range x.Deliveries {
+			fmt.Fprintf(tw, "  delivery\t%s/%d@%d\t%s %s\t%s\n", d.Topic, d.Partition, d.Offset, d.Outcome, d.Reason, rfc(d.At))
+		}
+		for _, r := range x.Entries {
+			fmt.Fprintf(tw, "  ledger row\t%d\t%s %s %s\t%s\n", r.ID, r.Subject, r.Bucket, r.Amount, r.Currency)
+		}
+		tw.Flush()
+	}
+	for _, wop := range e.Waiting {
+		fmt.Fprintf(w, "\nwaiting %s %s/%s for %s/%s: %s since %s (source %s/%d@%d)", wop.Operation, wop.AccountPeriod, wop.RecordID,
+			wop.TargetPeriod, wop.TargetRecordID, wop.Status, rfc(wop.Since), wop.Source.Topic, wop.Source.Partition, wop.Source.Offset)
+		if wop.CaseID != 0 {
+			fmt.Fprintf(w, ", case %d", wop.CaseID)
+		}
+		fmt.Fprintln(w)
+	}
+	for _, cs := range e.Cases {
+		fmt.Fprintf(w, "\ncase %d (%s, %s): %s; differing: %s\n", cs.ID, cs.Operation, cs.Reason, cs.Status, strings.Join(cs.Differing, ", "))
+	}
+	return nil
+}

@@ -1,0 +1,238 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/settlehq/settle/fingerprint"
+	"github.com/settlehq/settle/settle"
+)
+
+// reconcileCmd checks the database's invariants and compares the topics
+// with what was settled.
+type reconcileCmd struct {
+	databaseFlags      `embed:""`
+	kafkaSecurityFlags `embed:""`
+	topicFlags         `embed:""`
+
+	Brokers     []string      `name:"brokers" env:"SETTLE_KAFKA_BROKERS,KAFKA_BROKERS" sep:"," help:"Kafka seed brokers; with them, reconcile compares the group's Kafka offsets and reads the usage and settlements topics; without, it checks the database alone (SETTLE_KAFKA_BROKERS, else KAFKA_BROKERS)."`
+	Group       string        `name:"group" env:"SETTLE_GROUP" default:"settle" help:"Consumer group whose offsets are compared (${env})."`
+	Tenant      string        `name:"tenant" help:"Tenant to check; with --period, compares the topics with the settled identities for it."`
+	Period      string        `name:"period" help:"Account period (YYYY-MM) to compare; needs --tenant."`
+	OutboxGrace time.Duration `name:"outbox-grace" default:"5m" help:"How old an unpublished outbox row must be to count as a discrepancy."`
+	ReadTimeout time.Duration `name:"read-timeout" default:"2m" help:"Longest time spent reading the topics."`
+	RecordBytes int           `name:"record-bytes-max" env:"SETTLE_RECORD_BYTES_MAX" default:"65536" help:"Largest record value the service accepts; larger ones are dead letters, not identities (${env})."`
+	JSON        bool          `name:"json" help:"Print the report as JSON."`
+}
+
+// Run reconciles and exits 3 when anything is found.
+func (c *reconcileCmd) Run(a *app) error {
+	if (c.Tenant == "") != (c.Period == "") && c.Period != "" {
+		return usageError{"--period needs --tenant"}
+	}
+	if c.Period != "" {
+		if _, err := time.Parse("2006-01", c.Period); err != nil {
+			return usageError{fmt.Sprintf("--period %q: want YYYY-MM", c.Period)}
+		}
+	}
+	kopts, err := c.kafkaSecurityFlags.clientOpts()
+	if err != nil {
+		return err
+	}
+	pool, err := c.pool(a.ctx)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	store, err := settle.Open(a.ctx, pool, settle.Config{SettlementsTopic: c.SettlementsTopic,
+		ResultsTopic: c.ResultsTopic, DeadLetterTopic: c.DeadLetterTopic})
+	if err != nil {
+		return err
+	}
+	in := settle.ReconcileInput{TenantID: c.Tenant, Period: c.Period, OutboxGrace: c.OutboxGrace,
+		Group: c.Group, SourceTopic: c.Topic}
+	if len(c.Brokers) > 0 {
+		if err := c.readKafka(a, kopts, &in); err != nil {
+			return err
+		}
+	}
+	report, err := store.Reconcile(a.ctx, in)
+	if err != nil {
+		return err
+	}
+	if c.JSON {
+		enc := json.NewEncoder(a.stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(report); err != nil {
+			return err
+		}
+	} else {
+		printReport(a, report)
+	}
+	if !report.Clean() {
+		return exitError{code: exitMismatch, err: fmt.Errorf("%d discrepancies found", len(report.Findings))}
+	}
+	return nil
+}
+
+func printReport(a *app, r *settle.Report) {
+	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "CHECK\tFINDINGS")
+	for _, c := range r.Checks {
+		n := fmt.Sprint(c.Findings)
+		if c.Skipped != "" {
+			n = "skipped: " + c.Skipped
+		}
+		fmt.Fprintf(tw, "%s\t%s\n", c.Name, n)
+	}
+	tw.Flush()
+	if r.Clean() {
+		fmt.Fprintln(a.stdout, "\nno discrepancies")
+		return
+	}
+	fmt.Fprintln(a.stdout)
+	tw = tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "CLASS\tTENANT\tPERIOD\tRECORD\tOPERATION\tSETTLEMENT\tDETAIL")
+	for _, f := range r.Findings {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", f.Class, f.TenantID, f.Period, f.RecordID, f.Operation, f.SettlementID, f.Detail)
+	}
+	tw.Flush()
+}
+
+// readKafka fills in the group's Kafka offsets and, for a tenant and
+// period, the usage and settlements topics' records of it.
+func (c *reconcileCmd) readKafka(a *app, kopts []kgo.Opt, in *settle.ReconcileInput) error {
+	ctx, cancel := context.WithTimeout(a.ctx, c.ReadTimeout)
+	defer cancel()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.Brokers...), kafkaLogger(a)}, kopts...)...)
+	if err != nil {
+		return usageError{fmt.Sprintf("--brokers: %v", err)}
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	offs, err := adm.FetchOffsets(ctx, c.Group)
+	if err != nil && !errors.Is(err, kerr.GroupIDNotFound) {
+		return fmt.Errorf("fetch the offsets of group %s from %v: %w", c.Group, c.Brokers, err)
+	}
+	in.KafkaOffsets = map[string]map[int32]int64{}
+	offs.Each(func(o kadm.OffsetResponse) {
+		if o.Err == nil && o.At >= 0 {
+			if in.KafkaOffsets[o.Topic] == nil {
+				in.KafkaOffsets[o.Topic] = map[int32]int64{}
+			}
+			in.KafkaOffsets[o.Topic][o.Partition] = o.At
+		}
+	})
+	if c.Tenant == "" || c.Period == "" {
+		return nil
+	}
+	dec, err := fingerprint.NewDecoder(fingerprint.Config{RecordBytesMax: c.RecordBytes})
+	if err != nil {
+		return usageError{err.Error()}
+	}
+	starts, err := readTopic(ctx, adm, c.Brokers, kopts, c.Topic, func(r *kgo.Record) {
+		hs := make([]fingerprint.Header, len(r.Headers))
+		for i, h := range r.Headers {
+			hs[i] = fingerprint.Header{Key: h.Key, Value: h.Value}
+		}
+		rec, err := dec.Decode(r.Value, hs)
+		if err != nil || rec.TenantID != c.Tenant || rec.AccountPeriod != c.Period {
+			return // a dead letter, or another tenant's or period's
+		}
+		in.Source = append(in.Source, settle.SourceRecord{Source: settle.Coordinates{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset},
+			RecordID: rec.RecordID, Operation: string(rec.Kind)})
+	})
+	if err != nil {
+		return err
+	}
+	in.SourceRead, in.SourceStart = true, starts
+	_, err = readTopic(ctx, adm, c.Brokers, kopts, c.SettlementsTopic, func(r *kgo.Record) {
+		var resp settle.Response
+		if json.Unmarshal(r.Value, &resp) != nil || resp.Identity.TenantID != c.Tenant || resp.Identity.AccountPeriod != c.Period {
+			return
+		}
+		in.Published = append(in.Published, settle.PublishedSettlement{SettlementID: resp.SettlementID,
+			RecordID: resp.Identity.RecordID, Operation: resp.Identity.Operation,
+			Source: settle.Coordinates{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}})
+	})
+	if err != nil {
+		return err
+	}
+	in.PublishedRead = true
+	return nil
+}
+
+// readTopic reads topic from its start to the end offsets listed when it
+// begins, calling fn for every record, and returns each partition's start
+// offset (records before it left by retention).
+func readTopic(ctx context.Context, adm *kadm.Client, brokers []string, kopts []kgo.Opt, topic string, fn func(*kgo.Record)) (map[int32]int64, error) {
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		return nil, fmt.Errorf("list end offsets of %s: %w", topic, err)
+	}
+	startsL, err := adm.ListStartOffsets(ctx, topic)
+	if err != nil {
+		return nil, fmt.Errorf("list start offsets of %s: %w", topic, err)
+	}
+	starts := map[int32]int64{}
+	consume := map[int32]kgo.Offset{}
+	remaining := map[int32]int64{}
+	var listErr error
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Err != nil {
+			listErr = fmt.Errorf("end offset of %s/%d: %w", topic, o.Partition, o.Err)
+			return
+		}
+		s, _ := startsL.Lookup(topic, o.Partition)
+		starts[o.Partition] = s.Offset
+		if o.Offset > s.Offset {
+			consume[o.Partition] = kgo.NewOffset().At(s.Offset)
+			remaining[o.Partition] = o.Offset
+		}
+	})
+	if listErr != nil {
+		return nil, listErr
+	}
+	if len(ends) == 0 {
+		return nil, fmt.Errorf("topic %s: not found (check --topic / --settlements-topic)", topic)
+	}
+	if len(consume) == 0 {
+		return starts, nil
+	}
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: consume})}, kopts...)...)
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	for len(remaining) > 0 {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("read %s: %w (raise --read-timeout)", topic, ctx.Err())
+		}
+		var ferr error
+		fs.EachError(func(_ string, p int32, err error) { ferr = fmt.Errorf("read %s/%d: %w", topic, p, err) })
+		if ferr != nil {
+			return nil, ferr
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			end, ok := remaining[r.Partition]
+			if !ok || r.Offset >= end {
+				return
+			}
+			fn(r)
+			if r.Offset+1 >= end {
+				delete(remaining, r.Partition)
+			}
+		})
+	}
+	return starts, nil
+}

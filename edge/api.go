@@ -1,0 +1,417 @@
+// Package edge is settle's HTTP edge: POST /v1/records settles records sent
+// over HTTP through the same core as the Kafka consumer, behind a required
+// Idempotency-Key; and Webhook delivers settlements to an external HTTP
+// endpoint, each delivery claimed by one attempt and marked by a fenced
+// write.
+//
+// It owns the HTTP contract (status codes, error codes, headers) and the
+// order of claim, work and fenced result. It never speaks SQL (package
+// settle does) and never decides an effect: the settling core does, and a
+// record's identity stays the guard against a second effect whatever the
+// edge does.
+package edge
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/settlehq/settle/fingerprint"
+	"github.com/settlehq/settle/settle"
+)
+
+// Config configures the API. The zero value of every field but Tokens is a
+// documented default.
+type Config struct {
+	// Tokens maps each bearer token to the one tenant it may write for.
+	Tokens map[string]string
+
+	// BatchRecordsMax caps the records of one request. 0 = 100; at most the
+	// store's batch limit and settle.HTTPBatchRecordsMax.
+	BatchRecordsMax int
+
+	// BodyBytesMax caps a request body. 0 = 1 MiB.
+	BodyBytesMax int64
+
+	// Lease is how long a claimed Idempotency-Key belongs to the request
+	// that claimed it; a retry after it takes the key over. 0 = 30s.
+	Lease time.Duration
+
+	// SettleTimeout bounds the settling of one request; it must be shorter
+	// than Lease so that a live request finishes before anyone may take its
+	// key over. 0 = Lease / 3.
+	SettleTimeout time.Duration
+
+	// Logger receives the API's log. nil = slog.Default().
+	Logger *slog.Logger
+}
+
+func (c *Config) setDefaults() {
+	if c.BatchRecordsMax == 0 {
+		c.BatchRecordsMax = 100
+	}
+	if c.BodyBytesMax == 0 {
+		c.BodyBytesMax = 1 << 20
+	}
+	if c.Lease == 0 {
+		c.Lease = 30 * time.Second
+	}
+	if c.SettleTimeout == 0 {
+		c.SettleTimeout = c.Lease / 3
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Validate reports the first setting that cannot work, saying how to fix it.
+func (c Config) Validate() error {
+	if len(c.Tokens) == 0 {
+		return errors.New("edge: no API tokens: give at least one tenant=token (--api-token or SETTLE_API_TOKENS)")
+	}
+	for tok, tenant := range c.Tokens {
+		if len(tok) < 16 {
+			return fmt.Errorf("edge: the token of tenant %q is shorter than 16 characters: use a long random token", tenant)
+		}
+		if tenant == "" {
+			return errors.New("edge: a token has no tenant: write tenant=token")
+		}
+	}
+	switch {
+	case c.BatchRecordsMax < 0 || c.BatchRecordsMax > settle.HTTPBatchRecordsMax:
+		return fmt.Errorf("edge: batch records max %d must be between 1 and %d (0 = 100)", c.BatchRecordsMax, settle.HTTPBatchRecordsMax)
+	case c.BodyBytesMax < 0:
+		return fmt.Errorf("edge: body bytes max %d must be positive (0 = 1 MiB)", c.BodyBytesMax)
+	case c.Lease < 0 || c.SettleTimeout < 0:
+		return errors.New("edge: lease and settle timeout must be positive (0 = default)")
+	case c.Lease > 0 && c.Lease < 100*time.Millisecond:
+		return fmt.Errorf("edge: lease %s is too short: a live request would be taken over", c.Lease)
+	case c.Lease > 0 && c.SettleTimeout >= c.Lease:
+		return fmt.Errorf("edge: settle timeout %s must be shorter than the lease %s", c.SettleTimeout, c.Lease)
+	}
+	return nil
+}
+
+// API serves POST /v1/records. Create it with NewAPI; it is an
+// http.Handler.
+type API struct {
+	store *settle.Store
+	cfg   Config
+	dec   *fingerprint.Decoder
+	log   *slog.Logger
+	mux   *http.ServeMux
+
+	// afterSettle, when set (tests only), runs between the settling
+	// transaction and the fenced result write: where a crash or a stall
+	// hurts most. It returns false to simulate a crash (no answer stored).
+	afterSettle func(keyID int64, attemptID string) bool
+}
+
+// NewAPI returns the API over store.
+func NewAPI(store *settle.Store, cfg Config) (*API, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.setDefaults()
+	if max := store.Config().BatchRecordsMax; cfg.BatchRecordsMax > max {
+		return nil, fmt.Errorf("edge: batch records max %d is more than the store's %d", cfg.BatchRecordsMax, max)
+	}
+	dec, err := fingerprint.NewDecoder(store.Config().Decoder)
+	if err != nil {
+		return nil, err
+	}
+	a := &API{store: store, cfg: cfg, dec: dec, log: cfg.Logger.With("component", "edge")}
+	a.mux = http.NewServeMux()
+	a.mux.HandleFunc("POST /v1/records", a.postRecords)
+	a.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/records" {
+			w.Header().Set("Allow", "POST")
+			writeError(w, apiError{status: http.StatusMethodNotAllowed, Code: CodeMethodNotAllowed, Message: "use POST /v1/records"})
+			return
+		}
+		writeError(w, apiError{status: http.StatusNotFound, Code: CodeNotFound, Message: "no such endpoint: records go to POST /v1/records"})
+	})
+	return a, nil
+}
+
+// ServeHTTP implements http.Handler.
+func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.mux.ServeHTTP(w, r) }
+
+// RecordResult is the answer for one record: its outcome and, when it has
+// one, the identity's stored response (CONTRACT.md section 4).
+type RecordResult struct {
+	Index    int                 `json:"index"`
+	Identity settle.IdentityJSON `json:"identity"`
+	Outcome  settle.Outcome      `json:"outcome"`
+	Reason   string              `json:"reason,omitempty"`
+	CaseID   int64               `json:"case_id,omitempty"`
+	// Replayed: the identity was settled before (by HTTP or Kafka) and
+	// Response is its stored answer.
+	Replayed bool            `json:"replayed,omitempty"`
+	Response json.RawMessage `json:"response,omitempty"`
+}
+
+// BatchResponse answers a request whose body was a JSON array: one result
+// per record, in order.
+type BatchResponse struct {
+	Results []RecordResult `json:"results"`
+}
+
+// Headers of the API.
+const (
+	HeaderIdempotencyKey = "Idempotency-Key"
+	HeaderReplayed       = "Idempotent-Replayed"
+)
+
+func (a *API) postRecords(w http.ResponseWriter, r *http.Request) {
+	tenant, aerr := a.authenticate(r)
+	if aerr != nil {
+		writeError(w, *aerr)
+		return
+	}
+	key := r.Header.Get(HeaderIdempotencyKey)
+	if aerr := checkKey(key); aerr != nil {
+		writeError(w, *aerr)
+		return
+	}
+	body, aerr := a.readBody(w, r)
+	if aerr != nil {
+		writeError(w, *aerr)
+		return
+	}
+	raws, batch, aerr := a.split(body)
+	if aerr != nil {
+		writeError(w, *aerr)
+		return
+	}
+	recs, aerr := a.decode(raws, tenant)
+	if aerr != nil {
+		writeError(w, *aerr)
+		return
+	}
+	hash := sha256.Sum256(body)
+	canon := make([][]byte, len(recs))
+	for i := range recs {
+		canon[i] = fingerprint.Canonical(&recs[i])
+	}
+	// Claiming and the answer are the request's business; a client that
+	// hangs up must not leave a settled key without its stored answer.
+	ctx := context.WithoutCancel(r.Context())
+	claim, err := a.store.ClaimIdempotencyKey(ctx, settle.IdempotencyRequest{
+		TenantID: tenant, Key: key, RequestHash: hash[:], Canonicals: canon, Lease: a.cfg.Lease,
+	})
+	if err != nil {
+		writeError(w, storeError(err, "claim the Idempotency-Key"))
+		return
+	}
+	switch claim.State {
+	case settle.ClaimReplay:
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set(HeaderReplayed, "true")
+		w.WriteHeader(claim.ResponseStatus)
+		w.Write(claim.Response)
+		return
+	case settle.ClaimBusy:
+		secs := int((claim.RetryAfter + time.Second - 1) / time.Second)
+		w.Header().Set("Retry-After", strconv.Itoa(max(secs, 1)))
+		writeError(w, apiError{status: http.StatusConflict, Code: CodeBusy, RetryAfterSeconds: max(secs, 1),
+			Message: "a request with this Idempotency-Key is still being processed: retry the same request after Retry-After seconds to get its answer"})
+		return
+	case settle.ClaimMismatch:
+		conflicts, err := a.store.OpenKeyConflictCases(ctx, claim.KeyID, claim.StoredCanonicals, canon)
+		if err != nil {
+			writeError(w, storeError(err, "open the conflict case"))
+			return
+		}
+		msg := "this Idempotency-Key was used for a request with a different body; nothing was settled. Send a changed request under a new key"
+		if len(claim.StoredCanonicals) != len(canon) {
+			msg += fmt.Sprintf(" (the first request had %d records, this one %d)", len(claim.StoredCanonicals), len(canon))
+		}
+		writeError(w, apiError{status: http.StatusConflict, Code: CodeKeyConflict, Message: msg, Conflicts: conflicts})
+		return
+	}
+	a.settle(ctx, w, tenant, key, claim, raws, recs, batch)
+}
+
+// settle does the work of a claimed key and stores its answer by the
+// fenced write.
+func (a *API) settle(ctx context.Context, w http.ResponseWriter, tenant, key string, claim settle.IdempotencyClaim,
+	raws []json.RawMessage, recs []fingerprint.Record, batch bool) {
+	log := a.log.With("tenant", tenant, "key", key, "key_id", claim.KeyID, "attempt", claim.Attempts)
+	if claim.TakenOver {
+		log.Info("took over an idempotency key whose lease expired")
+	}
+	now := time.Now()
+	inputs := make([]settle.Input, len(raws))
+	for i, raw := range raws {
+		inputs[i] = settle.Input{
+			Topic: settle.HTTPTopic, Partition: settle.HTTPSettlePartition, Offset: settle.HTTPOffset(claim.KeyID, i),
+			Key: []byte(recs[i].TenantID + "/" + recs[i].Subject), Value: raw, Timestamp: now,
+		}
+	}
+	sctx, cancel := context.WithTimeout(ctx, a.cfg.SettleTimeout)
+	results, err := a.store.Settle(sctx, "", inputs)
+	cancel()
+	if err != nil {
+		// Nothing settled for sure (a commit that was cut off may have
+		// landed: the retry then finds its coordinates and gets the stored
+		// results). End the lease so the retry need not wait it out.
+		if rerr := a.store.ReleaseIdempotencyKey(ctx, claim.KeyID, claim.AttemptID); rerr != nil && !errors.Is(rerr, settle.ErrClaimLost) {
+			log.Warn("could not release the idempotency key; a retry takes it over when its lease ends", "err", rerr)
+		}
+		log.Warn("settling an HTTP request failed", "err", err)
+		writeError(w, storeError(err, "settle the records"))
+		return
+	}
+	out := make([]RecordResult, len(results))
+	for i, res := range results {
+		out[i] = RecordResult{Index: i, Identity: settle.IdentityJSON{TenantID: recs[i].TenantID,
+			AccountPeriod: recs[i].AccountPeriod, RecordID: recs[i].RecordID, Operation: string(recs[i].Kind)},
+			Outcome: res.Outcome, Reason: res.Reason, CaseID: res.CaseID, Replayed: res.Replayed, Response: res.Response}
+	}
+	var body []byte
+	if batch {
+		body, _ = json.Marshal(BatchResponse{Results: out})
+	} else {
+		body, _ = json.Marshal(out[0])
+	}
+	if a.afterSettle != nil && !a.afterSettle(claim.KeyID, claim.AttemptID) {
+		panic(http.ErrAbortHandler) // the simulated crash: no answer stored, the connection cut
+	}
+	if err := a.store.CompleteIdempotencyKey(ctx, claim.KeyID, claim.AttemptID, http.StatusOK, body); err != nil {
+		if errors.Is(err, settle.ErrClaimLost) {
+			// A retry took the key over while this attempt ran past its
+			// lease; its answer, not this one, is the key's. The records
+			// settled once either way: their coordinates are the key's.
+			log.Warn("idempotency key was taken over while this attempt ran; its answer is the retry's")
+			writeError(w, apiError{status: http.StatusConflict, Code: CodeClaimLost, RetryAfterSeconds: 1,
+				Message: "this attempt ran past its lease and a retry took the Idempotency-Key over: retry the same request to get the stored answer"})
+			return
+		}
+		log.Warn("could not store the answer of an idempotency key; a retry after the lease gets the same results", "err", err)
+		writeError(w, storeError(err, "store the answer"))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	w.Write(body)
+}
+
+// authenticate returns the tenant of the request's bearer token.
+func (a *API) authenticate(r *http.Request) (string, *apiError) {
+	auth := r.Header.Get("Authorization")
+	tok, ok := strings.CutPrefix(auth, "Bearer ")
+	if !ok || tok == "" {
+		return "", &apiError{status: http.StatusUnauthorized, Code: CodeUnauthenticated,
+			Message: "send the tenant's API token as Authorization: Bearer <token>"}
+	}
+	tenant := ""
+	for t, ten := range a.cfg.Tokens {
+		// Every token is compared, in constant time, so timing tells
+		// nothing about which one nearly matched.
+		if subtle.ConstantTimeCompare([]byte(t), []byte(tok)) == 1 {
+			tenant = ten
+		}
+	}
+	if tenant == "" {
+		return "", &apiError{status: http.StatusUnauthorized, Code: CodeUnauthenticated,
+			Message: "the bearer token is not known: use the token configured for your tenant"}
+	}
+	return tenant, nil
+}
+
+func checkKey(key string) *apiError {
+	if key == "" {
+		return &apiError{status: http.StatusBadRequest, Code: CodeKeyMissing,
+			Message: "send an Idempotency-Key header: a unique value per logical request, the same on every retry of it"}
+	}
+	if len(key) > settle.IdempotencyKeyBytesMax {
+		return &apiError{status: http.StatusBadRequest, Code: CodeKeyInvalid,
+			Message: fmt.Sprintf("the Idempotency-Key is %d bytes: use at most %d", len(key), settle.IdempotencyKeyBytesMax)}
+	}
+	for _, c := range []byte(key) {
+		if c < 0x21 || c > 0x7e {
+			return &apiError{status: http.StatusBadRequest, Code: CodeKeyInvalid,
+				Message: "the Idempotency-Key must be printable ASCII without spaces (a UUID is a good choice)"}
+		}
+	}
+	return nil
+}
+
+func (a *API) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *apiError) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.cfg.BodyBytesMax))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, &apiError{status: http.StatusRequestEntityTooLarge, Code: CodeBodyTooLarge,
+				Message: fmt.Sprintf("the body is larger than %d bytes: send fewer records per request", a.cfg.BodyBytesMax)}
+		}
+		return nil, &apiError{status: http.StatusBadRequest, Code: CodeInvalidJSON, Message: "could not read the body: " + err.Error()}
+	}
+	return body, nil
+}
+
+// split returns the records of a body: one JSON object, or an array of them.
+func (a *API) split(body []byte) ([]json.RawMessage, bool, *apiError) {
+	t := bytes.TrimLeft(body, " \t\r\n")
+	if len(t) > 0 && t[0] == '{' {
+		return []json.RawMessage{body}, false, nil
+	}
+	if len(t) == 0 || t[0] != '[' {
+		return nil, false, &apiError{status: http.StatusBadRequest, Code: CodeInvalidJSON,
+			Message: "the body must be one record (a JSON object) or a JSON array of records"}
+	}
+	var raws []json.RawMessage
+	if err := json.Unmarshal(body, &raws); err != nil {
+		return nil, true, &apiError{status: http.StatusBadRequest, Code: CodeInvalidJSON, Message: "the body is not a JSON array of records: " + err.Error()}
+	}
+	switch {
+	case len(raws) == 0:
+		return nil, true, &apiError{status: http.StatusBadRequest, Code: CodeEmptyBatch, Message: "the array holds no records: send at least one"}
+	case len(raws) > a.cfg.BatchRecordsMax:
+		return nil, true, &apiError{status: http.StatusRequestEntityTooLarge, Code: CodeBatchTooLarge,
+			Message: fmt.Sprintf("the array holds %d records: send at most %d per request", len(raws), a.cfg.BatchRecordsMax)}
+	}
+	return raws, true, nil
+}
+
+// decode validates every record before anything is claimed, so that a
+// client can fix a request and resend it under the same key.
+func (a *API) decode(raws []json.RawMessage, tenant string) ([]fingerprint.Record, *apiError) {
+	recs := make([]fingerprint.Record, len(raws))
+	var bad []RecordError
+	for i, raw := range raws {
+		rec, err := a.dec.Decode(raw, nil)
+		if err != nil {
+			re := RecordError{Index: i, Reason: fingerprint.ReasonInvalidJSON, Message: err.Error()}
+			var de *fingerprint.DecodeError
+			if errors.As(err, &de) {
+				re.Reason, re.Field, re.Message = de.Reason, de.Field, de.Error()
+			}
+			bad = append(bad, re)
+			continue
+		}
+		recs[i] = rec
+	}
+	if len(bad) > 0 {
+		return nil, &apiError{status: http.StatusUnprocessableEntity, Code: CodeInvalidRecord, Errors: bad,
+			Message: fmt.Sprintf("%d of %d records are not valid: fix the fields named in errors and resend (nothing was settled)", len(bad), len(raws))}
+	}
+	for i := range recs {
+		if recs[i].TenantID != tenant {
+			return nil, &apiError{status: http.StatusForbidden, Code: CodeTenantForbidden,
+				Message: fmt.Sprintf("record %d is for tenant %q, but this token writes only for tenant %q: nothing was settled", i, recs[i].TenantID, tenant)}
+		}
+	}
+	return recs, nil
+}

@@ -1,0 +1,590 @@
+package edge
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/settlehq/settle/settle"
+)
+
+// Design test 1: the same request sent in parallel charges once; every
+// answer is the stored one or an honest "busy".
+func TestSameRequestInParallelChargesOnce(t *testing.T) {
+	t.Parallel()
+	s, srv := newAPI(t, Config{}, nil)
+	body := usage("acme", "u-par", "alice", "10")
+	const n = 8
+	replies := make([]reply, n)
+	var start sync.WaitGroup
+	start.Add(1)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			start.Wait()
+			replies[i] = post(srv, tokenAcme, "key-par", body)
+		})
+	}
+	start.Done()
+	wg.Wait()
+	ok := 0
+	for i, r := range replies {
+		switch {
+		case r.err != nil:
+			t.Fatalf("request %d: %v", i, r.err)
+		case r.status == http.StatusOK:
+			ok++
+		case r.status == http.StatusConflict && r.code() == CodeBusy:
+			if r.header.Get("Retry-After") == "" {
+				t.Errorf("request %d: busy without Retry-After", i)
+			}
+		default:
+			t.Fatalf("request %d: %d %s", i, r.status, r.body)
+		}
+	}
+	if ok == 0 {
+		t.Fatal("no request was answered 200")
+	}
+	stored := storedResponse(t, s, "key-par")
+	for i, r := range replies {
+		if r.status == http.StatusOK && !bytes.Equal(r.body, stored) {
+			t.Errorf("request %d answered %s, the stored answer is %s", i, r.body, stored)
+		}
+	}
+	again := postUntilAnswered(t, srv, tokenAcme, "key-par", body)
+	if again.status != http.StatusOK || again.header.Get(HeaderReplayed) != "true" || !bytes.Equal(again.body, stored) {
+		t.Fatalf("retry: %d replayed=%q %s", again.status, again.header.Get(HeaderReplayed), again.body)
+	}
+	if got := ledgerRows(t, s, "u-par"); got != 1 {
+		t.Fatalf("ledger rows of u-par = %d, want 1", got)
+	}
+	if b := balance(t, s, "alice"); b != "-10" {
+		t.Fatalf("balance = %s, want -10", b)
+	}
+	var res RecordResult
+	if err := json.Unmarshal(stored, &res); err != nil || res.Outcome != settle.OutcomeSettled {
+		t.Fatalf("stored answer %s: %v", stored, err)
+	}
+}
+
+// Design test 2 (inbound): the same callback delivered twice, under its key
+// and again under another key, writes one ledger row.
+func TestSameCallbackTwiceOneLedgerEntry(t *testing.T) {
+	t.Parallel()
+	s, srv := newAPI(t, Config{}, nil)
+	body := usage("acme", "u-cb", "bob", "7.50")
+	first := post(srv, tokenAcme, "evt-1", body)
+	if first.status != http.StatusOK || first.header.Get(HeaderReplayed) != "" {
+		t.Fatalf("first: %d %s", first.status, first.body)
+	}
+	second := post(srv, tokenAcme, "evt-1", body)
+	if second.status != http.StatusOK || second.header.Get(HeaderReplayed) != "true" || !bytes.Equal(first.body, second.body) {
+		t.Fatalf("second: %d replayed=%q %s", second.status, second.header.Get(HeaderReplayed), second.body)
+	}
+	// Formatting and attributes are not material: the same request.
+	reformatted := strings.Replace(strings.Replace(body, `"7.50"`, `"7.5"`, 1), `{`, `{"attributes":{"x":1}, `, 1)
+	third := post(srv, tokenAcme, "evt-1", reformatted)
+	if third.status != http.StatusOK || third.header.Get(HeaderReplayed) != "true" || !bytes.Equal(first.body, third.body) {
+		t.Fatalf("reformatted: %d %s", third.status, third.body)
+	}
+	// The provider sends the callback again under a new key: the record's
+	// identity is the guard; the answer is the stored response, replayed.
+	other := post(srv, tokenAcme, "evt-1-resent", body)
+	var res RecordResult
+	if err := json.Unmarshal(other.body, &res); err != nil || other.status != http.StatusOK ||
+		res.Outcome != settle.OutcomeDuplicate || !res.Replayed {
+		t.Fatalf("resent under a new key: %d %s", other.status, other.body)
+	}
+	var firstRes RecordResult
+	_ = json.Unmarshal(first.body, &firstRes)
+	if !bytes.Equal(res.Response, firstRes.Response) {
+		t.Fatalf("resent answer %s differs from the stored response %s", res.Response, firstRes.Response)
+	}
+	if got := ledgerRows(t, s, "u-cb"); got != 1 {
+		t.Fatalf("ledger rows = %d, want 1", got)
+	}
+}
+
+// Design test 2 (outbound): the receiver applies a delivery but its
+// acknowledgement is lost; the retry carries the same Idempotency-Key and
+// the receiver applies it once.
+func TestWebhookSameDeliveryTwiceAcceptedOnce(t *testing.T) {
+	t.Parallel()
+	s, srv := newAPI(t, Config{}, nil)
+	rc := newReceiver(t)
+	rc.fail = func(n int, _ string) int {
+		if n == 1 {
+			return http.StatusBadGateway
+		}
+		return 0
+	}
+	wh := newWebhook(t, s, rc.srv.URL, WebhookConfig{BackoffMin: time.Millisecond, BackoffMax: 2 * time.Millisecond})
+	if r := post(srv, tokenAcme, "k-wh", usage("acme", "u-wh", "carol", "3")); r.status != http.StatusOK {
+		t.Fatalf("post: %d %s", r.status, r.body)
+	}
+	drain(t, s, wh)
+	seen, accepted := rc.counts()
+	if seen != 2 || len(accepted) != 1 {
+		t.Fatalf("receiver saw %d deliveries of %d settlements, want 2 of 1", seen, len(accepted))
+	}
+	for k, n := range accepted {
+		if n != 1 {
+			t.Fatalf("settlement %s applied %d times", k, n)
+		}
+	}
+	if got := count(t, s, `SELECT count(*)::int FROM webhook_deliveries WHERE status = 'done' AND attempts = 2`); got != 1 {
+		t.Fatalf("done deliveries after 2 attempts = %d, want 1", got)
+	}
+	if got := ledgerRows(t, s, "u-wh"); got != 1 {
+		t.Fatalf("ledger rows = %d, want 1", got)
+	}
+}
+
+// Design test 3: a crash between the settling transaction and the result
+// write, then a retry: one charge, one ledger row, and from then on one
+// stored answer.
+func TestCrashBeforeResultWriteThenRetry(t *testing.T) {
+	t.Parallel()
+	var crashed atomic.Bool
+	s, srv := newAPI(t, Config{Lease: 300 * time.Millisecond, SettleTimeout: 200 * time.Millisecond}, func(a *API) {
+		a.afterSettle = func(int64, string) bool { return !crashed.CompareAndSwap(false, true) }
+	})
+	body := usage("acme", "u-crash", "dave", "5")
+	if r := post(srv, tokenAcme, "k-crash", body); r.err == nil {
+		t.Fatalf("the crashed attempt answered %d %s", r.status, r.body)
+	}
+	if got := ledgerRows(t, s, "u-crash"); got != 1 {
+		t.Fatalf("after the crash: ledger rows = %d, want 1 (the transaction committed)", got)
+	}
+	// Within the lease the key is still the crashed attempt's: busy.
+	if r := post(srv, tokenAcme, "k-crash", body); r.status != http.StatusConflict || r.code() != CodeBusy {
+		t.Fatalf("within the lease: %d %s", r.status, r.body)
+	}
+	time.Sleep(350 * time.Millisecond)
+	r := post(srv, tokenAcme, "k-crash", body)
+	var res RecordResult
+	if err := json.Unmarshal(r.body, &res); err != nil || r.status != http.StatusOK || res.Outcome != settle.OutcomeSettled {
+		t.Fatalf("retry after the lease: %d %s", r.status, r.body)
+	}
+	if r.header.Get(HeaderReplayed) != "" {
+		t.Fatal("the takeover's answer is new to the key, not a replay")
+	}
+	again := post(srv, tokenAcme, "k-crash", body)
+	if again.header.Get(HeaderReplayed) != "true" || !bytes.Equal(again.body, r.body) {
+		t.Fatalf("replay: %s vs %s", again.body, r.body)
+	}
+	if got := ledgerRows(t, s, "u-crash"); got != 1 {
+		t.Fatalf("ledger rows = %d, want 1", got)
+	}
+	if b := balance(t, s, "dave"); b != "-5" {
+		t.Fatalf("balance = %s, want -5", b)
+	}
+	if got := count(t, s, `SELECT attempts FROM idempotency_keys WHERE key = 'k-crash'`); got != 2 {
+		t.Fatalf("attempts = %d, want 2", got)
+	}
+}
+
+// Design test 3 (outbound): the worker crashes after the receiver got the
+// settlement and before it marked the delivery; the next worker takes the
+// expired lease over and the receiver applies the settlement once.
+func TestWebhookCrashAfterSendThenRetry(t *testing.T) {
+	t.Parallel()
+	s, srv := newAPI(t, Config{}, nil)
+	rc := newReceiver(t)
+	wh := newWebhook(t, s, rc.srv.URL, WebhookConfig{Lease: 200 * time.Millisecond, RequestTimeout: 100 * time.Millisecond})
+	var crashed atomic.Bool
+	wh.afterSend = func(settle.WebhookDelivery) bool { return !crashed.CompareAndSwap(false, true) }
+	if r := post(srv, tokenAcme, "k-whc", usage("acme", "u-whc", "erin", "4")); r.status != http.StatusOK {
+		t.Fatalf("post: %d %s", r.status, r.body)
+	}
+	if n, err := wh.RunOnce(context.Background()); n != 1 || err != nil {
+		t.Fatalf("first round: %d %v", n, err)
+	}
+	if n, _ := wh.RunOnce(context.Background()); n != 0 {
+		t.Fatal("a delivery under a live lease was claimed again")
+	}
+	time.Sleep(250 * time.Millisecond)
+	drain(t, s, wh)
+	seen, accepted := rc.counts()
+	if seen != 2 || len(accepted) != 1 {
+		t.Fatalf("receiver saw %d deliveries of %d settlements, want 2 of 1", seen, len(accepted))
+	}
+	if got := ledgerRows(t, s, "u-whc"); got != 1 {
+		t.Fatalf("ledger rows = %d, want 1", got)
+	}
+}
+
+// Design test 4: a stalled first attempt that finishes after a retry took
+// its key over: one ledger row; the stalled attempt's fenced write fails
+// even while the retry is still running (the attempt id, not the status,
+// fences it), and the key keeps the retry's answer.
+func TestStalledAttemptAfterTakeover(t *testing.T) {
+	t.Parallel()
+	aInside, aRelease := make(chan struct{}), make(chan struct{})
+	bInside, bRelease := make(chan struct{}), make(chan struct{})
+	var calls atomic.Int32
+	s, srv := newAPI(t, Config{Lease: 300 * time.Millisecond, SettleTimeout: 200 * time.Millisecond}, func(a *API) {
+		a.afterSettle = func(int64, string) bool {
+			switch calls.Add(1) {
+			case 1:
+				close(aInside)
+				<-aRelease
+			case 2:
+				close(bInside)
+				<-bRelease
+			}
+			return true
+		}
+	})
+	body := usage("acme", "u-stall", "frank", "6")
+	aReply, bReply := make(chan reply, 1), make(chan reply, 1)
+	go func() { aReply <- post(srv, tokenAcme, "k-stall", body) }()
+	select {
+	case <-aInside:
+	case r := <-aReply:
+		t.Fatalf("the first request never reached the result write: %d %s %v", r.status, r.body, r.err)
+	}
+	time.Sleep(350 * time.Millisecond) // the stalled attempt's lease runs out
+	go func() { bReply <- post(srv, tokenAcme, "k-stall", body) }()
+	select {
+	case <-bInside:
+	case r := <-bReply:
+		t.Fatalf("the retry did not take the key over: %d %s %v", r.status, r.body, r.err)
+	}
+	// A wakes while B still runs: its write must fail although the key is
+	// still in progress.
+	close(aRelease)
+	late := <-aReply
+	close(bRelease)
+	taken := <-bReply
+	if late.status != http.StatusConflict || late.code() != CodeClaimLost {
+		t.Fatalf("stalled attempt answered %d %s, want 409 %s", late.status, late.body, CodeClaimLost)
+	}
+	if taken.status != http.StatusOK {
+		t.Fatalf("takeover: %d %s", taken.status, taken.body)
+	}
+	if stored := storedResponse(t, s, "k-stall"); !bytes.Equal(stored, taken.body) {
+		t.Fatalf("stored %s, want the takeover's %s", stored, taken.body)
+	}
+	if got := ledgerRows(t, s, "u-stall"); got != 1 {
+		t.Fatalf("ledger rows = %d, want 1", got)
+	}
+}
+
+// Design test 4 (outbound): a stalled delivery attempt can no longer mark
+// anything once another attempt took its delivery over.
+func TestWebhookStalledAttemptCannotMark(t *testing.T) {
+	t.Parallel()
+	s, srv := newAPI(t, Config{}, nil)
+	rc := newReceiver(t)
+	wh := newWebhook(t, s, rc.srv.URL, WebhookConfig{})
+	if r := post(srv, tokenAcme, "k-whs", usage("acme", "u-whs", "gina", "2")); r.status != http.StatusOK {
+		t.Fatalf("post: %d %s", r.status, r.body)
+	}
+	ctx := context.Background()
+	a, err := s.ClaimWebhookDeliveries(ctx, 10, 50*time.Millisecond)
+	if err != nil || len(a) != 1 {
+		t.Fatalf("claim A: %v %v", a, err)
+	}
+	time.Sleep(80 * time.Millisecond)
+	b, err := s.ClaimWebhookDeliveries(ctx, 10, time.Minute)
+	if err != nil || len(b) != 1 || b[0].AttemptID == a[0].AttemptID || b[0].Attempt != 2 {
+		t.Fatalf("takeover B: %+v %v", b, err)
+	}
+	// A wakes up while B is still sending: every write it tries matches
+	// nothing.
+	for name, err := range map[string]error{
+		"complete": s.CompleteWebhookDelivery(ctx, a[0], 200),
+		"retry":    s.RetryWebhookDelivery(ctx, a[0], time.Second, 500, "late"),
+		"dead":     s.DeadLetterWebhookDelivery(ctx, a[0], 500, "late"),
+	} {
+		if !errors.Is(err, settle.ErrClaimLost) {
+			t.Errorf("stalled %s: %v, want ErrClaimLost", name, err)
+		}
+	}
+	if _, err := wh.send(ctx, b[0]); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CompleteWebhookDelivery(ctx, b[0], 200); err != nil {
+		t.Fatal(err)
+	}
+	if got := count(t, s, `SELECT count(*)::int FROM webhook_deliveries WHERE status = 'done' AND attempt_id = $1::uuid`, b[0].AttemptID); got != 1 {
+		t.Fatal("the delivery is not marked done by the takeover")
+	}
+	if got := ledgerRows(t, s, "u-whs"); got != 1 {
+		t.Fatalf("ledger rows = %d, want 1", got)
+	}
+}
+
+// Design test 5: callbacks for one account at the same time add up; every
+// settlement reaches the receiver once, with a gapless sequence.
+func TestConcurrentCallbacksOneAccountSum(t *testing.T) {
+	t.Parallel()
+	s, srv := newAPI(t, Config{}, nil)
+	rc := newReceiver(t)
+	wh := newWebhook(t, s, rc.srv.URL, WebhookConfig{})
+	const n = 16
+	var start sync.WaitGroup
+	start.Add(1)
+	var wg sync.WaitGroup
+	errs := make(chan string, n)
+	for i := range n {
+		wg.Go(func() {
+			start.Wait()
+			r := postUntilAnswered(t, srv, tokenAcme, fmt.Sprintf("k-sum-%d", i), usage("acme", fmt.Sprintf("u-sum-%d", i), "hank", strconv.Itoa(i+1)))
+			if r.status != http.StatusOK {
+				errs <- fmt.Sprintf("request %d: %d %s", i, r.status, r.body)
+			}
+		})
+	}
+	start.Done()
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+	if b := balance(t, s, "hank"); b != strconv.Itoa(-n*(n+1)/2) {
+		t.Fatalf("balance = %s, want %d", b, -n*(n+1)/2)
+	}
+	drain(t, s, wh)
+	_, accepted := rc.counts()
+	if len(accepted) != n {
+		t.Fatalf("receiver applied %d settlements, want %d", len(accepted), n)
+	}
+	seqs := map[int64]bool{}
+	rc.mu.Lock()
+	for _, body := range rc.bodies {
+		var resp settle.Response
+		if err := json.Unmarshal(body, &resp); err != nil {
+			t.Fatal(err)
+		}
+		seqs[resp.Sequence] = true
+	}
+	rc.mu.Unlock()
+	for i := int64(1); i <= n; i++ {
+		if !seqs[i] {
+			t.Fatalf("sequence %d missing from the delivered settlements: %v", i, seqs)
+		}
+	}
+}
+
+// A repeat while the first request is still in flight is answered 409 busy
+// with Retry-After, and never executed a second time.
+func TestBusyWhileInFlight(t *testing.T) {
+	t.Parallel()
+	inside, release := make(chan struct{}), make(chan struct{})
+	var executions atomic.Int32
+	s, srv := newAPI(t, Config{}, func(a *API) {
+		a.afterSettle = func(int64, string) bool {
+			if executions.Add(1) == 1 {
+				close(inside)
+				<-release
+			}
+			return true
+		}
+	})
+	body := usage("acme", "u-busy", "ivy", "1")
+	firstReply := make(chan reply, 1)
+	go func() { firstReply <- post(srv, tokenAcme, "k-busy", body) }()
+	select {
+	case <-inside:
+	case r := <-firstReply:
+		t.Fatalf("the first request never reached the result write: %d %s %v", r.status, r.body, r.err)
+	}
+	r := post(srv, tokenAcme, "k-busy", body)
+	if r.status != http.StatusConflict || r.code() != CodeBusy {
+		t.Fatalf("repeat in flight: %d %s", r.status, r.body)
+	}
+	if ra, err := strconv.Atoi(r.header.Get("Retry-After")); err != nil || ra < 1 || ra > 30 {
+		t.Fatalf("Retry-After = %q", r.header.Get("Retry-After"))
+	}
+	close(release)
+	if fr := <-firstReply; fr.status != http.StatusOK {
+		t.Fatalf("first: %d %s", fr.status, fr.body)
+	}
+	if got := executions.Load(); got != 1 {
+		t.Fatalf("executions = %d, want 1", got)
+	}
+	if got := ledgerRows(t, s, "u-busy"); got != 1 {
+		t.Fatalf("ledger rows = %d, want 1", got)
+	}
+}
+
+// The same key with a different body: 409 with the per-field diff, a
+// conflict case opened, nothing settled; the first answer is kept.
+func TestKeyReusedWithOtherBody(t *testing.T) {
+	t.Parallel()
+	s, srv := newAPI(t, Config{}, nil)
+	first := post(srv, tokenAcme, "k-conf", usage("acme", "u-conf", "jack", "10"))
+	if first.status != http.StatusOK {
+		t.Fatalf("first: %d %s", first.status, first.body)
+	}
+	r := post(srv, tokenAcme, "k-conf", usage("acme", "u-conf", "jack", "12"))
+	if r.status != http.StatusConflict || r.code() != CodeKeyConflict {
+		t.Fatalf("reuse: %d %s", r.status, r.body)
+	}
+	var e struct {
+		Message   string
+		Conflicts []settle.KeyConflict
+	}
+	if err := json.Unmarshal(r.body, &e); err != nil || len(e.Conflicts) != 1 || e.Message == "" {
+		t.Fatalf("body %s: %v", r.body, err)
+	}
+	c := e.Conflicts[0]
+	if c.CaseID == 0 || len(c.Diff) != 1 || c.Diff[0].Field != "amount" || c.Diff[0].Stored != "10" || c.Diff[0].Incoming != "12" {
+		t.Fatalf("conflict %+v", c)
+	}
+	var reason, stored, incoming string
+	err := s.Pool().QueryRow(context.Background(),
+		`SELECT reason, convert_from(stored_canonical, 'UTF8'), convert_from(incoming_canonical, 'UTF8')
+		   FROM conflict_cases WHERE id = $1 AND record_id = 'u-conf' AND identity_id IS NOT NULL AND status = 'open'`,
+		c.CaseID).Scan(&reason, &stored, &incoming)
+	if err != nil || reason != settle.ReasonFingerprintMismatch || !strings.Contains(stored, `"amount":"10"`) || !strings.Contains(incoming, `"amount":"12"`) {
+		t.Fatalf("case %d: %s %s %s %v", c.CaseID, reason, stored, incoming, err)
+	}
+	// The same conflicting body again joins the case.
+	r2 := post(srv, tokenAcme, "k-conf", usage("acme", "u-conf", "jack", "12"))
+	if !bytes.Equal(r2.body, r.body) {
+		t.Fatalf("second conflict answered %s, first %s", r2.body, r.body)
+	}
+	if got := count(t, s, `SELECT count(*)::int FROM conflict_cases`); got != 1 {
+		t.Fatalf("cases = %d, want 1", got)
+	}
+	// The key still answers its first request.
+	if again := post(srv, tokenAcme, "k-conf", usage("acme", "u-conf", "jack", "10")); !bytes.Equal(again.body, first.body) {
+		t.Fatalf("replay after conflict: %s", again.body)
+	}
+	if b := balance(t, s, "jack"); b != "-10" {
+		t.Fatalf("balance = %s, want -10", b)
+	}
+}
+
+// Refusals before anything is claimed: each with a stable code and a
+// message that says what to fix, and no key stored.
+func TestRefusedRequests(t *testing.T) {
+	t.Parallel()
+	s, srv := newAPI(t, Config{BatchRecordsMax: 2}, nil)
+	good := usage("acme", "u-ref", "kate", "1")
+	for _, tc := range []struct {
+		name, token, key, body string
+		status                 int
+		code                   string
+	}{
+		{"missing key", tokenAcme, "", good, 400, CodeKeyMissing},
+		{"key with spaces", tokenAcme, "a key", good, 400, CodeKeyInvalid},
+		{"key too long", tokenAcme, strings.Repeat("k", 256), good, 400, CodeKeyInvalid},
+		{"no token", "", "k-1", good, 401, CodeUnauthenticated},
+		{"unknown token", "tok-nobody-0123456789", "k-1", good, 401, CodeUnauthenticated},
+		{"other tenant's record", tokenBeta, "k-1", good, 403, CodeTenantForbidden},
+		{"other tenant in a batch", tokenAcme, "k-1", "[" + good + "," + usage("beta", "u-b", "x", "1") + "]", 403, CodeTenantForbidden},
+		{"not json", tokenAcme, "k-1", "charge 10", 400, CodeInvalidJSON},
+		{"empty batch", tokenAcme, "k-1", "[]", 400, CodeEmptyBatch},
+		{"batch too large", tokenAcme, "k-1", "[" + good + "," + good + "," + good + "]", 413, CodeBatchTooLarge},
+		{"invalid field", tokenAcme, "k-1", strings.Replace(good, `"1"`, `"-1"`, 1), 422, CodeInvalidRecord},
+	} {
+		r := post(srv, tc.token, tc.key, tc.body)
+		var e apiError
+		if err := json.Unmarshal(r.body, &e); err != nil || r.status != tc.status || e.Code != tc.code || e.Message == "" {
+			t.Errorf("%s: %d %s, want %d %s", tc.name, r.status, r.body, tc.status, tc.code)
+		}
+	}
+	if got := count(t, s, `SELECT count(*)::int FROM idempotency_keys`); got != 0 {
+		t.Fatalf("refused requests stored %d keys", got)
+	}
+	// Keys are scoped by tenant: the same key for two tenants is two keys.
+	if r := post(srv, tokenAcme, "shared", good); r.status != 200 {
+		t.Fatalf("acme: %d %s", r.status, r.body)
+	}
+	if r := post(srv, tokenBeta, "shared", usage("beta", "u-ref", "kate", "1")); r.status != 200 || r.header.Get(HeaderReplayed) != "" {
+		t.Fatalf("beta: %d %s", r.status, r.body)
+	}
+}
+
+// A batch answers one result per record, in order, duplicates within the
+// batch included, and replays whole.
+func TestBatchOneResultPerRecord(t *testing.T) {
+	t.Parallel()
+	s, srv := newAPI(t, Config{}, nil)
+	body := "[" + usage("acme", "b-1", "liz", "1") + "," + usage("acme", "b-2", "liz", "2") + "," +
+		usage("acme", "b-1", "liz", "1") + "," + usage("acme", "b-1", "liz", "9") + "]"
+	r := post(srv, tokenAcme, "k-batch", body)
+	var br BatchResponse
+	if err := json.Unmarshal(r.body, &br); err != nil || r.status != 200 || len(br.Results) != 4 {
+		t.Fatalf("%d %s", r.status, r.body)
+	}
+	want := []settle.Outcome{settle.OutcomeSettled, settle.OutcomeSettled, settle.OutcomeDuplicate, settle.OutcomeQuarantined}
+	for i, res := range br.Results {
+		if res.Index != i || res.Outcome != want[i] {
+			t.Errorf("result %d: %+v, want %s", i, res, want[i])
+		}
+	}
+	if again := post(srv, tokenAcme, "k-batch", body); !bytes.Equal(again.body, r.body) || again.header.Get(HeaderReplayed) != "true" {
+		t.Fatalf("replay: %s", again.body)
+	}
+	if b := balance(t, s, "liz"); b != "-3" {
+		t.Fatalf("balance = %s, want -3", b)
+	}
+}
+
+// After the last attempt a delivery is dead-lettered, visible in
+// webhook_dead_letters and in the log, and never sent again.
+func TestWebhookDeadLetter(t *testing.T) {
+	t.Parallel()
+	s, srv := newAPI(t, Config{}, nil)
+	rc := newReceiver(t)
+	rc.fail = func(int, string) int { return http.StatusServiceUnavailable }
+	var logBuf lockedBuffer
+	wh := newWebhook(t, s, rc.srv.URL, WebhookConfig{AttemptsMax: 3, BackoffMin: 5 * time.Millisecond, BackoffMax: 10 * time.Millisecond,
+		Logger: newTextLogger(&logBuf)})
+	if d := wh.backoff(1); d < 5*time.Millisecond || d > 6*time.Millisecond {
+		t.Errorf("backoff(1) = %s", d)
+	}
+	if d := wh.backoff(10); d < 10*time.Millisecond || d > 11*time.Millisecond {
+		t.Errorf("backoff(10) = %s, want capped at 10ms", d)
+	}
+	if r := post(srv, tokenAcme, "k-dead", usage("acme", "u-dead", "max", "1")); r.status != 200 {
+		t.Fatalf("post: %d %s", r.status, r.body)
+	}
+	drain(t, s, wh)
+	dead, err := s.WebhookDeadLetters(context.Background(), 10)
+	if err != nil || len(dead) != 1 || dead[0].Attempts != 3 || dead[0].LastStatus != 503 || dead[0].SettlementID == "" {
+		t.Fatalf("dead letters %+v %v", dead, err)
+	}
+	if seen, _ := rc.counts(); seen != 3 {
+		t.Fatalf("receiver saw %d attempts, want 3", seen)
+	}
+	if !strings.Contains(logBuf.String(), "webhook delivery dead-lettered") || !strings.Contains(logBuf.String(), dead[0].SettlementID) {
+		t.Fatalf("no dead-letter log line: %s", logBuf.String())
+	}
+	if n, _ := wh.RunOnce(context.Background()); n != 0 {
+		t.Fatal("a dead delivery was claimed again")
+	}
+}
+
+// The database holds every write to what it must not change, whoever asks.
+func TestHistoryDoesNotChange(t *testing.T) {
+	t.Parallel()
+	s, srv := newAPI(t, Config{}, nil)
+	if r := post(srv, tokenAcme, "k-hist", usage("acme", "u-hist", "ned", "1")); r.status != 200 {
+		t.Fatalf("post: %d %s", r.status, r.body)
+	}
+	ctx := context.Background()
+	for _, q := range []string{
+		`UPDATE idempotency_keys SET response = 'x' WHERE key = 'k-hist'`,
+		`UPDATE idempotency_keys SET request_hash = 'x' WHERE key = 'k-hist'`,
+		`DELETE FROM idempotency_keys`,
+	} {
+		if _, err := s.Pool().Exec(ctx, q); err == nil {
+			t.Errorf("%s: allowed", q)
+		}
+	}
+}

@@ -1,0 +1,281 @@
+package edge
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/settlehq/settle/settle"
+)
+
+// WebhookConfig configures webhook delivery of settlements. The zero value
+// of every field but URL is a documented default.
+type WebhookConfig struct {
+	// URL receives one POST per settlement: the settlement message as on
+	// the settlements topic, with Idempotency-Key: <settlement_id>.
+	URL string
+
+	// Topic is the outbox topic delivered. "" = "settlements".
+	Topic string
+
+	// Workers is how many deliveries are sent at once. 0 = 4.
+	Workers int
+
+	// ClaimRecordsMax caps the deliveries one worker claims at a time.
+	// 0 = 16.
+	ClaimRecordsMax int
+
+	// Lease is how long a claimed delivery belongs to its attempt; past
+	// it, another worker takes it over. 0 = 30s.
+	Lease time.Duration
+
+	// RequestTimeout bounds one POST. It must be shorter than the lease.
+	// 0 = Lease / 3.
+	RequestTimeout time.Duration
+
+	// AttemptsMax is the number of attempts before a delivery is
+	// dead-lettered. 0 = 10.
+	AttemptsMax int
+
+	// BackoffMin and BackoffMax bound the wait before a retry: it doubles
+	// from BackoffMin per attempt, capped at BackoffMax. 0 = 1s and 5m.
+	BackoffMin, BackoffMax time.Duration
+
+	// PollInterval is how long an idle worker waits before looking for due
+	// deliveries. 0 = 200ms.
+	PollInterval time.Duration
+
+	// Client sends the POSTs. nil = a client with RequestTimeout.
+	Client *http.Client
+
+	// Logger receives the log. nil = slog.Default().
+	Logger *slog.Logger
+}
+
+func (c *WebhookConfig) setDefaults() {
+	if c.Topic == "" {
+		c.Topic = "settlements"
+	}
+	if c.Workers == 0 {
+		c.Workers = 4
+	}
+	if c.ClaimRecordsMax == 0 {
+		c.ClaimRecordsMax = 16
+	}
+	if c.Lease == 0 {
+		c.Lease = 30 * time.Second
+	}
+	if c.RequestTimeout == 0 {
+		c.RequestTimeout = c.Lease / 3
+	}
+	if c.AttemptsMax == 0 {
+		c.AttemptsMax = 10
+	}
+	if c.BackoffMin == 0 {
+		c.BackoffMin = time.Second
+	}
+	if c.BackoffMax == 0 {
+		c.BackoffMax = 5 * time.Minute
+	}
+	if c.PollInterval == 0 {
+		c.PollInterval = 200 * time.Millisecond
+	}
+	if c.Client == nil {
+		c.Client = &http.Client{Timeout: c.RequestTimeout}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Validate reports the first setting that cannot work, saying how to fix it.
+func (c WebhookConfig) Validate() error {
+	switch {
+	case c.URL == "":
+		return errors.New("webhook: no URL (--webhook-url)")
+	case c.Workers < 0 || c.Workers > 256:
+		return fmt.Errorf("webhook: workers %d must be between 1 and 256 (0 = 4)", c.Workers)
+	case c.ClaimRecordsMax < 0 || c.ClaimRecordsMax > 1000:
+		return fmt.Errorf("webhook: claim records max %d must be between 1 and 1000 (0 = 16)", c.ClaimRecordsMax)
+	case c.AttemptsMax < 0 || c.AttemptsMax > 1000:
+		return fmt.Errorf("webhook: attempts max %d must be between 1 and 1000 (0 = 10)", c.AttemptsMax)
+	case c.Lease < 0 || c.RequestTimeout < 0 || c.BackoffMin < 0 || c.BackoffMax < 0 || c.PollInterval < 0:
+		return errors.New("webhook: durations must be positive (0 = default)")
+	case c.Lease > 0 && c.RequestTimeout >= c.Lease:
+		return fmt.Errorf("webhook: request timeout %s must be shorter than the lease %s", c.RequestTimeout, c.Lease)
+	case c.BackoffMin > 0 && c.BackoffMax > 0 && c.BackoffMax < c.BackoffMin:
+		return errors.New("webhook: backoff max must not be below backoff min")
+	}
+	return nil
+}
+
+// Webhook delivers settlements to an external endpoint. At least once:
+// a delivery whose attempt crashed after the receiver got it is sent again,
+// with the same Idempotency-Key, and the receiver deduplicates on it.
+type Webhook struct {
+	store *settle.Store
+	cfg   WebhookConfig
+	log   *slog.Logger
+
+	// afterSend, when set (tests only), runs after the receiver answered
+	// and before the result is written. It returns false to simulate a
+	// crash there: nothing is written and the lease runs out.
+	afterSend func(d settle.WebhookDelivery) bool
+}
+
+// NewWebhook returns a webhook sender over store. It does not subscribe:
+// Run does.
+func NewWebhook(store *settle.Store, cfg WebhookConfig) (*Webhook, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.setDefaults()
+	return &Webhook{store: store, cfg: cfg, log: cfg.Logger.With("component", "webhook")}, nil
+}
+
+// Subscribe queues every settlement written from now on for delivery.
+func (wh *Webhook) Subscribe(ctx context.Context) error {
+	return wh.store.SubscribeWebhook(ctx, wh.cfg.Topic)
+}
+
+// Run subscribes, then delivers with Workers workers until ctx is done.
+// Each worker's lifetime is this call's.
+func (wh *Webhook) Run(ctx context.Context) error {
+	if err := wh.Subscribe(ctx); err != nil {
+		return err
+	}
+	var wg sync.WaitGroup
+	for range wh.cfg.Workers {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				n, err := wh.RunOnce(ctx)
+				if err != nil && ctx.Err() == nil {
+					wh.log.Warn("webhook round failed; retrying", "err", err)
+				}
+				if n == 0 || err != nil {
+					sleepCtx(ctx, wh.cfg.PollInterval)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return nil
+}
+
+// RunOnce claims up to ClaimRecordsMax due deliveries and sends them one
+// after the other. It returns how many it claimed.
+func (wh *Webhook) RunOnce(ctx context.Context) (int, error) {
+	ds, err := wh.store.ClaimWebhookDeliveries(ctx, wh.cfg.ClaimRecordsMax, wh.cfg.Lease)
+	if err != nil {
+		return 0, err
+	}
+	for _, d := range ds {
+		wh.deliver(ctx, d)
+	}
+	return len(ds), nil
+}
+
+// deliver makes one attempt of d and writes its result (fenced).
+func (wh *Webhook) deliver(ctx context.Context, d settle.WebhookDelivery) {
+	log := wh.log.With("settlement_id", d.SettlementID, "delivery", d.ID, "attempt", d.Attempt)
+	// A lease that ran out on the last attempt (it crashed or stalled) has
+	// had all its attempts.
+	if d.Attempt > wh.cfg.AttemptsMax {
+		wh.deadLetter(ctx, log, d, 0, "the last attempt did not finish within its lease")
+		return
+	}
+	status, err := wh.send(ctx, d)
+	if wh.afterSend != nil && !wh.afterSend(d) {
+		return
+	}
+	wctx := context.WithoutCancel(ctx)
+	if err == nil {
+		if err := wh.store.CompleteWebhookDelivery(wctx, d, status); err != nil {
+			wh.logWriteErr(log, err)
+		}
+		return
+	}
+	if d.Attempt >= wh.cfg.AttemptsMax {
+		wh.deadLetter(wctx, log, d, status, err.Error())
+		return
+	}
+	backoff := wh.backoff(d.Attempt)
+	log.Info("webhook delivery failed; retrying", "err", err, "status", status, "retry_in", backoff)
+	if err := wh.store.RetryWebhookDelivery(wctx, d, backoff, status, err.Error()); err != nil {
+		wh.logWriteErr(log, err)
+	}
+}
+
+func (wh *Webhook) deadLetter(ctx context.Context, log *slog.Logger, d settle.WebhookDelivery, status int, why string) {
+	if err := wh.store.DeadLetterWebhookDelivery(context.WithoutCancel(ctx), d, status, why); err != nil {
+		wh.logWriteErr(log, err)
+		return
+	}
+	log.Warn("webhook delivery dead-lettered: see table webhook_dead_letters", "tenant", d.TenantID,
+		"attempts", d.Attempt, "status", status, "err", why)
+}
+
+func (wh *Webhook) logWriteErr(log *slog.Logger, err error) {
+	if errors.Is(err, settle.ErrClaimLost) {
+		// This attempt ran past its lease and another took the delivery
+		// over: its result is the other attempt's to write.
+		log.Info("webhook attempt was taken over; its result is dropped", "err", err)
+		return
+	}
+	log.Warn("could not record a webhook attempt; the delivery is retried when its lease ends", "err", err)
+}
+
+// send POSTs d once. A 2xx answer is a delivery; anything else an error.
+func (wh *Webhook) send(ctx context.Context, d settle.WebhookDelivery) (int, error) {
+	rctx, cancel := context.WithTimeout(ctx, wh.cfg.RequestTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(rctx, http.MethodPost, wh.cfg.URL, bytes.NewReader(d.Body))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(HeaderIdempotencyKey, d.SettlementID)
+	req.Header.Set("Settle-Attempt", strconv.Itoa(d.Attempt))
+	resp, err := wh.cfg.Client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return resp.StatusCode, fmt.Errorf("receiver answered %s", resp.Status)
+	}
+	return resp.StatusCode, nil
+}
+
+// backoff is the wait after the attempt-th failure: doubling from
+// BackoffMin, capped at BackoffMax, with up to 10% jitter so retries of a
+// failed burst spread out.
+func (wh *Webhook) backoff(attempt int) time.Duration {
+	b := wh.cfg.BackoffMin
+	for i := 1; i < attempt && b < wh.cfg.BackoffMax; i++ {
+		b *= 2
+	}
+	b = min(b, wh.cfg.BackoffMax)
+	if j := int64(b / 10); j > 0 {
+		b += time.Duration(rand.Int64N(j))
+	}
+	return b
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}

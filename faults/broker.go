@@ -1,0 +1,79 @@
+package faults
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Broker is an in-process kfake cluster on loopback with the pipeline's
+// topics, which the child processes reach over TCP.
+type Broker struct {
+	*kfake.Cluster
+	Brokers []string
+	opts    []kfake.Opt
+}
+
+// UsagePartitions is the partition count of the usage topic in these tests.
+const UsagePartitions = 6
+
+// NewBroker starts a cluster of n brokers (closed at cleanup). extra options
+// (e.g. kfake.DataDir for a restartable broker) are appended.
+func NewBroker(t testing.TB, n int, extra ...kfake.Opt) *Broker {
+	t.Helper()
+	opts := append([]kfake.Opt{
+		kfake.NumBrokers(n),
+		kfake.GroupMinSessionTimeout(100 * time.Millisecond),
+		kfake.SeedTopics(UsagePartitions, "usage"),
+		kfake.SeedTopics(1, "usage.results", "usage.dlq", "settlements"),
+	}, extra...)
+	c, err := kfake.NewCluster(opts...)
+	if err != nil {
+		t.Fatalf("start kfake: %v", err)
+	}
+	b := &Broker{Cluster: c, Brokers: c.ListenAddrs(), opts: opts}
+	capRebalanceTimeout(c)
+	t.Cleanup(func() { b.Cluster.Close() })
+	return b
+}
+
+// RebalanceTimeoutMax caps the rebalance timeout members announce. The
+// service asks for 60s (consumer.Config's default; `settle run` has no flag
+// for it), and a member killed by SIGKILL holds every rebalance up for that
+// long: a group waits the whole rebalance timeout for a member to rejoin,
+// whatever its session timeout. The cap rewrites the JoinGroup request on
+// its way in, like a broker-side limit; live members rejoin well inside it.
+const RebalanceTimeoutMax = 3 * time.Second
+
+func capRebalanceTimeout(c *kfake.Cluster) {
+	c.ControlKey(int16(kmsg.JoinGroup), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if j, ok := req.(*kmsg.JoinGroupRequest); ok && j.RebalanceTimeoutMillis > int32(RebalanceTimeoutMax/time.Millisecond) {
+			j.RebalanceTimeoutMillis = int32(RebalanceTimeoutMax / time.Millisecond)
+		}
+		return nil, nil, false
+	})
+}
+
+// Produce publishes records to the partitions they name.
+func (b *Broker) Produce(t testing.TB, recs []*kgo.Record) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerBatchMaxBytes(1<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatalf("produce %d records: %v", len(recs), err)
+	}
+}
+
+func listenTCP(addr string) (interface{ Close() error }, error) { return net.Listen("tcp", addr) }

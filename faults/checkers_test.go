@@ -1,0 +1,117 @@
+package faults
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// TestCheckersCatchBrokenState shows every invariant checker failing once:
+// after a clean run, it breaks the state the way a defect would — a second
+// ledger row for one identity, a lost delivery row, a cached balance that
+// no longer equals its rows, a Kafka offset committed ahead of PostgreSQL
+// (what committing before the transaction leaves behind), a model that
+// disagrees — checks that Check reports exactly that, and repairs it.
+func TestCheckersCatchBrokenState(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, 5, 1)
+	r.produce(400)
+	r.drain()
+	ctx := context.Background()
+	conn, err := r.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	// Superuser, bypassing the append-only triggers: a corruption only a
+	// defect (or an operator) could cause.
+	exec := func(sql string, args ...any) {
+		t.Helper()
+		if _, err := conn.Exec(ctx, `SET session_replication_role = replica`); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.Exec(ctx, sql, args...); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+		if _, err := conn.Exec(ctx, `SET session_replication_role = origin`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	expect := func(what string, bad func(Report) bool) {
+		t.Helper()
+		rep, err := Check(ctx, r.tg, true, r.model)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.OK() || !bad(rep) {
+			t.Fatalf("%s: the checker did not catch it: %s", what, rep)
+		}
+		t.Logf("CAUGHT %s: %s", what, rep)
+	}
+
+	// One effect per identity: a second ledger row for a settled identity.
+	var entryID int64
+	if err := conn.QueryRow(ctx, `INSERT INTO ledger_entries (identity_id, account_id, tenant_id, bucket, amount)
+		SELECT identity_id, account_id, tenant_id, bucket, amount FROM ledger_entries WHERE bucket = 'balance' ORDER BY id DESC LIMIT 1 RETURNING id`).Scan(&entryID); err != nil {
+		t.Fatal(err)
+	}
+	expect("double effect", func(r Report) bool { return r.DoubleEffects > 0 })
+	exec(`DELETE FROM ledger_entries WHERE id = $1`, entryID)
+
+	// One delivery per input: a delivery row lost.
+	var p int32
+	var off int64
+	if err := conn.QueryRow(ctx, `SELECT partition, "offset" FROM deliveries WHERE "offset" = 3 LIMIT 1`).Scan(&p, &off); err != nil {
+		t.Fatal(err)
+	}
+	exec(`CREATE TEMP TABLE lost AS SELECT * FROM deliveries WHERE topic = 'usage' AND partition = $1 AND "offset" = $2`, p, off)
+	exec(`DELETE FROM deliveries WHERE topic = 'usage' AND partition = $1 AND "offset" = $2`, p, off)
+	expect("lost record", func(r Report) bool { return r.Lost == 1 && r.Gaps == 1 })
+	exec(`INSERT INTO deliveries SELECT * FROM lost`)
+
+	// Balances equal rows (and the model): a cached balance moved.
+	exec(`UPDATE accounts SET balance = balance + 1 WHERE id = (SELECT min(id) FROM accounts)`)
+	expect("balance not equal to its rows", func(r Report) bool { return r.BalanceMismatch == 1 && r.ModelMismatch == 1 })
+	exec(`UPDATE accounts SET balance = balance - 1 WHERE id = (SELECT min(id) FROM accounts)`)
+
+	// Kafka offsets not ahead of PostgreSQL's: the group commits an offset
+	// the database has not reached, as a consumer that commits before its
+	// transaction would after a crash.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(r.broker.Brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	committed, _, err := kafkaOffsets(ctx, r.broker.Brokers, "settle", "usage")
+	if err != nil {
+		t.Fatal(err)
+	}
+	commit := func(o int64) {
+		t.Helper()
+		os := kadm.Offsets{}
+		os.AddOffset("usage", 0, o, -1)
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if err := adm.CommitAllOffsets(cctx, "settle", os); err != nil {
+			t.Fatal(err)
+		}
+	}
+	commit(committed[0] + 5)
+	expect("kafka offset ahead of postgres", func(r Report) bool { return r.OffsetsAhead == 1 })
+	commit(committed[0])
+
+	// The model: an account that disagrees with the workload's sum.
+	for _, a := range r.model.accounts {
+		if a.granted {
+			was := a.balance
+			a.balance = a.balance.Add(was) // doubled
+			expect("balance not equal to the model", func(r Report) bool { return r.ModelMismatch == 1 && r.BalanceMismatch == 0 })
+			a.balance = was
+			break
+		}
+	}
+}

@@ -1,0 +1,133 @@
+package faults
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/settlehq/settle/internal/pgtest"
+)
+
+// full reports whether the full tier runs (SETTLE_FAULTS_FULL=1); the quick
+// tier, which `go test ./...` runs, does a few of each fault.
+func full() bool { return os.Getenv("SETTLE_FAULTS_FULL") == "1" }
+
+// rig is one broker, one fresh database and the workload's model.
+type rig struct {
+	t      *testing.T
+	broker *Broker
+	url    string
+	pool   *pgxpool.Pool
+	model  *Model
+	tg     Target
+}
+
+func newRig(t *testing.T, seed uint64, brokers int, kopts ...kfake.Opt) *rig {
+	t.Helper()
+	url := pgtest.NewDatabase(t)
+	return newRigOn(t, url, seed, brokers, kopts...)
+}
+
+func newRigOn(t *testing.T, url string, seed uint64, brokers int, kopts ...kfake.Opt) *rig {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Named, so that fault injections that terminate the service's
+	// backends spare the checker's.
+	cfg.ConnConfig.RuntimeParams["application_name"] = "faults_checker"
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	b := NewBroker(t, brokers, kopts...)
+	return &rig{t: t, broker: b, url: url, pool: pool, model: NewModel(seed, 60, UsagePartitions),
+		tg: Target{Pool: pool, Brokers: b.Brokers}}
+}
+
+func (r *rig) produce(n int) { r.t.Helper(); r.broker.Produce(r.t, r.model.Next(n)) }
+
+func (r *rig) start(name, crashAt string) *Service {
+	r.t.Helper()
+	return Start(r.t, name, Options{DatabaseURL: r.url, Brokers: r.broker.Brokers, CrashAt: crashAt})
+}
+
+// check fails the test when an invariant is broken.
+func (r *rig) check(final bool) Report {
+	r.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var model *Model
+	if final {
+		model = r.model
+	}
+	rep, err := Check(ctx, r.tg, final, model)
+	if err != nil {
+		r.t.Fatalf("check: %v", err)
+	}
+	if !rep.OK() {
+		r.t.Fatalf("invariant broken: %s", rep)
+	}
+	return rep
+}
+
+// waitDone waits until the running services have caught up.
+func (r *rig) waitDone(d time.Duration, svcs ...*Service) {
+	r.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	if err := WaitFor(ctx, func() (bool, error) { return Done(ctx, r.tg) }); err != nil {
+		for _, s := range svcs {
+			r.t.Logf("%s log tail:\n%s", s.Name, tail(s.Log(), 3000))
+		}
+		rep, _ := Check(context.Background(), r.tg, false, nil)
+		r.t.Fatalf("service did not catch up within %s: %s", d, rep)
+	}
+}
+
+// drain runs an unarmed service until every record is settled, published
+// and committed, stops it, and checks every invariant with the model.
+func (r *rig) drain() Report {
+	r.t.Helper()
+	s := r.start("drain", "")
+	r.waitDone(3*time.Minute, s)
+	if err := s.Stop(30 * time.Second); err != nil {
+		r.t.Errorf("drain service stop: %v\n%s", err, tail(s.Log(), 3000))
+	}
+	return r.check(true)
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
+
+// waitDoneNudging is waitDone for a group whose last offset commit may have
+// failed in a rebalance: the consumer does not retry a failed commit while
+// its partitions are idle (TESTING.md, findings), so once every record is
+// settled it sends a few more records every 5s to carry the next commit.
+func (r *rig) waitDoneNudging(d time.Duration, svcs ...*Service) {
+	r.t.Helper()
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err := WaitFor(ctx, func() (bool, error) { return Done(ctx, r.tg) })
+		cancel()
+		if err == nil {
+			return
+		}
+		rep, _ := Check(context.Background(), r.tg, false, nil)
+		if rep.Deliveries == rep.Inputs {
+			r.produce(12)
+		}
+	}
+	r.waitDone(time.Second, svcs...)
+}

@@ -1,0 +1,126 @@
+package settle
+
+// Dead letters for operators: listing and reading them. Replaying one is
+// producing its original bytes and headers back to its source topic, which
+// callers do with a Kafka client: this package never talks to Kafka. A
+// replayed record goes through the pipeline like any other, so its identity
+// keeps a second replay from settling anything twice.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/settlehq/settle/fingerprint"
+)
+
+var (
+	sqlDeadLetterList = mustQuery("dead_letter_list.sql")
+	sqlDeadLetterGet  = mustQuery("dead_letter_get.sql")
+	sqlDeadLetterMax  = mustQuery("dead_letter_max.sql")
+)
+
+// DeadLetterPageRowsMax caps one page of dead letters: their bytes are
+// held in memory (each at most the record size limit).
+const DeadLetterPageRowsMax = 1000
+
+// DeadLetter is one dead-lettered input record with its original bytes.
+type DeadLetter struct {
+	ID         int64                `json:"id"`
+	Source     Coordinates          `json:"source"`
+	Key        []byte               `json:"key"`   // base64 in JSON
+	Value      []byte               `json:"value"` // base64 in JSON
+	Headers    []fingerprint.Header `json:"headers"`
+	Reason     string               `json:"reason"`
+	ErrorClass string               `json:"error_class"`
+	Error      string               `json:"error"`
+	Attempts   int                  `json:"attempts"`
+	At         time.Time            `json:"at"`
+}
+
+// DeadLetterFilter selects dead letters, oldest first.
+type DeadLetterFilter struct {
+	Reason  string // "" = any
+	AfterID int64  // keyset: ids above this one
+	UpToID  int64  // ids up to this one; 0 = any
+	Limit   int    // 0 = 100; at most DeadLetterPageRowsMax
+}
+
+// ErrNoSuchDeadLetter is returned by DeadLetter for an id that does not exist.
+var ErrNoSuchDeadLetter = errors.New("no such dead letter")
+
+// DeadLetters returns one page of dead letters matching f.
+func (s *Store) DeadLetters(ctx context.Context, f DeadLetterFilter) ([]DeadLetter, error) {
+	limit := f.Limit
+	if limit == 0 {
+		limit = 100
+	}
+	if limit < 0 || limit > DeadLetterPageRowsMax {
+		return nil, fmt.Errorf("%w: limit %d: want 1 to %d", ErrBadFilter, f.Limit, DeadLetterPageRowsMax)
+	}
+	upTo := f.UpToID
+	if upTo == 0 {
+		upTo = 1<<63 - 1
+	}
+	rows, err := s.pool.Query(ctx, sqlDeadLetterList, pgx.QueryExecModeExec, f.Reason, f.AfterID, upTo, limit)
+	if err != nil {
+		return nil, wrapStoreErr("list dead letters", err)
+	}
+	out, err := pgx.CollectRows(rows, scanDeadLetter)
+	if err != nil {
+		return nil, wrapStoreErr("list dead letters", err)
+	}
+	if out == nil {
+		out = []DeadLetter{}
+	}
+	return out, nil
+}
+
+// DeadLetter returns one dead letter, or ErrNoSuchDeadLetter.
+func (s *Store) DeadLetter(ctx context.Context, id int64) (*DeadLetter, error) {
+	rows, err := s.pool.Query(ctx, sqlDeadLetterGet, id)
+	if err != nil {
+		return nil, wrapStoreErr(fmt.Sprintf("read dead letter %d", id), err)
+	}
+	d, err := pgx.CollectExactlyOneRow(rows, scanDeadLetter)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("dead letter %d: %w", id, ErrNoSuchDeadLetter)
+	}
+	if err != nil {
+		return nil, wrapStoreErr(fmt.Sprintf("read dead letter %d", id), err)
+	}
+	return &d, nil
+}
+
+// DeadLetterMaxID is the highest dead letter id so far (0 for none): a
+// replay of "all" stops there, so the dead letters it causes are not
+// replayed again by the same run.
+func (s *Store) DeadLetterMaxID(ctx context.Context) (int64, error) {
+	var id int64
+	if err := s.pool.QueryRow(ctx, sqlDeadLetterMax).Scan(&id); err != nil {
+		return 0, wrapStoreErr("read dead letters", err)
+	}
+	return id, nil
+}
+
+func scanDeadLetter(r pgx.CollectableRow) (DeadLetter, error) {
+	var (
+		d       DeadLetter
+		headers []byte
+	)
+	err := r.Scan(&d.ID, &d.Source.Topic, &d.Source.Partition, &d.Source.Offset, &d.Key, &d.Value, &headers,
+		&d.Reason, &d.ErrorClass, &d.Error, &d.Attempts, &d.At)
+	if err != nil {
+		return d, err
+	}
+	if d.Headers, err = decodeOutboxHeaders(headers); err != nil {
+		return d, fmt.Errorf("dead letter %d: headers: %w", d.ID, err)
+	}
+	if d.Headers == nil {
+		d.Headers = []fingerprint.Header{}
+	}
+	return d, nil
+}

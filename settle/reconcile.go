@@ -1,0 +1,553 @@
+package settle
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+var (
+	sqlReconcileBalance           = mustQuery("reconcile_balance.sql")
+	sqlReconcileLedgerOrphan      = mustQuery("reconcile_ledger_orphan.sql")
+	sqlReconcileEffectRepeat      = mustQuery("reconcile_effect_repeat.sql")
+	sqlReconcileSettlementMissing = mustQuery("reconcile_settlement_missing.sql")
+	sqlReconcileOutboxUnpublished = mustQuery("reconcile_outbox_unpublished.sql")
+	sqlReconcileIdentities        = mustQuery("reconcile_identities.sql")
+	sqlReconcileDeliveries        = mustQuery("reconcile_deliveries.sql")
+	sqlReconcileIdentityKeys      = mustQuery("reconcile_identity_keys.sql")
+	sqlReconcileOpenCases         = mustQuery("reconcile_open_cases.sql")
+)
+
+// Discrepancy classes: what reconcile found, one per kind of difference.
+const (
+	// Invariants of the database.
+	ClassBalanceMismatch       = "balance_mismatch"                 // cached balance/held ≠ sum of ledger rows
+	ClassLedgerNoIdentity      = "ledger_row_without_identity"      // a ledger row whose identity does not exist
+	ClassLedgerNoAccount       = "ledger_row_without_account"       // a ledger row whose account does not exist
+	ClassLedgerUnsettled       = "ledger_row_of_unsettled_identity" // a ledger row of a refused or quarantined identity
+	ClassLedgerTenantMismatch  = "ledger_row_tenant_mismatch"       // a ledger row of another tenant's identity or account
+	ClassEffectRepeated        = "effect_repeated"                  // one identity's rows written by several transactions
+	ClassSettlementMissing     = "settlement_missing"               // a settled effect with no outbox row for the settlements topic
+	ClassSettlementDuplicated  = "settlement_duplicated"            // more than one outbox row for one settlement_id
+	ClassOutboxUnpublished     = "outbox_unpublished"               // an outbox row older than the grace period, not published
+	ClassKafkaOffsetAhead      = "kafka_offset_ahead"               // the group's Kafka commit is past PostgreSQL's offset
+	ClassSourceNotSettled      = "source_not_settled"               // a usage record behind the group's offset with no delivery row
+	ClassSourceIdentityMissing = "source_identity_missing"          // a usage record delivered, but its identity is not stored
+	ClassIdentityNoSource      = "identity_without_source"          // a stored identity whose usage record is not on the topic
+	ClassSettlementNotOnTopic  = "settlement_not_on_topic"          // a settlement marked published but absent from the settlements topic
+	ClassSettlementNoIdentity  = "settlement_without_identity"      // a settlements-topic message no stored identity explains
+)
+
+// Finding is one difference reconcile found.
+type Finding struct {
+	Class        string       `json:"class"`
+	TenantID     string       `json:"tenant_id,omitempty"`
+	Period       string       `json:"account_period,omitempty"`
+	RecordID     string       `json:"record_id,omitempty"`
+	Operation    string       `json:"operation,omitempty"`
+	SettlementID string       `json:"settlement_id,omitempty"`
+	AccountID    int64        `json:"account_id,omitempty"`
+	LedgerRowID  int64        `json:"ledger_row_id,omitempty"`
+	OutboxRowID  int64        `json:"outbox_row_id,omitempty"`
+	Source       *Coordinates `json:"source,omitempty"`
+	Detail       string       `json:"detail"`
+}
+
+// Check is one check reconcile ran and how many findings it produced.
+type Check struct {
+	Name     string `json:"name"`
+	Findings int    `json:"findings"`
+	Skipped  string `json:"skipped,omitempty"` // why the check did not run
+}
+
+// Report is what reconcile found. Clean reports no finding.
+type Report struct {
+	Checks   []Check   `json:"checks"`
+	Findings []Finding `json:"findings"`
+}
+
+// Clean reports whether nothing was found.
+func (r *Report) Clean() bool { return len(r.Findings) == 0 }
+
+func (r *Report) add(check string, fs []Finding) {
+	r.Checks = append(r.Checks, Check{Name: check, Findings: len(fs)})
+	r.Findings = append(r.Findings, fs...)
+}
+
+func (r *Report) skip(check, why string) {
+	r.Checks = append(r.Checks, Check{Name: check, Skipped: why})
+}
+
+// SourceRecord is one record read from the usage topic for reconcile,
+// decoded by the caller (settle never reads Kafka). Identity is nil for a
+// record that does not decode (it should be a dead letter).
+type SourceRecord struct {
+	Source    Coordinates
+	RecordID  string
+	Operation string
+}
+
+// PublishedSettlement is one message read from the settlements topic.
+type PublishedSettlement struct {
+	SettlementID string
+	RecordID     string
+	Operation    string
+	Source       Coordinates
+}
+
+// ReconcileInput says what to reconcile. The zero value checks the
+// database's invariants for every tenant.
+type ReconcileInput struct {
+	// TenantID limits the invariants to one tenant ("" = all) and, with
+	// Period, names the tenant and period compared with the topics.
+	TenantID, Period string
+
+	// OutboxGrace is how old an unpublished outbox row must be to count
+	// (the relay publishes within a second normally). 0 = 5 minutes.
+	OutboxGrace time.Duration
+
+	// Group is the consumer group whose offsets are compared. "" = "settle".
+	Group string
+
+	// KafkaOffsets are the group's committed offsets in Kafka by topic and
+	// partition; nil skips the offsets check.
+	KafkaOffsets map[string]map[int32]int64
+
+	// Source is every record of the usage topic for TenantID and Period,
+	// read by the caller; SourceRead says it was read (nil with SourceRead
+	// false skips the topic comparison). SourceStart is each partition's
+	// log start offset: identities older than it left the topic by
+	// retention and are not reported.
+	Source      []SourceRecord
+	SourceRead  bool
+	SourceTopic string
+	SourceStart map[int32]int64
+
+	// Published is every settlements-topic message of TenantID and Period;
+	// PublishedRead says it was read.
+	Published     []PublishedSettlement
+	PublishedRead bool
+}
+
+// Reconcile checks the invariants of the database and, when given what the
+// topics hold for a tenant and period, compares them with what was settled,
+// by identity. It only reads; it runs in one REPEATABLE READ READ ONLY
+// transaction so every check sees the same snapshot.
+func (s *Store) Reconcile(ctx context.Context, in ReconcileInput) (*Report, error) {
+	if in.OutboxGrace == 0 {
+		in.OutboxGrace = 5 * time.Minute
+	}
+	if in.Group == "" {
+		in.Group = "settle"
+	}
+	if (in.TenantID == "") != (in.Period == "") && (in.SourceRead || in.PublishedRead) {
+		return nil, fmt.Errorf("reconcile: comparing topics needs both a tenant and a period")
+	}
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return nil, wrapStoreErr("reconcile: begin", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	r := &Report{Findings: []Finding{}}
+	steps := []struct {
+		name string
+		fn   func(context.Context, pgx.Tx, ReconcileInput) ([]Finding, error)
+	}{
+		{"balance_equals_sum_of_rows", s.checkBalances},
+		{"ledger_rows_have_identity", s.checkLedgerOrphans},
+		{"one_effect_per_identity", s.checkEffectRepeats},
+		{"every_effect_has_one_settlement", s.checkSettlementMissing},
+		{"every_outbox_row_published", s.checkOutboxUnpublished},
+	}
+	for _, st := range steps {
+		fs, err := st.fn(ctx, tx, in)
+		if err != nil {
+			return nil, fmt.Errorf("reconcile %s: %w", st.name, err)
+		}
+		r.add(st.name, fs)
+	}
+	if in.KafkaOffsets == nil {
+		r.skip("kafka_offsets_not_ahead", "no brokers given")
+	} else {
+		fs, err := s.checkOffsets(ctx, tx, in)
+		if err != nil {
+			return nil, fmt.Errorf("reconcile offsets: %w", err)
+		}
+		r.add("kafka_offsets_not_ahead", fs)
+	}
+	if in.TenantID == "" || in.Period == "" {
+		r.skip("usage_topic_vs_identities", "no --tenant and --period")
+		r.skip("identities_vs_settlements_topic", "no --tenant and --period")
+		return r, nil
+	}
+	ids, err := loadPeriodIdentities(ctx, tx, in.TenantID, in.Period, s.cfg.SettlementsTopic)
+	if err != nil {
+		return nil, fmt.Errorf("reconcile tenant=%s period=%s: %w", in.TenantID, in.Period, err)
+	}
+	if in.SourceRead {
+		fs, err := s.compareSource(ctx, tx, in, ids)
+		if err != nil {
+			return nil, fmt.Errorf("reconcile tenant=%s period=%s: usage topic: %w", in.TenantID, in.Period, err)
+		}
+		r.add("usage_topic_vs_identities", fs)
+	} else {
+		r.skip("usage_topic_vs_identities", "no brokers given")
+	}
+	if in.PublishedRead {
+		r.add("identities_vs_settlements_topic", compareSettlements(in, ids))
+	} else {
+		r.skip("identities_vs_settlements_topic", "no brokers given")
+	}
+	return r, nil
+}
+
+func (s *Store) checkBalances(ctx context.Context, tx pgx.Tx, in ReconcileInput) ([]Finding, error) {
+	rows, err := tx.Query(ctx, sqlReconcileBalance, in.TenantID)
+	if err != nil {
+		return nil, err
+	}
+	var out []Finding
+	for rows.Next() {
+		var (
+			f                             = Finding{Class: ClassBalanceMismatch}
+			subject, currency             string
+			balance, held, sumBal, sumHld string
+		)
+		if err := rows.Scan(&f.AccountID, &f.TenantID, &subject, &currency, &balance, &held, &sumBal, &sumHld); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		f.Detail = fmt.Sprintf("account %s/%s/%s: balance %s, held %s; its ledger rows sum to balance %s, held %s",
+			f.TenantID, subject, currency, balance, held, sumBal, sumHld)
+		out = append(out, f)
+	}
+	return out, rows.Err()
+}
+
+func (s *Store) checkLedgerOrphans(ctx context.Context, tx pgx.Tx, in ReconcileInput) ([]Finding, error) {
+	rows, err := tx.Query(ctx, sqlReconcileLedgerOrphan, in.TenantID)
+	if err != nil {
+		return nil, err
+	}
+	var out []Finding
+	for rows.Next() {
+		var (
+			f          Finding
+			identityID int64
+			amount     string
+		)
+		if err := rows.Scan(&f.LedgerRowID, &f.TenantID, &identityID, &f.AccountID, &amount, &f.Class,
+			&f.Period, &f.RecordID, &f.Operation); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		f.Detail = fmt.Sprintf("ledger row %d (amount %s, account %d) names identity %d: %s",
+			f.LedgerRowID, amount, f.AccountID, identityID, f.Class)
+		out = append(out, f)
+	}
+	return out, rows.Err()
+}
+
+func (s *Store) checkEffectRepeats(ctx context.Context, tx pgx.Tx, in ReconcileInput) ([]Finding, error) {
+	rows, err := tx.Query(ctx, sqlReconcileEffectRepeat, in.TenantID)
+	if err != nil {
+		return nil, err
+	}
+	var out []Finding
+	for rows.Next() {
+		var (
+			f      = Finding{Class: ClassEffectRepeated}
+			id, tx int64
+		)
+		if err := rows.Scan(&id, &f.TenantID, &f.Period, &f.RecordID, &f.Operation, &f.SettlementID, &tx); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		f.Detail = fmt.Sprintf("identity %d has ledger rows from %d transactions; an effect is written once", id, tx)
+		out = append(out, f)
+	}
+	return out, rows.Err()
+}
+
+func (s *Store) checkSettlementMissing(ctx context.Context, tx pgx.Tx, in ReconcileInput) ([]Finding, error) {
+	rows, err := tx.Query(ctx, sqlReconcileSettlementMissing, in.TenantID, s.cfg.SettlementsTopic)
+	if err != nil {
+		return nil, err
+	}
+	var out []Finding
+	for rows.Next() {
+		var (
+			f     Finding
+			id, n int64
+		)
+		if err := rows.Scan(&id, &f.TenantID, &f.Period, &f.RecordID, &f.Operation, &f.SettlementID, &n); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		if n == 0 {
+			f.Class = ClassSettlementMissing
+			f.Detail = fmt.Sprintf("identity %d wrote ledger rows but no settlement for topic %s is in the outbox", id, s.cfg.SettlementsTopic)
+		} else {
+			f.Class = ClassSettlementDuplicated
+			f.Detail = fmt.Sprintf("identity %d has %d outbox rows for topic %s; one is written per effect", id, n, s.cfg.SettlementsTopic)
+		}
+		out = append(out, f)
+	}
+	return out, rows.Err()
+}
+
+func (s *Store) checkOutboxUnpublished(ctx context.Context, tx pgx.Tx, in ReconcileInput) ([]Finding, error) {
+	rows, err := tx.Query(ctx, sqlReconcileOutboxUnpublished, in.OutboxGrace.Seconds(), s.cfg.SettlementsTopic)
+	if err != nil {
+		return nil, err
+	}
+	var out []Finding
+	for rows.Next() {
+		var (
+			f       = Finding{Class: ClassOutboxUnpublished}
+			topic   string
+			created time.Time
+		)
+		if err := rows.Scan(&f.OutboxRowID, &topic, &created, &f.SettlementID); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		f.Detail = fmt.Sprintf("outbox row %d for topic %s written %s is not published (grace %s): is a relay running and leading?",
+			f.OutboxRowID, topic, created.UTC().Format(time.RFC3339), in.OutboxGrace)
+		out = append(out, f)
+	}
+	return out, rows.Err()
+}
+
+func (s *Store) checkOffsets(ctx context.Context, tx pgx.Tx, in ReconcileInput) ([]Finding, error) {
+	rows, err := tx.Query(ctx, sqlConsumerOffsetLookup, in.Group)
+	if err != nil {
+		return nil, err
+	}
+	pg := map[string]map[int32]int64{}
+	for rows.Next() {
+		var (
+			topic string
+			p     int32
+			next  int64
+		)
+		if err := rows.Scan(&topic, &p, &next); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		if pg[topic] == nil {
+			pg[topic] = map[int32]int64{}
+		}
+		pg[topic][p] = next
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	var out []Finding
+	for topic, ps := range in.KafkaOffsets {
+		for p, k := range ps {
+			db, ok := pg[topic][p]
+			if k > db || (!ok && k > 0) {
+				out = append(out, Finding{Class: ClassKafkaOffsetAhead, Source: &Coordinates{Topic: topic, Partition: p, Offset: k},
+					Detail: fmt.Sprintf("group %s committed offset %d in Kafka for %s/%d, PostgreSQL holds %d: the database is behind (restored?); the consumer reads the partition again from PostgreSQL's offset on its next assignment", in.Group, k, topic, p, db)})
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i].Source, out[j].Source
+		return a.Topic < b.Topic || (a.Topic == b.Topic && a.Partition < b.Partition)
+	})
+	return out, nil
+}
+
+// periodIdentity is one stored identity of the tenant and period compared.
+type periodIdentity struct {
+	id           int64
+	recordID, op string
+	outcome      string
+	settlementID string
+	source       Coordinates
+	hasLedger    bool
+	marked       bool // its settlement's outbox row is marked published
+}
+
+func loadPeriodIdentities(ctx context.Context, tx pgx.Tx, tenant, period, settlementsTopic string) ([]periodIdentity, error) {
+	rows, err := tx.Query(ctx, sqlReconcileIdentities, tenant, period, settlementsTopic)
+	if err != nil {
+		return nil, err
+	}
+	var out []periodIdentity
+	for rows.Next() {
+		var pi periodIdentity
+		if err := rows.Scan(&pi.id, &pi.recordID, &pi.op, &pi.outcome, &pi.settlementID,
+			&pi.source.Topic, &pi.source.Partition, &pi.source.Offset, &pi.hasLedger, &pi.marked); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		out = append(out, pi)
+	}
+	return out, rows.Err()
+}
+
+// compareSource compares the usage topic's records of the tenant and
+// period with the deliveries and identities stored for them.
+func (s *Store) compareSource(ctx context.Context, tx pgx.Tx, in ReconcileInput, ids []periodIdentity) ([]Finding, error) {
+	var out []Finding
+	// Offsets PostgreSQL reached: a record past them is not settled yet
+	// (lag), not a discrepancy.
+	reached := map[int32]int64{}
+	rows, err := tx.Query(ctx, sqlConsumerOffsetLookup, in.Group)
+	if err != nil {
+		return nil, err
+	}
+	for rows.Next() {
+		var (
+			topic string
+			p     int32
+			next  int64
+		)
+		if err := rows.Scan(&topic, &p, &next); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		if topic == in.SourceTopic {
+			reached[p] = next
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	topics := make([]string, len(in.Source))
+	parts := make([]int32, len(in.Source))
+	offs := make([]int64, len(in.Source))
+	for i, sr := range in.Source {
+		topics[i], parts[i], offs[i] = sr.Source.Topic, sr.Source.Partition, sr.Source.Offset
+	}
+	delivered := map[Coordinates]bool{}
+	rows, err = tx.Query(ctx, sqlReconcileDeliveries, topics, parts, offs)
+	if err != nil {
+		return nil, err
+	}
+	for rows.Next() {
+		var (
+			c          Coordinates
+			outcome    string
+			identityID int64
+		)
+		if err := rows.Scan(&c.Topic, &c.Partition, &c.Offset, &outcome, &identityID); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		delivered[c] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	// Identities (settled, refused, quarantined, or still waiting) of the
+	// records delivered.
+	var recs, ops []string
+	for _, sr := range in.Source {
+		if delivered[sr.Source] {
+			recs, ops = append(recs, sr.RecordID), append(ops, sr.Operation)
+		}
+	}
+	exists := map[[2]string]bool{}
+	rows, err = tx.Query(ctx, sqlReconcileIdentityKeys, in.TenantID, in.Period, recs, ops)
+	if err != nil {
+		return nil, err
+	}
+	for rows.Next() {
+		var (
+			rid, op string
+			ok      bool
+		)
+		if err := rows.Scan(&rid, &op, &ok); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		exists[[2]string{rid, op}] = ok
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	seen := map[Coordinates]bool{}
+	for _, sr := range in.Source {
+		c := sr.Source
+		seen[c] = true
+		switch {
+		case !delivered[c] && c.Offset < reached[c.Partition]:
+			out = append(out, Finding{Class: ClassSourceNotSettled, TenantID: in.TenantID, Period: in.Period,
+				RecordID: sr.RecordID, Operation: sr.Operation, Source: &c,
+				Detail: fmt.Sprintf("usage record at %s/%d/%d is behind the group's offset %d in PostgreSQL but has no delivery row", c.Topic, c.Partition, c.Offset, reached[c.Partition])})
+		case delivered[c] && !exists[[2]string{sr.RecordID, sr.Operation}]:
+			// A dead-lettered record's delivery names no identity; a
+			// delivered record of this tenant and period decoded, so it
+			// must have one (settled, refused, quarantined or waiting).
+			out = append(out, Finding{Class: ClassSourceIdentityMissing, TenantID: in.TenantID, Period: in.Period,
+				RecordID: sr.RecordID, Operation: sr.Operation, Source: &c,
+				Detail: "usage record was delivered but its identity is neither stored nor waiting"})
+		}
+	}
+	for _, pi := range ids {
+		if pi.source.Topic != in.SourceTopic || seen[pi.source] {
+			continue
+		}
+		if start, ok := in.SourceStart[pi.source.Partition]; ok && pi.source.Offset < start {
+			continue // left the topic by retention
+		}
+		c := pi.source
+		out = append(out, Finding{Class: ClassIdentityNoSource, TenantID: in.TenantID, Period: in.Period,
+			RecordID: pi.recordID, Operation: pi.op, SettlementID: pi.settlementID, Source: &c,
+			Detail: fmt.Sprintf("identity %d (%s) names usage record %s/%d/%d, which is not on the topic for this tenant and period", pi.id, pi.outcome, c.Topic, c.Partition, c.Offset)})
+	}
+	return out, nil
+}
+
+// compareSettlements compares the settlements topic's messages of the
+// tenant and period with the stored effects, by settlement_id. A message
+// published twice is at-least-once delivery, not a difference.
+func compareSettlements(in ReconcileInput, ids []periodIdentity) []Finding {
+	published := map[string]bool{}
+	for _, p := range in.Published {
+		published[p.SettlementID] = true
+	}
+	known := map[string]bool{}
+	var out []Finding
+	for _, pi := range ids {
+		if pi.settlementID == "" {
+			continue
+		}
+		known[pi.settlementID] = true
+		// Not yet marked published: the relay's pending work (the outbox
+		// check reports it once it is older than the grace period).
+		if pi.outcome == string(OutcomeSettled) && pi.hasLedger && pi.marked && !published[pi.settlementID] {
+			out = append(out, Finding{Class: ClassSettlementNotOnTopic, TenantID: in.TenantID, Period: in.Period,
+				RecordID: pi.recordID, Operation: pi.op, SettlementID: pi.settlementID,
+				Detail: fmt.Sprintf("identity %d wrote ledger rows and its outbox row is marked published, but its settlement is not on the settlements topic", pi.id)})
+		}
+	}
+	reported := map[string]bool{}
+	for _, p := range in.Published {
+		if known[p.SettlementID] || reported[p.SettlementID] {
+			continue
+		}
+		reported[p.SettlementID] = true
+		c := p.Source
+		out = append(out, Finding{Class: ClassSettlementNoIdentity, TenantID: in.TenantID, Period: in.Period,
+			RecordID: p.RecordID, Operation: p.Operation, SettlementID: p.SettlementID, Source: &c,
+			Detail: "a message on the settlements topic names a settlement no stored identity made"})
+	}
+	return out
+}
+
+// OpenConflictCases counts the open conflict cases (for the gauge).
+func (s *Store) OpenConflictCases(ctx context.Context) (int64, error) {
+	var n int64
+	if err := s.pool.QueryRow(ctx, sqlReconcileOpenCases).Scan(&n); err != nil {
+		return 0, wrapStoreErr("count open conflict cases", err)
+	}
+	return n, nil
+}

@@ -1,0 +1,235 @@
+package settle_test
+
+import (
+	"context"
+	"encoding/json"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/settlehq/settle/settle"
+)
+
+// reconcileFixture settles a small mixed history (grants, usage, a hold
+// and its capture, a correction, a refund) for tenant acme, period 2026-11,
+// marks the outbox published as a relay would, and returns the store and
+// what the usage and settlements topics would hold.
+func reconcileFixture(t *testing.T) (*settle.Store, []settle.SourceRecord, []settle.PublishedSettlement) {
+	t.Helper()
+	s := newStore(t)
+	recs := []map[string]any{
+		grant("g-1", "cust-1", "100"),
+		rec("record_id", "u-1", "amount", "40"),
+		rec("record_id", "h-1", "kind", "hold", "amount", "10", "meter", nil, "quantity", nil, "unit", nil, "finalization_version", nil),
+		rec("record_id", "u-2", "amount", "7", "hold_id", "h-1"),
+		rec("record_id", "c-1", "kind", "correction", "corrects", "u-1", "amount", "30", "finalization_version", 2),
+		signal("refund", "u-2", "cust-1"),
+		grant("g-2", "cust-2", "5"),
+	}
+	ins := batch(0, 0, recs...)
+	rs := mustSettle(t, s, ins)
+	for i, r := range rs {
+		if r.Outcome != settle.OutcomeSettled {
+			t.Fatalf("fixture record %d: %s %s", i, r.Outcome, r.Reason)
+		}
+	}
+	var source []settle.SourceRecord
+	for i, r := range rs {
+		source = append(source, settle.SourceRecord{Source: settle.Coordinates{Topic: "usage", Partition: 0, Offset: ins[i].Offset},
+			RecordID: r.Identity.RecordID, Operation: r.Identity.Operation})
+	}
+	ctx := context.Background()
+	if _, err := s.Pool().Exec(ctx, `UPDATE outbox SET published_at = now()`); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := s.Pool().Query(ctx, `SELECT id, value FROM outbox WHERE topic = 'settlements' ORDER BY id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var published []settle.PublishedSettlement
+	for rows.Next() {
+		var (
+			id    int64
+			value []byte
+			resp  settle.Response
+		)
+		if err := rows.Scan(&id, &value); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(value, &resp); err != nil {
+			t.Fatal(err)
+		}
+		published = append(published, settle.PublishedSettlement{SettlementID: resp.SettlementID, RecordID: resp.Identity.RecordID,
+			Operation: resp.Identity.Operation, Source: settle.Coordinates{Topic: "settlements", Offset: id}})
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(published) < 6 {
+		t.Fatalf("fixture: %d settlements in the outbox, want at least 6", len(published))
+	}
+	return s, source, published
+}
+
+func reconcile(t *testing.T, s *settle.Store, in settle.ReconcileInput) *settle.Report {
+	t.Helper()
+	if in.Group == "" {
+		in.Group = "g"
+	}
+	r, err := s.Reconcile(context.Background(), in)
+	if err != nil {
+		t.Fatalf("reconcile: %v", err)
+	}
+	return r
+}
+
+func classes(r *settle.Report) []string {
+	var out []string
+	for _, f := range r.Findings {
+		out = append(out, f.Class)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func full(source []settle.SourceRecord, published []settle.PublishedSettlement) settle.ReconcileInput {
+	return settle.ReconcileInput{TenantID: "acme", Period: "2026-11", SourceTopic: "usage",
+		Source: source, SourceRead: true, Published: published, PublishedRead: true,
+		KafkaOffsets: map[string]map[int32]int64{"usage": {0: int64(len(source))}}}
+}
+
+// TestReconcileClean: a clean history reports nothing, every check runs.
+func TestReconcileClean(t *testing.T) {
+	t.Parallel()
+	s, source, published := reconcileFixture(t)
+	r := reconcile(t, s, full(source, published))
+	if !r.Clean() {
+		t.Fatalf("clean run found %v: %+v", classes(r), r.Findings)
+	}
+	for _, c := range r.Checks {
+		if c.Skipped != "" {
+			t.Errorf("check %s skipped: %s", c.Name, c.Skipped)
+		}
+	}
+	if len(r.Checks) != 8 {
+		t.Errorf("%d checks ran, want 8: %+v", len(r.Checks), r.Checks)
+	}
+}
+
+// TestReconcileFindsInjectedDiscrepancies: each discrepancy injected behind
+// the service's back is found, with its class, and nothing else is.
+func TestReconcileFindsInjectedDiscrepancies(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name   string
+		inject func(t *testing.T, s *settle.Store, in *settle.ReconcileInput)
+		want   []string
+	}{
+		{"outbox row un-marked", func(t *testing.T, s *settle.Store, in *settle.ReconcileInput) {
+			exec(t, s, `UPDATE outbox SET published_at = NULL, created_at = now() - interval '1 hour'
+			             WHERE id = (SELECT min(id) FROM outbox WHERE topic = 'settlements')`)
+		}, []string{settle.ClassOutboxUnpublished}},
+		{"settlement never written (outbox row deleted)", func(t *testing.T, s *settle.Store, in *settle.ReconcileInput) {
+			exec(t, s, `DELETE FROM outbox WHERE id = (SELECT max(id) FROM outbox WHERE topic = 'settlements')`)
+			// The topic then lacks it too.
+			in.Published = in.Published[:len(in.Published)-1]
+		}, []string{settle.ClassSettlementMissing}},
+		{"settlement missing from the topic", func(t *testing.T, s *settle.Store, in *settle.ReconcileInput) {
+			in.Published = in.Published[1:]
+		}, []string{settle.ClassSettlementNotOnTopic}},
+		{"settlement on the topic with no identity", func(t *testing.T, s *settle.Store, in *settle.ReconcileInput) {
+			in.Published = append(in.Published, settle.PublishedSettlement{SettlementID: "f00d", RecordID: "ghost", Operation: "usage"})
+		}, []string{settle.ClassSettlementNoIdentity}},
+		{"ledger row inserted by a superuser, triggers and keys bypassed", func(t *testing.T, s *settle.Store, in *settle.ReconcileInput) {
+			conn, err := s.Pool().Acquire(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Release()
+			if _, err := conn.Exec(ctx, `SET session_replication_role = replica`); err != nil {
+				t.Fatal(err)
+			}
+			_, err = conn.Exec(ctx, `INSERT INTO ledger_entries (identity_id, account_id, tenant_id, bucket, amount)
+			                         SELECT 999999, id, tenant_id, 'balance', 25 FROM accounts WHERE subject = 'cust-1'`)
+			conn.Exec(ctx, `SET session_replication_role = origin`)
+			if err != nil {
+				t.Fatal(err)
+			}
+		}, []string{settle.ClassBalanceMismatch, settle.ClassLedgerNoIdentity}},
+		{"second effect for a settled identity", func(t *testing.T, s *settle.Store, in *settle.ReconcileInput) {
+			exec(t, s, `INSERT INTO ledger_entries (identity_id, account_id, tenant_id, bucket, amount, created_at)
+			            SELECT identity_id, account_id, tenant_id, bucket, amount, created_at + interval '1 second'
+			              FROM ledger_entries WHERE id = (SELECT min(id) FROM ledger_entries)`)
+		}, []string{settle.ClassBalanceMismatch, settle.ClassEffectRepeated}},
+		{"cached balance edited", func(t *testing.T, s *settle.Store, in *settle.ReconcileInput) {
+			exec(t, s, `UPDATE accounts SET balance = balance + 1 WHERE subject = 'cust-2'`)
+		}, []string{settle.ClassBalanceMismatch}},
+		{"Kafka offset ahead of PostgreSQL", func(t *testing.T, s *settle.Store, in *settle.ReconcileInput) {
+			in.KafkaOffsets["usage"][0] += 5
+			in.KafkaOffsets["usage"][3] = 2 // a partition PostgreSQL never saw
+		}, []string{settle.ClassKafkaOffsetAhead, settle.ClassKafkaOffsetAhead}},
+		{"usage record passed over", func(t *testing.T, s *settle.Store, in *settle.ReconcileInput) {
+			// A record of the tenant and period behind the group's offset
+			// with no delivery: the group moved past it without settling.
+			exec(t, s, `UPDATE consumer_offsets SET next_offset = next_offset + 1`)
+			in.Source = append(in.Source, settle.SourceRecord{Source: settle.Coordinates{Topic: "usage", Offset: int64(len(in.Source))},
+				RecordID: "u-lost", Operation: "usage"})
+			in.KafkaOffsets["usage"][0]++
+		}, []string{settle.ClassSourceNotSettled}},
+		{"identity whose usage record is not on the topic", func(t *testing.T, s *settle.Store, in *settle.ReconcileInput) {
+			in.Source = in.Source[1:]
+		}, []string{settle.ClassIdentityNoSource}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s, source, published := reconcileFixture(t)
+			in := full(source, published)
+			tc.inject(t, s, &in)
+			r := reconcile(t, s, in)
+			got := classes(r)
+			sort.Strings(tc.want)
+			if !equal(got, tc.want) {
+				t.Errorf("found %v, want %v:\n%+v", got, tc.want, r.Findings)
+			}
+			for _, f := range r.Findings {
+				if f.Detail == "" {
+					t.Errorf("finding %s has no detail", f.Class)
+				}
+			}
+		})
+	}
+}
+
+// TestReconcileGrace: an unpublished outbox row younger than the grace
+// period is the relay's normal work, not a discrepancy.
+func TestReconcileGrace(t *testing.T) {
+	t.Parallel()
+	s, _, _ := reconcileFixture(t)
+	exec(t, s, `UPDATE outbox SET published_at = NULL`)
+	if r := reconcile(t, s, settle.ReconcileInput{}); !r.Clean() {
+		t.Errorf("fresh unpublished rows reported: %v", classes(r))
+	}
+	if r := reconcile(t, s, settle.ReconcileInput{OutboxGrace: time.Nanosecond}); len(r.Findings) == 0 {
+		t.Errorf("unpublished rows past a 1ns grace not reported")
+	}
+}
+
+func exec(t *testing.T, s *settle.Store, sql string) {
+	t.Helper()
+	if _, err := s.Pool().Exec(context.Background(), sql); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+}
+
+func equal(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,15 @@
+-- The identities of one tenant and period ($1, $2), with whether they wrote
+-- ledger rows and whether their settlement's outbox row on the settlements
+-- topic ($3) is marked published.
+WITH published AS (
+    SELECT DISTINCT convert_from(value, 'UTF8')::jsonb ->> 'settlement_id' AS sid
+      FROM outbox
+     WHERE topic = $3 AND published_at IS NOT NULL
+)
+SELECT i.id, i.record_id, i.operation, i.outcome, coalesce(i.settlement_id, ''),
+       i.topic, i.partition, i."offset",
+       EXISTS (SELECT 1 FROM ledger_entries l WHERE l.identity_id = i.id),
+       coalesce(i.settlement_id IN (SELECT sid FROM published), false)
+  FROM identities i
+ WHERE i.tenant_id = $1 AND i.account_period = $2
+ ORDER BY i.id

@@ -1,0 +1,2 @@
+-- How many conflict cases are open (the settle_conflict_cases_open gauge).
+SELECT count(*) FROM conflict_cases WHERE status = 'open'

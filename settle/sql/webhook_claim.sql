@@ -1,0 +1,21 @@
+-- Claims up to $1 deliveries that are due (pending past next_attempt_at) or
+-- whose lease expired (their attempt crashed or stalled), each for a new
+-- attempt id and a lease of $2 ms. SKIP LOCKED: concurrent workers claim
+-- different rows; the new attempt id fences out the attempt it replaced.
+WITH due AS (
+    SELECT id
+      FROM webhook_deliveries
+     WHERE (status = 'pending' AND next_attempt_at <= now())
+        OR (status = 'in_flight' AND lease_until <= now())
+     ORDER BY id
+     LIMIT $1
+       FOR UPDATE SKIP LOCKED
+)
+UPDATE webhook_deliveries w
+   SET status      = 'in_flight',
+       attempt_id  = gen_random_uuid(),
+       attempts    = w.attempts + 1,
+       lease_until = now() + $2::bigint * interval '1 millisecond'
+  FROM due
+ WHERE w.id = due.id
+RETURNING w.id, w.outbox_id, w.attempt_id::text, w.attempts, w.tenant_id, w.settlement_id, w.body
