@@ -155,7 +155,7 @@ func TestWebhookSameDeliveryTwiceAcceptedOnce(t *testing.T) {
 func TestCrashBeforeResultWriteThenRetry(t *testing.T) {
 	t.Parallel()
 	var crashed atomic.Bool
-	s, srv := newAPI(t, Config{Lease: 300 * time.Millisecond, SettleTimeout: 200 * time.Millisecond}, func(a *API) {
+	s, srv := newAPI(t, Config{Lease: 700 * time.Millisecond, SettleTimeout: 600 * time.Millisecond}, func(a *API) {
 		a.afterSettle = func(int64, string) bool { return !crashed.CompareAndSwap(false, true) }
 	})
 	body := usage("acme", "u-crash", "dave", "5")
@@ -169,7 +169,7 @@ func TestCrashBeforeResultWriteThenRetry(t *testing.T) {
 	if r := post(srv, tokenAcme, "k-crash", body); r.status != http.StatusConflict || r.code() != CodeBusy {
 		t.Fatalf("within the lease: %d %s", r.status, r.body)
 	}
-	time.Sleep(350 * time.Millisecond)
+	time.Sleep(750 * time.Millisecond)
 	r := post(srv, tokenAcme, "k-crash", body)
 	var res RecordResult
 	if err := json.Unmarshal(r.body, &res); err != nil || r.status != http.StatusOK || res.Outcome != settle.OutcomeSettled {
@@ -232,7 +232,7 @@ func TestStalledAttemptAfterTakeover(t *testing.T) {
 	aInside, aRelease := make(chan struct{}), make(chan struct{})
 	bInside, bRelease := make(chan struct{}), make(chan struct{})
 	var calls atomic.Int32
-	s, srv := newAPI(t, Config{Lease: 300 * time.Millisecond, SettleTimeout: 200 * time.Millisecond}, func(a *API) {
+	s, srv := newAPI(t, Config{Lease: 700 * time.Millisecond, SettleTimeout: 600 * time.Millisecond}, func(a *API) {
 		a.afterSettle = func(int64, string) bool {
 			switch calls.Add(1) {
 			case 1:
@@ -253,7 +253,7 @@ func TestStalledAttemptAfterTakeover(t *testing.T) {
 	case r := <-aReply:
 		t.Fatalf("the first request never reached the result write: %d %s %v", r.status, r.body, r.err)
 	}
-	time.Sleep(350 * time.Millisecond) // the stalled attempt's lease runs out
+	time.Sleep(750 * time.Millisecond) // the stalled attempt's lease runs out
 	go func() { bReply <- post(srv, tokenAcme, "k-stall", body) }()
 	select {
 	case <-bInside:

@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -59,6 +60,10 @@ func writeError(w http.ResponseWriter, e apiError) {
 
 // storeError answers a failure of the store while doing what.
 func storeError(err error, what string) apiError {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return apiError{status: http.StatusServiceUnavailable, Code: CodeUnavailable, RetryAfterSeconds: 1,
+			Message: "could not " + what + " in time; retry the same request with the same Idempotency-Key"}
+	}
 	if errors.Is(err, settle.ErrUnavailable) || errors.Is(err, settle.ErrContention) {
 		return apiError{status: http.StatusServiceUnavailable, Code: CodeUnavailable, RetryAfterSeconds: 1,
 			Message: "could not " + what + ": the database is unavailable or busy; retry the same request with the same Idempotency-Key"}

@@ -36,14 +36,14 @@ type Model struct {
 }
 
 type modelAccount struct {
-	tenant, subject   string
-	partition         int32
-	balance, held     money.Dec
-	granted           bool
-	chains            []*modelChain
-	holds             []*modelHold
-	sent              [][]byte // earlier payloads, for duplicates
-	sentUsage         []map[string]any
+	tenant, subject string
+	partition       int32
+	balance, held   money.Dec
+	granted         bool
+	chains          []*modelChain
+	holds           []*modelHold
+	sent            [][]byte // earlier payloads, for duplicates
+	sentUsage       []map[string]any
 }
 
 type modelChain struct {

@@ -38,7 +38,7 @@ func classify(err error) error {
 		case "23505": // a concurrent transaction claimed the same key first
 			switch pgErr.ConstraintName {
 			case "identities_scope_key", "deliveries_pkey", "conflict_cases_key", "accounts_key",
-				"dead_letters_source_key":
+				"dead_letters_source_key", "chains_pkey":
 				return ErrContention
 			}
 			return nil

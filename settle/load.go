@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -23,6 +24,7 @@ var (
 	sqlAccountLock          = mustQuery("account_lock.sql")
 	sqlAccountLockByID      = mustQuery("account_lock_by_id.sql")
 	sqlChainLock            = mustQuery("chain_lock.sql")
+	sqlChainRoot            = mustQuery("chain_root.sql")
 	sqlHoldLock             = mustQuery("hold_lock.sql")
 	sqlIdentityReserve      = mustQuery("identity_reserve.sql")
 	sqlIdentityInsert       = mustQuery("identity_insert.sql")
@@ -247,6 +249,7 @@ func (st *txState) loadLinked(ctx context.Context, waits []*waitingOp, reserving
 	b.Queue(sqlAccountInsert, accKeys.t, accKeys.s, accKeys.c)
 	b.Queue(sqlAccountLock, accKeys.t, accKeys.s, accKeys.c)
 	b.Queue(sqlChainLock, rootIDs)
+	b.Queue(sqlChainRoot, rootIDs)
 	b.Queue(sqlHoldLock, holdIDs, expiringAccs)
 	br := st.tx.SendBatch(ctx, b)
 	defer br.Close()
@@ -280,6 +283,39 @@ func (st *txState) loadLinked(ctx context.Context, waits []*waitingOp, reserving
 	}
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("lock chains: %w", err)
+	}
+	// Chains without a row are their root usage alone. Two transactions
+	// that both create one collide on chains_pkey and one retries.
+	locked := map[int64]bool{}
+	for _, p := range pending {
+		locked[p.ch.rootID] = true
+	}
+	rows, _ = br.Query()
+	for rows.Next() {
+		var (
+			ch        chain
+			accountID int64
+			canonical []byte
+		)
+		if err := rows.Scan(&ch.rootID, &canonical, &ch.rootSubject, &ch.rootCurrency, &ch.rootSettlement, &accountID); err != nil {
+			return fmt.Errorf("read chain roots: %w", err)
+		}
+		if locked[ch.rootID] {
+			continue
+		}
+		fields, err := fingerprint.CanonicalFields(canonical)
+		if err != nil {
+			return fmt.Errorf("chain root %d: %w", ch.rootID, err)
+		}
+		ch.c.NetCharge = money.MustParse(fields["amount"])
+		if ch.c.Version, err = strconv.ParseInt(fields["finalization_version"], 10, 64); err != nil {
+			return fmt.Errorf("chain root %d: finalization_version: %w", ch.rootID, err)
+		}
+		ch.isNew = true
+		pending = append(pending, pendingChain{&ch, accountID})
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read chain roots: %w", err)
 	}
 	if err := st.readHolds(br); err != nil {
 		return err

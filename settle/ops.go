@@ -146,7 +146,7 @@ func (st *txState) applyUsage(ctx context.Context, d *decoded, id int64) (*effec
 	eff := st.settled(d, id, a, links, entries...)
 	eff.rootID, eff.targetID = id, targetID
 	st.chains[id] = &chain{rootID: id, rootSubject: r.Subject, rootCurrency: r.Currency, rootSettlement: eff.resp.SettlementID,
-		a: a, c: corrections.Chain{NetCharge: money.MustParse(r.Amount), Version: r.FinalizationVersion}, isNew: true, dirty: true}
+		a: a, c: corrections.Chain{NetCharge: money.MustParse(r.Amount), Version: r.FinalizationVersion}, isNew: true}
 	return eff, nil
 }
 

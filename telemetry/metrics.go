@@ -16,18 +16,18 @@ import (
 // The metric names as Prometheus sees them (the exporter adds _total to
 // counters and _seconds to durations). The dashboard and alerts use these.
 const (
-	MetricRecords           = "settle_records_total"               // {outcome, kind, reason}
-	MetricBatchRecords      = "settle_batch_records"               // histogram
+	MetricRecords           = "settle_records_total"                // {outcome, kind, reason}
+	MetricBatchRecords      = "settle_batch_records"                // histogram
 	MetricTransaction       = "settle_transaction_duration_seconds" // histogram {result}
 	MetricEndToEnd          = "settle_end_to_end_latency_seconds"   // histogram: record timestamp → results published
-	MetricRetries           = "settle_retries_total"               // {cause}
-	MetricDeadLetters       = "settle_dead_letters_total"          // {reason}
-	MetricOutboxBacklog     = "settle_outbox_backlog"              // gauge: rows not yet published
-	MetricOutboxOldestAge   = "settle_outbox_oldest_age_seconds"   // gauge
-	MetricOutboxPublished   = "settle_outbox_published_total"      // {topic}
-	MetricConsumerLag       = "settle_consumer_lag"                // gauge {topic, partition}
-	MetricConflictCasesOpen = "settle_conflict_cases_open"         // gauge
-	MetricReady             = "settle_ready"                       // gauge 0/1
+	MetricRetries           = "settle_retries_total"                // {cause}
+	MetricDeadLetters       = "settle_dead_letters_total"           // {reason}
+	MetricOutboxBacklog     = "settle_outbox_backlog"               // gauge: rows not yet published
+	MetricOutboxOldestAge   = "settle_outbox_oldest_age_seconds"    // gauge
+	MetricOutboxPublished   = "settle_outbox_published_total"       // {topic}
+	MetricConsumerLag       = "settle_consumer_lag"                 // gauge {topic, partition}
+	MetricConflictCasesOpen = "settle_conflict_cases_open"          // gauge
+	MetricReady             = "settle_ready"                        // gauge 0/1
 )
 
 // Retry causes (label cause of settle_retries_total).

@@ -51,7 +51,7 @@ func (p *pipeline) run(ctx context.Context, a *app) error {
 	srv := &http.Server{Handler: p.adminHandler(), ReadHeaderTimeout: 5 * time.Second}
 	httpDone := make(chan error, 1)
 	go func() { httpDone <- srv.Serve(ln) }()
-	a.log.Info("admin listener up", "addr", ln.Addr().String(), "paths", "/livez /readyz")
+	a.log.Info("admin listener up", "addr", ln.Addr().String(), "paths", "/livez /readyz /metrics")
 	stopEdge, err := p.edge.start(ctx, a, p.store, p.settlementsTopic)
 	defer stopEdge()
 	if err != nil {

@@ -167,7 +167,7 @@ func NewPool(t testing.TB, maxConns int32) *pgxpool.Pool {
 // NewStore creates a database for t and a Store on it.
 func NewStore(t testing.TB, cfg settle.Config) *settle.Store {
 	t.Helper()
-	pool := NewPool(t, 32)
+	pool := NewPool(t, 16)
 	s, err := settle.Open(context.Background(), pool, cfg)
 	if err != nil {
 		t.Fatal(err)

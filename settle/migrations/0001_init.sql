@@ -86,8 +86,9 @@ CREATE TABLE identities (
     -- prefix.
     CONSTRAINT identities_outcome_check CHECK (outcome IN ('settled', 'refused', 'quarantined'))
 );
-CREATE INDEX identities_root ON identities (root_id) WHERE root_id IS NOT NULL;
-CREATE INDEX identities_account ON identities (account_id);
+-- A chain's adjustments (not its root: every usage is its own root, and
+-- indexing those would cost every claim an index insert for nothing).
+CREATE INDEX identities_root ON identities (root_id) WHERE operation IN ('correction', 'reversal', 'resolution');
 
 -- Append-only ledger rows. bucket 'balance' moves the balance, 'held' the
 -- amount reserved by holds. amount is signed: a charge is negative.
@@ -326,6 +327,8 @@ GRANT UPDATE (net_charge, version, refund_id, refunded, reclaim_id, recovered, r
 GRANT UPDATE (remaining, status, closed_by, rev) ON holds TO settle_app;
 GRANT UPDATE (status, case_id) ON waiting TO settle_app;
 GRANT SELECT ON identity_audit, schema_migrations TO settle_app;
+-- identity_reserve.sql reserves identity ids with nextval.
+GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO settle_app;
 GRANT UPDATE (balance, held, seq, updated_at) ON accounts TO settle_app;
 GRANT UPDATE (published_at) ON outbox TO settle_app;
 GRANT UPDATE (next_offset, updated_at) ON consumer_offsets TO settle_app;
