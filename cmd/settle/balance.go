@@ -8,16 +8,16 @@ import (
 // balanceCmd shows a tenant's accounts: balance, holds, available, the
 // chains (net view) and the rows behind them.
 type balanceCmd struct {
-	databaseFlags
-	Tenant  string `arg:"" help:"Tenant id."`
-	Subject string `arg:"" optional:"" help:"Account subject; without it, every account of the tenant."`
-	Rows    int    `name:"rows" default:"20" help:"Newest ledger rows (and chains) shown per account."`
-	JSON    bool   `name:"json" help:"Print JSON."`
+	storeFlags `embed:""`
+	Tenant     string `arg:"" help:"Tenant id."`
+	Subject    string `arg:"" optional:"" help:"Account subject; without it, every account of the tenant."`
+	Rows       int    `name:"rows" default:"20" help:"Newest ledger rows (and chains) shown per account."`
+	JSON       bool   `name:"json" help:"Print JSON."`
 }
 
 // Run prints the balances.
 func (c *balanceCmd) Run(a *app) error {
-	store, closeDB, err := openStore(a, c.databaseFlags)
+	store, closeDB, err := c.openStore(a)
 	if err != nil {
 		return err
 	}

@@ -26,28 +26,6 @@ type conflictsCmd struct {
 	Export  conflictsExportCmd  `cmd:"" help:"Export every case matching the filters as CSV (safe for spreadsheets) or JSON."`
 }
 
-// storeFlags are what the read-side and analyst commands need: the
-// database, and the topic names the store writes to its outbox.
-type storeFlags struct {
-	databaseFlags `embed:""`
-	topicFlags    `embed:""`
-}
-
-// openStore opens the store over its own small pool; close() ends it.
-func (f storeFlags) openStore(a *app) (*settle.Store, func(), error) {
-	f.PoolMaxConns = min(f.PoolMaxConns, 4)
-	pool, err := f.pool(a.ctx)
-	if err != nil {
-		return nil, nil, err
-	}
-	store, err := settle.Open(a.ctx, pool, settleFlags{}.config(f.topicFlags))
-	if err != nil {
-		pool.Close()
-		return nil, nil, err
-	}
-	return store, pool.Close, nil
-}
-
 // caseFilterFlags select cases, like the queue page's filter form.
 type caseFilterFlags struct {
 	Tenant    string `name:"tenant" help:"Only this tenant."`

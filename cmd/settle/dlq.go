@@ -63,11 +63,11 @@ func truncate(s string, n int) string {
 
 type dlqReplayCmd struct {
 	storeFlags `embed:""`
-	Brokers    []string `name:"brokers" env:"SETTLE_KAFKA_BROKERS,KAFKA_BROKERS" default:"127.0.0.1:9092" sep:"," help:"Kafka seed brokers (SETTLE_KAFKA_BROKERS, else KAFKA_BROKERS)."`
-	ID         int64    `name:"id" help:"Replay only this dead letter; default: every one (that existed when the replay started)."`
-	Reason     string   `name:"reason" help:"Replay only dead letters with this reason."`
-	DryRun     bool     `name:"dry-run" help:"Say what would be replayed; produce nothing."`
-	JSON       bool     `name:"json" help:"Print one JSON object per dead letter."`
+	kafkaFlags `embed:""`
+	ID         int64  `name:"id" help:"Replay only this dead letter; default: every one (that existed when the replay started)."`
+	Reason     string `name:"reason" help:"Replay only dead letters with this reason."`
+	DryRun     bool   `name:"dry-run" help:"Say what would be replayed; produce nothing."`
+	JSON       bool   `name:"json" help:"Print one JSON object per dead letter."`
 }
 
 // replayHeader names the dead letter a replayed record came from, for
@@ -118,7 +118,11 @@ func (c *dlqReplayCmd) Run(a *app) error {
 	}
 	var cl *kgo.Client
 	if !c.DryRun {
-		if cl, err = kgo.NewClient(kgo.SeedBrokers(c.Brokers...), kgo.RequiredAcks(kgo.AllISRAcks()), kafkaLogger(a)); err != nil {
+		sec, err := c.kafkaSecurityFlags.clientOpts()
+		if err != nil {
+			return err
+		}
+		if cl, err = kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.Brokers...), kgo.RequiredAcks(kgo.AllISRAcks()), kafkaLogger(a)}, sec...)...); err != nil {
 			return err
 		}
 		defer cl.Close()

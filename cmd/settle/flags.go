@@ -29,6 +29,14 @@ func (f databaseFlags) pool(ctx context.Context) (*pgxpool.Pool, error) {
 	if f.PoolMaxConns > 0 {
 		cfg.MaxConns = f.PoolMaxConns
 	}
+	// A process frozen mid-transaction (SIGSTOP, a long GC pause, a VM
+	// migration) must not hold row locks the next owner of its partitions
+	// waits on: PostgreSQL ends such a session, and the transaction rolls
+	// back (it never committed, so nothing is lost). Unless the URL says
+	// otherwise.
+	if _, set := cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"]; !set {
+		cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = "30000"
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, err

@@ -8,10 +8,10 @@ type periodCmd struct {
 }
 
 type periodCloseCmd struct {
-	databaseFlags
-	Tenant string `arg:"" help:"Tenant id."`
-	Period string `arg:"" help:"Account period, YYYY-MM."`
-	As     string `name:"as" env:"SETTLE_OPERATOR" help:"Who closes it, for the record (${env})."`
+	storeFlags `embed:""`
+	Tenant     string `arg:"" help:"Tenant id."`
+	Period     string `arg:"" help:"Account period, YYYY-MM."`
+	As         string `name:"as" env:"SETTLE_OPERATOR" help:"Who closes it, for the record (${env})."`
 }
 
 // Run closes the period.
@@ -19,7 +19,7 @@ func (c *periodCloseCmd) Run(a *app) error {
 	if len(c.Period) != 7 || c.Period[4] != '-' {
 		return usageError{fmt.Sprintf("period %q: use YYYY-MM", c.Period)}
 	}
-	store, closeDB, err := openStore(a, c.databaseFlags)
+	store, closeDB, err := c.openStore(a)
 	if err != nil {
 		return err
 	}

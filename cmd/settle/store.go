@@ -6,14 +6,21 @@ import (
 	"github.com/settlehq/settle/settle"
 )
 
-// openStore connects with the database flags and opens the store, for the
-// operator commands. The caller closes the returned pool.
-func openStore(a *app, db databaseFlags) (*settle.Store, func(), error) {
-	pool, err := db.pool(a.ctx)
+// storeFlags are what the read-side and analyst commands need: the
+// database, and the topic names the store writes to its outbox.
+type storeFlags struct {
+	databaseFlags `embed:""`
+	topicFlags    `embed:""`
+}
+
+// openStore opens the store over its own small pool; close() ends it.
+func (f storeFlags) openStore(a *app) (*settle.Store, func(), error) {
+	f.PoolMaxConns = min(f.PoolMaxConns, 4)
+	pool, err := f.pool(a.ctx)
 	if err != nil {
 		return nil, nil, err
 	}
-	store, err := settle.Open(a.ctx, pool, settle.Config{})
+	store, err := settle.Open(a.ctx, pool, settleFlags{}.config(f.topicFlags))
 	if err != nil {
 		pool.Close()
 		return nil, nil, err
