@@ -160,6 +160,7 @@ type account struct {
 	balance, held           money.Dec
 	balanceDelta, heldDelta money.Dec
 	seqBefore, seq          int64
+	head                    []byte // chain head: hash of the newest ledger row
 	expiredChecked          bool
 }
 
@@ -231,6 +232,7 @@ type entryRow struct {
 	identityID, accountID int64
 	tenant, bucket        string
 	amount                money.Dec
+	hash                  []byte
 }
 
 type deliveryRow struct {

@@ -2,6 +2,7 @@ package settle_test
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"reflect"
 	"strings"
@@ -108,5 +109,43 @@ func TestAppendOnlyEnforcedByDatabase(t *testing.T) {
 			}
 			tx.Rollback(ctx)
 		}
+	}
+}
+
+// TestHashChainVerifiableFromSettlements: a consumer of the settlements
+// topic can verify each account's ledger hash chain from the messages
+// alone.
+func TestHashChainVerifiableFromSettlements(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	hold := rec("kind", "hold", "record_id", "h", "amount", "5", "meter", nil, "quantity", nil, "unit", nil, "finalization_version", nil)
+	mustSettle(t, s, batch(0, 0, grant("g", "cust-1", "100"), rec("amount", "40"), hold,
+		rec("record_id", "k", "hold_id", "h", "amount", "3"),
+		rec("kind", "correction", "record_id", "c", "corrects", "u-1", "amount", "30", "finalization_version", 2)))
+	rows, err := s.Pool().Query(context.Background(), `SELECT value FROM outbox WHERE topic = 'settlements' ORDER BY id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var head []byte
+	n := 0
+	for rows.Next() {
+		var body []byte
+		if err := rows.Scan(&body); err != nil {
+			t.Fatal(err)
+		}
+		var m settle.Response
+		if err := json.Unmarshal(body, &m); err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range m.Entries {
+			head = settle.ChainHash(head, m.Identity.TenantID, m.Subject, m.Currency, m.SettlementID, e.Bucket, e.Amount)
+		}
+		if got := hex.EncodeToString(head); got != m.ChainHash {
+			t.Errorf("settlement %d (%s): chain_hash %s, recomputed %s", n, m.Kind, m.ChainHash, got)
+		}
+		n++
+	}
+	if n != 5 {
+		t.Errorf("%d settlements, want 5", n)
 	}
 }

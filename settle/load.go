@@ -504,7 +504,7 @@ func (st *txState) readAccounts(br pgx.BatchResults, want int) error {
 			a             account
 			balance, held string
 		)
-		if err := rows.Scan(&a.id, &a.key.tenant, &a.key.subject, &a.key.currency, &balance, &held, &a.seq); err != nil {
+		if err := rows.Scan(&a.id, &a.key.tenant, &a.key.subject, &a.key.currency, &balance, &held, &a.seq, &a.head); err != nil {
 			return fmt.Errorf("lock accounts: %w", err)
 		}
 		n++

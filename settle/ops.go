@@ -2,6 +2,7 @@ package settle
 
 import (
 	"context"
+	"encoding/hex"
 	"fmt"
 	"time"
 
@@ -327,6 +328,7 @@ func (st *txState) settled(d *decoded, id int64, a *account, links *Links, entri
 		resp.SettlementID, resp.Links = settlementID(d.id), links
 		return &effect{resp: resp}
 	}
+	sid := settlementID(d.id)
 	for _, e := range entries {
 		amt := money.MustParse(e.Amount)
 		switch e.Bucket {
@@ -335,19 +337,20 @@ func (st *txState) settled(d *decoded, id int64, a *account, links *Links, entri
 		case bucketHeld:
 			a.held, a.heldDelta = a.held.Add(amt), a.heldDelta.Add(amt)
 		}
-		st.entries = append(st.entries, entryRow{identityID: id, accountID: a.id, tenant: a.key.tenant, bucket: e.Bucket, amount: amt})
+		a.head = ChainHash(a.head, a.key.tenant, a.key.subject, a.key.currency, sid, e.Bucket, amt.String())
+		st.entries = append(st.entries, entryRow{identityID: id, accountID: a.id, tenant: a.key.tenant, bucket: e.Bucket, amount: amt, hash: a.head})
 	}
 	if a.held.Sign() < 0 {
 		panic(fmt.Sprintf("settle: %s: held amount of account %d would be %s", d.id, a.id, a.held))
 	}
 	resp := st.response(d, OutcomeSettled, "")
-	resp.SettlementID = settlementID(d.id)
+	resp.SettlementID = sid
 	resp.Subject, resp.Currency = a.key.subject, a.key.currency
 	resp.Entries, resp.Links = entries, links
 	resp.BalanceAfter, resp.HeldAfter = a.balance.String(), a.held.String()
 	if len(entries) > 0 {
 		a.seq++
-		resp.Sequence = a.seq
+		resp.Sequence, resp.ChainHash = a.seq, hex.EncodeToString(a.head)
 	}
 	resp.Late = st.closed[[2]string{d.rec.TenantID, d.rec.AccountPeriod}]
 	return &effect{resp: resp, a: a}

@@ -1,12 +1,15 @@
 package settle
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"sort"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/settlehq/settle/internal/money"
 )
 
 var (
@@ -19,6 +22,7 @@ var (
 	sqlReconcileDeliveries        = mustQuery("reconcile_deliveries.sql")
 	sqlReconcileIdentityKeys      = mustQuery("reconcile_identity_keys.sql")
 	sqlReconcileOpenCases         = mustQuery("reconcile_open_cases.sql")
+	sqlReconcileHashChain         = mustQuery("reconcile_hash_chain.sql")
 )
 
 // Discrepancy classes: what reconcile found, one per kind of difference.
@@ -39,6 +43,8 @@ const (
 	ClassIdentityNoSource      = "identity_without_source"          // a stored identity whose usage record is not on the topic
 	ClassSettlementNotOnTopic  = "settlement_not_on_topic"          // a settlement marked published but absent from the settlements topic
 	ClassSettlementNoIdentity  = "settlement_without_identity"      // a settlements-topic message no stored identity explains
+	ClassChainBroken           = "ledger_chain_broken"              // a ledger row whose hash does not follow its account's chain
+	ClassChainHeadMismatch     = "ledger_chain_head_mismatch"       // an account's chain head is not its newest row's hash
 )
 
 // Finding is one difference reconcile found.
@@ -161,6 +167,7 @@ func (s *Store) Reconcile(ctx context.Context, in ReconcileInput) (*Report, erro
 		{"one_effect_per_identity", s.checkEffectRepeats},
 		{"every_effect_has_one_settlement", s.checkSettlementMissing},
 		{"every_outbox_row_published", s.checkOutboxUnpublished},
+		{"ledger_hash_chain", s.checkHashChain},
 	}
 	for _, st := range steps {
 		fs, err := st.fn(ctx, tx, in)
@@ -225,6 +232,68 @@ func (s *Store) checkBalances(ctx context.Context, tx pgx.Tx, in ReconcileInput)
 		out = append(out, f)
 	}
 	return out, rows.Err()
+}
+
+// checkHashChain recomputes every account's ledger hash chain (ChainHash)
+// and compares it with the stored row hashes and the account's head. A row
+// settle did not write (no hash) or whose fields were changed breaks it; so
+// does a row removed from the end (the head no longer matches).
+func (s *Store) checkHashChain(ctx context.Context, tx pgx.Tx, in ReconcileInput) ([]Finding, error) {
+	rows, err := tx.Query(ctx, sqlReconcileHashChain, in.TenantID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var (
+		out       []Finding
+		account   int64 = -1
+		prev      []byte
+		head      []byte
+		tenant    string
+		closeHead = func() {
+			if account >= 0 && !bytes.Equal(prev, head) {
+				out = append(out, Finding{Class: ClassChainHeadMismatch, TenantID: tenant, AccountID: account,
+					Detail: fmt.Sprintf("account %d: head %x, but its newest row hashes to %x (a row removed or the head changed)", account, head, prev)})
+			}
+		}
+	)
+	for rows.Next() {
+		var (
+			id, acc                                       int64
+			tn, subject, currency, sid, bucket, amountTxt string
+			stored, accountHead                           []byte
+		)
+		if err := rows.Scan(&id, &acc, &tn, &subject, &currency, &sid, &bucket, &amountTxt, &stored, &accountHead); err != nil {
+			return nil, err
+		}
+		if acc != account {
+			closeHead()
+			account, prev, head, tenant = acc, nil, accountHead, tn
+		}
+		if id == 0 {
+			continue // an account without rows: its head must be empty
+		}
+		amount, err := money.Parse(amountTxt)
+		if err != nil {
+			return nil, err
+		}
+		want := ChainHash(prev, tn, subject, currency, sid, bucket, amount.String())
+		switch {
+		case stored == nil:
+			out = append(out, Finding{Class: ClassChainBroken, TenantID: tn, AccountID: acc, LedgerRowID: id, SettlementID: sid,
+				Detail: fmt.Sprintf("ledger row %d (%s %s) has no chain hash: settle did not write it", id, bucket, amountTxt)})
+			continue // the chain goes on past a foreign row
+		case !bytes.Equal(stored, want):
+			out = append(out, Finding{Class: ClassChainBroken, TenantID: tn, AccountID: acc, LedgerRowID: id, SettlementID: sid,
+				Detail: fmt.Sprintf("ledger row %d (%s %s): hash %x, its chain says %x (the row or one before it was changed)", id, bucket, amountTxt, stored, want)})
+		}
+		prev = stored
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	closeHead()
+	return out, nil
 }
 
 func (s *Store) checkLedgerOrphans(ctx context.Context, tx pgx.Tx, in ReconcileInput) ([]Finding, error) {

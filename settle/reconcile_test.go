@@ -111,8 +111,8 @@ func TestReconcileClean(t *testing.T) {
 			t.Errorf("check %s skipped: %s", c.Name, c.Skipped)
 		}
 	}
-	if len(r.Checks) != 8 {
-		t.Errorf("%d checks ran, want 8: %+v", len(r.Checks), r.Checks)
+	if len(r.Checks) != 9 {
+		t.Errorf("%d checks ran, want 9: %+v", len(r.Checks), r.Checks)
 	}
 }
 
@@ -156,12 +156,43 @@ func TestReconcileFindsInjectedDiscrepancies(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-		}, []string{settle.ClassBalanceMismatch, settle.ClassLedgerNoIdentity}},
+		}, []string{settle.ClassBalanceMismatch, settle.ClassLedgerNoIdentity, settle.ClassChainBroken}},
 		{"second effect for a settled identity", func(t *testing.T, s *settle.Store, in *settle.ReconcileInput) {
 			exec(t, s, `INSERT INTO ledger_entries (identity_id, account_id, tenant_id, bucket, amount, created_at)
 			            SELECT identity_id, account_id, tenant_id, bucket, amount, created_at + interval '1 second'
 			              FROM ledger_entries WHERE id = (SELECT min(id) FROM ledger_entries)`)
-		}, []string{settle.ClassBalanceMismatch, settle.ClassEffectRepeated}},
+		}, []string{settle.ClassBalanceMismatch, settle.ClassEffectRepeated, settle.ClassChainBroken}},
+		{"ledger row amount changed and the cache adjusted to hide it", func(t *testing.T, s *settle.Store, in *settle.ReconcileInput) {
+			// A superuser edits history and the cached balance together:
+			// only the hash chain notices.
+			conn, err := s.Pool().Acquire(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Release()
+			_, err = conn.Exec(ctx, `SET session_replication_role = replica;
+				UPDATE ledger_entries SET amount = amount - 1 WHERE id = (SELECT min(id) FROM ledger_entries);
+				UPDATE accounts SET balance = balance - 1 WHERE id = (SELECT account_id FROM ledger_entries ORDER BY id LIMIT 1);
+				SET session_replication_role = origin`)
+			if err != nil {
+				t.Fatal(err)
+			}
+		}, []string{settle.ClassChainBroken}},
+		{"newest ledger row removed and the cache adjusted to hide it", func(t *testing.T, s *settle.Store, in *settle.ReconcileInput) {
+			conn, err := s.Pool().Acquire(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Release()
+			_, err = conn.Exec(ctx, `SET session_replication_role = replica;
+				UPDATE accounts a SET balance = a.balance - e.amount FROM ledger_entries e
+				 WHERE e.id = (SELECT max(id) FROM ledger_entries WHERE bucket = 'balance') AND a.id = e.account_id;
+				DELETE FROM ledger_entries WHERE id = (SELECT max(id) FROM ledger_entries WHERE bucket = 'balance');
+				SET session_replication_role = origin`)
+			if err != nil {
+				t.Fatal(err)
+			}
+		}, []string{settle.ClassChainHeadMismatch}},
 		{"cached balance edited", func(t *testing.T, s *settle.Store, in *settle.ReconcileInput) {
 			exec(t, s, `UPDATE accounts SET balance = balance + 1 WHERE subject = 'cust-2'`)
 		}, []string{settle.ClassBalanceMismatch}},

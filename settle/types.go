@@ -112,6 +112,7 @@ type Response struct {
 	BalanceAfter string       `json:"balance_after,omitempty"`
 	HeldAfter    string       `json:"held_after,omitempty"`
 	Sequence     int64        `json:"sequence,omitempty"`
+	ChainHash    string       `json:"chain_hash,omitempty"` // the account's ledger hash chain head after this settlement
 	CaseID       int64        `json:"case_id,omitempty"`
 	CommittedAt  time.Time    `json:"committed_at"`
 	Late         bool         `json:"late,omitempty"`

@@ -117,23 +117,26 @@ func (st *txState) write(ctx context.Context, group string) error {
 		var (
 			ids, accs   = make([]int64, 0, n), make([]int64, 0, n)
 			ts, bs, ams = make([]string, 0, n), make([]string, 0, n), make([]string, 0, n)
+			hashes      = make([][]byte, 0, n)
 		)
 		for _, e := range st.entries {
 			ids, accs = append(ids, e.identityID), append(accs, e.accountID)
 			ts, bs, ams = append(ts, e.tenant), append(bs, e.bucket), append(ams, e.amount.String())
+			hashes = append(hashes, e.hash)
 		}
-		b.Queue(sqlLedgerEntryInsert, ids, accs, ts, bs, ams)
+		b.Queue(sqlLedgerEntryInsert, ids, accs, ts, bs, ams, hashes)
 	}
 	if as := st.changedAccounts(); len(as) > 0 {
 		var (
 			ids, before, after []int64
 			bd, hd             []string
+			heads              [][]byte
 		)
 		for _, a := range as {
 			ids, before, after = append(ids, a.id), append(before, a.seqBefore), append(after, a.seq)
-			bd, hd = append(bd, a.balanceDelta.String()), append(hd, a.heldDelta.String())
+			bd, hd, heads = append(bd, a.balanceDelta.String()), append(hd, a.heldDelta.String()), append(heads, nonNil(a.head))
 		}
-		b.Queue(sqlAccountUpdate, ids, bd, hd, before, after)
+		b.Queue(sqlAccountUpdate, ids, bd, hd, before, after, heads)
 		st.guard(sqlAccountUpdate, len(ids))
 	}
 	if n := len(st.deliveries); n > 0 {

@@ -37,6 +37,9 @@ CREATE TABLE accounts (
     balance    numeric     NOT NULL DEFAULT 0,
     held       numeric     NOT NULL DEFAULT 0,
     seq        bigint      NOT NULL DEFAULT 0,
+    -- chain_head: the hash of the account's newest ledger row (see
+    -- ledger_entries.chain_hash); empty before the first.
+    chain_head bytea       NOT NULL DEFAULT '',
     created_at timestamptz NOT NULL DEFAULT now(),
     updated_at timestamptz NOT NULL DEFAULT now(),
     CONSTRAINT accounts_key UNIQUE (tenant_id, subject, currency),
@@ -99,6 +102,12 @@ CREATE TABLE ledger_entries (
     tenant_id   text        NOT NULL,
     bucket      text        NOT NULL,
     amount      numeric     NOT NULL,
+    -- Tamper evidence: SHA-256 over the previous row's hash on the same
+    -- account and this row's account key, settlement id, bucket and
+    -- amount. Each settlement message carries the account's head, so the
+    -- settlements topic anchors the chain outside the database; reconcile
+    -- verifies both. NULL only for a row settle did not write.
+    chain_hash  bytea,
     created_at  timestamptz NOT NULL DEFAULT now(),
     CONSTRAINT ledger_entries_bucket_check CHECK (bucket IN ('balance', 'held'))
 );
@@ -329,7 +338,7 @@ GRANT UPDATE (status, case_id) ON waiting TO settle_app;
 GRANT SELECT ON identity_audit, schema_migrations TO settle_app;
 -- identity_reserve.sql reserves identity ids with nextval.
 GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO settle_app;
-GRANT UPDATE (balance, held, seq, updated_at) ON accounts TO settle_app;
+GRANT UPDATE (balance, held, seq, chain_head, updated_at) ON accounts TO settle_app;
 GRANT UPDATE (published_at) ON outbox TO settle_app;
 GRANT UPDATE (next_offset, updated_at) ON consumer_offsets TO settle_app;
 GRANT UPDATE (status, closed_at) ON conflict_cases TO settle_app;
