@@ -151,15 +151,28 @@ func (st *txState) applyUsage(ctx context.Context, d *decoded, id int64) (*effec
 	return eff, nil
 }
 
-func (st *txState) applyCorrection(ctx context.Context, d *decoded, id int64) (*effect, error) {
-	r := &d.rec
-	k, _ := target(r)
+// linkedChain resolves the chain a correction, reversal, refund or reclaim
+// names. When there is none to act on it returns, instead of a chain, the
+// effect to answer with: wait for the target, or quarantine invalid_link.
+func (st *txState) linkedChain(ctx context.Context, d *decoded) (*chain, *effect, error) {
+	k, _ := target(&d.rec)
 	ch, res := st.resolveChain(k)
 	switch res {
 	case targetMissing:
-		return st.waitFor(k)
+		eff, err := st.waitFor(k)
+		return nil, eff, err
 	case targetInvalid:
-		return st.invalidLink(ctx, d, "corrects "+r.Corrects+" names more than one chain or a record that is not usage, correction or reversal")
+		eff, err := st.invalidLink(ctx, d, fmt.Sprintf("record %s of period %s is not a usage, correction or reversal of one chain", k.record, k.period))
+		return nil, eff, err
+	}
+	return ch, nil, nil
+}
+
+func (st *txState) applyCorrection(ctx context.Context, d *decoded, id int64) (*effect, error) {
+	r := &d.rec
+	ch, early, err := st.linkedChain(ctx, d)
+	if ch == nil {
+		return early, err
 	}
 	if r.Subject != ch.rootSubject || (r.Kind == fingerprint.KindCorrection && r.Currency != ch.rootCurrency) {
 		return st.invalidLink(ctx, d, fmt.Sprintf("the chain is for %s in %s, the %s for %s in %s", ch.rootSubject, ch.rootCurrency, r.Kind, r.Subject, r.Currency))
@@ -180,13 +193,9 @@ func (st *txState) applyCorrection(ctx context.Context, d *decoded, id int64) (*
 
 func (st *txState) applyRefundOrReclaim(ctx context.Context, d *decoded, id int64) (*effect, error) {
 	r := &d.rec
-	k, _ := target(r)
-	ch, res := st.resolveChain(k)
-	switch res {
-	case targetMissing:
-		return st.waitFor(k)
-	case targetInvalid:
-		return st.invalidLink(ctx, d, "record "+r.RecordID+" is not a usage, correction or reversal of one chain")
+	ch, early, err := st.linkedChain(ctx, d)
+	if ch == nil {
+		return early, err
 	}
 	if r.Subject != ch.rootSubject {
 		return st.invalidLink(ctx, d, fmt.Sprintf("the chain is for %s, the %s for %s", ch.rootSubject, r.Kind, r.Subject))
