@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/settlehq/settle/internal/pgtest"
+	"github.com/settlehq/settle/internal/testnet"
 )
 
 // portFree reports whether addr can be listened on now.
@@ -67,7 +68,7 @@ func TestFreshUser(t *testing.T) {
 	var env []string
 	if !portFree("127.0.0.1:9092") || !portFree("127.0.0.1:8080") {
 		db := fmt.Sprintf("settle_e2e_fresh_%d", os.Getpid())
-		env = []string{"SETTLE_DEV_KAFKA_ADDR=" + freeAddr(t), "SETTLE_ADMIN_ADDR=" + freeAddr(t), "SETTLE_DEV_DATABASE=" + db}
+		env = []string{"SETTLE_DEV_KAFKA_ADDR=" + testnet.FreeAddr(t), "SETTLE_ADMIN_ADDR=" + testnet.FreeAddr(t), "SETTLE_DEV_DATABASE=" + db}
 		t.Cleanup(func() { dropDatabase(db) })
 		t.Logf("127.0.0.1:9092 or :8080 is taken: running settle dev with %v", env)
 	}
@@ -147,7 +148,7 @@ func TestKcatInterop(t *testing.T) {
 		}
 		t.Skip("kcat is not installed (apt-get install kcat); CI runs this test")
 	}
-	broker, admin := freeAddr(t), freeAddr(t)
+	broker, admin := testnet.FreeAddr(t), testnet.FreeAddr(t)
 	db := fmt.Sprintf("settle_e2e_kcat_%d", os.Getpid())
 	t.Cleanup(func() { dropDatabase(db) })
 	p := startSettle(t, "dev-kcat", nil, "dev", "--kafka-addr", broker, "--admin-addr", admin,

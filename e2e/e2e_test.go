@@ -11,7 +11,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -173,15 +172,6 @@ func (p *proc) exited() bool {
 
 // freeAddr returns a loopback address with a port that was free a moment
 // ago.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
 
 // httpGet returns the status and body of GET url ("" and 0 on error).
 func httpGet(url string) (int, string) {

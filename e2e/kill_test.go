@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/settlehq/settle/internal/kafkatest"
+	"github.com/settlehq/settle/internal/testnet"
 )
 
 // instance is one `settle run` member of a group.
@@ -35,7 +36,7 @@ type runner struct {
 }
 
 func (r runner) start(name string) *instance {
-	admin := freeAddr(r.t)
+	admin := testnet.FreeAddr(r.t)
 	p := startSettle(r.t, name, nil, "run",
 		"--database-url", r.url, "--brokers", strings.Join(r.brokers, ","), "--group", r.group,
 		"--admin-addr", admin, "--session-timeout", "2s", "--backoff-max", "1s", "--shutdown-timeout", "20s",

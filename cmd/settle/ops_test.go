@@ -29,6 +29,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/settlehq/settle/internal/pgtest"
+	"github.com/settlehq/settle/internal/testnet"
 	"github.com/settlehq/settle/telemetry"
 )
 
@@ -73,16 +74,6 @@ func service(t *testing.T, args ...string) (out *syncBuffer, stop func() int) {
 	}
 	t.Cleanup(func() { stop() })
 	return out, stop
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 func get(url string) (int, string) {
@@ -155,9 +146,9 @@ func TestMetricsAndReadiness(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	px := newProxy(t, fmt.Sprintf("%s:%d", cfg.Host, cfg.Port))
-	proxied := fmt.Sprintf("postgres://postgres@%s/%s?sslmode=disable&connect_timeout=2", px.addr, cfg.Database)
-	admin := freeAddr(t)
+	px := testnet.NewProxy(t, fmt.Sprintf("%s:%d", cfg.Host, cfg.Port))
+	proxied := fmt.Sprintf("postgres://postgres@%s/%s?sslmode=disable&connect_timeout=2", px.Addr(), cfg.Database)
+	admin := testnet.FreeAddr(t)
 	out, stop := service(t, "run", "--database-url", proxied, "--brokers", strings.Join(brokers, ","),
 		"--admin-addr", admin, "--session-timeout", "1s", "--backoff-max", "200ms", "--shutdown-timeout", "10s")
 
@@ -171,7 +162,7 @@ func TestMetricsAndReadiness(t *testing.T) {
 			strings.Contains(m, `outcome="quarantined"`) && strings.Contains(m, `outcome="duplicate"`)
 	})
 
-	px.cut()
+	px.Cut()
 	waitFor(t, 20*time.Second, "/readyz 503 with PostgreSQL cut off", func() bool {
 		c, body := get("http://" + admin + "/readyz")
 		return c == http.StatusServiceUnavailable && strings.Contains(body, "database")
@@ -184,7 +175,7 @@ func TestMetricsAndReadiness(t *testing.T) {
 	if c, _ := get("http://" + admin + "/livez"); c != 200 {
 		t.Errorf("/livez %d during the outage: the process is alive, only not ready", c)
 	}
-	px.restore()
+	px.Restore()
 	waitFor(t, 30*time.Second, "/readyz 200 after PostgreSQL is back", func() bool { c, _ := get("http://" + admin + "/readyz"); return c == 200 })
 	waitFor(t, 30*time.Second, "the record produced during the outage settled", func() bool {
 		_, m := get("http://" + admin + "/metrics")
@@ -257,7 +248,7 @@ func TestSASLAndTLSSecretsNeverLogged(t *testing.T) {
 	// service parses and reports on.
 	cfg, _ := pgx.ParseConfig(pgtest.NewDatabase(t))
 	dbURL := fmt.Sprintf("postgres://postgres:%s@%s:%d/%s?sslmode=disable", dbPassword, cfg.Host, cfg.Port, cfg.Database)
-	admin := freeAddr(t)
+	admin := testnet.FreeAddr(t)
 	out, stop := service(t, "--log-level", "debug", "run", "--database-url", dbURL, "--brokers", strings.Join(brokers, ","),
 		"--admin-addr", admin, "--session-timeout", "1s", "--backoff-max", "200ms",
 		"--kafka-tls-ca", caFile, "--kafka-sasl-mechanism", "SCRAM-SHA-512", "--kafka-sasl-user", "settle",
@@ -347,66 +338,4 @@ func selfSignedCA(t *testing.T, dir string) (string, *tls.Config) {
 		t.Fatal(err)
 	}
 	return caFile, &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}}
-}
-
-// proxy forwards TCP connections to a target until cut: cut closes every
-// connection and refuses new ones; restore accepts again.
-type proxy struct {
-	t      *testing.T
-	addr   string
-	target string
-	ln     net.Listener
-	mu     sync.Mutex
-	down   bool
-	conns  []net.Conn
-}
-
-func newProxy(t *testing.T, target string) *proxy {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &proxy{t: t, addr: ln.Addr().String(), target: target, ln: ln}
-	t.Cleanup(func() { ln.Close(); p.cut() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			p.mu.Lock()
-			if p.down {
-				p.mu.Unlock()
-				c.Close()
-				continue
-			}
-			up, err := net.Dial("tcp", target)
-			if err != nil {
-				p.mu.Unlock()
-				c.Close()
-				continue
-			}
-			p.conns = append(p.conns, c, up)
-			p.mu.Unlock()
-			go func() { io.Copy(up, c); up.Close() }()
-			go func() { io.Copy(c, up); c.Close() }()
-		}
-	}()
-	return p
-}
-
-func (p *proxy) cut() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.down = true
-	for _, c := range p.conns {
-		c.Close()
-	}
-	p.conns = nil
-}
-
-func (p *proxy) restore() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.down = false
 }
