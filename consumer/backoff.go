@@ -20,9 +20,7 @@ func newBackoff(min, max time.Duration) *backoff {
 // wait sleeps for the next interval, or until ctx is done or abandon is
 // closed, and reports whether it slept the whole interval.
 func (b *backoff) wait(ctx context.Context, abandon <-chan struct{}) bool {
-	d := b.next/2 + rand.N(b.next/2+1)
-	b.next = min(b.next*2, b.max)
-	t := time.NewTimer(d)
+	t := time.NewTimer(b.delay())
 	defer t.Stop()
 	select {
 	case <-t.C:
@@ -32,6 +30,14 @@ func (b *backoff) wait(ctx context.Context, abandon <-chan struct{}) bool {
 	case <-abandon:
 		return false
 	}
+}
+
+// delay returns the next interval (jittered) and doubles the one after it,
+// up to max.
+func (b *backoff) delay() time.Duration {
+	d := b.next/2 + rand.N(b.next/2+1)
+	b.next = min(b.next*2, b.max)
+	return d
 }
 
 func (b *backoff) reset() { b.next = b.min }
