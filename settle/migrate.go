@@ -154,6 +154,8 @@ func CheckSchema(ctx context.Context, q interface {
 	}
 	want := SchemaVersion()
 	switch {
+	case have == 0:
+		return fmt.Errorf("%w: this database has no settle schema: point --database-url at settle's database (under `settle dev`: settle_dev), or create the schema with `settle migrate` and the owner's URL", ErrSchemaBehind)
 	case have < want:
 		return fmt.Errorf("%w: it is at version %d, this settle needs %d; run `settle migrate` with the owner's DATABASE_URL (or --owner-url)", ErrSchemaBehind, have, want)
 	case have > want:

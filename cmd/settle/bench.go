@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime/pprof"
 	"strconv"
 	"time"
@@ -78,6 +79,9 @@ func (c *benchCmd) Run(a *app) error {
 		return usageError{err.Error()}
 	}
 	if c.CPUProfile != "" {
+		if err := os.MkdirAll(filepath.Dir(c.CPUProfile), 0o755); err != nil {
+			return err
+		}
 		f, err := os.Create(c.CPUProfile)
 		if err != nil {
 			return err

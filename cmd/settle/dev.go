@@ -108,7 +108,7 @@ func (c *devCmd) postgres(a *app) (*pgx.ConnConfig, func(), error) {
 	cancel()
 	if err == nil {
 		conn.Close(a.ctx)
-		fmt.Fprintf(a.stdout, "postgresql: %s (database %s)\n", redact(c.DatabaseURL), c.Database)
+		fmt.Fprintf(a.stdout, "postgresql: %s (database %s, dropped and recreated empty)\n", redact(c.DatabaseURL), c.Database)
 		return cfg, func() {}, nil
 	}
 	reachErr := err
@@ -222,7 +222,7 @@ func (c *devCmd) sample(a *app, store *settle.Store, brokers []string) error {
 func (c *devCmd) nextSteps(a *app, psqlConn string) {
 	b := c.KafkaAddr
 	fmt.Fprintf(a.stdout, `
-analyst:    http://%[5]s/  (conflict queue, cases, explain; JSON under /api/)
+analyst:    http://%[5]s/  (conflict queue, cases, explain; JSON: /api/cases, /api/overview, /api/dlq)
 
 try next (Ctrl-C stops everything):
   settle conflicts list --status all --database-url '%[6]s'   # the same cases from the command line
@@ -232,7 +232,7 @@ try next (Ctrl-C stops everything):
   kcat -b %[1]s -C -t usage.dlq -o beginning -e -J        # dead letters, with dlq_* headers
   echo '{"tenant_id":"acme","account_period":"%[2]s","record_id":"mine-1","kind":"grant","subject":"cust-9","amount":"10","currency":"USD","occurred_at":"%[3]s"}' \
     | kcat -b %[1]s -P -t usage -k acme/cust-9 -X topic.partitioner=murmur2_random
-  settle produce --brokers %[1]s %[4]s                     # the sample again: all duplicates
+  settle produce --brokers %[1]s %[4]s                     # the sample again: duplicates; the conflict and the poison records end as before
   curl -s http://%[5]s/readyz
   psql '%[6]s' -c 'SELECT outcome, reason, count(*) FROM deliveries GROUP BY 1, 2'
 `, b, time.Now().UTC().Format("2006-01"), time.Now().UTC().Format(time.RFC3339), filepath.Join(os.TempDir(), "settle-dev-sample.jsonl"), c.AdminAddr, psqlConn)

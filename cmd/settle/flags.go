@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -45,7 +47,7 @@ func (f databaseFlags) pool(ctx context.Context) (*pgxpool.Pool, error) {
 	defer cancel()
 	if err := pool.Ping(pctx); err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("connect to PostgreSQL at %s: %w (is it running? check --database-url / DATABASE_URL)", redact(f.DatabaseURL), err)
+		return nil, fmt.Errorf("connect to PostgreSQL at %s: %w (%s)", redact(f.DatabaseURL), err, connectHint(err))
 	}
 	return pool, nil
 }
@@ -124,4 +126,20 @@ type logWriter struct{ a *app }
 func (w logWriter) Write(p []byte) (int, error) {
 	w.a.log.Warn(strings.TrimSpace(string(p)), "component", "kafka")
 	return len(p), nil
+}
+
+// connectHint says what to do about a failed connection: a server that
+// answered with an error needs another fix than one that did not answer.
+func connectHint(err error) string {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "3D000":
+			return "create the database (settle migrate needs it to exist) or fix the database name in --database-url"
+		case "28000", "28P01":
+			return "check the user and password in --database-url"
+		}
+		return "the server refused the connection: check --database-url"
+	}
+	return "is PostgreSQL running? check --database-url / DATABASE_URL"
 }
