@@ -156,6 +156,10 @@ type Consumer struct {
 	running     atomic.Bool
 	commitsLost atomic.Int64 // commits whose outcome is unknown
 
+	// commits tracks the owned partitions and the commits owed to Kafka
+	// after a failed one (retried while idle).
+	commits *commitState
+
 	// abandonMu guards abandon: the channel of the current poll, closed
 	// when the group wants to rebalance while this member holds a poll.
 	abandonMu sync.Mutex
@@ -172,7 +176,7 @@ func New(store *settle.Store, cfg Config) (*Consumer, error) {
 	}
 	cfg.setDefaults()
 	return &Consumer{store: store, cfg: cfg, log: cfg.Logger.With("component", "consumer", "group", cfg.Group),
-		counts: map[settle.Outcome]int64{}}, nil
+		counts: map[settle.Outcome]int64{}, commits: newCommitState(newBackoff(cfg.BackoffMin, cfg.BackoffMax))}, nil
 }
 
 // Ready reports whether the consumer is making progress: running, joined to
@@ -231,9 +235,20 @@ func (c *Consumer) Run(ctx context.Context) error {
 		// revoked partition is never committed by its old owner.
 		kgo.BlockRebalanceOnPoll(),
 		kgo.OnPartitionsCallbackBlocked(c.onBlocked),
-		kgo.OnPartitionsAssigned(func(context.Context, *kgo.Client, map[string][]int32) { c.joined.Store(true) }),
-		kgo.OnPartitionsRevoked(func(context.Context, *kgo.Client, map[string][]int32) { c.joined.Store(false) }),
-		kgo.OnPartitionsLost(func(context.Context, *kgo.Client, map[string][]int32) { c.joined.Store(false) }),
+		// The callbacks run while no poll is held (BlockRebalanceOnPoll), so
+		// the owned set is fixed between PollRecords and AllowRebalance.
+		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+			c.commits.assigned(m)
+			c.joined.Store(true)
+		}),
+		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+			c.commits.revoked(m)
+			c.joined.Store(false)
+		}),
+		kgo.OnPartitionsLost(func(context.Context, *kgo.Client, map[string][]int32) {
+			c.commits.lost()
+			c.joined.Store(false)
+		}),
 		kgo.AdjustFetchOffsetsFn(c.adjustOffsets),
 		kgo.SessionTimeout(c.cfg.SessionTimeout),
 		kgo.RebalanceTimeout(c.cfg.RebalanceTimeout),
@@ -264,19 +279,32 @@ func (c *Consumer) Run(ctx context.Context) error {
 
 	c.log.Info("consumer started", "topic", c.cfg.Topic, "brokers", c.cfg.Brokers)
 	for {
-		fetches := cl.PollRecords(ctx, c.cfg.PollRecordsMax)
+		// PollRecords blocks until records arrive; while a failed commit
+		// is owed, it is bounded so the loop wakes up to retry it even if
+		// the partition stays idle. A poll that ends on its deadline holds
+		// the rebalance gate like any other: the retry is inside ownership.
+		pollCtx, cancelPoll := ctx, context.CancelFunc(func() {})
+		if d, owed := c.commits.next(time.Now()); owed {
+			pollCtx, cancelPoll = context.WithTimeout(ctx, max(d, time.Millisecond))
+		}
+		fetches := cl.PollRecords(pollCtx, c.cfg.PollRecordsMax)
+		cancelPoll()
 		if fetches.IsClientClosed() || ctx.Err() != nil {
 			break
 		}
 		fetches.EachError(func(topic string, p int32, err error) {
-			if !errors.Is(err, context.Canceled) {
+			if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
 				c.log.Warn("fetch failed; the client retries", "topic", topic, "partition", p, "err", err)
 			}
 		})
 		c.handlePoll(workCtx, cl, fetches)
+		c.retryCommits(workCtx, cl, false, 10*time.Second)
 		cl.AllowRebalance()
 	}
 
+	// Still inside the last poll: a commit owed after a failure gets one
+	// last, short attempt, so a stop does not leave phantom lag behind.
+	c.retryCommits(workCtx, cl, true, 2*time.Second)
 	// Leave the group within a bound so a dead broker cannot hang the
 	// stop; Close after a failed leave still releases the connections, and
 	// the group notices the member is gone at its session timeout.
@@ -370,36 +398,59 @@ func (c *Consumer) handlePoll(ctx context.Context, cl *kgo.Client, fetches kgo.F
 		}
 	}
 	crashpoint.Hit("after_commit_before_offset_commit")
-	c.commit(ctx, cl, commit)
+	if len(commit) > 0 {
+		c.commits.committed(commit, c.commit(ctx, cl, commit, 10*time.Second))
+	}
 	if len(rewind) > 0 {
 		cl.SetOffsets(rewind)
 	}
 }
 
-// commit commits offsets already covered by committed transactions. A
-// failed commit is "unknown", not "nothing committed": the broker may have
-// applied it. Either answer is safe, because the offsets are already in
-// PostgreSQL and a redelivered record repeats its stored result, so the
-// failure is only logged and the next commit supersedes it.
-func (c *Consumer) commit(ctx context.Context, cl *kgo.Client, offsets map[string]map[int32]kgo.EpochOffset) {
+// commit commits offsets already covered by committed transactions, within
+// timeout, and returns the partitions whose commit failed. A failed commit
+// is "unknown", not "nothing committed": the broker may have applied it.
+// Either answer is safe, because the offsets are already in PostgreSQL and a
+// redelivered record repeats its stored result; the caller owes the
+// partition a retry (commitState) until a later commit supersedes it. It
+// must run inside a poll (between PollRecords and AllowRebalance).
+func (c *Consumer) commit(ctx context.Context, cl *kgo.Client, offsets map[string]map[int32]kgo.EpochOffset, timeout time.Duration) (failed map[string]map[int32]bool) {
 	if len(offsets) == 0 {
-		return
+		return nil
 	}
 	// A stopping consumer still commits what it settled.
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
+	// Every partition failed until the response says otherwise: one that
+	// is missing from the response has an unknown outcome too.
+	failed = allFailed(offsets)
 	var failure error
 	cl.CommitOffsetsSync(cctx, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
 		if err != nil {
 			failure = err
 			return
 		}
-		failure = commitResponseErr(resp)
+		for _, t := range resp.Topics {
+			for _, p := range t.Partitions {
+				if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+					failure = err
+					continue
+				}
+				delete(failed[t.Topic], p.Partition)
+				if len(failed[t.Topic]) == 0 {
+					delete(failed, t.Topic)
+				}
+			}
+		}
+		if failure == nil && len(failed) > 0 {
+			failure = errors.New("the response does not name every partition committed")
+		}
 	})
 	if failure != nil {
 		c.commitsLost.Add(1)
-		c.log.Warn("offset commit failed; its outcome is unknown and the next commit supersedes it", "err", failure)
+		c.log.Warn("offset commit failed; its outcome is unknown: it is retried with backoff while the partition is owned and idle, or superseded by the next commit",
+			"err", failure, "offsets", offsets)
 	}
+	return failed
 }
 
 func (c *Consumer) count(rs []settle.Result) {
@@ -419,16 +470,4 @@ func (c *Consumer) count(rs []settle.Result) {
 			m.EndToEnd(ctx, rs[i].Timestamp)
 		}
 	}
-}
-
-// commitResponseErr returns the first partition error of a commit response.
-func commitResponseErr(resp *kmsg.OffsetCommitResponse) error {
-	for _, t := range resp.Topics {
-		for _, p := range t.Partitions {
-			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
 }

@@ -87,7 +87,13 @@ func (r *rig) waitDone(d time.Duration, svcs ...*Service) {
 			r.t.Logf("%s log tail:\n%s", s.Name, tail(s.Log(), 3000))
 		}
 		rep, _ := Check(context.Background(), r.tg, false, nil)
-		r.t.Fatalf("service did not catch up within %s: %s", d, rep)
+		// Done also needs Kafka's commits at the end of every partition
+		// and an empty outbox, which a non-final Check does not report.
+		committed, ends, _ := kafkaOffsets(context.Background(), r.tg.Brokers, "settle", "usage")
+		var unpublished int64
+		_ = r.pool.QueryRow(context.Background(), `SELECT count(*) FROM outbox WHERE published_at IS NULL`).Scan(&unpublished)
+		r.t.Fatalf("service did not catch up within %s: %s\n  kafka committed %v, end offsets %v, unpublished outbox rows %d",
+			d, rep, committed, ends, unpublished)
 	}
 }
 

@@ -1,0 +1,206 @@
+package consumer_test
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/settlehq/settle/internal/kafkatest"
+	"github.com/settlehq/settle/internal/pgtest"
+	"github.com/settlehq/settle/settle"
+)
+
+// failCommitResponse is req answered with code on every partition.
+func failCommitResponse(req *kmsg.OffsetCommitRequest, code int16) *kmsg.OffsetCommitResponse {
+	resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
+	for _, rt := range req.Topics {
+		st := kmsg.NewOffsetCommitResponseTopic()
+		st.Topic, st.TopicID = rt.Topic, rt.TopicID // v10+ name topics by ID
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewOffsetCommitResponseTopicPartition()
+			sp.Partition = rp.Partition
+			sp.ErrorCode = code
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp
+}
+
+// failNextCommit makes the broker answer the next OffsetCommit request with
+// REQUEST_TIMED_OUT on every partition, without applying it, and returns
+// the offset that request carried for partition 0 (-1 until then).
+func failNextCommit(k *kafkatest.Cluster) *atomic.Int64 {
+	var failed atomic.Int64
+	failed.Store(-1)
+	k.ControlKey(int16(kmsg.OffsetCommit), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		r := req.(*kmsg.OffsetCommitRequest)
+		resp := r.ResponseKind().(*kmsg.OffsetCommitResponse)
+		for _, rt := range r.Topics {
+			st := kmsg.NewOffsetCommitResponseTopic()
+			st.Topic, st.TopicID = rt.Topic, rt.TopicID // v10+ name topics by ID
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewOffsetCommitResponseTopicPartition()
+				sp.Partition = rp.Partition
+				sp.ErrorCode = kerr.RequestTimedOut.Code
+				st.Partitions = append(st.Partitions, sp)
+				if rp.Partition == 0 { // the test's only topic committed
+
+					failed.Store(rp.Offset)
+				}
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true // no KeepControl: only this request fails
+	})
+	return &failed
+}
+
+// TestFailedCommitRetriedWhileIdle: the offset commit of the last batch of
+// a backlog fails and no record follows. The consumer commits it again
+// while the partition is idle, so Kafka's committed offset (what lag
+// tooling and autoscalers read) catches up with PostgreSQL's within
+// seconds, instead of staying behind until traffic resumes.
+func TestFailedCommitRetriedWhileIdle(t *testing.T) {
+	t.Parallel()
+	k := kafkatest.NewCluster(t, 1)
+	s := pgtest.NewStore(t, settle.Config{})
+	const group = "idle-retry"
+	produce := func(from, to int) {
+		var recs []*kgo.Record
+		for i := from; i < to; i++ {
+			recs = append(recs, rec(0, usage("record_id", fmt.Sprintf("u-%d", i))))
+		}
+		k.Produce(t, recs...)
+	}
+	produce(0, 3)
+	_, stop := runConsumer(t, s, consumerConfig(t, k, group))
+	waitFor(t, "kafka commit of offset 3", 20*time.Second, func() bool { return k.Committed(t, group, "usage")[0] == 3 })
+
+	failed := failNextCommit(k)
+	produce(3, 5) // one batch, one poll, one commit: the one that fails
+	waitFor(t, "the commit of offset 5 to fail", 20*time.Second, func() bool { return failed.Load() >= 0 })
+	if got := failed.Load(); got != 5 {
+		t.Fatalf("the failed commit carried offset %d, want 5 (the test needs the last commit of the backlog to fail)", got)
+	}
+	failedAt := time.Now()
+	if _, pg := checkOffsets(t, k, s, group); pg[0] != 5 {
+		t.Fatalf("postgres next offset %d after the commit, want 5", pg[0])
+	}
+	// No new traffic from here on.
+	deadline := failedAt.Add(5 * time.Second)
+	for {
+		kafka, pg := checkOffsets(t, k, s, group)
+		if kafka[0] == pg[0] {
+			t.Logf("kafka's committed offset caught up with postgres (%d) %s after the failed commit, with no new records",
+				kafka[0], time.Since(failedAt).Round(time.Millisecond))
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("kafka's committed offset is %d, postgres %d, 5s after the failed commit of the partition's last batch: the commit was not retried while idle",
+				kafka[0], pg[0])
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	stop()
+	if kafka, pg := checkOffsets(t, k, s, group); kafka[0] != 5 || pg[0] != 5 {
+		t.Errorf("after stop: kafka %d, postgres %d, want 5 and 5", kafka[0], pg[0])
+	}
+}
+
+// TestOwedCommitDroppedOnRevoke: member A owes Kafka the commits of both
+// partitions (every commit of A fails), then B joins and takes one of them,
+// commits it and moves on. When A's commits work again, A commits what it
+// owes for the partition it kept, and never the one it gave up: that commit
+// would move B's offset backwards.
+func TestOwedCommitDroppedOnRevoke(t *testing.T) {
+	t.Parallel()
+	k := kafkatest.NewCluster(t, 2)
+	s := pgtest.NewStore(t, settle.Config{})
+	const group = "owed-revoke"
+	n := 0
+	produce := func(partition int32, count int) {
+		var recs []*kgo.Record
+		for range count {
+			n++
+			recs = append(recs, rec(partition, usage("record_id", fmt.Sprintf("u-%d", n))))
+		}
+		k.Produce(t, recs...)
+	}
+	committed := func() map[int32]int64 { kafka, _ := checkOffsets(t, k, s, group); return kafka }
+	produce(0, 3)
+	produce(1, 3)
+	runConsumer(t, s, consumerConfig(t, k, group)) // A
+	waitFor(t, "A's commits of 3 and 3", 20*time.Second, func() bool { c := committed(); return c[0] == 3 && c[1] == 3 })
+
+	// From now on every commit of A fails (A is the only member yet: the
+	// first failed commit names it).
+	var (
+		mu      sync.Mutex
+		aMember string
+		aFails  = true
+		fails   int
+	)
+	k.ControlKey(int16(kmsg.OffsetCommit), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		k.KeepControl()
+		r := req.(*kmsg.OffsetCommitRequest)
+		mu.Lock()
+		defer mu.Unlock()
+		if aMember == "" {
+			aMember = r.MemberID
+		}
+		if !aFails || r.MemberID != aMember {
+			return nil, nil, false
+		}
+		fails++
+		return failCommitResponse(r, kerr.RequestTimedOut.Code), nil, true
+	})
+	produce(0, 2)
+	produce(1, 2)
+	waitFor(t, "A to settle both partitions to 5 and fail to commit", 20*time.Second, func() bool {
+		mu.Lock()
+		f := fails
+		mu.Unlock()
+		_, pg := checkOffsets(t, k, s, group)
+		return pg[0] == 5 && pg[1] == 5 && f >= 2
+	})
+
+	runConsumer(t, s, consumerConfig(t, k, group)) // B
+	// B takes one partition, reads it again from Kafka's 3 and commits 5.
+	var moved int32 = -1
+	waitFor(t, "B to take a partition and commit it", 30*time.Second, func() bool {
+		for p, o := range committed() {
+			if o == 5 {
+				moved = p
+				return true
+			}
+		}
+		return false
+	})
+	kept := 1 - moved
+	produce(moved, 3)
+	waitFor(t, "B's commit of 8", 20*time.Second, func() bool { return committed()[moved] == 8 })
+	if c := committed(); c[kept] != 3 {
+		t.Fatalf("partition %d (kept by A, whose commits fail) committed %d, want 3", kept, c[kept])
+	}
+
+	mu.Lock()
+	aFails = false
+	mu.Unlock()
+	// A, idle, commits what it owes for the partition it kept...
+	waitFor(t, "A's owed commit of the partition it kept", 10*time.Second, func() bool { return committed()[kept] == 5 })
+	// ...and nothing for the one it gave up (it owed 5 there, B is at 8).
+	until := time.Now().Add(2 * time.Second)
+	for time.Now().Before(until) {
+		if c := committed(); c[moved] != 8 {
+			t.Fatalf("partition %d moved to B: committed offset went from 8 to %d after A's commits worked again", moved, c[moved])
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+}
