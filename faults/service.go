@@ -114,7 +114,9 @@ func Start(t testing.TB, name string, opts Options) *Service {
 		opts.PollRecordsMax = 400
 	}
 	if opts.SessionTimeout == 0 {
-		opts.SessionTimeout = 600 * time.Millisecond
+		// Short, so a killed member is noticed fast; not so short that a
+		// member starved of CPU on a loaded 2-core machine misses it.
+		opts.SessionTimeout = 1500 * time.Millisecond
 	}
 	cmd := exec.Command(Binary(t), "run",
 		"--database-url", opts.DatabaseURL,
@@ -122,6 +124,7 @@ func Start(t testing.TB, name string, opts Options) *Service {
 		"--group", opts.Group,
 		"--admin-addr", "127.0.0.1:0",
 		"--session-timeout", opts.SessionTimeout.String(),
+		"--rebalance-timeout", RebalanceTimeoutMax.String(),
 		"--batch-records-max", fmt.Sprint(opts.BatchRecordsMax),
 		"--poll-records-max", fmt.Sprint(opts.PollRecordsMax),
 		"--pool-max-conns", "8",

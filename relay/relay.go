@@ -117,6 +117,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("relay: batch rows max %d: must be between 1 and 100000 (0 = 1000)", c.BatchRowsMax)
 	case c.PollInterval < 0 || c.StandbyInterval < 0 || c.FlushTimeout < 0 || c.BackoffMin < 0 || c.BackoffMax < 0:
 		return errors.New("relay: intervals and timeouts must be positive (0 = default)")
+	case c.PollInterval >= settle.OutboxLeaseIdleMax || c.StandbyInterval >= settle.OutboxLeaseIdleMax:
+		return fmt.Errorf("relay: poll and standby intervals must be below %s, or PostgreSQL ends the lock's idle connection", settle.OutboxLeaseIdleMax)
 	}
 	return nil
 }

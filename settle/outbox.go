@@ -67,8 +67,25 @@ func (s *Store) OutboxLease(ctx context.Context, key int64) (*OutboxLease, error
 	if err != nil {
 		return nil, wrapStoreErr("open outbox lease connection", err)
 	}
-	return &OutboxLease{conn: pc.Hijack(), key: key}, nil
+	conn := pc.Hijack()
+	// A relay frozen while it holds the lock (SIGSTOP, a paused VM) keeps
+	// its connection open and the kernel keeps answering for it, so no
+	// other relay could ever lead. A live relay talks on this connection
+	// several times a second (leader) or every StandbyInterval (standby);
+	// a session silent for longer than this is ended by PostgreSQL, which
+	// releases the lock. The frozen relay, when it wakes, finds its
+	// connection gone on its next statement and steps down.
+	if _, err := conn.Exec(ctx, fmt.Sprintf("SET idle_session_timeout = '%dms'", OutboxLeaseIdleMax.Milliseconds())); err != nil {
+		conn.Close(context.WithoutCancel(ctx))
+		return nil, wrapStoreErr("open outbox lease connection", err)
+	}
+	return &OutboxLease{conn: conn, key: key}, nil
 }
+
+// OutboxLeaseIdleMax is how long the relay's lock connection may stay
+// silent before PostgreSQL ends it and another relay may lead. Relays must
+// talk on it more often (their standby interval is below it).
+const OutboxLeaseIdleMax = 10 * time.Second
 
 // TryAcquire takes the lock if no other session holds it, without waiting.
 // It reports whether this lease now holds it.
