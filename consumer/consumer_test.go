@@ -5,12 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
-	"net"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +18,7 @@ import (
 	"github.com/settlehq/settle/consumer"
 	"github.com/settlehq/settle/internal/kafkatest"
 	"github.com/settlehq/settle/internal/pgtest"
+	"github.com/settlehq/settle/internal/testnet"
 	"github.com/settlehq/settle/relay"
 	"github.com/settlehq/settle/settle"
 )
@@ -72,37 +70,13 @@ func consumerConfig(t *testing.T, k *kafkatest.Cluster, group string) consumer.C
 	}
 }
 
-// start runs fn in a goroutine and returns a stop that cancels it and
-// waits for it to return (also registered at cleanup).
-func start(t *testing.T, fn func(context.Context) error) (stop func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- fn(ctx) }()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Errorf("run: %v", err)
-				}
-			case <-time.After(20 * time.Second):
-				t.Errorf("run did not stop within 20s of its context ending")
-			}
-		})
-	}
-	t.Cleanup(stop)
-	return stop
-}
-
 func runConsumer(t *testing.T, s *settle.Store, cfg consumer.Config) (*consumer.Consumer, func()) {
 	t.Helper()
 	c, err := consumer.New(s, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return c, start(t, c.Run)
+	return c, testnet.Background(t, c.Run)
 }
 
 func runRelay(t *testing.T, s *settle.Store, k *kafkatest.Cluster) (*relay.Relay, func()) {
@@ -112,7 +86,7 @@ func runRelay(t *testing.T, s *settle.Store, k *kafkatest.Cluster) (*relay.Relay
 	if err != nil {
 		t.Fatal(err)
 	}
-	return r, start(t, r.Run)
+	return r, testnet.Background(t, r.Run)
 }
 
 func results(t *testing.T, k *kafkatest.Cluster, n int) map[string]settle.Result {
@@ -423,7 +397,7 @@ func cloneDatabase(t *testing.T, src string) string {
 func TestDatabaseOutagePauses(t *testing.T) {
 	t.Parallel()
 	k := kafkatest.NewCluster(t, 1)
-	px := newProxy(t, "127.0.0.1:5432")
+	px := testnet.NewProxy(t, "127.0.0.1:5432")
 	u, err := url.Parse(pgtest.NewDatabase(t))
 	if err != nil {
 		t.Fatal(err)
@@ -433,7 +407,7 @@ func TestDatabaseOutagePauses(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(direct.Close)
-	u.Host = px.addr
+	u.Host = px.Addr()
 	pcfg, err := pgxpool.ParseConfig(u.String())
 	if err != nil {
 		t.Fatal(err)
@@ -454,7 +428,7 @@ func TestDatabaseOutagePauses(t *testing.T) {
 		recs = append(recs, rec(0, usage("record_id", fmt.Sprintf("u-%d", i))))
 	}
 	k.Produce(t, recs...)
-	px.cut()
+	px.Cut()
 	c, stop := runConsumer(t, s, consumerConfig(t, k, "outage"))
 	time.Sleep(2 * time.Second)
 	if c.Ready() {
@@ -466,7 +440,7 @@ func TestDatabaseOutagePauses(t *testing.T) {
 	if n := count(t, direct, `SELECT count(*) FROM deliveries`); n != 0 {
 		t.Errorf("%d deliveries recorded during the outage", n)
 	}
-	px.restore()
+	px.Restore()
 	rs := results(t, k, 5)
 	for at, r := range rs {
 		if r.Outcome != settle.OutcomeSettled {
@@ -479,73 +453,4 @@ func TestDatabaseOutagePauses(t *testing.T) {
 	}
 	stop()
 	checkOffsets(t, k, s, "outage")
-}
-
-// proxy forwards TCP connections to a target until cut: cut closes every
-// connection and refuses new ones (as a dead server would), restore
-// accepts again.
-type proxy struct {
-	t      *testing.T
-	addr   string
-	target string
-	ln     net.Listener
-
-	mu    sync.Mutex
-	down  bool
-	conns []net.Conn
-}
-
-func newProxy(t *testing.T, target string) *proxy {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &proxy{t: t, addr: ln.Addr().String(), target: target, ln: ln}
-	var wg sync.WaitGroup
-	t.Cleanup(func() {
-		ln.Close()
-		p.cut()
-		wg.Wait()
-	})
-	wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			p.mu.Lock()
-			if p.down {
-				p.mu.Unlock()
-				c.Close()
-				continue
-			}
-			up, err := net.Dial("tcp", target)
-			if err != nil {
-				p.mu.Unlock()
-				c.Close()
-				continue
-			}
-			p.conns = append(p.conns, c, up)
-			p.mu.Unlock()
-			wg.Go(func() { io.Copy(up, c); up.Close() })
-			wg.Go(func() { io.Copy(c, up); c.Close() })
-		}
-	})
-	return p
-}
-
-func (p *proxy) cut() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.down = true
-	for _, c := range p.conns {
-		c.Close()
-	}
-	p.conns = nil
-}
-
-func (p *proxy) restore() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.down = false
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/settlehq/settle/internal/kafkatest"
 	"github.com/settlehq/settle/internal/pgtest"
+	"github.com/settlehq/settle/internal/testnet"
 	"github.com/settlehq/settle/relay"
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/telemetry"
@@ -50,7 +51,7 @@ func TestTraceFollowsRecord(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stopRelay := start(t, r.Run)
+	stopRelay := testnet.Background(t, r.Run)
 
 	res := k.Read(t, "usage.results", 1, 20*time.Second)
 	set := k.Read(t, "settlements", 1, 20*time.Second)

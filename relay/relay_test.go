@@ -7,12 +7,12 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/settlehq/settle/internal/kafkatest"
 	"github.com/settlehq/settle/internal/pgtest"
+	"github.com/settlehq/settle/internal/testnet"
 	"github.com/settlehq/settle/relay"
 	"github.com/settlehq/settle/settle"
 )
@@ -33,29 +33,6 @@ func newRelay(t *testing.T, s *settle.Store, k *kafkatest.Cluster) *relay.Relay 
 		t.Fatal(err)
 	}
 	return r
-}
-
-// start runs r until the returned stop is called (or the test ends).
-func start(t *testing.T, r *relay.Relay) (stop func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Errorf("relay: %v", err)
-				}
-			case <-time.After(20 * time.Second):
-				t.Errorf("relay did not stop within 20s")
-			}
-		})
-	}
-	t.Cleanup(stop)
-	return stop
 }
 
 // settleGrants settles n grants (each one settlement message) from offset.
@@ -102,7 +79,7 @@ func TestRelayRepublishesUnmarkedRows(t *testing.T) {
 	s := pgtest.NewStore(t, settle.Config{})
 	settleGrants(t, s, 0, 10)
 	r := newRelay(t, s, k)
-	stop := start(t, r)
+	stop := testnet.Background(t, r.Run)
 	waitFor(t, "the outbox to drain", func() bool { return unpublished(t, s) == 0 })
 	stop()
 	first := k.Read(t, "settlements", 10, 10*time.Second)
@@ -116,7 +93,7 @@ func TestRelayRepublishesUnmarkedRows(t *testing.T) {
 		`UPDATE outbox SET published_at = NULL WHERE id IN (SELECT id FROM outbox ORDER BY id DESC LIMIT 3)`); err != nil {
 		t.Fatal(err)
 	}
-	stop = start(t, newRelay(t, s, k))
+	stop = testnet.Background(t, newRelay(t, s, k).Run)
 	waitFor(t, "the outbox to drain again", func() bool { return unpublished(t, s) == 0 })
 	stop()
 	all := k.Read(t, "settlements", 13, 10*time.Second)
@@ -144,7 +121,7 @@ func TestTwoRelaysDoNotBothPublish(t *testing.T) {
 	k := kafkatest.NewCluster(t, 1)
 	s := pgtest.NewStore(t, settle.Config{})
 	r1, r2 := newRelay(t, s, k), newRelay(t, s, k)
-	stop1, stop2 := start(t, r1), start(t, r2)
+	stop1, stop2 := testnet.Background(t, r1.Run), testnet.Background(t, r2.Run)
 
 	total := 0
 	for round := range 10 {

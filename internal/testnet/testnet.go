@@ -1,15 +1,44 @@
-// Package testnet has loopback network helpers for tests: a free address
-// to listen on, and a TCP proxy that can cut a dependency away (a database
-// or broker outage) and bring it back. Test support only: production code
+// Package testnet has helpers for tests that run services: a free loopback
+// address to listen on, a TCP proxy that can cut a dependency away (a
+// database or broker outage) and bring it back, and a way to run a
+// service's Run loop in the background. Test support only: production code
 // must never import it.
 package testnet
 
 import (
+	"context"
 	"io"
 	"net"
 	"sync"
 	"testing"
+	"time"
 )
+
+// Background runs run (a service's Run loop) in a goroutine until the
+// returned stop is called or the test ends; stop cancels its context and
+// waits up to 20 s for it to return, failing the test if it errs or hangs.
+func Background(t testing.TB, run func(context.Context) error) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("run: %v", err)
+				}
+			case <-time.After(20 * time.Second):
+				t.Errorf("run did not stop within 20s of its context ending")
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
 
 // FreeAddr returns a loopback address nothing listens on right now. (Another
 // process may take it before the caller does; tests live with that.)
