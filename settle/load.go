@@ -5,11 +5,9 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/settlehq/settle/corrections"
 	"github.com/settlehq/settle/fingerprint"
 	"github.com/settlehq/settle/internal/money"
 )
@@ -88,7 +86,6 @@ func canBeTarget(k fingerprint.Kind) bool {
 // accounts, chains and holds it touches.
 func (st *txState) load(ctx context.Context, ds []decoded) error {
 	var (
-		coords                    [3][]any
 		dTopics                   []string
 		dParts                    []int32
 		dOffsets                  []int64
@@ -96,7 +93,6 @@ func (st *txState) load(ctx context.Context, ds []decoded) error {
 		tgtKeys, ownKeys, perKeys keyList
 		accKeys                   accountList
 	)
-	_ = coords
 	seenID := map[fingerprint.Identity]bool{}
 	var reserving []accountKey // accounts whose available funds the batch looks at
 	for i := range ds {
@@ -479,7 +475,10 @@ func (st *txState) readWaiting(br pgx.BatchResults) ([]*waitingOp, error) {
 		if _, seen := st.waitingByID[id]; seen {
 			continue
 		}
-		in.Headers, _ = DecodeHeaders(headers)
+		var err error
+		if in.Headers, err = DecodeHeaders(headers); err != nil {
+			return nil, fmt.Errorf("waiting operation %s: headers: %w", id, err)
+		}
 		d := st.s.decode(&in)
 		if d.err != nil {
 			return nil, fmt.Errorf("waiting operation %s no longer decodes: %v", id, d.err)
@@ -558,8 +557,3 @@ func (l *accountList) add(k accountKey) {
 	l.seen[k] = true
 	l.t, l.s, l.c = append(l.t, k.tenant), append(l.s, k.subject), append(l.c, k.currency)
 }
-
-var (
-	_ = time.Time{}
-	_ = corrections.Chain{}
-)
