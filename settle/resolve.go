@@ -120,8 +120,16 @@ func (s *Store) resolveAttempt(ctx context.Context, req ResolveRequest) (*Resolu
 	if decided != "" {
 		return &Resolution{CaseID: req.CaseID, Decision: decided, Status: status, SettlementID: settledID, Response: storedResponse, Replayed: true}, nil
 	}
-	if status != "open" {
+	switch status {
+	case "open":
+	case "auto_resolved":
 		return nil, fmt.Errorf("case %d: %w", req.CaseID, ErrCaseClosed)
+	default:
+		// Resolved by a concurrent submit that committed while this one
+		// waited for the case's lock: the row lock shows its new status,
+		// but this statement's snapshot predates its resolution row. The
+		// next attempt reads it and answers with it.
+		return nil, errLostRace
 	}
 
 	st := s.newTxState(tx, 1, s.now())
