@@ -102,20 +102,8 @@ func Check(ctx context.Context, tg Target, final bool, model *Model) (Report, er
 		  FROM consumer_offsets o WHERE o.group_id = $1 AND o.topic = $2`, tg.Group, tg.Topic); err != nil {
 		return r, err
 	}
-	pgOffsets := map[int32]int64{}
-	rows, err := tg.Pool.Query(ctx, `SELECT partition, next_offset FROM consumer_offsets WHERE group_id = $1 AND topic = $2`, tg.Group, tg.Topic)
+	pgOffsets, err := perPartition(ctx, tg.Pool, `SELECT partition, next_offset FROM consumer_offsets WHERE group_id = $1 AND topic = $2`, tg.Group, tg.Topic)
 	if err != nil {
-		return r, err
-	}
-	for rows.Next() {
-		var p int32
-		var n int64
-		if err := rows.Scan(&p, &n); err != nil {
-			return r, err
-		}
-		pgOffsets[p] = n
-	}
-	if err := rows.Err(); err != nil {
 		return r, err
 	}
 	// Kafka's commits not ahead of PostgreSQL's.
@@ -133,26 +121,14 @@ func Check(ctx context.Context, tg Target, final bool, model *Model) (Report, er
 		r.Inputs += e
 	}
 	if final {
-		var perPartition = map[int32]int64{}
-		rows, err := tg.Pool.Query(ctx, `SELECT partition, count(*) FROM deliveries WHERE topic = $1 GROUP BY 1`, tg.Topic)
+		delivered, err := perPartition(ctx, tg.Pool, `SELECT partition, count(*) FROM deliveries WHERE topic = $1 GROUP BY 1`, tg.Topic)
 		if err != nil {
 			return r, err
 		}
-		for rows.Next() {
-			var p int32
-			var n int64
-			if err := rows.Scan(&p, &n); err != nil {
-				return r, err
-			}
-			perPartition[p] = n
-		}
-		if err := rows.Err(); err != nil {
-			return r, err
-		}
 		for p, e := range ends {
-			if d := e - perPartition[p]; d > 0 {
+			if d := e - delivered[p]; d > 0 {
 				r.Lost += d
-				r.Details = append(r.Details, fmt.Sprintf("partition %d: %d records, %d delivery rows", p, e, perPartition[p]))
+				r.Details = append(r.Details, fmt.Sprintf("partition %d: %d records, %d delivery rows", p, e, delivered[p]))
 			}
 		}
 		if err := q(&r.Unpublished, `SELECT count(*) FROM outbox WHERE published_at IS NULL`); err != nil {
@@ -230,4 +206,22 @@ func Done(ctx context.Context, tg Target) (bool, error) {
 		return false, nil // the database may be restarting
 	}
 	return deliveries == inputs && unpublished == 0, nil
+}
+
+// perPartition runs a query of (partition, number) rows into a map.
+func perPartition(ctx context.Context, pool *pgxpool.Pool, query string, args ...any) (map[int32]int64, error) {
+	rows, err := pool.Query(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	out := map[int32]int64{}
+	for rows.Next() {
+		var p int32
+		var n int64
+		if err := rows.Scan(&p, &n); err != nil {
+			return nil, err
+		}
+		out[p] = n
+	}
+	return out, rows.Err()
 }

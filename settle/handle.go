@@ -41,6 +41,13 @@ func (st *txState) handle(ctx context.Context, d *decoded) (Result, error) {
 	if err != nil {
 		return res, err
 	}
+	if r.wait != nil {
+		r.Response = st.waitingResponse(d, *r.wait)
+		w := &waitingOp{d: d, target: *r.wait, fp: d.fp, canonical: d.canonical, response: r.Response, status: "waiting", isNew: true, dirty: true}
+		st.waitingByID[d.id] = w
+		st.waitingByTarget[w.target] = append(st.waitingByTarget[w.target], w)
+		st.waitingList = append(st.waitingList, w)
+	}
 	res.Outcome, res.Reason, res.CaseID, res.Response = r.Outcome, r.Reason, r.CaseID, r.Response
 	st.deliveries = append(st.deliveries, deliveryRow{in: d.in, tenant: d.id.TenantID, identityID: r.identityID,
 		caseID: r.CaseID, outcome: r.Outcome, reason: r.Reason})
@@ -54,6 +61,7 @@ type processed struct {
 	CaseID     int64
 	Response   []byte
 	identityID int64
+	wait       *recKey // waiting: the target it waits for
 }
 
 // process applies a record whose identity is new: it settles, is refused or
@@ -69,12 +77,9 @@ func (st *txState) process(ctx context.Context, d *decoded) (processed, error) {
 		return processed{}, err
 	}
 	if eff.wait != nil {
-		body := st.waitingResponse(d, *eff.wait)
-		w := &waitingOp{d: d, target: *eff.wait, fp: d.fp, canonical: d.canonical, response: body, status: "waiting", isNew: true, dirty: true}
-		st.waitingByID[d.id] = w
-		st.waitingByTarget[w.target] = append(st.waitingByTarget[w.target], w)
-		st.waitingList = append(st.waitingList, w)
-		return processed{Outcome: OutcomeWaiting, Response: body}, nil
+		// Not claimed: the caller registers a new waiting operation; one
+		// that was already waiting simply keeps waiting.
+		return processed{Outcome: OutcomeWaiting, wait: eff.wait}, nil
 	}
 	body := st.claim(d, id, eff)
 	p := processed{Outcome: eff.resp.Outcome, Reason: eff.resp.Reason, CaseID: eff.resp.CaseID, Response: body, identityID: id}
@@ -103,13 +108,7 @@ func (st *txState) wake(ctx context.Context, key recKey) error {
 			return err
 		}
 		if p.Outcome == OutcomeWaiting {
-			// process registered it again as a new waiting operation:
-			// undo that, it is the same one.
-			st.waitingByID[w.d.id] = w
-			ws := st.waitingByTarget[key]
-			st.waitingByTarget[key] = ws[:len(ws)-1]
-			st.waitingList = st.waitingList[:len(st.waitingList)-1]
-			continue
+			continue // its target is still not there (or not settled)
 		}
 		w.status, w.dirty = "applied", true
 		if w.caseID != 0 {
