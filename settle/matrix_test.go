@@ -114,7 +114,9 @@ func TestReplayMatrix(t *testing.T) {
 		want(cells["naive"][name].doubles == all, "naive %s: %d doubles, want all %d", name, cells["naive"][name].doubles, all)
 	}
 	// check-then-act holds when deliveries are sequential, fails under races.
-	for _, name := range []string{"duplicate", "timeout_then_retry", "crash_before_ack"} {
+	// A timeout is not sequential: the abandoned attempt can commit after
+	// its retry checked (not asserted either way: it depends on timing).
+	for _, name := range []string{"duplicate", "crash_before_ack"} {
 		want(cells["check_then_act"][name].doubles == 0, "check_then_act %s: %d doubles, want 0 (sequential)", name, cells["check_then_act"][name].doubles)
 	}
 	want(cells["check_then_act"]["concurrent"].doubles > 0, "check_then_act concurrent: no double payment in %d racing trials: the scenario cannot fail", matrixTrials("concurrent"))

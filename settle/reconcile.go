@@ -23,6 +23,7 @@ var (
 	sqlReconcileIdentityKeys      = mustQuery("reconcile_identity_keys.sql")
 	sqlReconcileOpenCases         = mustQuery("reconcile_open_cases.sql")
 	sqlReconcileHashChain         = mustQuery("reconcile_hash_chain.sql")
+	sqlReconcileReferences        = mustQuery("reconcile_references.sql")
 )
 
 // Discrepancy classes: what reconcile found, one per kind of difference.
@@ -45,6 +46,9 @@ const (
 	ClassSettlementNoIdentity  = "settlement_without_identity"      // a settlements-topic message no stored identity explains
 	ClassChainBroken           = "ledger_chain_broken"              // a ledger row whose hash does not follow its account's chain
 	ClassChainHeadMismatch     = "ledger_chain_head_mismatch"       // an account's chain head is not its newest row's hash
+	ClassDeliveryNoIdentity    = "delivery_without_identity"        // a delivery row naming an identity that does not exist
+	ClassIdentityNoAccount     = "identity_without_account"         // an identity naming an account that does not exist
+	ClassIdentityRefMissing    = "identity_reference_missing"       // an identity whose root or target identity does not exist
 )
 
 // Finding is one difference reconcile found.
@@ -164,6 +168,7 @@ func (s *Store) Reconcile(ctx context.Context, in ReconcileInput) (*Report, erro
 	}{
 		{"balance_equals_sum_of_rows", s.checkBalances},
 		{"ledger_rows_have_identity", s.checkLedgerOrphans},
+		{"references_resolve", s.checkReferences},
 		{"one_effect_per_identity", s.checkEffectRepeats},
 		{"every_effect_has_one_settlement", s.checkSettlementMissing},
 		{"every_outbox_row_published", s.checkOutboxUnpublished},
@@ -315,6 +320,32 @@ func (s *Store) checkLedgerOrphans(ctx context.Context, tx pgx.Tx, in ReconcileI
 		}
 		f.Detail = fmt.Sprintf("ledger row %d (amount %s, account %d) names identity %d: %s",
 			f.LedgerRowID, amount, f.AccountID, identityID, f.Class)
+		out = append(out, f)
+	}
+	return out, rows.Err()
+}
+
+// checkReferences finds the references that foreign keys no longer guard
+// on the per-record tables (migration 0003).
+func (s *Store) checkReferences(ctx context.Context, tx pgx.Tx, in ReconcileInput) ([]Finding, error) {
+	rows, err := tx.Query(ctx, sqlReconcileReferences, in.TenantID)
+	if err != nil {
+		return nil, err
+	}
+	var out []Finding
+	for rows.Next() {
+		var (
+			f  Finding
+			id int64
+			c  Coordinates
+		)
+		if err := rows.Scan(&f.Class, &f.TenantID, &id, &f.Period, &f.RecordID, &f.Operation,
+			&c.Topic, &c.Partition, &c.Offset); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		f.Source = &c
+		f.Detail = fmt.Sprintf("%s: identity %d (source %s/%d@%d)", f.Class, id, c.Topic, c.Partition, c.Offset)
 		out = append(out, f)
 	}
 	return out, rows.Err()

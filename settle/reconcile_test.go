@@ -111,8 +111,8 @@ func TestReconcileClean(t *testing.T) {
 			t.Errorf("check %s skipped: %s", c.Name, c.Skipped)
 		}
 	}
-	if len(r.Checks) != 9 {
-		t.Errorf("%d checks ran, want 9: %+v", len(r.Checks), r.Checks)
+	if len(r.Checks) != 10 {
+		t.Errorf("%d checks ran, want 10: %+v", len(r.Checks), r.Checks)
 	}
 }
 
@@ -157,6 +157,24 @@ func TestReconcileFindsInjectedDiscrepancies(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, []string{settle.ClassBalanceMismatch, settle.ClassLedgerNoIdentity, settle.ClassChainBroken}},
+		{"delivery naming an identity that does not exist", func(t *testing.T, s *settle.Store, in *settle.ReconcileInput) {
+			exec(t, s, `INSERT INTO deliveries (topic, partition, "offset", tenant_id, identity_id, outcome)
+			            VALUES ('elsewhere', 0, 1, 'acme', 999999, 'duplicate')`)
+		}, []string{settle.ClassDeliveryNoIdentity}},
+		{"identity naming an account and a root that do not exist", func(t *testing.T, s *settle.Store, in *settle.ReconcileInput) {
+			conn, err := s.Pool().Acquire(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Release()
+			_, err = conn.Exec(ctx, `SET session_replication_role = replica;
+				UPDATE identities SET account_id = 999999 WHERE id = (SELECT min(id) FROM identities WHERE account_id IS NOT NULL);
+				UPDATE identities SET root_id = 999999 WHERE id = (SELECT max(id) FROM identities WHERE root_id IS NOT NULL);
+				SET session_replication_role = origin`)
+			if err != nil {
+				t.Fatal(err)
+			}
+		}, []string{settle.ClassIdentityNoAccount, settle.ClassIdentityRefMissing}},
 		{"second effect for a settled identity", func(t *testing.T, s *settle.Store, in *settle.ReconcileInput) {
 			exec(t, s, `INSERT INTO ledger_entries (identity_id, account_id, tenant_id, bucket, amount, created_at)
 			            SELECT identity_id, account_id, tenant_id, bucket, amount, created_at + interval '1 second'

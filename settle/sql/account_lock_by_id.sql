@@ -1,6 +1,6 @@
 -- Locks accounts by id (accounts reached through a chain or a hold).
 SELECT a.id, a.tenant_id, a.subject, a.currency, a.balance::text, a.held::text, a.seq, a.chain_head
-  FROM accounts a
- WHERE a.id = ANY ($1::bigint[])
+  FROM unnest($1::bigint[]) AS k (id)
+  JOIN accounts a ON a.id = k.id
  ORDER BY a.id
    FOR UPDATE OF a

@@ -4,7 +4,10 @@ SELECT h.identity_id, h.tenant_id, h.account_id, h.amount::text, h.remaining::te
        coalesce(h.closed_by, 0), h.rev, i.account_period, i.record_id, coalesce(i.settlement_id, '')
   FROM holds h
   JOIN identities i ON i.id = h.identity_id
- WHERE h.identity_id = ANY ($1::bigint[])
-    OR (h.account_id = ANY ($2::bigint[]) AND h.status = 'active' AND h.expires_at <= now())
+ WHERE h.identity_id IN (SELECT unnest($1::bigint[])
+                          UNION
+                          SELECT x.identity_id
+                            FROM holds x
+                           WHERE x.account_id = ANY ($2::bigint[]) AND x.status = 'active' AND x.expires_at <= now())
  ORDER BY h.identity_id
    FOR UPDATE OF h

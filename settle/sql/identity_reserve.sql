@@ -1,4 +1,13 @@
--- Reserves identity ids (and reads the transaction's clock) so a batch can
--- write all its rows in one round trip.
-SELECT nextval(pg_get_serial_sequence('identities', 'id')), now()
-  FROM generate_series(1, $1::integer)
+-- Reserves at least $1 identity ids (and reads the transaction's clock) so a
+-- batch can write all its rows in one round trip. The sequence steps by a
+-- block (migration 0003): one nextval v reserves v .. v+step-1.
+WITH s AS (
+    SELECT seqincrement AS step
+      FROM pg_sequence
+     WHERE seqrelid = pg_get_serial_sequence('identities', 'id')::regclass
+)
+SELECT b.v + o.i, now()
+  FROM s
+ CROSS JOIN LATERAL (SELECT nextval(pg_get_serial_sequence('identities', 'id')) AS v
+                       FROM generate_series(1, ceil($1::numeric / s.step)::integer)) AS b
+ CROSS JOIN LATERAL generate_series(0, s.step - 1) AS o (i)
