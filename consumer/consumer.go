@@ -37,7 +37,7 @@ type Config struct {
 
 	// PollRecordsMax caps the records taken from the client per poll (all
 	// partitions together); each partition's share is cut into batches of
-	// the store's BatchRecordsMax. 0 = 10,000.
+	// the store's BatchRecordsMax. 0 = 50,000.
 	PollRecordsMax int
 
 	// RecordAttemptsMax is how often one record that fails on its own
@@ -98,7 +98,7 @@ func (c *Config) setDefaults() {
 		c.ResultsTopic = "usage.results"
 	}
 	if c.PollRecordsMax == 0 {
-		c.PollRecordsMax = 10_000
+		c.PollRecordsMax = 50_000
 	}
 	if c.RecordAttemptsMax == 0 {
 		c.RecordAttemptsMax = 5
@@ -132,7 +132,7 @@ func (c Config) Validate() error {
 	case len(c.Brokers) == 0:
 		return errors.New("consumer: no brokers: set at least one host:port (--brokers or KAFKA_BROKERS)")
 	case c.PollRecordsMax < 0 || c.PollRecordsMax > 1_000_000:
-		return fmt.Errorf("consumer: poll records max %d: must be between 1 and 1000000 (0 = 10000)", c.PollRecordsMax)
+		return fmt.Errorf("consumer: poll records max %d: must be between 1 and 1000000 (0 = 50000)", c.PollRecordsMax)
 	case c.RecordAttemptsMax < 0 || c.RecordAttemptsMax > 100:
 		return fmt.Errorf("consumer: record attempts max %d: must be between 1 and 100 (0 = 5)", c.RecordAttemptsMax)
 	case c.BackoffMin < 0 || c.BackoffMax < 0 || (c.BackoffMax != 0 && c.BackoffMin > c.BackoffMax):

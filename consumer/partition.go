@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -22,10 +23,32 @@ import (
 var errAbandoned = errors.New("abandoned while waiting out an outage: the records will be read again")
 
 // handlePartition settles one partition's records of a poll, in order, in
-// batches of at most the store's BatchRecordsMax, publishing each batch's
-// results before the next. It records in w how far it got.
+// batches of at most the store's BatchRecordsMax. Each batch's results are
+// produced while the next batch's transaction runs; the partition's
+// progress in w only moves over batches whose results the broker has
+// acknowledged, in order.
 func (c *Consumer) handlePartition(ctx context.Context, abandon <-chan struct{}, cl *kgo.Client, w *partitionWork) {
 	batchMax := c.store.Config().BatchRecordsMax
+	var inflight []*batchPublish
+	// drain waits for the batches in flight, in order, and moves the
+	// progress over each; false when one could not be published.
+	drain := func() bool {
+		for i, p := range inflight {
+			if err := c.awaitPublish(ctx, abandon, cl, p); err != nil {
+				for _, q := range inflight[i:] {
+					endSpans(q.spans, nil, err)
+				}
+				w.err = err
+				return false
+			}
+			c.count(p.results)
+			endSpans(p.spans, p.results, p.err)
+			w.next, w.epoch = p.next, p.epoch
+			crashpoint.Hit("mid_batch")
+		}
+		inflight = inflight[:0]
+		return true
+	}
 	for start := 0; start < len(w.records); start += batchMax {
 		recs := w.records[start:min(start+batchMax, len(w.records))]
 		ins := make([]settle.Input, len(recs))
@@ -38,22 +61,28 @@ func (c *Consumer) handlePartition(ctx context.Context, abandon <-chan struct{},
 		// results covers a prefix of ins even on error: publish it, so the
 		// partition's progress is kept.
 		if len(results) > 0 {
-			if perr := c.publish(ctx, abandon, cl, results, spans...); perr != nil {
+			last := recs[len(results)-1]
+			p, perr := c.publishAsync(ctx, cl, results, spans...)
+			if perr != nil {
 				endSpans(spans, nil, perr)
+				drain()
 				w.err = perr
 				return
 			}
-			c.count(results)
-			last := recs[len(results)-1]
-			w.next, w.epoch = last.Offset+1, last.LeaderEpoch
-			crashpoint.Hit("mid_batch")
+			p.next, p.epoch, p.spans, p.err = last.Offset+1, last.LeaderEpoch, spans, err
+			inflight = append(inflight, p)
 		}
-		endSpans(spans, results, err)
 		if err != nil {
-			w.err = err
+			if len(results) == 0 {
+				endSpans(spans, nil, err)
+			}
+			if drain() {
+				w.err = err
+			}
 			return
 		}
 	}
+	drain()
 }
 
 // input turns a Kafka record into the settlement core's input.
@@ -183,58 +212,89 @@ func (c *Consumer) settleWaiting(ctx context.Context, abandon <-chan struct{}, i
 	}
 }
 
-// publish produces one message per result to the results topic, keyed like
-// the input record, retrying with backoff while the broker is unavailable.
-// A retry may publish a result twice; results are idempotent repeats.
-func (c *Consumer) publish(ctx context.Context, abandon <-chan struct{}, cl *kgo.Client, results []settle.Result, spans ...trace.Span) error {
-	pending := make([]*kgo.Record, len(results))
+// batchPublish is one batch's results on their way to the results topic.
+type batchPublish struct {
+	results []settle.Result
+	spans   []trace.Span
+	next    int64 // the partition's offset after the batch
+	epoch   int32
+	err     error // why the records after results did not settle
+
+	wg      sync.WaitGroup
+	mu      sync.Mutex
+	failed  []*kgo.Record
+	lastErr error
+}
+
+// publishAsync starts producing one message per result to the results
+// topic, keyed like the input record; wait collects the acknowledgements.
+func (c *Consumer) publishAsync(ctx context.Context, cl *kgo.Client, results []settle.Result, spans ...trace.Span) (*batchPublish, error) {
+	p := &batchPublish{results: results}
+	recs := make([]*kgo.Record, len(results))
 	for i := range results {
 		v, err := json.Marshal(&results[i])
 		if err != nil {
-			return fmt.Errorf("encode result of offset %d: %w", results[i].Source.Offset, err)
+			return nil, fmt.Errorf("encode result of offset %d: %w", results[i].Source.Offset, err)
 		}
-		pending[i] = &kgo.Record{Topic: c.cfg.ResultsTopic, Key: results[i].Key, Value: v}
+		recs[i] = &kgo.Record{Topic: c.cfg.ResultsTopic, Key: results[i].Key, Value: v}
 		if i < len(spans) {
-			injectResult(spans[i], pending[i])
+			injectResult(spans[i], recs[i])
 		}
 	}
-	b := newBackoff(c.cfg.BackoffMin, c.cfg.BackoffMax)
-	for {
-		pctx, cancel := context.WithTimeout(ctx, c.cfg.ProduceTimeout)
-		prs := cl.ProduceSync(pctx, pending...)
-		cancel()
-		var (
-			failed  []*kgo.Record
-			lastErr error
-		)
-		for _, pr := range prs {
-			if pr.Err != nil {
+	pctx, cancel := context.WithTimeout(ctx, c.cfg.ProduceTimeout)
+	p.wg.Add(len(recs))
+	go func() { p.wg.Wait(); cancel() }()
+	for _, r := range recs {
+		cl.Produce(pctx, r, func(r *kgo.Record, err error) {
+			if err != nil {
+				p.mu.Lock()
 				// A fresh record: a failed one carries the old attempt's state.
-				failed = append(failed, &kgo.Record{Topic: pr.Record.Topic, Key: pr.Record.Key, Value: pr.Record.Value, Headers: pr.Record.Headers})
-				lastErr = pr.Err
+				p.failed = append(p.failed, &kgo.Record{Topic: r.Topic, Key: r.Key, Value: r.Value, Headers: r.Headers})
+				p.lastErr = err
+				p.mu.Unlock()
 			}
-		}
-		if len(failed) == 0 {
-			if c.brokerDown.Swap(false) {
-				c.log.Info("broker available again; resuming")
-			}
-			return nil
-		}
+			p.wg.Done()
+		})
+	}
+	return p, nil
+}
+
+// awaitPublish waits for a batch's acknowledgements and produces what
+// failed again, with backoff, while the broker is unavailable. A retry may
+// publish a result twice; results are idempotent repeats.
+func (c *Consumer) awaitPublish(ctx context.Context, abandon <-chan struct{}, cl *kgo.Client, p *batchPublish) error {
+	p.wg.Wait()
+	pending, lastErr := p.failed, p.lastErr
+	b := newBackoff(c.cfg.BackoffMin, c.cfg.BackoffMax)
+	for len(pending) > 0 {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		c.cfg.Metrics.Retry(ctx, telemetry.CauseBroker)
 		if !c.brokerDown.Swap(true) {
-			c.log.Warn("publishing results failed; pausing and retrying", "topic", c.cfg.ResultsTopic, "failed", len(failed), "err", lastErr)
+			c.log.Warn("publishing results failed; pausing and retrying", "topic", c.cfg.ResultsTopic, "failed", len(pending), "err", lastErr)
 		}
-		pending = failed
 		if !b.wait(ctx, abandon) {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
 			return errAbandoned
 		}
+		pctx, cancel := context.WithTimeout(ctx, c.cfg.ProduceTimeout)
+		prs := cl.ProduceSync(pctx, pending...)
+		cancel()
+		pending = pending[:0:0]
+		for _, pr := range prs {
+			if pr.Err != nil {
+				pending = append(pending, &kgo.Record{Topic: pr.Record.Topic, Key: pr.Record.Key, Value: pr.Record.Value, Headers: pr.Record.Headers})
+				lastErr = pr.Err
+			}
+		}
 	}
+	if c.brokerDown.Swap(false) {
+		c.log.Info("broker available again; resuming")
+	}
+	return nil
 }
 
 // txResult names a settling transaction's result for the latency metric.

@@ -24,7 +24,7 @@
 //	before_commit                      settle: inside the transaction, every row written, before COMMIT
 //	after_commit                       settle: right after COMMIT, before the caller sees the results
 //	mid_batch                          consumer: one batch of a partition's poll settled and its results
-//	                                   published, the next batch not yet settled, no offset committed
+//	                                   published (the next may be settled already), no offset committed
 //	after_commit_before_offset_commit  consumer: every batch of the poll committed and published,
 //	                                   before the Kafka offset commit
 //	after_publish_before_mark          relay: outbox rows acknowledged by the broker, not yet marked
