@@ -243,11 +243,14 @@ type deliveryRow struct {
 	reason, errText    string
 }
 
+// outboxRow is a message to publish: its value, or (a settlement) the
+// identity whose stored response is the value.
 type outboxRow struct {
-	topic   string
-	key     []byte
-	value   []byte
-	headers []byte
+	topic      string
+	key        []byte
+	value      []byte
+	headers    []byte
+	identityID int64
 }
 
 // txState is what one transaction attempt knows and will write.

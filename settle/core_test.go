@@ -122,7 +122,7 @@ func TestHashChainVerifiableFromSettlements(t *testing.T) {
 	mustSettle(t, s, batch(0, 0, grant("g", "cust-1", "100"), rec("amount", "40"), hold,
 		rec("record_id", "k", "hold_id", "h", "amount", "3"),
 		rec("kind", "correction", "record_id", "c", "corrects", "u-1", "amount", "30", "finalization_version", 2)))
-	rows, err := s.Pool().Query(context.Background(), `SELECT value FROM outbox WHERE topic = 'settlements' ORDER BY id`)
+	rows, err := s.Pool().Query(context.Background(), `SELECT value FROM outbox_messages WHERE topic = 'settlements' ORDER BY id`)
 	if err != nil {
 		t.Fatal(err)
 	}

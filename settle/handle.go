@@ -219,9 +219,9 @@ func (st *txState) claim(d *decoded, idNum int64, eff *effect) []byte {
 	if resp.Outcome == OutcomeSettled && len(resp.Entries) > 0 {
 		a := eff.a
 		st.outbox = append(st.outbox, outboxRow{
-			topic: st.s.cfg.SettlementsTopic,
-			key:   []byte(a.key.tenant + "/" + a.key.subject + "/" + a.key.currency),
-			value: body,
+			topic:      st.s.cfg.SettlementsTopic,
+			key:        []byte(a.key.tenant + "/" + a.key.subject + "/" + a.key.currency),
+			identityID: idNum,
 			headers: encodeHeaders(append([]fingerprint.Header{
 				{Key: "settlement_id", Value: []byte(resp.SettlementID)},
 				{Key: "tenant_id", Value: []byte(a.key.tenant)},

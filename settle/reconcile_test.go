@@ -42,7 +42,7 @@ func reconcileFixture(t *testing.T) (*settle.Store, []settle.SourceRecord, []set
 	if _, err := s.Pool().Exec(ctx, `UPDATE outbox SET published_at = now()`); err != nil {
 		t.Fatal(err)
 	}
-	rows, err := s.Pool().Query(ctx, `SELECT id, value FROM outbox WHERE topic = 'settlements' ORDER BY id`)
+	rows, err := s.Pool().Query(ctx, `SELECT id, value FROM outbox_messages WHERE topic = 'settlements' ORDER BY id`)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -83,7 +83,7 @@ func TestHoldExpiry(t *testing.T) {
 	if n, _ := s.ExpireHolds(ctx); n != 0 {
 		t.Errorf("second sweep expired %d", n)
 	}
-	if n := count(t, s.Pool(), `SELECT count(*) FROM outbox WHERE topic = 'settlements' AND convert_from(value, 'UTF8')::json->>'kind' = 'expire'`); n != 2 {
+	if n := count(t, s.Pool(), `SELECT count(*) FROM outbox_messages WHERE topic = 'settlements' AND convert_from(value, 'UTF8')::json->>'kind' = 'expire'`); n != 2 {
 		t.Errorf("published expiries = %d, want 2", n)
 	}
 	checkInvariants(t, s.Pool())

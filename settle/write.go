@@ -172,11 +172,13 @@ func (st *txState) write(ctx context.Context, group string) error {
 			topics       = make([]string, 0, n)
 			keys, values = make([][]byte, 0, n), make([][]byte, 0, n)
 			headers      = make([]string, 0, n)
+			identityIDs  = make([]int64, 0, n)
 		)
 		for _, o := range st.outbox {
 			topics, keys, values, headers = append(topics, o.topic), append(keys, o.key), append(values, o.value), append(headers, string(o.headers))
+			identityIDs = append(identityIDs, o.identityID)
 		}
-		b.Queue(sqlOutboxInsert, topics, keys, values, headers)
+		b.Queue(sqlOutboxInsert, topics, keys, values, headers, identityIDs)
 	}
 	if group != "" && len(st.offsets) > 0 {
 		var (

@@ -3,7 +3,7 @@
 -- topic ($3) is marked published.
 WITH published AS (
     SELECT DISTINCT convert_from(value, 'UTF8')::jsonb ->> 'settlement_id' AS sid
-      FROM outbox
+      FROM outbox_messages
      WHERE topic = $3 AND published_at IS NOT NULL
 )
 SELECT i.id, i.record_id, i.operation, i.outcome, coalesce(i.settlement_id, ''),

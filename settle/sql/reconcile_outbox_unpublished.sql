@@ -1,7 +1,7 @@
 -- Outbox rows still unpublished after the grace period ($1: seconds).
 SELECT id, topic, created_at,
        CASE WHEN topic = $2 THEN coalesce(convert_from(value, 'UTF8')::jsonb ->> 'settlement_id', '') ELSE '' END
-  FROM outbox
+  FROM outbox_messages
  WHERE published_at IS NULL
    AND created_at < now() - make_interval(secs => $1::float8)
  ORDER BY id

@@ -3,7 +3,7 @@
 -- ($1: tenant, '' = all; $2: settlements topic).
 WITH o AS (
     SELECT convert_from(value, 'UTF8')::jsonb ->> 'settlement_id' AS sid
-      FROM outbox
+      FROM outbox_messages
      WHERE topic = $2
 )
 SELECT i.id, i.tenant_id, i.account_period, i.record_id, i.operation,
