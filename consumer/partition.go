@@ -2,7 +2,6 @@ package consumer
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -62,13 +61,7 @@ func (c *Consumer) handlePartition(ctx context.Context, abandon <-chan struct{},
 		// partition's progress is kept.
 		if len(results) > 0 {
 			last := recs[len(results)-1]
-			p, perr := c.publishAsync(ctx, cl, results, spans...)
-			if perr != nil {
-				endSpans(spans, nil, perr)
-				drain()
-				w.err = perr
-				return
-			}
+			p := c.publishAsync(ctx, cl, results, spans...)
 			p.next, p.epoch, p.spans, p.err = last.Offset+1, last.LeaderEpoch, spans, err
 			inflight = append(inflight, p)
 		}
@@ -228,14 +221,11 @@ type batchPublish struct {
 
 // publishAsync starts producing one message per result to the results
 // topic, keyed like the input record; wait collects the acknowledgements.
-func (c *Consumer) publishAsync(ctx context.Context, cl *kgo.Client, results []settle.Result, spans ...trace.Span) (*batchPublish, error) {
+func (c *Consumer) publishAsync(ctx context.Context, cl *kgo.Client, results []settle.Result, spans ...trace.Span) *batchPublish {
 	p := &batchPublish{results: results}
 	recs := make([]*kgo.Record, len(results))
 	for i := range results {
-		v, err := json.Marshal(&results[i])
-		if err != nil {
-			return nil, fmt.Errorf("encode result of offset %d: %w", results[i].Source.Offset, err)
-		}
+		v := results[i].AppendJSON(nil)
 		recs[i] = &kgo.Record{Topic: c.cfg.ResultsTopic, Key: results[i].Key, Value: v}
 		if i < len(spans) {
 			injectResult(spans[i], recs[i])
@@ -256,7 +246,7 @@ func (c *Consumer) publishAsync(ctx context.Context, cl *kgo.Client, results []s
 			p.wg.Done()
 		})
 	}
-	return p, nil
+	return p
 }
 
 // awaitPublish waits for a batch's acknowledgements and produces what

@@ -119,7 +119,7 @@ func (st *txState) wake(ctx context.Context, key recKey) error {
 			Outcome: p.Outcome, Reason: p.Reason, CaseID: p.CaseID, Response: p.Response}
 		idj := identityJSON(w.d.id)
 		r.Identity = &idj
-		body, _ := json.Marshal(r)
+		body := r.AppendJSON(nil)
 		st.outbox = append(st.outbox, outboxRow{topic: st.s.cfg.ResultsTopic, key: w.d.in.Key, value: body,
 			headers: encodeHeaders([]fingerprint.Header{{Key: "version", Value: []byte(strconv.Itoa(SchemaVersionOutput))}})})
 	}

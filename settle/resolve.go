@@ -156,7 +156,7 @@ func (s *Store) resolveAttempt(ctx context.Context, req ResolveRequest) (*Resolu
 		res.Status, res.SettlementID, res.Response = "accepted", settlementID(d.id), p.Response
 		final.Outcome, final.Response = OutcomeSettled, p.Response
 	}
-	body, _ := json.Marshal(final)
+	body := final.AppendJSON(nil)
 	st.outbox = append(st.outbox, outboxRow{topic: s.cfg.ResultsTopic, value: body,
 		headers: encodeHeaders([]fingerprint.Header{{Key: "version", Value: []byte(strconv.Itoa(SchemaVersionOutput))}})})
 	if err := st.write(ctx, ""); err != nil {

@@ -2,7 +2,6 @@ package settle
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"time"
@@ -91,7 +90,7 @@ func (s *Store) sweepOrphansOnce(ctx context.Context, orphanAfter time.Duration)
 			w.status, w.caseID, w.dirty = "orphaned", caseID, true
 			final.Outcome, final.Reason, final.CaseID = OutcomeQuarantined, ReasonOrphan, caseID
 		}
-		body, _ := json.Marshal(final)
+		body := final.AppendJSON(nil)
 		st.outbox = append(st.outbox, outboxRow{topic: s.cfg.ResultsTopic, key: w.d.in.Key, value: body,
 			headers: encodeHeaders([]fingerprint.Header{{Key: "version", Value: []byte(strconv.Itoa(SchemaVersionOutput))}})})
 	}
