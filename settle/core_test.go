@@ -149,3 +149,26 @@ func TestHashChainVerifiableFromSettlements(t *testing.T) {
 		t.Errorf("%d settlements, want 5", n)
 	}
 }
+
+// TestAccountsReplacedUnderTheStore: a Store locks accounts it knows by id;
+// when the database loses them (restored from an older backup, emptied),
+// the next batch still settles: the Store forgets what it knew and retries.
+func TestAccountsReplacedUnderTheStore(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	mustSettle(t, s, batch(0, 0, grant("g-1", "cust-1", "100")))
+	// Empty every table behind the Store's back (triggers off: they refuse).
+	_, err := s.Pool().Exec(context.Background(), `SET session_replication_role = replica;
+		TRUNCATE accounts, identities, ledger_entries, deliveries, outbox, consumer_offsets, chains, holds CASCADE;
+		SET session_replication_role = origin`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := mustSettle(t, s, batch(0, 1, grant("g-2", "cust-1", "5")))
+	if got := outcomes(rs); !reflect.DeepEqual(got, []string{"settled"}) {
+		t.Fatalf("outcomes = %v, want [settled]", got)
+	}
+	if b := balance(t, s.Pool(), "acme", "cust-1", "USD"); b != "5" {
+		t.Errorf("balance = %s, want 5", b)
+	}
+}

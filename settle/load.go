@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"sync"
 
 	"github.com/jackc/pgx/v5"
 
@@ -91,8 +92,8 @@ func (st *txState) load(ctx context.Context, ds []decoded) error {
 		dOffsets                  []int64
 		idKeys                    [4][]string
 		tgtKeys, ownKeys, perKeys keyList
-		accKeys                   accountList
 	)
+	accKeys := accountList{known: &st.s.accountIDs}
 	seenID := map[fingerprint.Identity]bool{}
 	var reserving []accountKey // accounts whose available funds the batch looks at
 	for i := range ds {
@@ -128,7 +129,7 @@ func (st *txState) load(ctx context.Context, ds []decoded) error {
 	b.Queue(sqlWaitingLookup, idKeys[0], idKeys[1], idKeys[2], idKeys[3], ownKeys.t, ownKeys.p, ownKeys.r)
 	b.Queue(sqlPeriodLookup, perKeys.t, perKeys.p)
 	b.Queue(sqlAccountInsert, accKeys.t, accKeys.s, accKeys.c)
-	b.Queue(sqlAccountLock, accKeys.t, accKeys.s, accKeys.c)
+	b.Queue(sqlAccountLock, accKeys.t, accKeys.s, accKeys.c, accKeys.ids)
 	b.Queue(sqlIdentityReserve, len(ds))
 	br := st.tx.SendBatch(ctx, b)
 	defer br.Close()
@@ -160,7 +161,7 @@ func (st *txState) load(ctx context.Context, ds []decoded) error {
 	if _, err := br.Exec(); err != nil {
 		return fmt.Errorf("create accounts: %w", err)
 	}
-	if err := st.readAccounts(br, len(accKeys.t)); err != nil {
+	if err := st.readAccounts(br, accKeys.len()); err != nil {
 		return err
 	}
 	rows, _ = br.Query()
@@ -215,8 +216,8 @@ func (st *txState) load(ctx context.Context, ds []decoded) error {
 func (st *txState) loadLinked(ctx context.Context, waits []*waitingOp, reserving []accountKey) error {
 	var (
 		rootIDs, holdIDs, expiringAccs []int64
-		accKeys                        accountList
 	)
+	accKeys := accountList{known: &st.s.accountIDs}
 	for _, ids := range st.byRecord {
 		for _, id := range ids {
 			switch {
@@ -238,12 +239,12 @@ func (st *txState) loadLinked(ctx context.Context, waits []*waitingOp, reserving
 	for _, k := range reserving {
 		expiringAccs = append(expiringAccs, st.accounts[k].id)
 	}
-	if len(rootIDs)+len(holdIDs)+len(expiringAccs)+len(accKeys.t) == 0 {
+	if len(rootIDs)+len(holdIDs)+len(expiringAccs)+accKeys.len() == 0 {
 		return nil
 	}
 	b := &pgx.Batch{}
 	b.Queue(sqlAccountInsert, accKeys.t, accKeys.s, accKeys.c)
-	b.Queue(sqlAccountLock, accKeys.t, accKeys.s, accKeys.c)
+	b.Queue(sqlAccountLock, accKeys.t, accKeys.s, accKeys.c, accKeys.ids)
 	b.Queue(sqlChainLock, rootIDs)
 	b.Queue(sqlChainRoot, rootIDs)
 	b.Queue(sqlHoldLock, holdIDs, expiringAccs)
@@ -519,7 +520,10 @@ func (st *txState) readAccounts(br pgx.BatchResults, want int) error {
 		return fmt.Errorf("lock accounts: %w", err)
 	}
 	if want >= 0 && n != want {
-		return fmt.Errorf("lock accounts: locked %d of %d", n, want)
+		// An account this process knew is gone: the database was restored
+		// or replaced under it. Forget what it knew and try again.
+		st.s.accountIDs.Clear()
+		return fmt.Errorf("lock accounts: locked %d of %d: %w", n, want, errLostRace)
 	}
 	return nil
 }
@@ -541,9 +545,13 @@ func (l *keyList) add(k recKey) {
 	l.t, l.p, l.r = append(l.t, k.tenant), append(l.p, k.period), append(l.r, k.record)
 }
 
-// accountList collects distinct account keys as parallel arrays.
+// accountList collects the distinct accounts a batch touches: the ids of
+// those known to exist (Store.accountIDs), the keys of the others as
+// parallel arrays.
 type accountList struct {
+	known   *sync.Map
 	seen    map[accountKey]bool
+	ids     []int64
 	t, s, c []string
 }
 
@@ -555,5 +563,11 @@ func (l *accountList) add(k accountKey) {
 		return
 	}
 	l.seen[k] = true
+	if id, ok := l.known.Load(k); ok {
+		l.ids = append(l.ids, id.(int64))
+		return
+	}
 	l.t, l.s, l.c = append(l.t, k.tenant), append(l.s, k.subject), append(l.c, k.currency)
 }
+
+func (l *accountList) len() int { return len(l.ids) + len(l.t) }

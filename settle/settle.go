@@ -13,6 +13,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -83,6 +84,12 @@ type Store struct {
 	cfg  Config
 	dec  *fingerprint.Decoder
 	now  func() time.Time
+
+	// accountIDs maps an accountKey to its id, for accounts a committed
+	// transaction of this process locked. An account's key and id never
+	// change and settle never deletes one, so a batch locks known accounts
+	// by id and skips creating them.
+	accountIDs sync.Map
 }
 
 // Open returns a Store over pool after checking that the database schema is
