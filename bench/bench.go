@@ -23,6 +23,7 @@ type Report struct {
 	Ratios    map[string]float64 `json:"ratios,omitempty"`
 	Sweep     []Point            `json:"batch_size_sweep,omitempty"`
 	Growth    []Point            `json:"growth,omitempty"`
+	Scale     []ScalePoint       `json:"scale,omitempty"`
 	Plots     []string           `json:"plots,omitempty"`
 	Failures  []string           `json:"failures,omitempty"`
 }
@@ -30,6 +31,13 @@ type Report struct {
 // Point is one point of a plotted series.
 type Point struct {
 	X             float64 `json:"x"`
+	RecordsPerSec float64 `json:"records_per_sec"`
+}
+
+// ScalePoint is one end-to-end run of the scale grid.
+type ScalePoint struct {
+	Partitions    int     `json:"partitions"`
+	Instances     int     `json:"instances"`
 	RecordsPerSec float64 `json:"records_per_sec"`
 }
 
@@ -79,7 +87,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return &r
 	}
 
-	if !cfg.Skip.EndToEnd || !cfg.Skip.Latency {
+	if !cfg.Skip.EndToEnd || !cfg.Skip.Latency || !cfg.Skip.Scale {
 		b, err := startBroker(ctx, cfg.BrokerArgv)
 		if err != nil {
 			return nil, err
@@ -106,6 +114,23 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 				fail("half-rate", err)
 			} else {
 				rep.HalfRate = done(r)
+			}
+		}
+		if !cfg.Skip.Scale {
+			for _, p := range cfg.ScalePartitions {
+				for _, n := range cfg.ScaleInstances {
+					w := cfg.Workload
+					w.Records, w.Partitions = cfg.ScaleRecords, p
+					w.Seed += 3
+					name := fmt.Sprintf("scale-p%d-i%d", p, n)
+					r, err := cfg.runE2E(ctx, b, e2eRun{name: name, w: w, timeout: timeout, instances: n})
+					if err != nil {
+						fail(name, err)
+						continue
+					}
+					done(r)
+					rep.Scale = append(rep.Scale, ScalePoint{Partitions: p, Instances: n, RecordsPerSec: r.RecordsPerSec})
+				}
 			}
 		}
 		b.close()

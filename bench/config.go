@@ -28,7 +28,7 @@ type Config struct {
 
 	// Which parts to run. Zero Config runs everything.
 	Skip struct {
-		EndToEnd, Latency, Core, PerRecord, Copy, Sweep, Growth bool
+		EndToEnd, Latency, Core, PerRecord, Copy, Sweep, Growth, Scale bool
 	}
 
 	PerRecordRecords int           // records of the per-record baseline; 0 = min(Records, 100,000)
@@ -38,6 +38,9 @@ type Config struct {
 	SweepBatches     []int         // 0 = 50, 100, 250, 500, 1000, 2000
 	GrowthIdentities int           // settled identities the growth run reaches; 0 = 1,000,000
 	GrowthPoints     int           // windows of the growth run; 0 = 10
+	ScaleRecords     int           // records per end-to-end run of the scale grid; 0 = min(Records, 100,000)
+	ScalePartitions  []int         // partitions of the scale grid; empty = 3, 6, 12, 24
+	ScaleInstances   []int         // service instances of the scale grid; empty = 1, 2, 3
 
 	OutDir string    // where report and plots go; "" = "."
 	Log    io.Writer // progress lines; nil = discard
@@ -77,6 +80,15 @@ func (c *Config) setDefaults() {
 	}
 	if c.PerRecordConns == 0 {
 		c.PerRecordConns = 16
+	}
+	if c.ScaleRecords == 0 {
+		c.ScaleRecords = min(w.Records, 100_000)
+	}
+	if len(c.ScalePartitions) == 0 {
+		c.ScalePartitions = []int{3, 6, 12, 24}
+	}
+	if len(c.ScaleInstances) == 0 {
+		c.ScaleInstances = []int{1, 2, 3}
 	}
 	if c.LatencySeconds == 0 {
 		c.LatencySeconds = 15 * time.Second
@@ -122,6 +134,16 @@ func (c Config) Validate() error {
 	for _, b := range c.SweepBatches {
 		if b < 1 || b > 100_000 {
 			return fmt.Errorf("bench: sweep batch size %d must be between 1 and 100000", b)
+		}
+	}
+	for _, p := range c.ScalePartitions {
+		if p < 1 || p > 256 {
+			return fmt.Errorf("bench: scale partitions %d must be between 1 and 256", p)
+		}
+	}
+	for _, n := range c.ScaleInstances {
+		if n < 1 || n > 8 {
+			return fmt.Errorf("bench: scale instances %d must be between 1 and 8 (each has its own connection pool)", n)
 		}
 	}
 	return nil

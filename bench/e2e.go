@@ -22,10 +22,11 @@ import (
 
 // e2eRun runs the whole pipeline against the broker.
 type e2eRun struct {
-	name    string
-	w       Workload
-	paced   float64 // 0: pre-load every record, then drain at full speed; > 0: produce at this rate while it runs
-	timeout time.Duration
+	name      string
+	w         Workload
+	paced     float64 // 0: pre-load every record, then drain at full speed; > 0: produce at this rate while it runs
+	timeout   time.Duration
+	instances int // service instances in one consumer group, each with its own pool, consumer and relay; 0 = 1
 }
 
 type topics struct{ usage, results, dlq, settlements string }
@@ -52,14 +53,42 @@ func (c *Config) runE2E(ctx context.Context, b *broker, er e2eRun) (RunResult, e
 		return res, err
 	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	cons, err := consumer.New(store, consumer.Config{Brokers: b.addrs, Group: "bench-" + er.name, Topic: tp.usage,
-		ResultsTopic: tp.results, SessionTimeout: 10 * time.Second, Logger: quiet})
-	if err != nil {
-		return res, err
+	// Every instance but the first gets its own pool and store, as a
+	// separate process would; all share the consumer group, and their
+	// relays compete for the outbox lease.
+	var (
+		conss []*consumer.Consumer
+		rels  []*relay.Relay
+	)
+	for i := range max(1, er.instances) {
+		st := store
+		if i > 0 {
+			p, err := db.pool(ctx, c.PoolConns)
+			if err != nil {
+				return res, err
+			}
+			defer p.Close()
+			if st, err = settle.Open(ctx, p, store.Config()); err != nil {
+				return res, err
+			}
+		}
+		cons, err := consumer.New(st, consumer.Config{Brokers: b.addrs, Group: "bench-" + er.name, Topic: tp.usage,
+			ResultsTopic: tp.results, SessionTimeout: 10 * time.Second, Logger: quiet})
+		if err != nil {
+			return res, err
+		}
+		rel, err := relay.New(st, relay.Config{Brokers: b.addrs, BatchRowsMax: 10_000, PollInterval: 20 * time.Millisecond, Logger: quiet})
+		if err != nil {
+			return res, err
+		}
+		conss, rels = append(conss, cons), append(rels, rel)
 	}
-	rel, err := relay.New(store, relay.Config{Brokers: b.addrs, BatchRowsMax: 10_000, PollInterval: 20 * time.Millisecond, Logger: quiet})
-	if err != nil {
-		return res, err
+	published := func() int64 {
+		var n int64
+		for _, r := range rels {
+			n += r.Published()
+		}
+		return n
 	}
 	prod, err := kgo.NewClient(kgo.SeedBrokers(b.addrs...), kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.MaxBufferedRecords(50_000), kgo.ProducerBatchMaxBytes(1<<20))
@@ -104,17 +133,21 @@ func (c *Config) runE2E(ctx context.Context, b *broker, er e2eRun) (RunResult, e
 	relCtx, stopRel := context.WithCancel(context.WithoutCancel(ctx))
 	var svc sync.WaitGroup
 	startService := func() {
-		svc.Add(2)
-		go func() { defer svc.Done(); cons.Run(svcCtx) }()
-		go func() { defer svc.Done(); rel.Run(relCtx) }()
+		for i := range conss {
+			svc.Add(2)
+			go func() { defer svc.Done(); conss[i].Run(svcCtx) }()
+			go func() { defer svc.Done(); rels[i].Run(relCtx) }()
+		}
 	}
 	stopService := func() { stopSvc(); stopRel(); svc.Wait() }
 	defer stopService()
 
 	settled := func() int64 {
 		var n int64
-		for _, v := range cons.Counts() {
-			n += v
+		for _, cons := range conss {
+			for _, v := range cons.Counts() {
+				n += v
+			}
 		}
 		return n
 	}
@@ -150,7 +183,7 @@ func (c *Config) runE2E(ctx context.Context, b *broker, er e2eRun) (RunResult, e
 		defer lat.stop()
 		// Wait for the group to be joined, so the latency is the
 		// pipeline's, not the first rebalance's.
-		for !cons.Ready() {
+		for !conss[0].Ready() {
 			select {
 			case <-ctx.Done():
 				return res, ctx.Err()
@@ -173,7 +206,7 @@ func (c *Config) runE2E(ctx context.Context, b *broker, er e2eRun) (RunResult, e
 	}
 
 	stopProgress := c.progress(er.name, er.w.Records, settled, func() string {
-		return fmt.Sprintf("published %d", rel.Published())
+		return fmt.Sprintf("published %d", published())
 	})
 	deadline := time.Now().Add(er.timeout)
 	for {
@@ -188,7 +221,7 @@ func (c *Config) runE2E(ctx context.Context, b *broker, er e2eRun) (RunResult, e
 		}
 		if time.Now().After(deadline) {
 			stopProgress()
-			return res, fmt.Errorf("%s: not done after %s: %d of %d records settled, %d published", er.name, er.timeout, settled(), er.w.Records, rel.Published())
+			return res, fmt.Errorf("%s: not done after %s: %d of %d records settled, %d published", er.name, er.timeout, settled(), er.w.Records, published())
 		}
 		select {
 		case <-ctx.Done():

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"fmt"
 	"path/filepath"
 
 	"gonum.org/v1/plot"
@@ -47,6 +48,31 @@ func (r *Report) plot(dir string) ([]string, error) {
 			return out, err
 		}
 	}
+	if len(r.Scale) > 0 {
+		p := plot.New()
+		p.Title.Text = "end-to-end throughput vs partitions and service instances"
+		p.X.Label.Text, p.Y.Label.Text = "partitions of the usage topic", "records/s"
+		var series []any
+		for _, n := range distinctInstances(r.Scale) {
+			var xy plotter.XYs
+			for _, pt := range r.Scale {
+				if pt.Instances == n {
+					xy = append(xy, plotter.XY{X: float64(pt.Partitions), Y: pt.RecordsPerSec})
+				}
+			}
+			series = append(series, fmt.Sprintf("%d instance(s)", n), xy)
+		}
+		p.Y.Min = 0
+		if err := plotutil.AddLinePoints(p, series...); err != nil {
+			return out, err
+		}
+		p.Legend.Left = true
+		file := "bench-scale.png"
+		if err := p.Save(16*vg.Centimeter, 10*vg.Centimeter, filepath.Join(dir, file)); err != nil {
+			return out, err
+		}
+		out = append(out, file)
+	}
 	if r.HalfRate != nil && r.HalfRate.Latency != nil && len(r.HalfRate.Latency.Histogram) > 0 {
 		l := r.HalfRate.Latency
 		p := plot.New()
@@ -80,6 +106,19 @@ func (r *Report) plot(dir string) ([]string, error) {
 		out = append(out, file)
 	}
 	return out, nil
+}
+
+// distinctInstances lists the instance counts of the scale grid, in order.
+func distinctInstances(pts []ScalePoint) []int {
+	var out []int
+	seen := map[int]bool{}
+	for _, p := range pts {
+		if !seen[p.Instances] {
+			seen[p.Instances] = true
+			out = append(out, p.Instances)
+		}
+	}
+	return out
 }
 
 func maxInt(xs []int) int {

@@ -96,6 +96,12 @@ func (r *Report) markdown() string {
 			fmt.Fprintf(&b, "| %.0f | %.0f |\n", p.X, p.RecordsPerSec)
 		}
 	}
+	if len(r.Scale) > 0 {
+		b.WriteString("\n| partitions | service instances | records/s (end-to-end) |\n|---:|---:|---:|\n")
+		for _, p := range r.Scale {
+			fmt.Fprintf(&b, "| %d | %d | %.0f |\n", p.Partitions, p.Instances, p.RecordsPerSec)
+		}
+	}
 	for _, x := range []*RunResult{r.EndToEnd, r.HalfRate, r.Core, r.PerRecord, r.Copy} {
 		if x != nil && len(x.Notes) > 0 {
 			fmt.Fprintf(&b, "\n%s: %s\n", x.Name, strings.Join(x.Notes, "; "))

@@ -37,7 +37,10 @@ type benchCmd struct {
 	SweepRecords     int           `name:"sweep-records" default:"100000" help:"Records per point of the batch-size sweep."`
 	SweepBatches     []int         `name:"sweep-batches" default:"50,100,250,500,1000,2000" sep:"," help:"Batch sizes of the sweep."`
 	GrowthIdentities int           `name:"growth-identities" default:"1000000" help:"Identities the growth run settles (10000000 for the issue's target; takes long)."`
-	Only             []string      `name:"only" sep:"," enum:"e2e,latency,core,per-record,copy,sweep,growth" help:"Run only these parts (default: all): e2e,latency,core,per-record,copy,sweep,growth."`
+	ScaleRecords     int           `name:"scale-records" default:"100000" help:"Records per end-to-end run of the scale grid (partitions x service instances)."`
+	ScalePartitions  []int         `name:"scale-partitions" default:"3,6,12,24" sep:"," help:"Partitions of the scale grid."`
+	ScaleInstances   []int         `name:"scale-instances" default:"1,2,3" sep:"," help:"Service instances (one consumer group; each its own pool, consumer and relay) of the scale grid."`
+	Only             []string      `name:"only" sep:"," enum:"e2e,latency,core,per-record,copy,sweep,growth,scale" help:"Run only these parts (default: all): e2e,latency,core,per-record,copy,sweep,growth,scale."`
 	Out              string        `name:"out" default:"bench-out" help:"Directory for bench.json, bench.md and the PNG plots."`
 
 	CPUProfile string `name:"cpuprofile" help:"Write a CPU profile (pprof) of the whole bench to this file."`
@@ -57,6 +60,7 @@ func (c *benchCmd) Run(a *app) error {
 		BatchSize: c.BatchSize, Writers: c.Writers, PoolConns: c.PoolConns,
 		PerRecordRecords: min(c.PerRecordRecords, c.Records), LatencySeconds: c.LatencySeconds,
 		SweepRecords: min(c.SweepRecords, c.Records), SweepBatches: c.SweepBatches, GrowthIdentities: c.GrowthIdentities,
+		ScaleRecords: min(c.ScaleRecords, c.Records), ScalePartitions: c.ScalePartitions, ScaleInstances: c.ScaleInstances,
 		OutDir: c.Out, Log: a.stderr,
 	}
 	if c.Broker == "process" || (c.Broker == "auto" && c.Records > 100_000) {
@@ -73,7 +77,7 @@ func (c *benchCmd) Run(a *app) error {
 		}
 		s := &cfg.Skip
 		s.EndToEnd, s.Latency, s.Core, s.PerRecord = !on["e2e"], !on["latency"], !on["core"], !on["per-record"]
-		s.Copy, s.Sweep, s.Growth = !on["copy"], !on["sweep"], !on["growth"]
+		s.Copy, s.Sweep, s.Growth, s.Scale = !on["copy"], !on["sweep"], !on["growth"], !on["scale"]
 	}
 	if err := cfg.Validate(); err != nil {
 		return usageError{err.Error()}
