@@ -95,7 +95,7 @@ func (s *Store) Resolve(ctx context.Context, req ResolveRequest) (*Resolution, e
 }
 
 func (s *Store) resolveAttempt(ctx context.Context, req ResolveRequest) (*Resolution, error) {
-	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	tx, err := s.pool.BeginTx(ctx, settleTxOptions)
 	if err != nil {
 		return nil, err
 	}

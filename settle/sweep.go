@@ -36,7 +36,7 @@ func (s *Store) SweepOrphans(ctx context.Context, orphanAfter time.Duration) (in
 }
 
 func (s *Store) sweepOrphansOnce(ctx context.Context, orphanAfter time.Duration) (int, error) {
-	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	tx, err := s.pool.BeginTx(ctx, settleTxOptions)
 	if err != nil {
 		return 0, err
 	}
@@ -116,7 +116,7 @@ func (s *Store) ExpireHolds(ctx context.Context) (int, error) {
 }
 
 func (s *Store) expireHoldsOnce(ctx context.Context) (int, error) {
-	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	tx, err := s.pool.BeginTx(ctx, settleTxOptions)
 	if err != nil {
 		return 0, err
 	}
