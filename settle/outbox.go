@@ -75,7 +75,12 @@ func (s *Store) OutboxLease(ctx context.Context, key int64) (*OutboxLease, error
 	// a session silent for longer than this is ended by PostgreSQL, which
 	// releases the lock. The frozen relay, when it wakes, finds its
 	// connection gone on its next statement and steps down.
-	if _, err := conn.Exec(ctx, fmt.Sprintf("SET idle_session_timeout = '%dms'", OutboxLeaseIdleMax.Milliseconds())); err != nil {
+	//
+	// Its queries read and mark rows by key (the partial index of
+	// unpublished rows, the primary key): plans stay on index probes, as
+	// in a settling transaction (settleTxOptions).
+	if _, err := conn.Exec(ctx, fmt.Sprintf("SET idle_session_timeout = '%dms'; SET enable_seqscan = off; "+
+		"SET enable_hashjoin = off; SET enable_mergejoin = off", OutboxLeaseIdleMax.Milliseconds())); err != nil {
 		conn.Close(context.WithoutCancel(ctx))
 		return nil, wrapStoreErr("open outbox lease connection", err)
 	}
