@@ -1,0 +1,78 @@
+package settle_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/settlehq/settle/fingerprint"
+	"github.com/settlehq/settle/internal/pgtest"
+	"github.com/settlehq/settle/settle"
+)
+
+// TestDecodeHeadersFast: headers printed by PostgreSQL from a jsonb column
+// decode to the same headers by the fast path as by encoding/json, and the
+// fast path takes every plain key (a key with an escape falls back).
+func TestDecodeHeadersFast(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t, 2)
+	rng := rand.New(rand.NewPCG(7, 11))
+	keys := []string{"settlement_id", "traceparent", "", "k", `quo"te`, `back\slash`, "ünï", "tab\tkey", "<&>"}
+	for trial := range 300 {
+		type hj struct {
+			Key   string `json:"key"`
+			Value []byte `json:"value"`
+		}
+		hs := make([]hj, rng.IntN(6))
+		plain := true
+		for i := range hs {
+			hs[i].Key = keys[rng.IntN(len(keys))]
+			if n := rng.IntN(40); n > 0 || rng.IntN(2) == 0 {
+				hs[i].Value = make([]byte, n)
+				for j := range hs[i].Value {
+					hs[i].Value[j] = byte(rng.IntN(256))
+				}
+			}
+			if bytes.ContainsAny([]byte(hs[i].Key), "\"\\\t") || hs[i].Value == nil {
+				plain = false
+			}
+		}
+		in, _ := json.Marshal(hs)
+		var printed []byte
+		if err := pool.QueryRow(context.Background(), `SELECT $1::jsonb::text`, string(in)).Scan(&printed); err != nil {
+			t.Fatal(err)
+		}
+		var back []hj
+		if err := json.Unmarshal(printed, &back); err != nil {
+			t.Fatalf("trial %d: %s: %v", trial, printed, err)
+		}
+		want := make([]fingerprint.Header, len(back))
+		for i, h := range back {
+			want[i] = fingerprint.Header{Key: h.Key, Value: h.Value}
+		}
+		if all, err := settle.DecodeHeaders(printed); err != nil || !sameHeaders(all, want) {
+			t.Errorf("trial %d: DecodeHeaders(%s) = %q, %v", trial, printed, all, err)
+		}
+		got, ok := settle.DecodeHeadersFast(printed)
+		if plain && !ok {
+			t.Errorf("trial %d: fast path refused plain headers %s", trial, printed)
+		}
+		if ok && !sameHeaders(got, want) {
+			t.Errorf("trial %d: %s\nfast %q\njson %q", trial, printed, got, want)
+		}
+	}
+}
+
+func sameHeaders(a, b []fingerprint.Header) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Key != b[i].Key || !bytes.Equal(a[i].Value, b[i].Value) {
+			return false
+		}
+	}
+	return true
+}
