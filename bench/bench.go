@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"sort"
+	"strings"
 	"time"
 )
 
@@ -94,7 +96,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		timeout := time.Duration(cfg.Workload.Records/500+120) * time.Second
 		if !cfg.Skip.EndToEnd {
-			r, err := cfg.runE2E(ctx, b, e2eRun{name: "end-to-end", w: cfg.Workload, timeout: timeout})
+			r, err := cfg.repeat(func(i int) (RunResult, error) {
+				w := cfg.Workload
+				w.Seed += uint64(10 * i)
+				return cfg.runE2E(ctx, b, e2eRun{name: "end-to-end", w: w, timeout: timeout, tag: fmt.Sprintf("-%d", i)})
+			})
 			if err != nil {
 				fail("end-to-end", err)
 			} else {
@@ -136,7 +142,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		b.close()
 	}
 	if !cfg.Skip.Core {
-		r, err := cfg.runCore(ctx, coreRun{name: "core-only", w: cfg.Workload, batch: cfg.BatchSize, writers: cfg.Writers})
+		r, err := cfg.repeat(func(i int) (RunResult, error) {
+			w := cfg.Workload
+			w.Seed += uint64(10 * i)
+			return cfg.runCore(ctx, coreRun{name: "core-only", w: w, batch: cfg.BatchSize, writers: cfg.Writers})
+		})
 		if err != nil {
 			fail("core-only", err)
 		} else {
@@ -146,7 +156,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if !cfg.Skip.PerRecord {
 		w := cfg.Workload
 		w.Records = cfg.PerRecordRecords
-		r, err := cfg.runPerRecord(ctx, w, cfg.PerRecordConns)
+		r, err := cfg.repeat(func(int) (RunResult, error) { return cfg.runPerRecord(ctx, w, cfg.PerRecordConns) })
 		if err != nil {
 			fail("per-record", err)
 		} else {
@@ -154,7 +164,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}
 	if !cfg.Skip.Copy {
-		r, err := cfg.runCopy(ctx, cfg.Workload)
+		r, err := cfg.repeat(func(int) (RunResult, error) { return cfg.runCopy(ctx, cfg.Workload) })
 		if err != nil {
 			fail("copy-ceiling", err)
 		} else {
@@ -198,6 +208,30 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return rep, errors.New("bench failed: " + fmt.Sprint(rep.Failures))
 	}
 	return rep, nil
+}
+
+// repeat runs one measurement cfg.Repeat times and returns the run with the
+// median rate, noting every rate. Any failed run fails the measurement.
+func (cfg *Config) repeat(run func(i int) (RunResult, error)) (RunResult, error) {
+	var rs []RunResult
+	for i := range cfg.Repeat {
+		r, err := run(i)
+		if err != nil {
+			return r, err
+		}
+		rs = append(rs, r)
+	}
+	if len(rs) == 1 {
+		return rs[0], nil
+	}
+	sort.Slice(rs, func(i, j int) bool { return rs[i].RecordsPerSec < rs[j].RecordsPerSec })
+	m := rs[len(rs)/2]
+	rates := make([]string, len(rs))
+	for i, r := range rs {
+		rates[i] = fmt.Sprintf("%.0f", r.RecordsPerSec)
+	}
+	m.Notes = append(m.Notes, fmt.Sprintf("median of %d runs (records/s: %s)", len(rs), strings.Join(rates, ", ")))
+	return m, nil
 }
 
 // newShare is the expected share of records that are new identities.

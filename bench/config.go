@@ -38,6 +38,7 @@ type Config struct {
 	SweepBatches     []int         // 0 = 50, 100, 250, 500, 1000, 2000
 	GrowthIdentities int           // settled identities the growth run reaches; 0 = 1,000,000
 	GrowthPoints     int           // windows of the growth run; 0 = 10
+	Repeat           int           // runs of end-to-end, core-only and both baselines; the median is reported; 0 = 1
 	ScaleRecords     int           // records per end-to-end run of the scale grid; 0 = min(Records, 100,000)
 	ScalePartitions  []int         // partitions of the scale grid; empty = 3, 6, 12, 24
 	ScaleInstances   []int         // service instances of the scale grid; empty = 1, 2, 3
@@ -80,6 +81,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.PerRecordConns == 0 {
 		c.PerRecordConns = 16
+	}
+	if c.Repeat == 0 {
+		c.Repeat = 1
 	}
 	if c.ScaleRecords == 0 {
 		c.ScaleRecords = min(w.Records, 100_000)
@@ -128,6 +132,8 @@ func (c Config) Validate() error {
 		return errors.New("bench: shares must be between 0 and 1")
 	case m.Duplicates+m.Conflicts >= 1, m.Corrections+m.Refunds+m.Holds >= 1:
 		return errors.New("bench: shares add up to 1 or more: leave room for usage")
+	case c.Repeat < 0 || c.Repeat > 9:
+		return fmt.Errorf("bench: repeat %d must be between 1 and 9", c.Repeat)
 	case c.BatchSize < 0 || c.BatchSize > 100_000:
 		return fmt.Errorf("bench: batch size %d must be between 1 and 100000", c.BatchSize)
 	}

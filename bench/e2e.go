@@ -26,14 +26,16 @@ type e2eRun struct {
 	w         Workload
 	paced     float64 // 0: pre-load every record, then drain at full speed; > 0: produce at this rate while it runs
 	timeout   time.Duration
-	instances int // service instances in one consumer group, each with its own pool, consumer and relay; 0 = 1
+	instances int    // service instances in one consumer group, each with its own pool, consumer and relay; 0 = 1
+	tag       string // added to the topics' and group's names: repeated runs on one broker start fresh
 }
 
 type topics struct{ usage, results, dlq, settlements string }
 
 func (c *Config) runE2E(ctx context.Context, b *broker, er e2eRun) (RunResult, error) {
 	res := RunResult{Name: er.name}
-	tp := topics{"usage-" + er.name, "results-" + er.name, "dlq-" + er.name, "settlements-" + er.name}
+	n := er.name + er.tag
+	tp := topics{"usage-" + n, "results-" + n, "dlq-" + n, "settlements-" + n}
 	if err := createTopics(ctx, b.addrs, int32(er.w.Partitions), tp); err != nil {
 		return res, err
 	}
@@ -72,7 +74,7 @@ func (c *Config) runE2E(ctx context.Context, b *broker, er e2eRun) (RunResult, e
 				return res, err
 			}
 		}
-		cons, err := consumer.New(st, consumer.Config{Brokers: b.addrs, Group: "bench-" + er.name, Topic: tp.usage,
+		cons, err := consumer.New(st, consumer.Config{Brokers: b.addrs, Group: "bench-" + n, Topic: tp.usage,
 			ResultsTopic: tp.results, SessionTimeout: 10 * time.Second, Logger: quiet})
 		if err != nil {
 			return res, err

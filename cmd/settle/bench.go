@@ -37,6 +37,7 @@ type benchCmd struct {
 	SweepRecords     int           `name:"sweep-records" default:"100000" help:"Records per point of the batch-size sweep."`
 	SweepBatches     []int         `name:"sweep-batches" default:"50,100,250,500,1000,2000" sep:"," help:"Batch sizes of the sweep."`
 	GrowthIdentities int           `name:"growth-identities" default:"1000000" help:"Identities the growth run settles (10000000 for the issue's target; takes long)."`
+	Repeat           int           `name:"repeat" default:"1" help:"Runs of end-to-end, core-only and both baselines; the median run is reported (the issue's baselines are medians of 3)."`
 	ScaleRecords     int           `name:"scale-records" default:"100000" help:"Records per end-to-end run of the scale grid (partitions x service instances)."`
 	ScalePartitions  []int         `name:"scale-partitions" default:"3,6,12,24" sep:"," help:"Partitions of the scale grid."`
 	ScaleInstances   []int         `name:"scale-instances" default:"1,2,3" sep:"," help:"Service instances (one consumer group; each its own pool, consumer and relay) of the scale grid."`
@@ -60,7 +61,7 @@ func (c *benchCmd) Run(a *app) error {
 		BatchSize: c.BatchSize, Writers: c.Writers, PoolConns: c.PoolConns,
 		PerRecordRecords: min(c.PerRecordRecords, c.Records), LatencySeconds: c.LatencySeconds,
 		SweepRecords: min(c.SweepRecords, c.Records), SweepBatches: c.SweepBatches, GrowthIdentities: c.GrowthIdentities,
-		ScaleRecords: min(c.ScaleRecords, c.Records), ScalePartitions: c.ScalePartitions, ScaleInstances: c.ScaleInstances,
+		Repeat: c.Repeat, ScaleRecords: min(c.ScaleRecords, c.Records), ScalePartitions: c.ScalePartitions, ScaleInstances: c.ScaleInstances,
 		OutDir: c.Out, Log: a.stderr,
 	}
 	if c.Broker == "process" || (c.Broker == "auto" && c.Records > 100_000) {
