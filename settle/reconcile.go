@@ -301,125 +301,99 @@ func (s *Store) checkHashChain(ctx context.Context, tx pgx.Tx, in ReconcileInput
 	return out, nil
 }
 
-func (s *Store) checkLedgerOrphans(ctx context.Context, tx pgx.Tx, in ReconcileInput) ([]Finding, error) {
-	rows, err := tx.Query(ctx, sqlReconcileLedgerOrphan, in.TenantID)
+// findRows runs one check's query and makes a Finding of each row.
+func findRows(ctx context.Context, tx pgx.Tx, sql string, args []any, row func(pgx.Rows) (Finding, error)) ([]Finding, error) {
+	rows, err := tx.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, err
 	}
+	defer rows.Close()
 	var out []Finding
 	for rows.Next() {
+		f, err := row(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, f)
+	}
+	return out, rows.Err()
+}
+
+func (s *Store) checkLedgerOrphans(ctx context.Context, tx pgx.Tx, in ReconcileInput) ([]Finding, error) {
+	return findRows(ctx, tx, sqlReconcileLedgerOrphan, []any{in.TenantID}, func(rows pgx.Rows) (Finding, error) {
 		var (
 			f          Finding
 			identityID int64
 			amount     string
 		)
-		if err := rows.Scan(&f.LedgerRowID, &f.TenantID, &identityID, &f.AccountID, &amount, &f.Class,
-			&f.Period, &f.RecordID, &f.Operation); err != nil {
-			rows.Close()
-			return nil, err
-		}
+		err := rows.Scan(&f.LedgerRowID, &f.TenantID, &identityID, &f.AccountID, &amount, &f.Class,
+			&f.Period, &f.RecordID, &f.Operation)
 		f.Detail = fmt.Sprintf("ledger row %d (amount %s, account %d) names identity %d: %s",
 			f.LedgerRowID, amount, f.AccountID, identityID, f.Class)
-		out = append(out, f)
-	}
-	return out, rows.Err()
+		return f, err
+	})
 }
 
 // checkReferences finds the references that foreign keys no longer guard
 // on the per-record tables (migration 0003).
 func (s *Store) checkReferences(ctx context.Context, tx pgx.Tx, in ReconcileInput) ([]Finding, error) {
-	rows, err := tx.Query(ctx, sqlReconcileReferences, in.TenantID)
-	if err != nil {
-		return nil, err
-	}
-	var out []Finding
-	for rows.Next() {
+	return findRows(ctx, tx, sqlReconcileReferences, []any{in.TenantID}, func(rows pgx.Rows) (Finding, error) {
 		var (
 			f  Finding
 			id int64
 			c  Coordinates
 		)
-		if err := rows.Scan(&f.Class, &f.TenantID, &id, &f.Period, &f.RecordID, &f.Operation,
-			&c.Topic, &c.Partition, &c.Offset); err != nil {
-			rows.Close()
-			return nil, err
-		}
+		err := rows.Scan(&f.Class, &f.TenantID, &id, &f.Period, &f.RecordID, &f.Operation, &c.Topic, &c.Partition, &c.Offset)
 		f.Source = &c
 		f.Detail = fmt.Sprintf("%s: identity %d (source %s/%d@%d)", f.Class, id, c.Topic, c.Partition, c.Offset)
-		out = append(out, f)
-	}
-	return out, rows.Err()
+		return f, err
+	})
 }
 
 func (s *Store) checkEffectRepeats(ctx context.Context, tx pgx.Tx, in ReconcileInput) ([]Finding, error) {
-	rows, err := tx.Query(ctx, sqlReconcileEffectRepeat, in.TenantID)
-	if err != nil {
-		return nil, err
-	}
-	var out []Finding
-	for rows.Next() {
+	return findRows(ctx, tx, sqlReconcileEffectRepeat, []any{in.TenantID}, func(rows pgx.Rows) (Finding, error) {
 		var (
 			f      = Finding{Class: ClassEffectRepeated}
 			id, tx int64
 		)
-		if err := rows.Scan(&id, &f.TenantID, &f.Period, &f.RecordID, &f.Operation, &f.SettlementID, &tx); err != nil {
-			rows.Close()
-			return nil, err
-		}
+		err := rows.Scan(&id, &f.TenantID, &f.Period, &f.RecordID, &f.Operation, &f.SettlementID, &tx)
 		f.Detail = fmt.Sprintf("identity %d has ledger rows from %d transactions; an effect is written once", id, tx)
-		out = append(out, f)
-	}
-	return out, rows.Err()
+		return f, err
+	})
 }
 
 func (s *Store) checkSettlementMissing(ctx context.Context, tx pgx.Tx, in ReconcileInput) ([]Finding, error) {
-	rows, err := tx.Query(ctx, sqlReconcileSettlementMissing, in.TenantID, s.cfg.SettlementsTopic)
-	if err != nil {
-		return nil, err
-	}
-	var out []Finding
-	for rows.Next() {
+	topic := s.cfg.SettlementsTopic
+	return findRows(ctx, tx, sqlReconcileSettlementMissing, []any{in.TenantID, topic}, func(rows pgx.Rows) (Finding, error) {
 		var (
 			f     Finding
 			id, n int64
 		)
-		if err := rows.Scan(&id, &f.TenantID, &f.Period, &f.RecordID, &f.Operation, &f.SettlementID, &n); err != nil {
-			rows.Close()
-			return nil, err
-		}
+		err := rows.Scan(&id, &f.TenantID, &f.Period, &f.RecordID, &f.Operation, &f.SettlementID, &n)
 		if n == 0 {
 			f.Class = ClassSettlementMissing
-			f.Detail = fmt.Sprintf("identity %d wrote ledger rows but no settlement for topic %s is in the outbox", id, s.cfg.SettlementsTopic)
+			f.Detail = fmt.Sprintf("identity %d wrote ledger rows but no settlement for topic %s is in the outbox", id, topic)
 		} else {
 			f.Class = ClassSettlementDuplicated
-			f.Detail = fmt.Sprintf("identity %d has %d outbox rows for topic %s; one is written per effect", id, n, s.cfg.SettlementsTopic)
+			f.Detail = fmt.Sprintf("identity %d has %d outbox rows for topic %s; one is written per effect", id, n, topic)
 		}
-		out = append(out, f)
-	}
-	return out, rows.Err()
+		return f, err
+	})
 }
 
 func (s *Store) checkOutboxUnpublished(ctx context.Context, tx pgx.Tx, in ReconcileInput) ([]Finding, error) {
-	rows, err := tx.Query(ctx, sqlReconcileOutboxUnpublished, in.OutboxGrace.Seconds(), s.cfg.SettlementsTopic)
-	if err != nil {
-		return nil, err
-	}
-	var out []Finding
-	for rows.Next() {
+	args := []any{in.OutboxGrace.Seconds(), s.cfg.SettlementsTopic}
+	return findRows(ctx, tx, sqlReconcileOutboxUnpublished, args, func(rows pgx.Rows) (Finding, error) {
 		var (
 			f       = Finding{Class: ClassOutboxUnpublished}
 			topic   string
 			created time.Time
 		)
-		if err := rows.Scan(&f.OutboxRowID, &topic, &created, &f.SettlementID); err != nil {
-			rows.Close()
-			return nil, err
-		}
+		err := rows.Scan(&f.OutboxRowID, &topic, &created, &f.SettlementID)
 		f.Detail = fmt.Sprintf("outbox row %d for topic %s written %s is not published (grace %s): is a relay running and leading?",
 			f.OutboxRowID, topic, created.UTC().Format(time.RFC3339), in.OutboxGrace)
-		out = append(out, f)
-	}
-	return out, rows.Err()
+		return f, err
+	})
 }
 
 func (s *Store) checkOffsets(ctx context.Context, tx pgx.Tx, in ReconcileInput) ([]Finding, error) {

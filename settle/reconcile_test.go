@@ -120,7 +120,6 @@ func TestReconcileClean(t *testing.T) {
 // the service's back is found, with its class, and nothing else is.
 func TestReconcileFindsInjectedDiscrepancies(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	for _, tc := range []struct {
 		name   string
 		inject func(t *testing.T, s *settle.Store, in *settle.ReconcileInput)
@@ -142,38 +141,16 @@ func TestReconcileFindsInjectedDiscrepancies(t *testing.T) {
 			in.Published = append(in.Published, settle.PublishedSettlement{SettlementID: "f00d", RecordID: "ghost", Operation: "usage"})
 		}, []string{settle.ClassSettlementNoIdentity}},
 		{"ledger row inserted by a superuser, triggers and keys bypassed", func(t *testing.T, s *settle.Store, in *settle.ReconcileInput) {
-			conn, err := s.Pool().Acquire(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer conn.Release()
-			if _, err := conn.Exec(ctx, `SET session_replication_role = replica`); err != nil {
-				t.Fatal(err)
-			}
-			_, err = conn.Exec(ctx, `INSERT INTO ledger_entries (identity_id, account_id, tenant_id, bucket, amount)
-			                         SELECT 999999, id, tenant_id, 'balance', 25 FROM accounts WHERE subject = 'cust-1'`)
-			conn.Exec(ctx, `SET session_replication_role = origin`)
-			if err != nil {
-				t.Fatal(err)
-			}
+			bypass(t, s, `INSERT INTO ledger_entries (identity_id, account_id, tenant_id, bucket, amount)
+			               SELECT 999999, id, tenant_id, 'balance', 25 FROM accounts WHERE subject = 'cust-1'`)
 		}, []string{settle.ClassBalanceMismatch, settle.ClassLedgerNoIdentity, settle.ClassChainBroken}},
 		{"delivery naming an identity that does not exist", func(t *testing.T, s *settle.Store, in *settle.ReconcileInput) {
 			exec(t, s, `INSERT INTO deliveries (topic, partition, "offset", tenant_id, identity_id, outcome)
 			            VALUES ('elsewhere', 0, 1, 'acme', 999999, 'duplicate')`)
 		}, []string{settle.ClassDeliveryNoIdentity}},
 		{"identity naming an account and a root that do not exist", func(t *testing.T, s *settle.Store, in *settle.ReconcileInput) {
-			conn, err := s.Pool().Acquire(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer conn.Release()
-			_, err = conn.Exec(ctx, `SET session_replication_role = replica;
-				UPDATE identities SET account_id = 999999 WHERE id = (SELECT min(id) FROM identities WHERE account_id IS NOT NULL);
-				UPDATE identities SET root_id = 999999 WHERE id = (SELECT max(id) FROM identities WHERE root_id IS NOT NULL);
-				SET session_replication_role = origin`)
-			if err != nil {
-				t.Fatal(err)
-			}
+			bypass(t, s, `UPDATE identities SET account_id = 999999 WHERE id = (SELECT min(id) FROM identities WHERE account_id IS NOT NULL);
+				UPDATE identities SET root_id = 999999 WHERE id = (SELECT max(id) FROM identities WHERE root_id IS NOT NULL);`)
 		}, []string{settle.ClassIdentityNoAccount, settle.ClassIdentityRefMissing}},
 		{"second effect for a settled identity", func(t *testing.T, s *settle.Store, in *settle.ReconcileInput) {
 			exec(t, s, `INSERT INTO ledger_entries (identity_id, account_id, tenant_id, bucket, amount, created_at)
@@ -183,33 +160,13 @@ func TestReconcileFindsInjectedDiscrepancies(t *testing.T) {
 		{"ledger row amount changed and the cache adjusted to hide it", func(t *testing.T, s *settle.Store, in *settle.ReconcileInput) {
 			// A superuser edits history and the cached balance together:
 			// only the hash chain notices.
-			conn, err := s.Pool().Acquire(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer conn.Release()
-			_, err = conn.Exec(ctx, `SET session_replication_role = replica;
-				UPDATE ledger_entries SET amount = amount - 1 WHERE id = (SELECT min(id) FROM ledger_entries);
-				UPDATE accounts SET balance = balance - 1 WHERE id = (SELECT account_id FROM ledger_entries ORDER BY id LIMIT 1);
-				SET session_replication_role = origin`)
-			if err != nil {
-				t.Fatal(err)
-			}
+			bypass(t, s, `UPDATE ledger_entries SET amount = amount - 1 WHERE id = (SELECT min(id) FROM ledger_entries);
+				UPDATE accounts SET balance = balance - 1 WHERE id = (SELECT account_id FROM ledger_entries ORDER BY id LIMIT 1);`)
 		}, []string{settle.ClassChainBroken}},
 		{"newest ledger row removed and the cache adjusted to hide it", func(t *testing.T, s *settle.Store, in *settle.ReconcileInput) {
-			conn, err := s.Pool().Acquire(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer conn.Release()
-			_, err = conn.Exec(ctx, `SET session_replication_role = replica;
-				UPDATE accounts a SET balance = a.balance - e.amount FROM ledger_entries e
+			bypass(t, s, `UPDATE accounts a SET balance = a.balance - e.amount FROM ledger_entries e
 				 WHERE e.id = (SELECT max(id) FROM ledger_entries WHERE bucket = 'balance') AND a.id = e.account_id;
-				DELETE FROM ledger_entries WHERE id = (SELECT max(id) FROM ledger_entries WHERE bucket = 'balance');
-				SET session_replication_role = origin`)
-			if err != nil {
-				t.Fatal(err)
-			}
+				DELETE FROM ledger_entries WHERE id = (SELECT max(id) FROM ledger_entries WHERE bucket = 'balance');`)
 		}, []string{settle.ClassChainHeadMismatch}},
 		{"cached balance edited", func(t *testing.T, s *settle.Store, in *settle.ReconcileInput) {
 			exec(t, s, `UPDATE accounts SET balance = balance + 1 WHERE subject = 'cust-2'`)
@@ -248,6 +205,16 @@ func TestReconcileFindsInjectedDiscrepancies(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// bypass runs sql on one connection with triggers off (session_replication_role
+// = replica), as a superuser editing history behind the service's back would.
+func bypass(t *testing.T, s *settle.Store, sql string) {
+	t.Helper()
+	_, err := s.Pool().Exec(context.Background(), "SET session_replication_role = replica; "+sql+"; SET session_replication_role = origin")
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 
