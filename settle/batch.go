@@ -153,9 +153,7 @@ func (s *Store) attempt(ctx context.Context, group string, ds []decoded, attempt
 		return nil, err
 	}
 	crashpoint.Hit("after_commit")
-	for k, a := range st.accounts {
-		s.accountIDs.Store(k, a.id)
-	}
+	s.accountIDs.learn(st.accounts)
 	return results, nil
 }
 

@@ -129,8 +129,7 @@ func (st *txState) wake(ctx context.Context, key recKey) error {
 func (st *txState) waitingResponse(d *decoded, t recKey) []byte {
 	resp := st.response(d, OutcomeWaiting, "")
 	resp.Detail = "waiting for record " + t.record + " of period " + t.period
-	body, _ := json.Marshal(resp)
-	return body
+	return resp.AppendJSON(nil)
 }
 
 // repeat answers a record whose identity is already known (settled, or
@@ -196,10 +195,7 @@ func (st *txState) openCase(ctx context.Context, d *decoded, reason string, prio
 // settlements topic.
 func (st *txState) claim(d *decoded, idNum int64, eff *effect) []byte {
 	resp := eff.resp
-	body, err := json.Marshal(resp)
-	if err != nil {
-		panic(err) // a Response always marshals
-	}
+	body := resp.AppendJSON(make([]byte, 0, 640))
 	id := &identity{
 		id: idNum, key: d.id, fp: d.fp, version: fingerprint.CanonicalVersion, canonical: d.canonical,
 		outcome: resp.Outcome, reason: resp.Reason, response: body, subject: d.rec.Subject, currency: d.rec.Currency,

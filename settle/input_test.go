@@ -2,7 +2,6 @@ package settle_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
@@ -134,24 +133,4 @@ func TestMalformedRecordsAreDeadLettered(t *testing.T) {
 		t.Errorf("dead-letter outbox rows = %d, want %d", n, len(cases))
 	}
 	t.Logf("e.g. %s", rs[10].Error)
-}
-
-// TestResultAppendJSON: AppendJSON gives the bytes json.Marshal gives.
-func TestResultAppendJSON(t *testing.T) {
-	idj := settle.IdentityJSON{TenantID: "acme", AccountPeriod: "2026-11", RecordID: "r-1", Operation: "usage"}
-	for _, r := range []settle.Result{
-		{},
-		{Version: 1, Source: settle.Coordinates{Topic: "usage", Partition: 3, Offset: 9}, Outcome: settle.OutcomeDeadLettered,
-			Reason: "invalid_json", Error: "line 1: \"quoted\" <tag> & more"},
-		{Version: 1, Identity: &idj, Outcome: settle.OutcomeSettled, Replayed: true, Redelivered: true, CaseID: 7,
-			Response: []byte(`{"version":1,"outcome":"settled","entries":[{"bucket":"balance","amount":"-1.5"}]}`)},
-	} {
-		want, err := json.Marshal(&r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := r.AppendJSON([]byte("prefix")); string(got) != "prefix"+string(want) {
-			t.Errorf("AppendJSON:\n got %s\nwant prefix%s", got, want)
-		}
-	}
 }

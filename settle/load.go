@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
-	"sync"
 
 	"github.com/jackc/pgx/v5"
 
@@ -522,7 +521,7 @@ func (st *txState) readAccounts(br pgx.BatchResults, want int) error {
 	if want >= 0 && n != want {
 		// An account this process knew is gone: the database was restored
 		// or replaced under it. Forget what it knew and try again.
-		st.s.accountIDs.Clear()
+		st.s.accountIDs.forget()
 		return fmt.Errorf("lock accounts: locked %d of %d: %w", n, want, errLostRace)
 	}
 	return nil
@@ -549,7 +548,7 @@ func (l *keyList) add(k recKey) {
 // those known to exist (Store.accountIDs), the keys of the others as
 // parallel arrays.
 type accountList struct {
-	known   *sync.Map
+	known   *accountCache
 	seen    map[accountKey]bool
 	ids     []int64
 	t, s, c []string
@@ -563,8 +562,8 @@ func (l *accountList) add(k accountKey) {
 		return
 	}
 	l.seen[k] = true
-	if id, ok := l.known.Load(k); ok {
-		l.ids = append(l.ids, id.(int64))
+	if id, ok := l.known.get(k); ok {
+		l.ids = append(l.ids, id)
 		return
 	}
 	l.t, l.s, l.c = append(l.t, k.tenant), append(l.s, k.subject), append(l.c, k.currency)

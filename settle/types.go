@@ -149,23 +149,3 @@ type Result struct {
 	Key []byte `json:"-"`
 }
 
-// AppendJSON appends r's JSON encoding, the same bytes json.Marshal gives,
-// to b. The stored response is spliced in as it is (this service wrote it
-// compact) instead of being validated and compacted again, which was a
-// tenth of the consumer's CPU.
-func (r *Result) AppendJSON(b []byte) []byte {
-	type plain Result // no methods: json.Marshal of the fixed fields only
-	p := plain(*r)
-	p.Response = nil
-	head, err := json.Marshal(&p)
-	if err != nil {
-		panic(err) // every field is a plain value
-	}
-	if len(r.Response) == 0 {
-		return append(b, head...)
-	}
-	b = append(b, head[:len(head)-1]...)
-	b = append(b, `,"response":`...)
-	b = append(b, r.Response...)
-	return append(b, '}')
-}
