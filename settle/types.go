@@ -148,4 +148,3 @@ type Result struct {
 	// Key is the results topic key: the input record's key.
 	Key []byte `json:"-"`
 }
-
