@@ -92,8 +92,8 @@ func (r *rig) waitDone(d time.Duration, svcs ...*Service) {
 		committed, ends, _ := kafkaOffsets(context.Background(), r.tg.Brokers, "settle", "usage")
 		var unpublished int64
 		_ = r.pool.QueryRow(context.Background(), `SELECT count(*) FROM outbox WHERE published_at IS NULL`).Scan(&unpublished)
-		r.t.Fatalf("service did not catch up within %s: %s\n  kafka committed %v, end offsets %v, unpublished outbox rows %d",
-			d, rep, committed, ends, unpublished)
+		r.t.Fatalf("service did not catch up within %s: %s\n  kafka committed %v, end offsets %v, unpublished outbox rows %d\n  %s",
+			d, rep, committed, ends, unpublished, DescribeGroup(context.Background(), r.tg.Brokers, "settle"))
 	}
 }
 
@@ -101,6 +101,14 @@ func (r *rig) waitDone(d time.Duration, svcs ...*Service) {
 // and committed, stops it, and checks every invariant with the model.
 func (r *rig) drain() Report {
 	r.t.Helper()
+	// Every service of this rig is dead now; a member the broker failed to
+	// expire (RemoveDeadMembers says why) would keep its partitions from
+	// the drain for ever.
+	if n, err := RemoveDeadMembers(context.Background(), r.tg.Brokers, "settle"); err != nil {
+		r.t.Fatalf("remove dead group members: %v", err)
+	} else if n > 0 {
+		r.t.Logf("removed %d dead member(s) from the group before the drain", n)
+	}
 	s := r.start("drain", "")
 	r.waitDone(3*time.Minute, s)
 	if err := s.Stop(30 * time.Second); err != nil {

@@ -100,6 +100,15 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
+// logLevel is the services' log level: warn, or SETTLE_FAULTS_LOG_LEVEL
+// (info shows every assignment and rebalance, for chasing a stall).
+func logLevel() string {
+	if l := os.Getenv("SETTLE_FAULTS_LOG_LEVEL"); l != "" {
+		return l
+	}
+	return "warn"
+}
+
 // Start starts `settle run` with opts. The child is killed at cleanup if it
 // is still running.
 func Start(t testing.TB, name string, opts Options) *Service {
@@ -130,7 +139,7 @@ func Start(t testing.TB, name string, opts Options) *Service {
 		"--pool-max-conns", "8",
 		"--backoff-max", "500ms",
 		"--shutdown-timeout", "15s",
-		"--log-level", "warn",
+		"--log-level", logLevel(),
 	)
 	env := []string{}
 	for _, kv := range os.Environ() {
