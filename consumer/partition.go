@@ -220,7 +220,8 @@ type batchPublish struct {
 }
 
 // publishAsync starts producing one message per result to the results
-// topic, keyed like the input record; wait collects the acknowledgements.
+// topic, keyed like the input record; awaitPublish collects the
+// acknowledgements.
 func (c *Consumer) publishAsync(ctx context.Context, cl *kgo.Client, results []settle.Result, spans ...trace.Span) *batchPublish {
 	p := &batchPublish{results: results}
 	recs := make([]*kgo.Record, len(results))

@@ -213,9 +213,7 @@ func (st *txState) load(ctx context.Context, ds []decoded) error {
 // operations the batch may apply, and expired holds on accounts where the
 // batch reserves (they are released before the funds are looked at).
 func (st *txState) loadLinked(ctx context.Context, waits []*waitingOp, reserving []accountKey) error {
-	var (
-		rootIDs, holdIDs, expiringAccs []int64
-	)
+	var rootIDs, holdIDs, expiringAccs []int64
 	accKeys := accountList{known: &st.s.accountIDs}
 	for _, ids := range st.byRecord {
 		for _, id := range ids {
