@@ -167,3 +167,24 @@ func TestAccountsReplacedUnderTheStore(t *testing.T) {
 		t.Errorf("balance = %s, want 5", b)
 	}
 }
+
+// TestRedeliveredWaitingRepeatsResponse: a record that waits for its target
+// answers with its stored waiting response, and a redelivery of the same
+// coordinates (a consumer or an HTTP attempt taking over after a crash)
+// repeats that answer, response included.
+func TestRedeliveredWaitingRepeatsResponse(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	corr := rec("kind", "correction", "record_id", "c-w", "corrects", "u-later", "amount", "30", "finalization_version", 2)
+	first := mustSettle(t, s, batch(0, 0, corr))
+	if first[0].Outcome != "waiting" || len(first[0].Response) == 0 {
+		t.Fatalf("first delivery: %+v", first[0])
+	}
+	again := mustSettle(t, s, batch(0, 0, corr))
+	if !again[0].Redelivered || again[0].Outcome != "waiting" {
+		t.Fatalf("redelivery: %+v", again[0])
+	}
+	if string(again[0].Response) != string(first[0].Response) {
+		t.Errorf("redelivery repeats the response:\n got %s\nwant %s", again[0].Response, first[0].Response)
+	}
+}

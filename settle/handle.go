@@ -19,6 +19,12 @@ func (st *txState) handle(ctx context.Context, d *decoded) (Result, error) {
 	st.advanceOffset(c)
 	if r, ok := st.redelivered[c]; ok {
 		r.Timestamp, r.Key = d.in.Timestamp, d.in.Key
+		if w, ok := st.waitingByID[d.id]; ok && r.Outcome == OutcomeWaiting && len(r.Response) == 0 {
+			// A record still waiting has no identity row: its stored
+			// answer is its waiting row's.
+			idj := identityJSON(d.id)
+			r.Identity, r.Response = &idj, w.response
+		}
 		return r, nil
 	}
 	res := Result{Version: SchemaVersionOutput, Source: c, Timestamp: d.in.Timestamp, Key: d.in.Key}
