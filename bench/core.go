@@ -139,18 +139,28 @@ func (c *Config) runCore(ctx context.Context, cr coreRun) (RunResult, error) {
 		go func() {
 			defer windowWG.Done()
 			next, last, lastT := int64(cr.window), int64(0), time.Now()
+			emit := func(d int64) {
+				now := time.Now()
+				cr.onWindow(identities.Load(), float64(d-last)/now.Sub(lastT).Seconds())
+				last, lastT, next = d, now, d+int64(cr.window)
+			}
 			t := time.NewTicker(20 * time.Millisecond)
 			defer t.Stop()
 			for {
 				select {
 				case <-windowCtx.Done():
+					// The run's end is the point a growth curve is
+					// about: a last window of at least half the size
+					// counts (a sliver's rate would be noise), and a run
+					// shorter than one window gets its one point.
+					if d := done.Load(); d > last && (d-last >= int64(cr.window)/2 || last == 0) {
+						emit(d)
+					}
 					return
 				case <-t.C:
 				}
 				if d := done.Load(); d >= next {
-					now := time.Now()
-					cr.onWindow(identities.Load(), float64(d-last)/now.Sub(lastT).Seconds())
-					last, lastT, next = d, now, d+int64(cr.window)
+					emit(d)
 				}
 			}
 		}()

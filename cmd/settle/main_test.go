@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/alecthomas/kong"
 	"github.com/jackc/pgx/v5"
@@ -101,5 +103,34 @@ func TestRunRefusesSchemaBehind(t *testing.T) {
 	code, out := runArgs(t, "run", "--database-url", pgtest.DatabaseURL(name), "--brokers", "127.0.0.1:1", "--admin-addr", "127.0.0.1:0")
 	if code != exitFailure || !strings.Contains(out, "settle migrate") {
 		t.Errorf("run on an empty database: exit %d, want 1 naming `settle migrate`:\n%s", code, out)
+	}
+}
+
+// TestRunStoppedWhileStarting: a SIGTERM that arrives while `settle run` is
+// still connecting to PostgreSQL is a stop, not a failure: exit 0.
+func TestRunStoppedWhileStarting(t *testing.T) {
+	t.Parallel()
+	// A listener that accepts and never answers: the connection hangs.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+		}
+	}()
+	ctx, cancel := context.WithCancel(context.Background()) // as the signal handler's
+	defer time.AfterFunc(300*time.Millisecond, cancel).Stop()
+	var out bytes.Buffer
+	code := run(ctx, []string{"run", "--database-url", "postgres://postgres@" + ln.Addr().String() + "/x?sslmode=disable",
+		"--brokers", "127.0.0.1:1", "--admin-addr", "127.0.0.1:0"}, &out, &out)
+	if code != exitOK {
+		t.Fatalf("stopped while connecting: exit %d, want 0:\n%s", code, out.String())
 	}
 }

@@ -45,6 +45,17 @@ type serviceFlags struct {
 
 // Run runs the service until SIGINT or SIGTERM.
 func (c *runCmd) Run(a *app) error {
+	err := c.run(a)
+	if err != nil && a.ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		// SIGTERM or Ctrl-C while starting (connecting, migrating): a
+		// stop that was asked for, not a failure.
+		a.log.Info("stopped while starting", "err", err)
+		return nil
+	}
+	return err
+}
+
+func (c *runCmd) run(a *app) error {
 	// Settings are checked before anything connects, so a mistake is
 	// reported at once with the flag to fix.
 	var err error
