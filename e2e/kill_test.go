@@ -211,16 +211,7 @@ func TestKillMidStream(t *testing.T) {
 	// Force more rebalances: a third member joins, works a moment, leaves.
 	c := r.start("c")
 	setRunning(c, true)
-	deadline := time.Now().Add(30 * time.Second)
-	for ready, _ := c.readiness(); !ready; ready, _ = c.readiness() {
-		if err := alive(); err != nil {
-			t.Fatal(err)
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("settle c not ready within 30s")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	waitReady(t, c, alive)
 	atJoin := countDeliveries(t, pool)
 	time.Sleep(time.Second)
 	setRunning(c, false)
@@ -230,12 +221,15 @@ func TestKillMidStream(t *testing.T) {
 
 	restarted := r.start(victim.name + "-restarted")
 	setRunning(restarted, true)
+	// Ready before it is stopped: the run may well finish first now, and a
+	// SIGTERM before the process has its signal handler kills it outright.
+	waitReady(t, restarted, alive)
 	producing.Wait()
 	if t.Failed() {
 		t.FailNow()
 	}
 	waitDeliveries(t, pool, total, 3*time.Minute, alive)
-	deadline = time.Now().Add(time.Minute)
+	deadline := time.Now().Add(time.Minute)
 	for outboxBacklog(t, pool) > 0 {
 		if time.Now().After(deadline) {
 			t.Fatalf("outbox not published within a minute of the last delivery")
@@ -310,4 +304,20 @@ func TestKillMidStream(t *testing.T) {
 		}
 		t.Logf("broken variant: the checker reported %d problems:\n%s", len(broken.problems), strings.Join(broken.problems, "\n"))
 	})
+}
+
+// waitReady waits until p answers /readyz with 200, failing the test if a
+// member dies or 30 s pass.
+func waitReady(t *testing.T, p *instance, alive func() error) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for ready, _ := p.readiness(); !ready; ready, _ = p.readiness() {
+		if err := alive(); err != nil {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("settle %s not ready within 30s", p.name)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
