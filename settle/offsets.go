@@ -3,6 +3,8 @@ package settle
 import (
 	"context"
 	"fmt"
+
+	"github.com/jackc/pgx/v5"
 )
 
 var (
@@ -19,9 +21,21 @@ var (
 // partitions: a Kafka offset ahead of PostgreSQL's means the database was
 // restored from a backup, and the records in between must be read again.
 func (s *Store) ConsumerOffsets(ctx context.Context, group string) (map[string]map[int32]int64, error) {
-	rows, err := s.pool.Query(ctx, sqlConsumerOffsetLookup, group)
+	out, err := consumerOffsets(ctx, s.pool, group)
 	if err != nil {
 		return nil, wrapStoreErr(fmt.Sprintf("read consumer offsets of group %s", group), err)
+	}
+	return out, nil
+}
+
+// consumerOffsets reads group's offsets through q (the pool, or a
+// transaction whose snapshot they must share).
+func consumerOffsets(ctx context.Context, q interface {
+	Query(context.Context, string, ...any) (pgx.Rows, error)
+}, group string) (map[string]map[int32]int64, error) {
+	rows, err := q.Query(ctx, sqlConsumerOffsetLookup, group)
+	if err != nil {
+		return nil, err
 	}
 	defer rows.Close()
 	out := map[string]map[int32]int64{}
@@ -32,17 +46,14 @@ func (s *Store) ConsumerOffsets(ctx context.Context, group string) (map[string]m
 			next  int64
 		)
 		if err := rows.Scan(&topic, &p, &next); err != nil {
-			return nil, wrapStoreErr("read consumer offsets", err)
+			return nil, err
 		}
 		if out[topic] == nil {
 			out[topic] = map[int32]int64{}
 		}
 		out[topic][p] = next
 	}
-	if err := rows.Err(); err != nil {
-		return nil, wrapStoreErr(fmt.Sprintf("read consumer offsets of group %s", group), err)
-	}
-	return out, nil
+	return out, rows.Err()
 }
 
 // OutcomeCount is the number of deliveries with one outcome and reason.

@@ -397,27 +397,8 @@ func (s *Store) checkOutboxUnpublished(ctx context.Context, tx pgx.Tx, in Reconc
 }
 
 func (s *Store) checkOffsets(ctx context.Context, tx pgx.Tx, in ReconcileInput) ([]Finding, error) {
-	rows, err := tx.Query(ctx, sqlConsumerOffsetLookup, in.Group)
+	pg, err := consumerOffsets(ctx, tx, in.Group)
 	if err != nil {
-		return nil, err
-	}
-	pg := map[string]map[int32]int64{}
-	for rows.Next() {
-		var (
-			topic string
-			p     int32
-			next  int64
-		)
-		if err := rows.Scan(&topic, &p, &next); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		if pg[topic] == nil {
-			pg[topic] = map[int32]int64{}
-		}
-		pg[topic][p] = next
-	}
-	if err := rows.Err(); err != nil {
 		return nil, err
 	}
 	var out []Finding
@@ -472,28 +453,11 @@ func (s *Store) compareSource(ctx context.Context, tx pgx.Tx, in ReconcileInput,
 	var out []Finding
 	// Offsets PostgreSQL reached: a record past them is not settled yet
 	// (lag), not a discrepancy.
-	reached := map[int32]int64{}
-	rows, err := tx.Query(ctx, sqlConsumerOffsetLookup, in.Group)
+	offsets, err := consumerOffsets(ctx, tx, in.Group)
 	if err != nil {
 		return nil, err
 	}
-	for rows.Next() {
-		var (
-			topic string
-			p     int32
-			next  int64
-		)
-		if err := rows.Scan(&topic, &p, &next); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		if topic == in.SourceTopic {
-			reached[p] = next
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
+	reached := offsets[in.SourceTopic]
 	topics := make([]string, len(in.Source))
 	parts := make([]int32, len(in.Source))
 	offs := make([]int64, len(in.Source))
@@ -501,7 +465,7 @@ func (s *Store) compareSource(ctx context.Context, tx pgx.Tx, in ReconcileInput,
 		topics[i], parts[i], offs[i] = sr.Source.Topic, sr.Source.Partition, sr.Source.Offset
 	}
 	delivered := map[Coordinates]bool{}
-	rows, err = tx.Query(ctx, sqlReconcileDeliveries, topics, parts, offs)
+	rows, err := tx.Query(ctx, sqlReconcileDeliveries, topics, parts, offs)
 	if err != nil {
 		return nil, err
 	}
