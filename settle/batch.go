@@ -122,8 +122,13 @@ func (s *Store) decode(in *Input) decoded {
 // small (a cached generic plan, made before autovacuum's first ANALYZE)
 // could otherwise keep scanning it whole as it grows: measured at 4.7 ms
 // for a 26-key look-up that takes 0.1 ms by index.
-var settleTxOptions = pgx.TxOptions{BeginQuery: "BEGIN ISOLATION LEVEL READ COMMITTED; " +
-	"SET LOCAL enable_seqscan = off; SET LOCAL enable_hashjoin = off; SET LOCAL enable_mergejoin = off"}
+var settleTxOptions = pgx.TxOptions{BeginQuery: "BEGIN ISOLATION LEVEL READ COMMITTED; " + indexProbesOnly("SET LOCAL")}
+
+// indexProbesOnly is the statements that keep a session's (set "SET") or a
+// transaction's ("SET LOCAL") plans on index probes.
+func indexProbesOnly(set string) string {
+	return set + " enable_seqscan = off; " + set + " enable_hashjoin = off; " + set + " enable_mergejoin = off"
+}
 
 // attempt runs one transaction attempt over the whole batch.
 func (s *Store) attempt(ctx context.Context, group string, ds []decoded, attempt int, firstSeen time.Time) ([]Result, error) {
@@ -153,7 +158,9 @@ func (s *Store) attempt(ctx context.Context, group string, ds []decoded, attempt
 		return nil, err
 	}
 	crashpoint.Hit("after_commit")
-	s.accountIDs.learn(st.accounts)
+	if st.accountsByKey {
+		s.accountIDs.learn(st.accounts)
+	}
 	return results, nil
 }
 
@@ -265,12 +272,15 @@ type outboxRow struct {
 
 // txState is what one transaction attempt knows and will write.
 type txState struct {
-	s            *Store
-	tx           pgx.Tx
-	now          time.Time
-	attempt      int
-	firstSeen    time.Time
-	attemptStart time.Time
+	// accountsByKey: some account was found by its key, not by an id
+	// this process knew; a commit teaches the Store its id.
+	accountsByKey bool
+	s             *Store
+	tx            pgx.Tx
+	now           time.Time
+	attempt       int
+	firstSeen     time.Time
+	attemptStart  time.Time
 
 	redelivered     map[Coordinates]Result
 	identities      map[fingerprint.Identity]*identity

@@ -3,6 +3,7 @@ package settle
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 
@@ -163,6 +164,7 @@ func (st *txState) load(ctx context.Context, ds []decoded) error {
 	if err := st.readAccounts(br, accKeys.len()); err != nil {
 		return err
 	}
+	st.accountsByKey = st.accountsByKey || len(accKeys.t) > 0
 	rows, _ = br.Query()
 	for rows.Next() {
 		var id int64
@@ -222,7 +224,7 @@ func (st *txState) loadLinked(ctx context.Context, waits []*waitingOp, reserving
 			case id.key.Operation == fingerprint.KindHold:
 				holdIDs = append(holdIDs, id.id)
 			case id.rootID != 0:
-				if _, ok := st.chains[id.rootID]; !ok {
+				if _, ok := st.chains[id.rootID]; !ok && !slices.Contains(rootIDs, id.rootID) {
 					rootIDs = append(rootIDs, id.rootID)
 				}
 			}
@@ -253,6 +255,7 @@ func (st *txState) loadLinked(ctx context.Context, waits []*waitingOp, reserving
 	if err := st.readAccounts(br, -1); err != nil {
 		return err
 	}
+	st.accountsByKey = st.accountsByKey || len(accKeys.t) > 0
 	type pendingChain struct {
 		ch        *chain
 		accountID int64

@@ -79,8 +79,8 @@ func (s *Store) OutboxLease(ctx context.Context, key int64) (*OutboxLease, error
 	// Its queries read and mark rows by key (the partial index of
 	// unpublished rows, the primary key): plans stay on index probes, as
 	// in a settling transaction (settleTxOptions).
-	if _, err := conn.Exec(ctx, fmt.Sprintf("SET idle_session_timeout = '%dms'; SET enable_seqscan = off; "+
-		"SET enable_hashjoin = off; SET enable_mergejoin = off", OutboxLeaseIdleMax.Milliseconds())); err != nil {
+	if _, err := conn.Exec(ctx, fmt.Sprintf("SET idle_session_timeout = '%dms'; %s",
+		OutboxLeaseIdleMax.Milliseconds(), indexProbesOnly("SET"))); err != nil {
 		conn.Close(context.WithoutCancel(ctx))
 		return nil, wrapStoreErr("open outbox lease connection", err)
 	}
