@@ -12,6 +12,7 @@ package analyst
 import (
 	"bytes"
 	"context"
+	"crypto/subtle"
 	"embed"
 	"encoding/json"
 	"errors"
@@ -159,24 +160,13 @@ func (h *handler) auth(next http.Handler) http.Handler {
 	}
 	want := "Bearer " + h.cfg.Token
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !constantTimeEqual(r.Header.Get("Authorization"), want) {
+		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), []byte(want)) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="settle"`)
 			http.Error(w, "unauthorized: send Authorization: Bearer <token>", http.StatusUnauthorized)
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
-}
-
-func constantTimeEqual(a, b string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	var v byte
-	for i := 0; i < len(a); i++ {
-		v |= a[i] ^ b[i]
-	}
-	return v == 0
 }
 
 func (h *handler) ctx(r *http.Request) (context.Context, context.CancelFunc) {

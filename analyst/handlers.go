@@ -73,7 +73,7 @@ func (h *handler) overviewPage(w http.ResponseWriter, r *http.Request) {
 	}
 	byHour := map[time.Time]*hourRow{}
 	outcomes := map[string]bool{}
-	var max int64
+	var peak int64
 	for _, b := range o.Outcomes {
 		row := byHour[b.Hour]
 		if row == nil {
@@ -82,7 +82,7 @@ func (h *handler) overviewPage(w http.ResponseWriter, r *http.Request) {
 		}
 		row.Counts[b.Outcome] += b.Count
 		row.Total += b.Count
-		max = maxInt(max, row.Total)
+		peak = max(peak, row.Total)
 		outcomes[b.Outcome] = true
 	}
 	rows := make([]*hourRow, 0, len(byHour))
@@ -100,14 +100,7 @@ func (h *handler) overviewPage(w http.ResponseWriter, r *http.Request) {
 		open += c.Count
 	}
 	h.render(w, "overview", map[string]any{"Title": "Overview", "Nav": "overview", "O": o, "Hours": rows,
-		"Outcomes": names, "Max": max, "Open": open, "Window": overviewHours})
-}
-
-func maxInt(a, b int64) int64 {
-	if a > b {
-		return a
-	}
-	return b
+		"Outcomes": names, "Max": peak, "Open": open, "Window": overviewHours})
 }
 
 func (h *handler) apiCases(w http.ResponseWriter, r *http.Request) {

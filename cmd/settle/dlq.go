@@ -157,7 +157,7 @@ func (c *dlqReplayCmd) Run(a *app) error {
 			n++
 			switch {
 			case c.JSON:
-				if err := printJSONLine(a, out); err != nil {
+				if err := jsonLine(a.stdout, out); err != nil {
 					return err
 				}
 			case c.DryRun:
@@ -179,8 +179,4 @@ func (c *dlqReplayCmd) Run(a *app) error {
 		fmt.Fprintf(a.stdout, "%s %d dead letter(s); records already settled come back as duplicates\n", verb, n)
 	}
 	return nil
-}
-
-func printJSONLine(a *app, v any) error {
-	return jsonLine(a.stdout, v)
 }

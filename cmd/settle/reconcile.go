@@ -19,9 +19,8 @@ import (
 // reconcileCmd checks the database's invariants and compares the topics
 // with what was settled.
 type reconcileCmd struct {
-	databaseFlags      `embed:""`
+	storeFlags         `embed:""`
 	kafkaSecurityFlags `embed:""`
-	topicFlags         `embed:""`
 
 	Brokers     []string      `name:"brokers" env:"SETTLE_KAFKA_BROKERS,KAFKA_BROKERS" sep:"," help:"Kafka seed brokers; with them, reconcile compares the group's Kafka offsets and reads the usage and settlements topics; without, it checks the database alone (SETTLE_KAFKA_BROKERS, else KAFKA_BROKERS)."`
 	Group       string        `name:"group" env:"SETTLE_GROUP" default:"settle" help:"Consumer group whose offsets are compared (${env})."`
@@ -47,16 +46,11 @@ func (c *reconcileCmd) Run(a *app) error {
 	if err != nil {
 		return err
 	}
-	pool, err := c.pool(a.ctx)
+	store, closeStore, err := c.openStore(a)
 	if err != nil {
 		return err
 	}
-	defer pool.Close()
-	store, err := settle.Open(a.ctx, pool, settle.Config{SettlementsTopic: c.SettlementsTopic,
-		ResultsTopic: c.ResultsTopic, DeadLetterTopic: c.DeadLetterTopic})
-	if err != nil {
-		return err
-	}
+	defer closeStore()
 	in := settle.ReconcileInput{TenantID: c.Tenant, Period: c.Period, OutboxGrace: c.OutboxGrace,
 		Group: c.Group, SourceTopic: c.Topic}
 	if len(c.Brokers) > 0 {
@@ -69,9 +63,7 @@ func (c *reconcileCmd) Run(a *app) error {
 		return err
 	}
 	if c.JSON {
-		enc := json.NewEncoder(a.stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(report); err != nil {
+		if err := printJSON(a, report); err != nil {
 			return err
 		}
 	} else {
