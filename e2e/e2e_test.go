@@ -170,9 +170,6 @@ func (p *proc) exited() bool {
 	}
 }
 
-// freeAddr returns a loopback address with a port that was free a moment
-// ago.
-
 // httpGet returns the status and body of GET url ("" and 0 on error).
 func httpGet(url string) (int, string) {
 	cl := http.Client{Timeout: 2 * time.Second}

@@ -105,7 +105,9 @@ func TestSameCallbackTwiceOneLedgerEntry(t *testing.T) {
 		t.Fatalf("resent under a new key: %d %s", other.status, other.body)
 	}
 	var firstRes RecordResult
-	_ = json.Unmarshal(first.body, &firstRes)
+	if err := json.Unmarshal(first.body, &firstRes); err != nil || len(firstRes.Response) == 0 {
+		t.Fatalf("first answer has no stored response: %s (%v)", first.body, err)
+	}
 	if !bytes.Equal(res.Response, firstRes.Response) {
 		t.Fatalf("resent answer %s differs from the stored response %s", res.Response, firstRes.Response)
 	}
@@ -209,8 +211,8 @@ func TestWebhookCrashAfterSendThenRetry(t *testing.T) {
 	if n, err := wh.RunOnce(context.Background()); n != 1 || err != nil {
 		t.Fatalf("first round: %d %v", n, err)
 	}
-	if n, _ := wh.RunOnce(context.Background()); n != 0 {
-		t.Fatal("a delivery under a live lease was claimed again")
+	if n, err := wh.RunOnce(context.Background()); err != nil || n != 0 {
+		t.Fatalf("a delivery under a live lease was claimed again (or the round failed: %v)", err)
 	}
 	time.Sleep(250 * time.Millisecond)
 	drain(t, s, wh)
@@ -565,8 +567,8 @@ func TestWebhookDeadLetter(t *testing.T) {
 	if !strings.Contains(logBuf.String(), "webhook delivery dead-lettered") || !strings.Contains(logBuf.String(), dead[0].SettlementID) {
 		t.Fatalf("no dead-letter log line: %s", logBuf.String())
 	}
-	if n, _ := wh.RunOnce(context.Background()); n != 0 {
-		t.Fatal("a dead delivery was claimed again")
+	if n, err := wh.RunOnce(context.Background()); err != nil || n != 0 {
+		t.Fatalf("a dead delivery was claimed again (or the round failed: %v)", err)
 	}
 }
 

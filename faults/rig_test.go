@@ -123,25 +123,3 @@ func tail(s string, n int) string {
 	}
 	return s
 }
-
-// waitDoneNudging is waitDone for a group whose last offset commit may have
-// failed in a rebalance: the consumer does not retry a failed commit while
-// its partitions are idle (TESTING.md, findings), so once every record is
-// settled it sends a few more records every 5s to carry the next commit.
-func (r *rig) waitDoneNudging(d time.Duration, svcs ...*Service) {
-	r.t.Helper()
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		err := WaitFor(ctx, func() (bool, error) { return Done(ctx, r.tg) })
-		cancel()
-		if err == nil {
-			return
-		}
-		rep, _ := Check(context.Background(), r.tg, false, nil)
-		if rep.Deliveries == rep.Inputs {
-			r.produce(12)
-		}
-	}
-	r.waitDone(time.Second, svcs...)
-}

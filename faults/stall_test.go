@@ -55,7 +55,7 @@ func TestStalledOwner(t *testing.T) {
 		}
 		b := r.start("B", "")
 		r.produce(500)
-		r.waitDoneNudging(2*time.Minute, b)
+		r.waitDone(2*time.Minute, b)
 		r.check(false)
 		before, _, err := kafkaOffsets(ctx, r.broker.Brokers, "settle", "usage")
 		if err != nil {
@@ -83,7 +83,7 @@ func TestStalledOwner(t *testing.T) {
 		}
 		r.check(false)
 		r.produce(300)
-		r.waitDoneNudging(2*time.Minute, a, b)
+		r.waitDone(2*time.Minute, a, b)
 		if err := a.Stop(30 * time.Second); err != nil {
 			t.Errorf("A stop: %v", err)
 		}

@@ -288,7 +288,7 @@ func TestExplainWaitingAndDeadLetters(t *testing.T) {
 	if _, err := s.DeadLetter(ctx, 424242); !errors.Is(err, settle.ErrNoSuchDeadLetter) {
 		t.Errorf("missing dead letter: %v", err)
 	}
-	if ds, _ := s.DeadLetters(ctx, settle.DeadLetterFilter{Reason: "too_large"}); len(ds) != 0 {
-		t.Errorf("reason filter: %d", len(ds))
+	if ds, err := s.DeadLetters(ctx, settle.DeadLetterFilter{Reason: "too_large"}); err != nil || len(ds) != 0 {
+		t.Errorf("reason filter: %d, %v", len(ds), err)
 	}
 }
