@@ -20,7 +20,6 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
-	"go.opentelemetry.io/otel/trace/noop"
 )
 
 // Config configures Telemetry. The zero value is a documented default:
@@ -100,7 +99,7 @@ func New(ctx context.Context, cfg Config) (*Telemetry, error) {
 		return nil, err
 	}
 	t := &Telemetry{Metrics: m, meterProvider: mp, registry: reg,
-		tracerProvider: noop.NewTracerProvider(), traceShutdown: func(context.Context) error { return nil }}
+		traceShutdown: func(context.Context) error { return nil }}
 	if cfg.OTLPEndpoint != "" {
 		te, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(cfg.OTLPEndpoint))
 		if err != nil {
@@ -133,14 +132,16 @@ func (t *Telemetry) Handler() http.Handler {
 // MeterProvider is the provider metrics are recorded with.
 func (t *Telemetry) MeterProvider() metric.MeterProvider { return t.meterProvider }
 
-// TracerProvider is the provider spans are started with (a no-op one when
-// no OTLP endpoint is configured).
+// TracerProvider is the provider spans are started with. It is nil when
+// traces are off (no OTLP endpoint): the consumer and the
+// relay then skip span work per record instead of feeding a no-op tracer.
 func (t *Telemetry) TracerProvider() trace.TracerProvider { return t.tracerProvider }
 
+// propagator is built once: Extract and Inject run per record.
+var propagator = propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
+
 // Propagator is the W3C trace-context propagator used on Kafka headers.
-func Propagator() propagation.TextMapPropagator {
-	return propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
-}
+func Propagator() propagation.TextMapPropagator { return propagator }
 
 // Shutdown flushes pending spans and stops the providers.
 func (t *Telemetry) Shutdown(ctx context.Context) error {
