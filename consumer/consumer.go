@@ -460,14 +460,20 @@ func (c *Consumer) count(rs []settle.Result) {
 	}
 	c.countsMu.Unlock()
 	if m := c.cfg.Metrics; m != nil {
+		// Counted per (outcome, kind, reason) for the batch, not per record.
+		type key struct{ outcome, kind, reason string }
+		n := map[key]int64{}
 		ctx := context.Background()
 		for i := range rs {
-			kind := ""
+			k := key{outcome: string(rs[i].Outcome), reason: rs[i].Reason}
 			if rs[i].Identity != nil {
-				kind = rs[i].Identity.Operation
+				k.kind = rs[i].Identity.Operation
 			}
-			m.Record(ctx, string(rs[i].Outcome), kind, rs[i].Reason)
+			n[k]++
 			m.EndToEnd(ctx, rs[i].Timestamp)
+		}
+		for k, v := range n {
+			m.Record(ctx, k.outcome, k.kind, k.reason, v)
 		}
 	}
 }

@@ -413,8 +413,8 @@ func exportedMetrics(t *testing.T) map[string]bool {
 	defer tel.Shutdown(context.Background())
 	m := tel.Metrics
 	ctx := context.Background()
-	m.Record(ctx, "settled", "usage", "")
-	m.Record(ctx, "dead_lettered", "", "invalid_json")
+	m.Record(ctx, "settled", "usage", "", 1)
+	m.Record(ctx, "dead_lettered", "", "invalid_json", 1)
 	m.Batch(ctx, 10)
 	m.Transaction(ctx, time.Millisecond, "ok")
 	m.EndToEnd(ctx, time.Now().Add(-time.Second))

@@ -96,18 +96,18 @@ func histogramViews() []sdkmetric.View {
 	}
 }
 
-// Record counts one input record's outcome.
-func (m *Metrics) Record(ctx context.Context, outcome, kind, reason string) {
-	if m == nil {
+// Record counts n input records with one outcome, kind and reason.
+func (m *Metrics) Record(ctx context.Context, outcome, kind, reason string, n int64) {
+	if m == nil || n == 0 {
 		return
 	}
 	if kind == "" {
 		kind = "unknown" // a dead letter has no identity
 	}
-	m.records.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", outcome),
+	m.records.Add(ctx, n, metric.WithAttributes(attribute.String("outcome", outcome),
 		attribute.String("kind", kind), attribute.String("reason", reason)))
 	if outcome == "dead_lettered" {
-		m.deadLetters.Add(ctx, 1, metric.WithAttributes(attribute.String("reason", reason)))
+		m.deadLetters.Add(ctx, n, metric.WithAttributes(attribute.String("reason", reason)))
 	}
 }
 

@@ -61,7 +61,7 @@ func TestRecordCarrierRoundTrip(t *testing.T) {
 // TestNilMetricsAreNoOps: packages run without telemetry in tests.
 func TestNilMetricsAreNoOps(t *testing.T) {
 	var m *telemetry.Metrics
-	m.Record(context.Background(), "settled", "usage", "")
+	m.Record(context.Background(), "settled", "usage", "", 1)
 	m.Retry(context.Background(), telemetry.CauseContention)
 	if _, err := m.RegisterGauges(telemetry.Gauges{}); err != nil {
 		t.Fatal(err)
