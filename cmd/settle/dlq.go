@@ -118,11 +118,8 @@ func (c *dlqReplayCmd) Run(a *app) error {
 	}
 	var cl *kgo.Client
 	if !c.DryRun {
-		sec, err := c.kafkaSecurityFlags.clientOpts()
-		if err != nil {
-			return err
-		}
-		if cl, err = kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.Brokers...), kgo.RequiredAcks(kgo.AllISRAcks()), kafkaLogger(a)}, sec...)...); err != nil {
+		var err error
+		if cl, err = c.kafkaSecurityFlags.producer(a, c.Brokers); err != nil {
 			return err
 		}
 		defer cl.Close()

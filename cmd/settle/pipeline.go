@@ -59,7 +59,7 @@ func (p *pipeline) run(ctx context.Context, a *app) error {
 	}
 
 	if p.telemetry != nil {
-		unregister, err := p.registerGauges(p.brokers, p.kafkaOpts, p.group)
+		unregister, err := p.registerGauges()
 		if err != nil {
 			return fmt.Errorf("metrics: %w", err)
 		}

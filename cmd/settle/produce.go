@@ -36,11 +36,7 @@ func (c *produceCmd) Run(a *app) error {
 		defer f.Close()
 		in, name = f, c.File
 	}
-	sec, err := c.kafkaSecurityFlags.clientOpts()
-	if err != nil {
-		return err
-	}
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.Brokers...), kgo.RequiredAcks(kgo.AllISRAcks()), kafkaLogger(a)}, sec...)...)
+	cl, err := c.kafkaSecurityFlags.producer(a, c.Brokers)
 	if err != nil {
 		return err
 	}

@@ -30,6 +30,16 @@ type kafkaSecurityFlags struct {
 	SASLPasswordFile   string `name:"kafka-sasl-password-file" env:"SETTLE_KAFKA_SASL_PASSWORD_FILE" type:"path" help:"File holding the SASL password (a mounted secret) (${env})."`
 }
 
+// producer opens a client that produces to brokers with every in-sync
+// replica acknowledging, with these security settings.
+func (f kafkaSecurityFlags) producer(a *app, brokers []string) (*kgo.Client, error) {
+	sec, err := f.clientOpts()
+	if err != nil {
+		return nil, err
+	}
+	return kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...), kgo.RequiredAcks(kgo.AllISRAcks()), kafkaLogger(a)}, sec...)...)
+}
+
 // clientOpts validates the settings and returns the franz-go options they
 // mean. Errors say which flag to fix and never contain the password.
 func (f kafkaSecurityFlags) clientOpts() ([]kgo.Opt, error) {

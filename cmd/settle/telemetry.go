@@ -31,7 +31,8 @@ func (f telemetryFlags) telemetry(ctx context.Context) (*telemetry.Telemetry, er
 // backlog, open conflict cases, readiness and, through kadm, the group's
 // lag per partition. It returns a function that unregisters them and
 // closes the admin client.
-func (p *pipeline) registerGauges(brokers []string, opts []kgo.Opt, group string) (func(), error) {
+func (p *pipeline) registerGauges() (func(), error) {
+	brokers, opts, group := p.brokers, p.kafkaOpts, p.group
 	g := telemetry.Gauges{
 		OutboxBacklog:     p.store.OutboxBacklog,
 		ConflictCasesOpen: p.store.OpenConflictCases,
