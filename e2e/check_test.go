@@ -185,7 +185,7 @@ func check(t *testing.T, pool *pgxpool.Pool, brokers []string, group string, w *
 	}
 
 	var backlog int
-	if err := pool.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE published_at IS NULL`).Scan(&backlog); err != nil {
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM outbox_queue`).Scan(&backlog); err != nil {
 		t.Fatal(err)
 	}
 	if backlog > 0 {
@@ -374,7 +374,7 @@ func countDeliveries(t *testing.T, pool *pgxpool.Pool) int {
 func outboxBacklog(t *testing.T, pool *pgxpool.Pool) int {
 	t.Helper()
 	var n int
-	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM outbox WHERE published_at IS NULL`).Scan(&n); err != nil {
+	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM outbox_queue`).Scan(&n); err != nil {
 		t.Fatalf("outbox backlog: %v", err)
 	}
 	return n

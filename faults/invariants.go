@@ -132,7 +132,7 @@ func Check(ctx context.Context, tg Target, final bool, model *Model) (Report, er
 				r.Details = append(r.Details, fmt.Sprintf("partition %d: %d records, %d delivery rows", p, e, delivered[p]))
 			}
 		}
-		if err := q(&r.Unpublished, `SELECT count(*) FROM outbox WHERE published_at IS NULL`); err != nil {
+		if err := q(&r.Unpublished, `SELECT count(*) FROM outbox_queue`); err != nil {
 			return r, err
 		}
 		if model != nil {
@@ -203,7 +203,7 @@ func Done(ctx context.Context, tg Target) (bool, error) {
 		}
 	}
 	var deliveries, unpublished int64
-	if err := tg.Pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM deliveries WHERE topic = $1), (SELECT count(*) FROM outbox WHERE published_at IS NULL)`, tg.Topic).Scan(&deliveries, &unpublished); err != nil {
+	if err := tg.Pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM deliveries WHERE topic = $1), (SELECT count(*) FROM outbox_queue)`, tg.Topic).Scan(&deliveries, &unpublished); err != nil {
 		return false, nil // the database may be restarting
 	}
 	return deliveries == inputs && unpublished == 0, nil

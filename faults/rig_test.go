@@ -91,7 +91,7 @@ func (r *rig) waitDone(d time.Duration, svcs ...*Service) {
 		// and an empty outbox, which a non-final Check does not report.
 		committed, ends, _ := kafkaOffsets(context.Background(), r.tg.Brokers, "settle", "usage")
 		var unpublished int64
-		_ = r.pool.QueryRow(context.Background(), `SELECT count(*) FROM outbox WHERE published_at IS NULL`).Scan(&unpublished)
+		_ = r.pool.QueryRow(context.Background(), `SELECT count(*) FROM outbox_queue`).Scan(&unpublished)
 		r.t.Fatalf("service did not catch up within %s: %s\n  kafka committed %v, end offsets %v, unpublished outbox rows %d\n  %s",
 			d, rep, committed, ends, unpublished, DescribeGroup(context.Background(), r.tg.Brokers, "settle"))
 	}

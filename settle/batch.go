@@ -125,9 +125,12 @@ func (s *Store) decode(in *Input) decoded {
 var settleTxOptions = pgx.TxOptions{BeginQuery: "BEGIN ISOLATION LEVEL READ COMMITTED; " + indexProbesOnly("SET LOCAL")}
 
 // indexProbesOnly is the statements that keep a session's (set "SET") or a
-// transaction's ("SET LOCAL") plans on index probes.
+// transaction's ("SET LOCAL") plans on index probes, in the backend itself:
+// a parallel plan, chosen on a stale row estimate, starts worker processes
+// for a read of a few thousand rows.
 func indexProbesOnly(set string) string {
-	return set + " enable_seqscan = off; " + set + " enable_hashjoin = off; " + set + " enable_mergejoin = off"
+	return set + " enable_seqscan = off; " + set + " enable_hashjoin = off; " + set + " enable_mergejoin = off; " +
+		set + " max_parallel_workers_per_gather = 0"
 }
 
 // attempt runs one transaction attempt over the whole batch.

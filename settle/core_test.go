@@ -85,9 +85,9 @@ func TestAppendOnlyEnforcedByDatabase(t *testing.T) {
 	s := newStore(t)
 	mustSettle(t, s, batch(0, 0, grant("g-1", "c", "5")))
 	ctx := context.Background()
-	for _, table := range []string{"ledger_entries", "identities", "deliveries"} {
+	for table, column := range map[string]string{"ledger_entries": "tenant_id", "identities": "tenant_id", "deliveries": "tenant_id", "outbox": "topic"} {
 		for _, stmt := range []string{
-			"UPDATE " + table + " SET tenant_id = 'x'",
+			"UPDATE " + table + " SET " + column + " = 'x'",
 			"DELETE FROM " + table,
 			"TRUNCATE " + table + " CASCADE",
 		} {

@@ -121,13 +121,14 @@ type HoldState struct {
 	ClosedBy  *IdentityRef `json:"closed_by,omitempty"`
 }
 
-// OutboxState is one outbox row that publishes a settlement.
+// OutboxState is one outbox row that publishes a settlement: published
+// once the broker acknowledged it (the message's timestamp on the topic
+// says when).
 type OutboxState struct {
-	ID          int64      `json:"id"`
-	Topic       string     `json:"topic"`
-	CreatedAt   time.Time  `json:"created_at"`
-	PublishedAt *time.Time `json:"published_at,omitempty"`
-	Published   bool       `json:"published"`
+	ID        int64     `json:"id"`
+	Topic     string    `json:"topic"`
+	CreatedAt time.Time `json:"created_at"`
+	Published bool      `json:"published"`
 }
 
 // WaitingOp is an operation that waits (or waited) for its target.
@@ -356,8 +357,7 @@ func (s *Store) outboxState(ctx context.Context, q querier, settlementID string,
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (OutboxState, error) {
 		var o OutboxState
-		err := r.Scan(&o.ID, &o.Topic, &o.CreatedAt, &o.PublishedAt)
-		o.Published = o.PublishedAt != nil
+		err := r.Scan(&o.ID, &o.Topic, &o.CreatedAt, &o.Published)
 		return o, err
 	})
 	if out == nil {

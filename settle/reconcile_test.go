@@ -39,7 +39,7 @@ func reconcileFixture(t *testing.T) (*settle.Store, []settle.SourceRecord, []set
 			RecordID: r.Identity.RecordID, Operation: r.Identity.Operation})
 	}
 	ctx := context.Background()
-	if _, err := s.Pool().Exec(ctx, `UPDATE outbox SET published_at = now()`); err != nil {
+	if _, err := s.Pool().Exec(ctx, `DELETE FROM outbox_queue`); err != nil {
 		t.Fatal(err)
 	}
 	rows, err := s.Pool().Query(ctx, `SELECT id, value FROM outbox_messages WHERE topic = 'settlements' ORDER BY id`)
@@ -126,11 +126,12 @@ func TestReconcileFindsInjectedDiscrepancies(t *testing.T) {
 		want   []string
 	}{
 		{"outbox row un-marked", func(t *testing.T, s *settle.Store, in *settle.ReconcileInput) {
-			exec(t, s, `UPDATE outbox SET published_at = NULL, created_at = now() - interval '1 hour'
-			             WHERE id = (SELECT min(id) FROM outbox WHERE topic = 'settlements')`)
+			bypass(t, s, `UPDATE outbox SET created_at = now() - interval '1 hour'
+			               WHERE id = (SELECT min(id) FROM outbox WHERE topic = 'settlements')`)
+			exec(t, s, `INSERT INTO outbox_queue SELECT min(id) FROM outbox WHERE topic = 'settlements'`)
 		}, []string{settle.ClassOutboxUnpublished}},
 		{"settlement never written (outbox row deleted)", func(t *testing.T, s *settle.Store, in *settle.ReconcileInput) {
-			exec(t, s, `DELETE FROM outbox WHERE id = (SELECT max(id) FROM outbox WHERE topic = 'settlements')`)
+			bypass(t, s, `DELETE FROM outbox WHERE id = (SELECT max(id) FROM outbox WHERE topic = 'settlements')`)
 			// The topic then lacks it too.
 			in.Published = in.Published[:len(in.Published)-1]
 		}, []string{settle.ClassSettlementMissing}},
@@ -223,7 +224,7 @@ func bypass(t *testing.T, s *settle.Store, sql string) {
 func TestReconcileGrace(t *testing.T) {
 	t.Parallel()
 	s, _, _ := reconcileFixture(t)
-	exec(t, s, `UPDATE outbox SET published_at = NULL`)
+	exec(t, s, `INSERT INTO outbox_queue SELECT id FROM outbox`)
 	if r := reconcile(t, s, settle.ReconcileInput{}); !r.Clean() {
 		t.Errorf("fresh unpublished rows reported: %v", classes(r))
 	}

@@ -24,4 +24,4 @@ SELECT (SELECT count(*) FROM deliveries) AS deliveries,
                            sum(amount) FILTER (WHERE bucket = 'held') AS h
                       FROM ledger_entries GROUP BY account_id) s ON s.account_id = a.id
          WHERE a.balance <> coalesce(s.b, 0) OR a.held <> coalesce(s.h, 0)) AS bad_accounts,
-       (SELECT count(*) FROM outbox WHERE published_at IS NULL) AS unpublished
+       (SELECT count(*) FROM outbox_queue) AS unpublished

@@ -77,8 +77,8 @@ func (c *explainCmd) Run(a *app) error {
 		}
 		for _, o := range x.Outbox {
 			state := "NOT YET PUBLISHED"
-			if o.PublishedAt != nil {
-				state = "published " + rfc(*o.PublishedAt)
+			if o.Published {
+				state = "published"
 			}
 			fmt.Fprintf(w, "  outbox       %s row %d: %s\n", o.Topic, o.ID, state)
 		}

@@ -1,4 +1,4 @@
 -- How many outbox rows wait to be published, and since when.
-SELECT count(*), coalesce(min(created_at), now())
-  FROM outbox
- WHERE published_at IS NULL
+SELECT count(*), coalesce(min(o.created_at), now())
+  FROM outbox_queue q
+  JOIN outbox o ON o.id = q.id

@@ -3,7 +3,7 @@
 -- committed_at (both now() of that transaction): $3 narrows the search;
 -- the header match decides. $2 is the settlement id in base64, as headers
 -- are stored.
-SELECT o.id, o.topic, o.created_at, o.published_at
+SELECT o.id, o.topic, o.created_at, NOT EXISTS (SELECT 1 FROM outbox_queue q WHERE q.id = o.id)
   FROM outbox o
  WHERE o.created_at = $3
    AND o.topic = $1

@@ -1,6 +1,3 @@
--- Marks outbox rows published once the broker acknowledged them. Only rows
--- still unpublished are touched, so a second marking is harmless.
-UPDATE outbox
-   SET published_at = now()
- WHERE id = ANY ($1::bigint[])
-   AND published_at IS NULL
+-- Takes outbox rows off the queue once the broker acknowledged them. A row
+-- already taken off is not there, so a second marking is harmless.
+DELETE FROM outbox_queue WHERE id = ANY ($1::bigint[])

@@ -1,8 +1,9 @@
 -- The oldest unpublished outbox rows, in id order (the order their
 -- transactions wrote them), for the relay that holds the outbox lease.
--- Served by the partial index outbox_unpublished.
-SELECT id, topic, key, value, headers
-  FROM outbox_messages
- WHERE published_at IS NULL
- ORDER BY id
- LIMIT $1
+-- The queue is read first and alone (a LIMIT subquery is planned on its
+-- own): joined freely, a generic plan can walk the whole outbox in id
+-- order and probe the queue for every row ever written.
+SELECT m.id, m.topic, m.key, m.value, m.headers
+  FROM (SELECT id FROM outbox_queue ORDER BY id LIMIT $1) q
+  JOIN outbox_messages m ON m.id = q.id
+ ORDER BY q.id

@@ -4,7 +4,7 @@
 WITH published AS (
     SELECT DISTINCT convert_from(value, 'UTF8')::jsonb ->> 'settlement_id' AS sid
       FROM outbox_messages
-     WHERE topic = $3 AND published_at IS NOT NULL
+     WHERE topic = $3 AND published
 )
 SELECT i.id, i.record_id, i.operation, i.outcome, coalesce(i.settlement_id, ''),
        i.topic, i.partition, i."offset",

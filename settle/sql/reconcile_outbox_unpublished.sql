@@ -2,7 +2,7 @@
 SELECT id, topic, created_at,
        CASE WHEN topic = $2 THEN coalesce(convert_from(value, 'UTF8')::jsonb ->> 'settlement_id', '') ELSE '' END
   FROM outbox_messages
- WHERE published_at IS NULL
+ WHERE NOT published
    AND created_at < now() - make_interval(secs => $1::float8)
  ORDER BY id
  LIMIT 10000
