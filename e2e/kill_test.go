@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -23,11 +24,19 @@ import (
 type instance struct {
 	*proc
 	admin string
+	r     runner
 }
 
 // runner starts `settle run` members of one group on one database and
 // broker, with a short session timeout so a killed member is noticed in
-// about two seconds instead of 45.
+// about two seconds instead of 45, and a rebalance timeout that bounds how
+// long a rebalance waits for a member that does not rejoin (60 s by
+// default). One test run in about ten under load saw a rebalance stall the
+// group's commits and a restarted member's join for over 40 s; waitReady
+// reports the group's state if it happens again.
+// rebalanceTimeout is the members' --rebalance-timeout.
+const rebalanceTimeout = 15 * time.Second
+
 type runner struct {
 	t       *testing.T
 	url     string
@@ -39,9 +48,10 @@ func (r runner) start(name string) *instance {
 	admin := testnet.FreeAddr(r.t)
 	p := startSettle(r.t, name, nil, "run",
 		"--database-url", r.url, "--brokers", strings.Join(r.brokers, ","), "--group", r.group,
-		"--admin-addr", admin, "--session-timeout", "2s", "--backoff-max", "1s", "--shutdown-timeout", "20s",
+		"--admin-addr", admin, "--session-timeout", "2s", "--rebalance-timeout", rebalanceTimeout.String(),
+		"--backoff-max", "1s", "--shutdown-timeout", "20s",
 		"--pool-max-conns", "8")
-	return &instance{proc: p, admin: admin}
+	return &instance{proc: p, admin: admin, r: r}
 }
 
 // readiness returns /readyz's answer: ready, and whether it leads the relay.
@@ -308,15 +318,41 @@ func TestKillMidStream(t *testing.T) {
 
 // waitReady waits until p answers /readyz with 200, failing the test if a
 // member dies or 30 s pass.
+// brokerGoroutines is the stacks of this process's goroutines that are in
+// kfake's group coordinator: where the in-process broker is if it stops
+// answering group requests.
+func brokerGoroutines() string {
+	buf := make([]byte, 16<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	var out []string
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "kfake.(*group") || strings.Contains(g, "kfake.(*groups") {
+			out = append(out, g)
+		}
+	}
+	return strings.Join(out, "\n\n")
+}
+
 func waitReady(t *testing.T, p *instance, alive func() error) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	start := time.Now()
+	slow := false
 	for ready, _ := p.readiness(); !ready; ready, _ = p.readiness() {
 		if err := alive(); err != nil {
 			t.Fatal(err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("settle %s not ready within 30s", p.name)
+		waited := time.Since(start)
+		if waited > 10*time.Second && !slow {
+			// A rebalance that waits for a member to rejoin holds every
+			// member's commits and joins for up to --rebalance-timeout.
+			// Say who the group waits for while it still waits.
+			slow = true
+			_, body := httpGet("http://" + p.admin + "/readyz")
+			t.Logf("settle %s not ready after %s: /readyz says %s\n%s\nthe broker's group goroutines (kfake runs in this process):\n%s",
+				p.name, waited.Round(time.Millisecond), body, kafkatest.DescribeGroup(context.Background(), p.r.brokers, p.r.group), brokerGoroutines())
+		}
+		if waited > 45*time.Second {
+			t.Fatalf("settle %s not ready within 45s (the members' rebalance timeout is %s)", p.name, rebalanceTimeout)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

@@ -227,36 +227,6 @@ func perPartition(ctx context.Context, pool *pgxpool.Pool, query string, args ..
 	return out, rows.Err()
 }
 
-// DescribeGroup says, for a failure report, the group's state and which
-// member holds which partitions (kadm's view of the broker's group).
-func DescribeGroup(ctx context.Context, brokers []string, group string) string {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
-	if err != nil {
-		return err.Error()
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	gs, err := kadm.NewClient(cl).DescribeGroups(ctx, group)
-	if err != nil {
-		return "describe group: " + err.Error()
-	}
-	var b strings.Builder
-	for _, g := range gs {
-		fmt.Fprintf(&b, "group %s state %s protocol %s err %v;", g.Group, g.State, g.Protocol, g.Err)
-		for _, m := range g.Members {
-			fmt.Fprintf(&b, " member %s (%s)", m.MemberID, m.ClientHost)
-			if a, ok := m.Assigned.AsConsumer(); ok {
-				for _, t := range a.Topics {
-					fmt.Fprintf(&b, " %s%v", t.Topic, t.Partitions)
-				}
-			}
-			b.WriteString(";")
-		}
-	}
-	return b.String()
-}
-
 // RemoveDeadMembers asks the broker to drop every member of group, for a
 // caller that knows none of them is alive. It works around kfake (the
 // in-process broker), which arms a member's session timer only when the

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kfake"
 
+	"github.com/settlehq/settle/internal/kafkatest"
 	"github.com/settlehq/settle/internal/pgtest"
 )
 
@@ -93,7 +94,7 @@ func (r *rig) waitDone(d time.Duration, svcs ...*Service) {
 		var unpublished int64
 		_ = r.pool.QueryRow(context.Background(), `SELECT count(*) FROM outbox_queue`).Scan(&unpublished)
 		r.t.Fatalf("service did not catch up within %s: %s\n  kafka committed %v, end offsets %v, unpublished outbox rows %d\n  %s",
-			d, rep, committed, ends, unpublished, DescribeGroup(context.Background(), r.tg.Brokers, "settle"))
+			d, rep, committed, ends, unpublished, kafkatest.DescribeGroup(context.Background(), r.tg.Brokers, "settle"))
 	}
 }
 

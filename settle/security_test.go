@@ -56,7 +56,7 @@ func TestServiceRoleCannotRewriteHistory(t *testing.T) {
 	}
 	for _, stmt := range []string{
 		"UPDATE conflict_cases SET status = 'open', closed_at = NULL", // closing a case is the service's job
-		"DELETE FROM outbox_queue", // taking published rows off the relay's queue
+		"DELETE FROM outbox_queue",                                    // taking published rows off the relay's queue
 		"UPDATE accounts SET updated_at = now()",
 	} {
 		if err := asServiceRole(ctx, s.Pool(), stmt); err != nil {

@@ -6,6 +6,8 @@ package kafkatest
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -114,4 +116,34 @@ func Header(r *kgo.Record, key string) string {
 		}
 	}
 	return ""
+}
+
+// DescribeGroup says, for a failure report, the group's state and which
+// member holds which partitions (kadm's view of the broker's group).
+func DescribeGroup(ctx context.Context, brokers []string, group string) string {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		return err.Error()
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	gs, err := kadm.NewClient(cl).DescribeGroups(ctx, group)
+	if err != nil {
+		return "describe group: " + err.Error()
+	}
+	var b strings.Builder
+	for _, g := range gs {
+		fmt.Fprintf(&b, "group %s state %s protocol %s err %v;", g.Group, g.State, g.Protocol, g.Err)
+		for _, m := range g.Members {
+			fmt.Fprintf(&b, " member %s (%s)", m.MemberID, m.ClientHost)
+			if a, ok := m.Assigned.AsConsumer(); ok {
+				for _, t := range a.Topics {
+					fmt.Fprintf(&b, " %s%v", t.Topic, t.Partitions)
+				}
+			}
+			b.WriteString(";")
+		}
+	}
+	return b.String()
 }
