@@ -13,6 +13,7 @@ import (
 
 	"github.com/settlehq/settle/internal/kafkatest"
 	"github.com/settlehq/settle/internal/pgtest"
+	"github.com/settlehq/settle/internal/testnet"
 	"github.com/settlehq/settle/settle"
 )
 
@@ -81,11 +82,11 @@ func TestFailedCommitRetriedWhileIdle(t *testing.T) {
 	}
 	produce(0, 3)
 	_, stop := runConsumer(t, s, consumerConfig(t, k, group))
-	waitFor(t, "kafka commit of offset 3", 20*time.Second, func() bool { return k.Committed(t, group, "usage")[0] == 3 })
+	testnet.WaitFor(t, "kafka commit of offset 3", 20*time.Second, func() bool { return k.Committed(t, group, "usage")[0] == 3 })
 
 	failed := failNextCommit(k)
 	produce(3, 5) // one batch, one poll, one commit: the one that fails
-	waitFor(t, "the commit of offset 5 to fail", 20*time.Second, func() bool { return failed.Load() >= 0 })
+	testnet.WaitFor(t, "the commit of offset 5 to fail", 20*time.Second, func() bool { return failed.Load() >= 0 })
 	if got := failed.Load(); got != 5 {
 		t.Fatalf("the failed commit carried offset %d, want 5 (the test needs the last commit of the backlog to fail)", got)
 	}
@@ -137,7 +138,7 @@ func TestOwedCommitDroppedOnRevoke(t *testing.T) {
 	produce(0, 3)
 	produce(1, 3)
 	runConsumer(t, s, consumerConfig(t, k, group)) // A
-	waitFor(t, "A's commits of 3 and 3", 20*time.Second, func() bool { c := committed(); return c[0] == 3 && c[1] == 3 })
+	testnet.WaitFor(t, "A's commits of 3 and 3", 20*time.Second, func() bool { c := committed(); return c[0] == 3 && c[1] == 3 })
 
 	// From now on every commit of A fails (A is the only member yet: the
 	// first failed commit names it).
@@ -163,7 +164,7 @@ func TestOwedCommitDroppedOnRevoke(t *testing.T) {
 	})
 	produce(0, 2)
 	produce(1, 2)
-	waitFor(t, "A to settle both partitions to 5 and fail to commit", 20*time.Second, func() bool {
+	testnet.WaitFor(t, "A to settle both partitions to 5 and fail to commit", 20*time.Second, func() bool {
 		mu.Lock()
 		f := fails
 		mu.Unlock()
@@ -174,7 +175,7 @@ func TestOwedCommitDroppedOnRevoke(t *testing.T) {
 	runConsumer(t, s, consumerConfig(t, k, group)) // B
 	// B takes one partition, reads it again from Kafka's 3 and commits 5.
 	var moved int32 = -1
-	waitFor(t, "B to take a partition and commit it", 30*time.Second, func() bool {
+	testnet.WaitFor(t, "B to take a partition and commit it", 30*time.Second, func() bool {
 		for p, o := range committed() {
 			if o == 5 {
 				moved = p
@@ -185,7 +186,7 @@ func TestOwedCommitDroppedOnRevoke(t *testing.T) {
 	})
 	kept := 1 - moved
 	produce(moved, 3)
-	waitFor(t, "B's commit of 8", 20*time.Second, func() bool { return committed()[moved] == 8 })
+	testnet.WaitFor(t, "B's commit of 8", 20*time.Second, func() bool { return committed()[moved] == 8 })
 	if c := committed(); c[kept] != 3 {
 		t.Fatalf("partition %d (kept by A, whose commits fail) committed %d, want 3", kept, c[kept])
 	}
@@ -194,7 +195,7 @@ func TestOwedCommitDroppedOnRevoke(t *testing.T) {
 	aFails = false
 	mu.Unlock()
 	// A, idle, commits what it owes for the partition it kept...
-	waitFor(t, "A's owed commit of the partition it kept", 10*time.Second, func() bool { return committed()[kept] == 5 })
+	testnet.WaitFor(t, "A's owed commit of the partition it kept", 10*time.Second, func() bool { return committed()[kept] == 5 })
 	// ...and nothing for the one it gave up (it owed 5 there, B is at 8).
 	until := time.Now().Add(2 * time.Second)
 	for time.Now().Before(until) {

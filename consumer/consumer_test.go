@@ -136,17 +136,6 @@ func checkOffsets(t *testing.T, k *kafkatest.Cluster, s *settle.Store, group str
 	return kafka, pg
 }
 
-func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // TestPipelineEndToEnd settles records from a kfake topic through the
 // consumer and the relay: one result per input record on usage.results,
 // one message per settlement on settlements, dead letters with their
@@ -236,7 +225,7 @@ func TestPipelineEndToEnd(t *testing.T) {
 	if len(sets) != 4 || len(ids) != 4 || ids[""] {
 		t.Errorf("settlements: %d messages, %d distinct settlement ids, want 4 and 4", len(sets), len(ids))
 	}
-	waitFor(t, "consumer ready", 5*time.Second, c.Ready)
+	testnet.WaitFor(t, "consumer ready", 5*time.Second, c.Ready)
 
 	stopSampling()
 	<-sampled
@@ -336,7 +325,7 @@ func TestRestoredDatabaseIsReadAgain(t *testing.T) {
 			k.Produce(t, recs...)
 		}
 		_, stop := runConsumer(t, s, cfg)
-		waitFor(t, fmt.Sprintf("%d deliveries", want), 20*time.Second, func() bool {
+		testnet.WaitFor(t, fmt.Sprintf("%d deliveries", want), 20*time.Second, func() bool {
 			return count(t, pool, `SELECT count(*) FROM deliveries`) == want
 		})
 		stop()
@@ -447,7 +436,7 @@ func TestDatabaseOutagePauses(t *testing.T) {
 			t.Errorf("record %s = %s %s, want settled", at, r.Outcome, r.Reason)
 		}
 	}
-	waitFor(t, "ready after the outage", 10*time.Second, c.Ready)
+	testnet.WaitFor(t, "ready after the outage", 10*time.Second, c.Ready)
 	if n := count(t, direct, `SELECT count(*) FROM dead_letters`); n != 0 {
 		t.Errorf("%d dead letters after an outage, want 0", n)
 	}

@@ -11,7 +11,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -168,19 +167,6 @@ func (p *proc) exited() bool {
 	default:
 		return false
 	}
-}
-
-// httpGet returns the status and body of GET url ("" and 0 on error).
-func httpGet(url string) (int, string) {
-	cl := http.Client{Timeout: 2 * time.Second}
-	resp, err := cl.Get(url)
-	if err != nil {
-		return 0, ""
-	}
-	defer resp.Body.Close()
-	var b bytes.Buffer
-	b.ReadFrom(resp.Body)
-	return resp.StatusCode, b.String()
 }
 
 // emptyDatabase creates an empty database (no schema) on the test server,

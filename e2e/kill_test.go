@@ -56,7 +56,7 @@ func (r runner) start(name string) *instance {
 
 // readiness returns /readyz's answer: ready, and whether it leads the relay.
 func (i *instance) readiness() (ready, leader bool) {
-	code, body := httpGet("http://" + i.admin + "/readyz")
+	code, body := testnet.HTTPGet("http://" + i.admin + "/readyz")
 	var r struct {
 		RelayLeader bool `json:"relay_leader"`
 	}
@@ -347,7 +347,7 @@ func waitReady(t *testing.T, p *instance, alive func() error) {
 			// member's commits and joins for up to --rebalance-timeout.
 			// Say who the group waits for while it still waits.
 			slow = true
-			_, body := httpGet("http://" + p.admin + "/readyz")
+			_, body := testnet.HTTPGet("http://" + p.admin + "/readyz")
 			t.Logf("settle %s not ready after %s: /readyz says %s\n%s\nthe broker's group goroutines (kfake runs in this process):\n%s",
 				p.name, waited.Round(time.Millisecond), body, kafkatest.DescribeGroup(context.Background(), p.r.brokers, p.r.group), brokerGoroutines())
 		}

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/settlehq/settle/internal/testnet"
 	"github.com/settlehq/settle/settle"
 )
 
@@ -544,7 +545,7 @@ func TestWebhookDeadLetter(t *testing.T) {
 	s, srv := newAPI(t, Config{}, nil)
 	rc := newReceiver(t)
 	rc.fail = func(int, string) int { return http.StatusServiceUnavailable }
-	var logBuf lockedBuffer
+	var logBuf testnet.SyncBuffer
 	wh := newWebhook(t, s, rc.srv.URL, WebhookConfig{AttemptsMax: 3, BackoffMin: 5 * time.Millisecond, BackoffMax: 10 * time.Millisecond,
 		Logger: newTextLogger(&logBuf)})
 	if d := wh.backoff(1); d < 5*time.Millisecond || d > 6*time.Millisecond {

@@ -59,17 +59,6 @@ func unpublished(t *testing.T, s *settle.Store) int64 {
 	return n
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // TestRelayRepublishesUnmarkedRows: rows the broker acknowledged but that
 // were not marked published (the relay died in between) are published
 // again, byte for byte, with the same settlement_id, and in id order.
@@ -80,7 +69,7 @@ func TestRelayRepublishesUnmarkedRows(t *testing.T) {
 	settleGrants(t, s, 0, 10)
 	r := newRelay(t, s, k)
 	stop := testnet.Background(t, r.Run)
-	waitFor(t, "the outbox to drain", func() bool { return unpublished(t, s) == 0 })
+	testnet.WaitFor(t, "the outbox to drain", 20*time.Second, func() bool { return unpublished(t, s) == 0 })
 	stop()
 	first := k.Read(t, "settlements", 10, 10*time.Second)
 	if len(first) != 10 {
@@ -94,7 +83,7 @@ func TestRelayRepublishesUnmarkedRows(t *testing.T) {
 		t.Fatal(err)
 	}
 	stop = testnet.Background(t, newRelay(t, s, k).Run)
-	waitFor(t, "the outbox to drain again", func() bool { return unpublished(t, s) == 0 })
+	testnet.WaitFor(t, "the outbox to drain again", 20*time.Second, func() bool { return unpublished(t, s) == 0 })
 	stop()
 	all := k.Read(t, "settlements", 13, 10*time.Second)
 	if len(all) != 13 {
@@ -132,7 +121,7 @@ func TestTwoRelaysDoNotBothPublish(t *testing.T) {
 		}
 		time.Sleep(15 * time.Millisecond)
 	}
-	waitFor(t, "the outbox to drain", func() bool { return unpublished(t, s) == 0 })
+	testnet.WaitFor(t, "the outbox to drain", 20*time.Second, func() bool { return unpublished(t, s) == 0 })
 	if got := r1.Published() + r2.Published(); got != int64(total) {
 		t.Errorf("relays published %d rows, want %d", got, total)
 	}
@@ -149,7 +138,7 @@ func TestTwoRelaysDoNotBothPublish(t *testing.T) {
 	_ = leader
 	settleGrants(t, s, total, 4)
 	total += 4
-	waitFor(t, "the standby to take over and drain", func() bool { return unpublished(t, s) == 0 })
+	testnet.WaitFor(t, "the standby to take over and drain", 20*time.Second, func() bool { return unpublished(t, s) == 0 })
 	if !standby.Leader() {
 		t.Errorf("standby did not take over")
 	}

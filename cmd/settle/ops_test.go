@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -12,7 +11,6 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
-	"io"
 	"math/big"
 	"net"
 	"net/http"
@@ -33,29 +31,11 @@ import (
 	"github.com/settlehq/settle/telemetry"
 )
 
-// syncBuffer collects a running command's output.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // service runs `settle args...` until the test ends; stop stops it (as
 // SIGTERM would) and returns its exit code.
-func service(t *testing.T, args ...string) (out *syncBuffer, stop func() int) {
+func service(t *testing.T, args ...string) (out *testnet.SyncBuffer, stop func() int) {
 	t.Helper()
-	out = &syncBuffer{}
+	out = &testnet.SyncBuffer{}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
 	go func() { done <- run(ctx, args, out, out) }()
@@ -74,28 +54,6 @@ func service(t *testing.T, args ...string) (out *syncBuffer, stop func() int) {
 	}
 	t.Cleanup(func() { stop() })
 	return out, stop
-}
-
-func get(url string) (int, string) {
-	resp, err := http.Get(url)
-	if err != nil {
-		return 0, err.Error()
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
-}
-
-// waitFor polls cond every 50ms until it holds or d passes.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 func opsRecord(id string, kv ...string) []byte {
@@ -154,39 +112,39 @@ func TestMetricsAndReadiness(t *testing.T) {
 
 	produce(t, brokers, nil, opsRecord("u-1"), opsRecord("u-1"), opsRecord("u-1", "amount", "5"), []byte("not json"),
 		opsRecord("u-2"))
-	waitFor(t, 30*time.Second, "/readyz 200", func() bool { c, _ := get("http://" + admin + "/readyz"); return c == 200 })
-	waitFor(t, 30*time.Second, "five records counted", func() bool {
-		_, m := get("http://" + admin + "/metrics")
+	testnet.WaitFor(t, "/readyz 200", 30*time.Second, func() bool { c, _ := testnet.HTTPGet("http://" + admin + "/readyz"); return c == 200 })
+	testnet.WaitFor(t, "five records counted", 30*time.Second, func() bool {
+		_, m := testnet.HTTPGet("http://" + admin + "/metrics")
 		return strings.Contains(m, `settle_records_total{kind="usage",outcome="settled",reason=""} 2`) &&
 			strings.Contains(m, `settle_records_total{kind="unknown",outcome="dead_lettered",reason="invalid_json"} 1`) &&
 			strings.Contains(m, `outcome="quarantined"`) && strings.Contains(m, `outcome="duplicate"`)
 	})
 
 	px.Cut()
-	waitFor(t, 20*time.Second, "/readyz 503 with PostgreSQL cut off", func() bool {
-		c, body := get("http://" + admin + "/readyz")
+	testnet.WaitFor(t, "/readyz 503 with PostgreSQL cut off", 20*time.Second, func() bool {
+		c, body := testnet.HTTPGet("http://" + admin + "/readyz")
 		return c == http.StatusServiceUnavailable && strings.Contains(body, "database")
 	})
 	produce(t, brokers, nil, opsRecord("u-3"))
-	waitFor(t, 20*time.Second, "a retry counted during the outage", func() bool {
-		_, m := get("http://" + admin + "/metrics")
+	testnet.WaitFor(t, "a retry counted during the outage", 20*time.Second, func() bool {
+		_, m := testnet.HTTPGet("http://" + admin + "/metrics")
 		return strings.Contains(m, `settle_retries_total{cause="database_unavailable"}`)
 	})
-	if c, _ := get("http://" + admin + "/livez"); c != 200 {
+	if c, _ := testnet.HTTPGet("http://" + admin + "/livez"); c != 200 {
 		t.Errorf("/livez %d during the outage: the process is alive, only not ready", c)
 	}
 	px.Restore()
-	waitFor(t, 30*time.Second, "/readyz 200 after PostgreSQL is back", func() bool { c, _ := get("http://" + admin + "/readyz"); return c == 200 })
-	waitFor(t, 30*time.Second, "the record produced during the outage settled", func() bool {
-		_, m := get("http://" + admin + "/metrics")
+	testnet.WaitFor(t, "/readyz 200 after PostgreSQL is back", 30*time.Second, func() bool { c, _ := testnet.HTTPGet("http://" + admin + "/readyz"); return c == 200 })
+	testnet.WaitFor(t, "the record produced during the outage settled", 30*time.Second, func() bool {
+		_, m := testnet.HTTPGet("http://" + admin + "/metrics")
 		return strings.Contains(m, `settle_records_total{kind="usage",outcome="settled",reason=""} 3`)
 	})
-	waitFor(t, 15*time.Second, "outbox published and lag read", func() bool {
-		_, m := get("http://" + admin + "/metrics")
+	testnet.WaitFor(t, "outbox published and lag read", 15*time.Second, func() bool {
+		_, m := testnet.HTTPGet("http://" + admin + "/metrics")
 		return strings.Contains(m, `settle_outbox_published_total{topic="settlements"}`) &&
 			strings.Contains(m, "settle_outbox_backlog 0") && strings.Contains(m, `settle_consumer_lag{partition=`)
 	})
-	_, m := get("http://" + admin + "/metrics")
+	_, m := testnet.HTTPGet("http://" + admin + "/metrics")
 	for _, name := range []string{
 		telemetry.MetricRecords, telemetry.MetricBatchRecords + "_bucket", telemetry.MetricTransaction + "_bucket",
 		telemetry.MetricEndToEnd + "_bucket", telemetry.MetricRetries, telemetry.MetricDeadLetters,
@@ -260,8 +218,8 @@ func TestSASLAndTLSSecretsNeverLogged(t *testing.T) {
 	pool.AppendCertsFromPEM(pem)
 	produce(t, brokers, []kgo.Opt{kgo.DialTLSConfig(&tls.Config{RootCAs: pool, ServerName: "127.0.0.1"}),
 		kgo.SASL(scram.Auth{User: "settle", Pass: saslPassword}.AsSha512Mechanism())}, opsRecord("u-1"), opsRecord("u-2"))
-	waitFor(t, 30*time.Second, "records settled over TLS+SCRAM", func() bool {
-		_, m := get("http://" + admin + "/metrics")
+	testnet.WaitFor(t, "records settled over TLS+SCRAM", 30*time.Second, func() bool {
+		_, m := testnet.HTTPGet("http://" + admin + "/metrics")
 		return strings.Contains(m, `settle_records_total{kind="usage",outcome="settled",reason=""} 2`)
 	})
 	if code := stop(); code != exitOK {
