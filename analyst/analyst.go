@@ -176,11 +176,12 @@ func (h *handler) ctx(r *http.Request) (context.Context, context.CancelFunc) {
 // filterFrom reads the queue's filters from a query string. Ages are Go
 // durations ("2h", "30m") or days ("7d").
 func filterFrom(q url.Values, now time.Time) (settle.CaseFilter, error) {
-	f := settle.CaseFilter{Tenant: q.Get("tenant"), Period: q.Get("period"), Reason: q.Get("reason"),
-		Status: q.Get("status"), After: q.Get("after")}
-	if f.Status == "all" {
-		f.Status = ""
+	f, err := Filter{Tenant: q.Get("tenant"), Period: q.Get("period"), Reason: q.Get("reason"), Status: q.Get("status"),
+		OlderThan: q.Get("older_than"), NewerThan: q.Get("newer_than")}.CaseFilter(now, "older_than", "newer_than")
+	if err != nil {
+		return f, err
 	}
+	f.After = q.Get("after")
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil {
@@ -188,19 +189,37 @@ func filterFrom(q url.Values, now time.Time) (settle.CaseFilter, error) {
 		}
 		f.Limit = n
 	}
-	for _, a := range []struct {
-		name string
-		dst  *time.Time
-	}{{"older_than", &f.OpenedBefore}, {"newer_than", &f.OpenedAfter}} {
-		if v := q.Get(a.name); v != "" {
-			d, err := ParseAge(v)
-			if err != nil {
-				return f, fmt.Errorf("%w: %s: %v", settle.ErrBadFilter, a.name, err)
-			}
-			*a.dst = now.Add(-d)
-		}
-	}
 	return f, f.Validate()
+}
+
+// Filter selects cases as people write it, in the queue page's query or
+// the CLI's flags: ages ("7d") rather than times, and status "all".
+type Filter struct {
+	Tenant, Period, Reason, Status string
+	OlderThan, NewerThan           string // ages: 90m, 2h, 7d
+}
+
+// CaseFilter is f as the store takes it, at now. A bad age is an
+// ErrBadFilter that names its field as olderName or newerName.
+func (f Filter) CaseFilter(now time.Time, olderName, newerName string) (settle.CaseFilter, error) {
+	cf := settle.CaseFilter{Tenant: f.Tenant, Period: f.Period, Reason: f.Reason, Status: f.Status}
+	if cf.Status == "all" {
+		cf.Status = ""
+	}
+	for _, a := range []struct {
+		name, age string
+		dst       *time.Time
+	}{{olderName, f.OlderThan, &cf.OpenedBefore}, {newerName, f.NewerThan, &cf.OpenedAfter}} {
+		if a.age == "" {
+			continue
+		}
+		d, err := ParseAge(a.age)
+		if err != nil {
+			return cf, fmt.Errorf("%w: %s: %v", settle.ErrBadFilter, a.name, err)
+		}
+		*a.dst = now.Add(-d)
+	}
+	return cf, cf.Validate()
 }
 
 // ParseAge reads an age: a Go duration ("90m", "2h") or whole days ("7d").

@@ -136,6 +136,9 @@ func TestConflictsCLI(t *testing.T) {
 		t.Errorf("second page: %s", out)
 	}
 	d.cli(t, 2, "conflicts", "list", "--status", "bogus")
+	if out := d.cli(t, 2, "conflicts", "list", "--older-than", "a week"); !strings.Contains(out, "--older-than") {
+		t.Errorf("a bad age should name its flag: %s", out)
+	}
 	d.cli(t, 2, "conflicts", "list", "--after", "not-a-cursor")
 
 	// show and diff: JSON = /api/cases/ID; text marks the differing fields

@@ -37,27 +37,9 @@ type caseFilterFlags struct {
 }
 
 func (f caseFilterFlags) filter(now time.Time) (settle.CaseFilter, error) {
-	cf := settle.CaseFilter{Tenant: f.Tenant, Period: f.Period, Reason: f.Reason, Status: f.Status}
-	if cf.Status == "all" {
-		cf.Status = ""
-	}
-	for _, a := range []struct {
-		flag, v string
-		dst     *time.Time
-	}{{"--older-than", f.OlderThan, &cf.OpenedBefore}, {"--newer-than", f.NewerThan, &cf.OpenedAfter}} {
-		if a.v == "" {
-			continue
-		}
-		d, err := analyst.ParseAge(a.v)
-		if err != nil {
-			return cf, usageError{a.flag + ": " + err.Error()}
-		}
-		*a.dst = now.Add(-d)
-	}
-	if err := cf.Validate(); err != nil {
-		return cf, usageError{err.Error()}
-	}
-	return cf, nil
+	cf, err := analyst.Filter{Tenant: f.Tenant, Period: f.Period, Reason: f.Reason, Status: f.Status,
+		OlderThan: f.OlderThan, NewerThan: f.NewerThan}.CaseFilter(now, "--older-than", "--newer-than")
+	return cf, usageIfBad(err)
 }
 
 // usageIfBad turns a store's ErrBadFilter into a usage error (exit 2).
