@@ -22,9 +22,9 @@ type pipeline struct {
 	store           *settle.Store
 	consumer        *consumer.Consumer
 	relay           *relay.Relay
-	sweeper         *sweeper // nil: no sweeps
-	adminAddr       string
-	adminToken      string // the analyst surface's bearer token; "" = none
+	sweeper         *sweeper     // nil: no sweeps
+	admin           net.Listener // bound when the pipeline is built, so a taken port fails before anything starts
+	adminToken      string       // the analyst surface's bearer token; "" = none
 	shutdownTimeout time.Duration
 
 	// The HTTP edge (cmd/settle/edge.go): records API and webhook delivery.
@@ -44,14 +44,10 @@ type pipeline struct {
 // group; then the relay publishes what is left; then the admin listener
 // closes. The whole stop is bounded by shutdownTimeout.
 func (p *pipeline) run(ctx context.Context, a *app) error {
-	ln, err := net.Listen("tcp", p.adminAddr)
-	if err != nil {
-		return fmt.Errorf("admin listener on %s: %w (choose another with --admin-addr)", p.adminAddr, err)
-	}
 	srv := &http.Server{Handler: p.adminHandler(), ReadHeaderTimeout: 5 * time.Second}
 	httpDone := make(chan error, 1)
-	go func() { httpDone <- srv.Serve(ln) }()
-	a.log.Info("admin listener up", "addr", ln.Addr().String(), "paths", "/livez /readyz /metrics")
+	go func() { httpDone <- srv.Serve(p.admin) }()
+	a.log.Info("admin listener up", "addr", p.admin.Addr().String(), "paths", "/livez /readyz /metrics")
 	stopEdge, err := p.edge.start(ctx, a, p.store, p.settlementsTopic)
 	defer stopEdge()
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"time"
 
 	"github.com/settlehq/settle/consumer"
@@ -125,7 +126,13 @@ func (f serviceFlags) pipeline(a *app, store *settle.Store, brokers []string, t 
 	if err != nil {
 		return nil, usageError{err.Error()}
 	}
-	p := &pipeline{store: store, consumer: cons, relay: rel, adminAddr: f.AdminAddr, adminToken: f.AdminToken, shutdownTimeout: f.ShutdownTimeout}
+	// Bound now: `settle dev` prints where the analyst page is only once it
+	// is there, and a taken port is reported before anything starts.
+	ln, err := net.Listen("tcp", f.AdminAddr)
+	if err != nil {
+		return nil, fmt.Errorf("admin listener on %s: %w (choose another with --admin-addr)", f.AdminAddr, err)
+	}
+	p := &pipeline{store: store, consumer: cons, relay: rel, admin: ln, adminToken: f.AdminToken, shutdownTimeout: f.ShutdownTimeout}
 	p.telemetry, p.brokers, p.kafkaOpts, p.group = tel, brokers, f.kafkaOpts, f.Group
 	return p, nil
 }
