@@ -322,7 +322,8 @@ func (c *Consumer) Run(ctx context.Context) error {
 
 // onBlocked runs (in its own goroutine) when a rebalance waits for this
 // member's poll. It lets work that is only waiting out an outage give up,
-// so the member does not hold the whole group hostage.
+// and every partition stop after the batch in hand (errYielded), so the
+// member does not hold the whole group hostage.
 func (c *Consumer) onBlocked(context.Context, *kgo.Client) {
 	c.abandonMu.Lock()
 	defer c.abandonMu.Unlock()
@@ -394,7 +395,11 @@ func (c *Consumer) handlePoll(ctx context.Context, cl *kgo.Client, fetches kgo.F
 				rewind[w.topic] = map[int32]kgo.EpochOffset{}
 			}
 			rewind[w.topic][w.partition] = kgo.EpochOffset{Epoch: -1, Offset: from}
-			c.log.Warn("partition batch not finished; it will be read again", "topic", w.topic, "partition", w.partition, "from", from, "err", w.err)
+			level := slog.LevelWarn
+			if errors.Is(w.err, errYielded) {
+				level = slog.LevelInfo
+			}
+			c.log.Log(ctx, level, "partition batch not finished; it will be read again", "topic", w.topic, "partition", w.partition, "from", from, "err", w.err)
 		}
 	}
 	crashpoint.Hit("after_commit_before_offset_commit")

@@ -443,3 +443,50 @@ func TestDatabaseOutagePauses(t *testing.T) {
 	stop()
 	checkOffsets(t, k, s, "outage")
 }
+
+// TestRebalanceDoesNotWaitForTheWholePoll: a member holding a poll of
+// thousands of records yields to a rebalance after the batch in hand
+// instead of settling them all first (on a loaded machine that outlasts
+// the rebalance timeout and stalls the whole group). A second member joins
+// while the first is early in a poll of every record: it must be assigned
+// while most of them are still unsettled, and every record must still end
+// in exactly one delivery, with Kafka's commits never ahead of PostgreSQL.
+func TestRebalanceDoesNotWaitForTheWholePoll(t *testing.T) {
+	t.Parallel()
+	const perPartition = 4000
+	k := kafkatest.NewCluster(t, 2)
+	s := pgtest.NewStore(t, settle.Config{BatchRecordsMax: 20})
+	var recs []*kgo.Record
+	for p := range int32(2) {
+		for i := range perPartition {
+			recs = append(recs, rec(p, usage("record_id", fmt.Sprintf("u-%d-%d", p, i))))
+		}
+	}
+	k.Produce(t, recs...)
+	const total = 2 * perPartition
+
+	cfg := consumerConfig(t, k, "yield")
+	cfg.PollRecordsMax = total // the whole topic in one poll
+	_, stopFirst := runConsumer(t, s, cfg)
+	deliveries := func() int { return count(t, s.Pool(), `SELECT count(*) FROM deliveries`) }
+	testnet.WaitFor(t, "the first member to settle its first batches", 20*time.Second, func() bool { return deliveries() >= 100 })
+
+	second, stopSecond := runConsumer(t, s, cfg)
+	testnet.WaitFor(t, "the second member to be assigned", 20*time.Second, second.Ready)
+	if n := deliveries(); n >= total {
+		t.Errorf("the second member was assigned only after the first member's whole poll was settled (%d of %d records)", n, total)
+	} else {
+		t.Logf("second member assigned at %d of %d deliveries", n, total)
+	}
+
+	testnet.WaitFor(t, "every record delivered", time.Minute, func() bool { return deliveries() >= total })
+	stopSecond()
+	stopFirst()
+	if n := count(t, s.Pool(), `SELECT count(DISTINCT (partition, "offset")) FROM deliveries`); n != total || deliveries() != total {
+		t.Errorf("deliveries: %d rows for %d distinct records, want %d of each", deliveries(), n, total)
+	}
+	if n := count(t, s.Pool(), `SELECT count(*) FROM ledger_entries`); n != total {
+		t.Errorf("ledger rows = %d, want one per record (%d)", n, total)
+	}
+	checkOffsets(t, k, s, "yield")
+}

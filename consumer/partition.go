@@ -21,6 +21,13 @@ import (
 // committed, so the records are read again.
 var errAbandoned = errors.New("abandoned while waiting out an outage: the records will be read again")
 
+// errYielded ends a partition's share of a poll between two batches
+// because a rebalance waits for the poll: a poll holds up to PollRecordsMax
+// records, and the group would otherwise wait for all of them to settle
+// (on a loaded machine, longer than the rebalance timeout). What is not
+// settled is read again, by this member if it keeps the partition.
+var errYielded = errors.New("yielded to a rebalance between batches: the rest will be read again")
+
 // handlePartition settles one partition's records of a poll, in order, in
 // batches of at most the store's BatchRecordsMax. Each batch's results are
 // produced while the next batch's transaction runs; the partition's
@@ -49,6 +56,12 @@ func (c *Consumer) handlePartition(ctx context.Context, abandon <-chan struct{},
 		return true
 	}
 	for start := 0; start < len(w.records); start += batchMax {
+		if start > 0 && closed(abandon) {
+			if drain() {
+				w.err = errYielded
+			}
+			return
+		}
 		recs := w.records[start:min(start+batchMax, len(w.records))]
 		ins := make([]settle.Input, len(recs))
 		for i, r := range recs {
@@ -76,6 +89,15 @@ func (c *Consumer) handlePartition(ctx context.Context, abandon <-chan struct{},
 		}
 	}
 	drain()
+}
+
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }
 
 // input turns a Kafka record into the settlement core's input.
