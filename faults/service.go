@@ -1,7 +1,6 @@
 package faults
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/settlehq/settle/internal/crashpoint"
+	"github.com/settlehq/settle/internal/testnet"
 )
 
 var (
@@ -73,31 +73,8 @@ type Service struct {
 	Name   string
 	cmd    *exec.Cmd
 	done   chan struct{}
-	stderr *lockedBuffer
+	stderr *testnet.SyncBuffer
 	err    error
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	// Keep the tail only: a long run logs a lot.
-	if l.b.Len() > 1<<20 {
-		tail := append([]byte(nil), l.b.Bytes()[l.b.Len()-1<<19:]...)
-		l.b.Reset()
-		l.b.Write(tail)
-	}
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // logLevel is the services' log level: warn, or SETTLE_FAULTS_LOG_LEVEL
@@ -151,7 +128,7 @@ func Start(t testing.TB, name string, opts Options) *Service {
 		env = append(env, crashpoint.EnvVar+"="+opts.CrashAt)
 	}
 	cmd.Env = append(env, opts.Env...)
-	s := &Service{Name: name, cmd: cmd, done: make(chan struct{}), stderr: &lockedBuffer{}}
+	s := &Service{Name: name, cmd: cmd, done: make(chan struct{}), stderr: &testnet.SyncBuffer{Max: 1 << 20}}
 	cmd.Stdout = s.stderr
 	cmd.Stderr = s.stderr
 	if err := cmd.Start(); err != nil {

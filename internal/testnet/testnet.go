@@ -153,15 +153,22 @@ func HTTPGet(url string) (int, string) {
 }
 
 // SyncBuffer collects output written from several goroutines (a running
-// service's log) and can be read while it is written.
+// service's log) and can be read while it is written. With Max set it keeps
+// about the last Max bytes only (a long run logs a lot).
 type SyncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
+	Max int
+	mu  sync.Mutex
+	b   bytes.Buffer
 }
 
 func (s *SyncBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.Max > 0 && s.b.Len() > s.Max {
+		tail := append([]byte(nil), s.b.Bytes()[s.b.Len()-s.Max/2:]...)
+		s.b.Reset()
+		s.b.Write(tail)
+	}
 	return s.b.Write(p)
 }
 
