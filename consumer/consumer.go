@@ -161,7 +161,8 @@ type Consumer struct {
 	commits *commitState
 
 	// abandonMu guards abandon: the channel of the current poll, closed
-	// when the group wants to rebalance while this member holds a poll.
+	// when the group wants to rebalance or the consumer stops while this
+	// member holds a poll.
 	abandonMu sync.Mutex
 	abandon   chan struct{}
 
@@ -276,6 +277,8 @@ func (c *Consumer) Run(ctx context.Context) error {
 		}
 	})
 	defer stopDrain()
+	// A stop, like a rebalance, ends the poll after the batch in hand.
+	defer context.AfterFunc(ctx, c.abandonPoll)()
 
 	c.log.Info("consumer started", "topic", c.cfg.Topic, "brokers", c.cfg.Brokers)
 	for {
@@ -283,6 +286,10 @@ func (c *Consumer) Run(ctx context.Context) error {
 		// is owed, it is bounded so the loop wakes up to retry it even if
 		// the partition stays idle. A poll that ends on its deadline holds
 		// the rebalance gate like any other: the retry is inside ownership.
+		// The poll's abandon channel exists before the poll does: the
+		// client holds rebalances from inside PollRecords on, and a
+		// rebalance that blocks then must still find it to close.
+		abandon := c.newPollAbandon()
 		pollCtx, cancelPoll := ctx, context.CancelFunc(func() {})
 		if d, owed := c.commits.next(time.Now()); owed {
 			pollCtx, cancelPoll = context.WithTimeout(ctx, max(d, time.Millisecond))
@@ -297,7 +304,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 				c.log.Warn("fetch failed; the client retries", "topic", topic, "partition", p, "err", err)
 			}
 		})
-		c.handlePoll(workCtx, cl, fetches)
+		c.handlePoll(workCtx, abandon, cl, fetches)
 		c.retryCommits(workCtx, cl, false, 10*time.Second)
 		cl.AllowRebalance()
 	}
@@ -321,18 +328,18 @@ func (c *Consumer) Run(ctx context.Context) error {
 }
 
 // onBlocked runs (in its own goroutine) when a rebalance waits for this
-// member's poll. It lets work that is only waiting out an outage give up,
-// and every partition stop after the batch in hand (errYielded), so the
-// member does not hold the whole group hostage.
-func (c *Consumer) onBlocked(context.Context, *kgo.Client) {
+// member's poll.
+func (c *Consumer) onBlocked(context.Context, *kgo.Client) { c.abandonPoll() }
+
+// abandonPoll closes the current poll's abandon channel: work that is only
+// waiting out an outage gives up, and every partition stops after the batch
+// in hand (errYielded), so a member holds neither the group's rebalance nor
+// its own stop for a whole poll.
+func (c *Consumer) abandonPoll() {
 	c.abandonMu.Lock()
 	defer c.abandonMu.Unlock()
-	if c.abandon != nil {
-		select {
-		case <-c.abandon:
-		default:
-			close(c.abandon)
-		}
+	if c.abandon != nil && !closed(c.abandon) {
+		close(c.abandon)
 	}
 }
 
@@ -357,7 +364,7 @@ type partitionWork struct {
 // handlePoll settles one poll: the partitions concurrently (each in its own
 // goroutine, ended before handlePoll returns), each partition's records in
 // order. Then it commits what was settled and rewinds what was not.
-func (c *Consumer) handlePoll(ctx context.Context, cl *kgo.Client, fetches kgo.Fetches) {
+func (c *Consumer) handlePoll(ctx context.Context, abandon <-chan struct{}, cl *kgo.Client, fetches kgo.Fetches) {
 	var work []*partitionWork
 	fetches.EachPartition(func(p kgo.FetchTopicPartition) {
 		if len(p.Records) > 0 {
@@ -367,7 +374,6 @@ func (c *Consumer) handlePoll(ctx context.Context, cl *kgo.Client, fetches kgo.F
 	if len(work) == 0 {
 		return
 	}
-	abandon := c.newPollAbandon()
 	var wg sync.WaitGroup
 	for _, w := range work {
 		wg.Go(func() { c.handlePartition(ctx, abandon, cl, w) })

@@ -22,11 +22,12 @@ import (
 var errAbandoned = errors.New("abandoned while waiting out an outage: the records will be read again")
 
 // errYielded ends a partition's share of a poll between two batches
-// because a rebalance waits for the poll: a poll holds up to PollRecordsMax
-// records, and the group would otherwise wait for all of them to settle
-// (on a loaded machine, longer than the rebalance timeout). What is not
-// settled is read again, by this member if it keeps the partition.
-var errYielded = errors.New("yielded to a rebalance between batches: the rest will be read again")
+// because a rebalance waits for the poll or the consumer stops: a poll
+// holds up to PollRecordsMax records, and the group (or the stop) would
+// otherwise wait for all of them to settle (on a loaded machine, longer
+// than the rebalance timeout). What is not settled is read again, by this
+// member if it keeps the partition.
+var errYielded = errors.New("yielded to a rebalance or a stop between batches: the rest will be read again")
 
 // handlePartition settles one partition's records of a poll, in order, in
 // batches of at most the store's BatchRecordsMax. Each batch's results are
