@@ -188,3 +188,34 @@ func TestRedeliveredWaitingRepeatsResponse(t *testing.T) {
 		t.Errorf("redelivery repeats the response:\n got %s\nwant %s", again[0].Response, first[0].Response)
 	}
 }
+
+// TestEveryOutboxRowIsQueued: an outbox row reaches the relay's queue
+// whoever inserts it — the settling transaction, or a settle of the
+// previous schema still running while schema 4 lands, whose insert knows
+// nothing of the queue — so no row is left unpublished and reported as
+// published.
+func TestEveryOutboxRowIsQueued(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	mustSettle(t, s, batch(0, 0, grant("g-1", "c", "5")))
+	ctx := context.Background()
+	tx, err := s.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	// Schema 3's outbox insert, as the service role.
+	if _, err := tx.Exec(ctx, `SET LOCAL ROLE settle_app;
+		INSERT INTO outbox (topic, key, value, headers) VALUES ('usage.dlq', 'k', 'v', '[]')`); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, s.Pool(), `SELECT count(*) FROM outbox o WHERE NOT EXISTS (SELECT 1 FROM outbox_queue q WHERE q.id = o.id)`); n != 0 {
+		t.Errorf("%d outbox rows not on the relay's queue", n)
+	}
+	if n, _, err := s.OutboxBacklog(ctx); err != nil || n != 2 {
+		t.Errorf("outbox backlog = %d (%v), want 2 (the settlement and the old-style row)", n, err)
+	}
+}

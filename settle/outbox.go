@@ -76,8 +76,8 @@ func (s *Store) OutboxLease(ctx context.Context, key int64) (*OutboxLease, error
 	// releases the lock. The frozen relay, when it wakes, finds its
 	// connection gone on its next statement and steps down.
 	//
-	// Its queries read and mark rows by key (the partial index of
-	// unpublished rows, the primary key): plans stay on index probes, as
+	// Its queries read and mark rows by key (the queue's and the outbox's
+	// primary keys): plans stay on index probes, as
 	// in a settling transaction (settleTxOptions).
 	if _, err := conn.Exec(ctx, fmt.Sprintf("SET idle_session_timeout = '%dms'; %s",
 		OutboxLeaseIdleMax.Milliseconds(), indexProbesOnly("SET"))); err != nil {
