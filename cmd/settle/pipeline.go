@@ -47,6 +47,14 @@ func (p *pipeline) run(ctx context.Context, a *app) error {
 	srv := &http.Server{Handler: p.adminHandler(), ReadHeaderTimeout: 5 * time.Second}
 	httpDone := make(chan error, 1)
 	go func() { httpDone <- srv.Serve(p.admin) }()
+	// Closed last, on every return: a start that fails below must not
+	// leave the port bound.
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+		<-httpDone
+	}()
 	a.log.Info("admin listener up", "addr", p.admin.Addr().String(), "paths", "/livez /readyz /metrics")
 	stopEdge, err := p.edge.start(ctx, a, p.store, p.settlementsTopic)
 	defer stopEdge()
@@ -115,10 +123,6 @@ func (p *pipeline) run(ctx context.Context, a *app) error {
 			timedOut = true
 		}
 	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-	defer cancel()
-	_ = srv.Shutdown(sctx)
-	<-httpDone
 	if timedOut {
 		return fmt.Errorf("stop took longer than --shutdown-timeout %s; what was not committed is read again on the next start", p.shutdownTimeout)
 	}

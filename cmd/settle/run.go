@@ -127,7 +127,8 @@ func (f serviceFlags) pipeline(a *app, store *settle.Store, brokers []string, t 
 		return nil, usageError{err.Error()}
 	}
 	// Bound now: `settle dev` prints where the analyst page is only once it
-	// is there, and a taken port is reported before anything starts.
+	// is there, and a taken port is reported before the consumer and the
+	// relay start.
 	ln, err := net.Listen("tcp", f.AdminAddr)
 	if err != nil {
 		return nil, fmt.Errorf("admin listener on %s: %w (choose another with --admin-addr)", f.AdminAddr, err)
