@@ -199,7 +199,8 @@ type Filter struct {
 	OlderThan, NewerThan           string // ages: 90m, 2h, 7d
 }
 
-// CaseFilter is f as the store takes it, at now. A bad age is an
+// CaseFilter is f as the store takes it, at now, not validated yet (the
+// caller adds the page or limit, then validates). A bad age is an
 // ErrBadFilter that names its field as olderName or newerName.
 func (f Filter) CaseFilter(now time.Time, olderName, newerName string) (settle.CaseFilter, error) {
 	cf := settle.CaseFilter{Tenant: f.Tenant, Period: f.Period, Reason: f.Reason, Status: f.Status}
@@ -219,7 +220,7 @@ func (f Filter) CaseFilter(now time.Time, olderName, newerName string) (settle.C
 		}
 		*a.dst = now.Add(-d)
 	}
-	return cf, cf.Validate()
+	return cf, nil
 }
 
 // ParseAge reads an age: a Go duration ("90m", "2h") or whole days ("7d").

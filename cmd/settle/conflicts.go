@@ -39,6 +39,9 @@ type caseFilterFlags struct {
 func (f caseFilterFlags) filter(now time.Time) (settle.CaseFilter, error) {
 	cf, err := analyst.Filter{Tenant: f.Tenant, Period: f.Period, Reason: f.Reason, Status: f.Status,
 		OlderThan: f.OlderThan, NewerThan: f.NewerThan}.CaseFilter(now, "--older-than", "--newer-than")
+	if err == nil {
+		err = cf.Validate()
+	}
 	return cf, usageIfBad(err)
 }
 
