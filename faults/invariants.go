@@ -11,7 +11,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Report is what Check found. Every count but Inputs, Deliveries and
@@ -225,45 +224,4 @@ func perPartition(ctx context.Context, pool *pgxpool.Pool, query string, args ..
 		out[p] = n
 	}
 	return out, rows.Err()
-}
-
-// RemoveDeadMembers asks the broker to drop every member of group, for a
-// caller that knows none of them is alive. It works around kfake (the
-// in-process broker), which arms a member's session timer only when the
-// JoinGroup answer reaches it: a member killed while its join was pending
-// keeps its partitions for ever once the next leader syncs, instead of
-// losing them at its session timeout as on a real broker (kfake's
-// group.reply skips updateHeartbeat when the connection is gone).
-func RemoveDeadMembers(ctx context.Context, brokers []string, group string) (removed int, err error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
-	if err != nil {
-		return 0, err
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	gs, err := kadm.NewClient(cl).DescribeGroups(ctx, group)
-	if err != nil {
-		return 0, err
-	}
-	req := kmsg.NewPtrLeaveGroupRequest()
-	req.Group = group
-	for _, g := range gs {
-		for _, m := range g.Members {
-			rm := kmsg.NewLeaveGroupRequestMember()
-			rm.MemberID = m.MemberID
-			req.Members = append(req.Members, rm)
-		}
-	}
-	if len(req.Members) == 0 {
-		return 0, nil
-	}
-	resp, err := req.RequestWith(ctx, cl)
-	if err != nil {
-		return 0, err
-	}
-	if e := kerr.ErrorForCode(resp.ErrorCode); e != nil {
-		return 0, e
-	}
-	return len(req.Members), nil
 }

@@ -103,9 +103,9 @@ func (r *rig) waitDone(d time.Duration, svcs ...*Service) {
 func (r *rig) drain() Report {
 	r.t.Helper()
 	// Every service of this rig is dead now; a member the broker failed to
-	// expire (RemoveDeadMembers says why) would keep its partitions from
+	// expire (kafkatest.RemoveDeadMembers says why) would keep its partitions from
 	// the drain for ever.
-	if n, err := RemoveDeadMembers(context.Background(), r.tg.Brokers, "settle"); err != nil {
+	if n, err := kafkatest.RemoveDeadMembers(context.Background(), r.tg.Brokers, "settle"); err != nil {
 		r.t.Fatalf("remove dead group members: %v", err)
 	} else if n > 0 {
 		r.t.Logf("removed %d dead member(s) from the group before the drain", n)

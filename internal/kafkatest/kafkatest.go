@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Cluster is a running in-process broker.
@@ -118,20 +119,30 @@ func Header(r *kgo.Record, key string) string {
 	return ""
 }
 
-// DescribeGroup says, for a failure report, the group's state and which
-// member holds which partitions (kadm's view of the broker's group).
-func DescribeGroup(ctx context.Context, brokers []string, group string) string {
+// describeGroup is kadm's view of group on the broker.
+func describeGroup(ctx context.Context, brokers []string, group string) (*kgo.Client, kadm.DescribedGroups, error) {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
 	if err != nil {
-		return err.Error()
+		return nil, nil, err
 	}
-	defer cl.Close()
+	gs, err := kadm.NewClient(cl).DescribeGroups(ctx, group)
+	if err != nil {
+		cl.Close()
+		return nil, nil, err
+	}
+	return cl, gs, nil
+}
+
+// DescribeGroup says, for a failure report, the group's state and which
+// member holds which partitions.
+func DescribeGroup(ctx context.Context, brokers []string, group string) string {
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	gs, err := kadm.NewClient(cl).DescribeGroups(ctx, group)
+	cl, gs, err := describeGroup(ctx, brokers, group)
 	if err != nil {
 		return "describe group: " + err.Error()
 	}
+	defer cl.Close()
 	var b strings.Builder
 	for _, g := range gs {
 		fmt.Fprintf(&b, "group %s state %s protocol %s err %v;", g.Group, g.State, g.Protocol, g.Err)
@@ -146,4 +157,41 @@ func DescribeGroup(ctx context.Context, brokers []string, group string) string {
 		}
 	}
 	return b.String()
+}
+
+// RemoveDeadMembers asks the broker to drop every member of group, for a
+// caller that knows none of them is alive. It works around kfake, which
+// arms a member's session timer only when the JoinGroup answer reaches it:
+// a member killed while its join was pending keeps its partitions for ever
+// once the next leader syncs, instead of losing them at its session
+// timeout as on a real broker (kfake's group.reply skips updateHeartbeat
+// when the connection is gone).
+func RemoveDeadMembers(ctx context.Context, brokers []string, group string) (removed int, err error) {
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	cl, gs, err := describeGroup(ctx, brokers, group)
+	if err != nil {
+		return 0, err
+	}
+	defer cl.Close()
+	req := kmsg.NewPtrLeaveGroupRequest()
+	req.Group = group
+	for _, g := range gs {
+		for _, m := range g.Members {
+			rm := kmsg.NewLeaveGroupRequestMember()
+			rm.MemberID = m.MemberID
+			req.Members = append(req.Members, rm)
+		}
+	}
+	if len(req.Members) == 0 {
+		return 0, nil
+	}
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return 0, err
+	}
+	if e := kerr.ErrorForCode(resp.ErrorCode); e != nil {
+		return 0, e
+	}
+	return len(req.Members), nil
 }
