@@ -473,8 +473,8 @@ func TestRebalanceDoesNotWaitForTheWholePoll(t *testing.T) {
 
 	second, stopSecond := runConsumer(t, s, cfg)
 	testnet.WaitFor(t, "the second member to be assigned", 20*time.Second, second.Ready)
-	if n := deliveries(); n >= total {
-		t.Errorf("the second member was assigned only after the first member's whole poll was settled (%d of %d records)", n, total)
+	if n := deliveries(); n > total/2 {
+		t.Errorf("the second member was assigned only after the first member had settled %d of the %d records of its poll", n, total)
 	} else {
 		t.Logf("second member assigned at %d of %d deliveries", n, total)
 	}

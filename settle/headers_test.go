@@ -39,17 +39,16 @@ func TestDecodeHeadersFast(t *testing.T) {
 				plain = false
 			}
 		}
-		in, _ := json.Marshal(hs)
+		in, err := json.Marshal(hs)
+		if err != nil {
+			t.Fatal(err)
+		}
 		var printed []byte
 		if err := pool.QueryRow(context.Background(), `SELECT $1::jsonb::text`, string(in)).Scan(&printed); err != nil {
 			t.Fatal(err)
 		}
-		var back []hj
-		if err := json.Unmarshal(printed, &back); err != nil {
-			t.Fatalf("trial %d: %s: %v", trial, printed, err)
-		}
-		want := make([]fingerprint.Header, len(back))
-		for i, h := range back {
+		want := make([]fingerprint.Header, len(hs)) // what was stored, not what came back
+		for i, h := range hs {
 			want[i] = fingerprint.Header{Key: h.Key, Value: h.Value}
 		}
 		if all, err := settle.DecodeHeaders(printed); err != nil || !sameHeaders(all, want) {
@@ -70,7 +69,8 @@ func sameHeaders(a, b []fingerprint.Header) bool {
 		return false
 	}
 	for i := range a {
-		if a[i].Key != b[i].Key || !bytes.Equal(a[i].Value, b[i].Value) {
+		// A null value and an empty one are different Kafka headers.
+		if a[i].Key != b[i].Key || !bytes.Equal(a[i].Value, b[i].Value) || (a[i].Value == nil) != (b[i].Value == nil) {
 			return false
 		}
 	}
