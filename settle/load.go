@@ -224,12 +224,14 @@ func (st *txState) loadLinked(ctx context.Context, waits []*waitingOp, reserving
 			case id.key.Operation == fingerprint.KindHold:
 				holdIDs = append(holdIDs, id.id)
 			case id.rootID != 0:
-				if _, ok := st.chains[id.rootID]; !ok && !slices.Contains(rootIDs, id.rootID) {
+				if _, ok := st.chains[id.rootID]; !ok {
 					rootIDs = append(rootIDs, id.rootID)
 				}
 			}
 		}
 	}
+	slices.Sort(rootIDs)
+	rootIDs = slices.Compact(rootIDs) // a root named twice in the batch is locked once
 	for _, w := range waits {
 		if k, ok := ownAccount(&w.d.rec); ok {
 			accKeys.add(k)

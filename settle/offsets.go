@@ -3,8 +3,6 @@ package settle
 import (
 	"context"
 	"fmt"
-
-	"github.com/jackc/pgx/v5"
 )
 
 var (
@@ -30,9 +28,7 @@ func (s *Store) ConsumerOffsets(ctx context.Context, group string) (map[string]m
 
 // consumerOffsets reads group's offsets through q (the pool, or a
 // transaction whose snapshot they must share).
-func consumerOffsets(ctx context.Context, q interface {
-	Query(context.Context, string, ...any) (pgx.Rows, error)
-}, group string) (map[string]map[int32]int64, error) {
+func consumerOffsets(ctx context.Context, q querier, group string) (map[string]map[int32]int64, error) {
 	rows, err := q.Query(ctx, sqlConsumerOffsetLookup, group)
 	if err != nil {
 		return nil, err

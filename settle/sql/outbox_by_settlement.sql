@@ -3,9 +3,9 @@
 -- committed_at (both now() of that transaction): $3 narrows the search;
 -- the header match decides. $2 is the settlement id in base64, as headers
 -- are stored.
-SELECT o.id, o.topic, o.created_at, NOT EXISTS (SELECT 1 FROM outbox_queue q WHERE q.id = o.id)
-  FROM outbox o
- WHERE o.created_at = $3
-   AND o.topic = $1
-   AND o.headers @> jsonb_build_array(jsonb_build_object('key', 'settlement_id', 'value', $2::text))
- ORDER BY o.id
+SELECT m.id, m.topic, m.created_at, m.published
+  FROM outbox_messages m
+ WHERE m.created_at = $3
+   AND m.topic = $1
+   AND m.headers @> jsonb_build_array(jsonb_build_object('key', 'settlement_id', 'value', $2::text))
+ ORDER BY m.id
