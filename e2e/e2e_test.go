@@ -8,14 +8,13 @@ package e2e
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -23,6 +22,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/settlehq/settle/internal/pgtest"
+	"github.com/settlehq/settle/internal/testnet"
 )
 
 // settleBin is the binary built once by TestMain.
@@ -55,8 +55,7 @@ type proc struct {
 	cmd  *exec.Cmd
 	log  string // path of the combined stdout+stderr
 
-	mu     sync.Mutex
-	stdout bytes.Buffer // stdout only
+	stdout testnet.SyncBuffer // stdout only
 
 	done chan struct{}
 	err  error // from Wait, set before done closes
@@ -89,7 +88,7 @@ func startSettle(t *testing.T, name string, env []string, args ...string) *proc 
 	p.cmd = exec.Command(settleBin, args...)
 	p.cmd.Env = cleanEnv(env...)
 	p.cmd.Stderr = f
-	p.cmd.Stdout = &teeWriter{p: p, f: f}
+	p.cmd.Stdout = io.MultiWriter(&p.stdout, f)
 	if err := p.cmd.Start(); err != nil {
 		f.Close()
 		t.Fatalf("start settle %s: %v", name, err)
@@ -117,24 +116,8 @@ func startSettle(t *testing.T, name string, env []string, args ...string) *proc 
 	return p
 }
 
-type teeWriter struct {
-	p *proc
-	f *os.File
-}
-
-func (w *teeWriter) Write(b []byte) (int, error) {
-	w.p.mu.Lock()
-	w.p.stdout.Write(b)
-	w.p.mu.Unlock()
-	return w.f.Write(b)
-}
-
 // Stdout returns what the process printed on stdout so far.
-func (p *proc) Stdout() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.stdout.String()
-}
+func (p *proc) Stdout() string { return p.stdout.String() }
 
 func (p *proc) signal(sig syscall.Signal) {
 	p.t.Helper()

@@ -308,8 +308,6 @@ func TestKillMidStream(t *testing.T) {
 	})
 }
 
-// waitReady waits until p answers /readyz with 200, failing the test if a
-// member dies or 30 s pass.
 // brokerGoroutines is the stacks of this process's goroutines that are in
 // kfake's group coordinator: where the in-process broker is if it stops
 // answering group requests.
@@ -325,6 +323,8 @@ func brokerGoroutines() string {
 	return strings.Join(out, "\n\n")
 }
 
+// waitReady waits until p answers /readyz with 200, failing the test if a
+// member dies or 30 s pass.
 func waitReady(t *testing.T, p *instance, alive func() error) {
 	t.Helper()
 	start := time.Now()
