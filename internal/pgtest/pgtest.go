@@ -174,3 +174,24 @@ func NewStore(t testing.TB, cfg settle.Config) *settle.Store {
 	}
 	return s
 }
+
+// Bypass runs sql with the append-only triggers off (session_replication_role
+// = replica, as the owner), in a transaction of its own on db (a pool, a
+// connection): for tests that corrupt state on purpose, as only a defect or
+// an operator could.
+func Bypass(t testing.TB, db interface {
+	Begin(context.Context) (pgx.Tx, error)
+}, sql string, args ...any) {
+	t.Helper()
+	ctx := context.Background()
+	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SET LOCAL session_replication_role = replica"); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, sql, args...)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+}
