@@ -247,6 +247,9 @@ func (c *Config) runE2E(ctx context.Context, b *broker, er e2eRun) (RunResult, e
 		}
 		lat.stop()
 		res.Latency = summarise(lat.samples(), er.paced)
+		if res.Latency.Stages, err = latencyStages(ctx, pool, lat.sentAt); err != nil {
+			return res, err
+		}
 		if lat.unknown.Load() > 0 {
 			res.Notes = append(res.Notes, fmt.Sprintf("%d settlements named an identity the producer never sent", lat.unknown.Load()))
 		}
@@ -314,11 +317,12 @@ type latencyReader struct {
 	n       atomic.Int64
 	unknown atomic.Int64
 	once    sync.Once
+	sentAt  func(identity string) (time.Time, bool)
 }
 
 func startLatencyReader(ctx context.Context, brokers []string, topic string, sentAt func(string) (time.Time, bool)) *latencyReader {
 	ctx, cancel := context.WithCancel(ctx)
-	l := &latencyReader{cancel: cancel, done: make(chan struct{})}
+	l := &latencyReader{cancel: cancel, done: make(chan struct{}), sentAt: sentAt}
 	go func() {
 		defer close(l.done)
 		cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic),

@@ -1,8 +1,12 @@
 package bench
 
 import (
+	"context"
+	"fmt"
 	"slices"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // Latency summarises end-to-end latencies: input record timestamp to the
@@ -17,6 +21,8 @@ type Latency struct {
 	// Histogram: counts per bucket of BucketMs milliseconds, for the plot.
 	BucketMs  float64 `json:"bucket_ms"`
 	Histogram []int   `json:"histogram"`
+	// Stages split the latency of settled records (see latencyStages).
+	Stages []LatencyStage `json:"stages,omitempty"`
 }
 
 func summarise(ds []time.Duration, rate float64) *Latency {
@@ -39,4 +45,51 @@ func summarise(ds []time.Duration, rate float64) *Latency {
 		l.Histogram[i]++
 	}
 	return l
+}
+
+// LatencyStage is how long settled records took, from their input record's
+// timestamp, to reach one point of the pipeline.
+type LatencyStage struct {
+	Stage string  `json:"stage"`
+	P50ms float64 `json:"p50_ms"`
+	P99ms float64 `json:"p99_ms"`
+}
+
+// latencyStages splits a paced run's latency at the points the identities
+// record: when the service decoded the record (first_seen_at) and when the
+// transaction that settled it began (last_attempted_at). What is left to
+// the total is the transaction, its commit, the relay and the topic.
+func latencyStages(ctx context.Context, pool *pgxpool.Pool, sentAt func(identity string) (time.Time, bool)) ([]LatencyStage, error) {
+	rows, err := pool.Query(ctx, `SELECT tenant_id || '/' || account_period || '/' || record_id || '/' || operation,
+		first_seen_at, last_attempted_at FROM identities WHERE outcome = 'settled'`)
+	if err != nil {
+		return nil, fmt.Errorf("latency stages: %w", err)
+	}
+	var decoded, began []time.Duration
+	for rows.Next() {
+		var (
+			id   string
+			d, b time.Time
+		)
+		if err := rows.Scan(&id, &d, &b); err != nil {
+			return nil, fmt.Errorf("latency stages: %w", err)
+		}
+		if t, ok := sentAt(id); ok {
+			decoded = append(decoded, d.Sub(t))
+			began = append(began, b.Sub(t))
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("latency stages: %w", err)
+	}
+	var out []LatencyStage
+	for _, s := range []struct {
+		name string
+		ds   []time.Duration
+	}{{"decoded by the consumer", decoded}, {"settling transaction began", began}} {
+		if l := summarise(s.ds, 0); l.Samples > 0 {
+			out = append(out, LatencyStage{Stage: s.name, P50ms: l.P50ms, P99ms: l.P99ms})
+		}
+	}
+	return out, nil
 }

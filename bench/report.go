@@ -84,6 +84,14 @@ func (r *Report) markdown() string {
 		}
 		b.WriteString("\n")
 	}
+	if r.HalfRate != nil && r.HalfRate.Latency != nil && len(r.HalfRate.Latency.Stages) > 0 {
+		l := r.HalfRate.Latency
+		b.WriteString("\n| half-rate latency, input record timestamp to | p50 ms | p99 ms |\n|---|---:|---:|\n")
+		for _, s := range l.Stages {
+			fmt.Fprintf(&b, "| %s | %.1f | %.1f |\n", s.Stage, s.P50ms, s.P99ms)
+		}
+		fmt.Fprintf(&b, "| the settlement read from the topic | %.1f | %.1f |\n", l.P50ms, l.P99ms)
+	}
 	if len(r.Sweep) > 0 {
 		b.WriteString("\n| batch size (core-only) | records/s |\n|---:|---:|\n")
 		for _, p := range r.Sweep {
