@@ -361,7 +361,7 @@ type partitionWork struct {
 	err       error
 }
 
-// handlePoll settles one poll: the partitions concurrently (each in its own
+// handlePoll settles one poll: its lanes concurrently (each in its own
 // goroutine, ended before handlePoll returns), each partition's records in
 // order. Then it commits what was settled and rewinds what was not.
 func (c *Consumer) handlePoll(ctx context.Context, abandon <-chan struct{}, cl *kgo.Client, fetches kgo.Fetches) {
@@ -375,8 +375,8 @@ func (c *Consumer) handlePoll(ctx context.Context, abandon <-chan struct{}, cl *
 		return
 	}
 	var wg sync.WaitGroup
-	for _, w := range work {
-		wg.Go(func() { c.handlePartition(ctx, abandon, cl, w) })
+	for _, l := range lanes(work, c.store.Config().BatchRecordsMax) {
+		wg.Go(func() { c.handleLane(ctx, abandon, cl, l) })
 	}
 	wg.Wait()
 

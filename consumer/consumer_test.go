@@ -249,7 +249,19 @@ func TestPipelineEndToEnd(t *testing.T) {
 // then dead-letters it transient_exhausted; the partition moves on.
 func TestRecordFailingInTheDatabaseIsIsolated(t *testing.T) {
 	t.Parallel()
-	k := kafkatest.NewCluster(t, 1)
+	// On three partitions a poll is small enough to settle in one lane, so
+	// the bisection crosses partitions and each partition's progress and
+	// commit must still come out right.
+	for _, partitions := range []int32{1, 3} {
+		t.Run(fmt.Sprintf("partitions=%d", partitions), func(t *testing.T) {
+			t.Parallel()
+			recordFailingInTheDatabaseIsIsolated(t, partitions)
+		})
+	}
+}
+
+func recordFailingInTheDatabaseIsIsolated(t *testing.T, partitions int32) {
+	k := kafkatest.NewCluster(t, partitions)
 	s := pgtest.NewStore(t, settle.Config{})
 	if _, err := s.Pool().Exec(context.Background(), `
 		CREATE FUNCTION refuse_poison() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -260,40 +272,51 @@ func TestRecordFailingInTheDatabaseIsIsolated(t *testing.T) {
 		CREATE TRIGGER refuse_poison BEFORE INSERT ON identities FOR EACH ROW EXECUTE FUNCTION refuse_poison();`); err != nil {
 		t.Fatal(err)
 	}
+	poisoned := partitions - 1
 	var recs []*kgo.Record
-	for i := range 8 {
-		id := fmt.Sprintf("u-%d", i)
-		if i == 5 {
-			id = "poison"
+	for p := range partitions {
+		for i := range 8 {
+			id := fmt.Sprintf("u-%d-%d", p, i)
+			if p == poisoned && i == 5 {
+				id = "poison"
+			}
+			recs = append(recs, rec(p, usage("record_id", id)))
 		}
-		recs = append(recs, rec(0, usage("record_id", id)))
 	}
 	k.Produce(t, recs...)
 	cfg := consumerConfig(t, k, "poison")
 	cfg.RecordAttemptsMax = 3
 	_, stop := runConsumer(t, s, cfg)
 	runRelay(t, s, k)
-	rs := results(t, k, 8)
-	for i := range 8 {
-		r := rs[fmt.Sprintf("0/%d", i)]
-		want := "settled"
-		if i == 5 {
-			want = "dead_lettered:transient_exhausted"
-		}
-		if got := strings.TrimSuffix(string(r.Outcome)+":"+r.Reason, ":"); got != want {
-			t.Errorf("record %d = %s (%s), want %s", i, got, r.Error, want)
+	rs := results(t, k, len(recs))
+	for p := range partitions {
+		for i := range 8 {
+			r := rs[fmt.Sprintf("%d/%d", p, i)]
+			want := "settled"
+			if p == poisoned && i == 5 {
+				want = "dead_lettered:transient_exhausted"
+			}
+			if got := strings.TrimSuffix(string(r.Outcome)+":"+r.Reason, ":"); got != want {
+				t.Errorf("record %d/%d = %s (%s), want %s", p, i, got, r.Error, want)
+			}
 		}
 	}
-	if !strings.Contains(rs["0/5"].Error, "refused by the test trigger") {
-		t.Errorf("dead letter error %q does not carry the last failure", rs["0/5"].Error)
+	if e := rs[fmt.Sprintf("%d/5", poisoned)].Error; !strings.Contains(e, "refused by the test trigger") {
+		t.Errorf("dead letter error %q does not carry the last failure", e)
 	}
 	dlq := k.Read(t, "usage.dlq", 1, 20*time.Second)
 	if len(dlq) != 1 || kafkatest.Header(dlq[0], "dlq_attempts") != "3" || kafkatest.Header(dlq[0], "dlq_reason") != "transient_exhausted" {
 		t.Errorf("dead letters: %d, want 1 with dlq_reason transient_exhausted and dlq_attempts 3", len(dlq))
 	}
 	stop()
-	if kafka, _ := checkOffsets(t, k, s, "poison"); kafka[0] != 8 {
-		t.Errorf("kafka committed %d, want 8", kafka[0])
+	kafka, pg := checkOffsets(t, k, s, "poison")
+	for p := range partitions {
+		if kafka[p] != 8 || pg[p] != 8 {
+			t.Errorf("partition %d: kafka committed %d, postgres holds %d, want 8 and 8", p, kafka[p], pg[p])
+		}
+	}
+	if n := count(t, s.Pool(), `SELECT count(*) FROM identities`); n != len(recs)-1 {
+		t.Errorf("%d identities, want %d (one per record but the dead letter)", n, len(recs)-1)
 	}
 }
 

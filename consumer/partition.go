@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -29,12 +30,57 @@ var errAbandoned = errors.New("abandoned while waiting out an outage: the record
 // member if it keeps the partition.
 var errYielded = errors.New("yielded to a rebalance or a stop between batches: the rest will be read again")
 
-// handlePartition settles one partition's records of a poll, in order, in
-// batches of at most the store's BatchRecordsMax. Each batch's results are
-// produced while the next batch's transaction runs; the partition's
-// progress in w only moves over batches whose results the broker has
-// acknowledged, in order.
-func (c *Consumer) handlePartition(ctx context.Context, abandon <-chan struct{}, cl *kgo.Client, w *partitionWork) {
+// A lane is the share of a poll that one goroutine settles, in order, in
+// batches of at most the store's BatchRecordsMax: one partition's records,
+// or, when a poll is small, the records of several partitions one after
+// the other. A transaction's cost is mostly per record only in batches of
+// hundreds: at half the full rate six partitions polled separately settle
+// a few dozen records per transaction each, and the machine spends twice
+// the CPU per record that it does at full rate (BENCHMARKS.md).
+type lane struct {
+	works  []*partitionWork
+	recs   []*kgo.Record
+	owners []*partitionWork // owners[i] is recs[i]'s partition
+}
+
+// laneRecordsMin is the least share of a poll, as a fraction of the
+// store's batch size, worth a lane of its own.
+const laneRecordsMin = 2
+
+// lanes splits a poll's work into lanes: one per partition when every
+// partition has a batch's worth or the poll is large, fewer (at least one
+// per laneRecordsMin-th of a batch) when it is small. Each partition is
+// whole in one lane, and lanes are balanced by records.
+func lanes(work []*partitionWork, batchMax int) []*lane {
+	total := 0
+	for _, w := range work {
+		total += len(w.records)
+	}
+	share := max(1, batchMax/laneRecordsMin)
+	n := min(len(work), max(1, (total+share-1)/share))
+	ls := make([]*lane, n)
+	for i := range ls {
+		ls[i] = &lane{}
+	}
+	bySize := slices.Clone(work)
+	slices.SortStableFunc(bySize, func(a, b *partitionWork) int { return len(b.records) - len(a.records) })
+	for _, w := range bySize {
+		l := slices.MinFunc(ls, func(a, b *lane) int { return len(a.recs) - len(b.recs) })
+		l.works = append(l.works, w)
+		l.recs = append(l.recs, w.records...)
+		for range w.records {
+			l.owners = append(l.owners, w)
+		}
+	}
+	return ls
+}
+
+// handleLane settles a lane's records in batches. Each batch's results are
+// produced while the next batch's transaction runs; a partition's progress
+// in its partitionWork only moves over batches whose results the broker
+// has acknowledged, in order. A partition the lane did not finish gets the
+// reason in its err.
+func (c *Consumer) handleLane(ctx context.Context, abandon <-chan struct{}, cl *kgo.Client, l *lane) {
 	batchMax := c.store.Config().BatchRecordsMax
 	var inflight []*batchPublish
 	// drain waits for the batches in flight, in order, and moves the
@@ -45,25 +91,28 @@ func (c *Consumer) handlePartition(ctx context.Context, abandon <-chan struct{},
 				for _, q := range inflight[i:] {
 					endSpans(q.spans, nil, err)
 				}
-				w.err = err
+				l.stop(err)
 				return false
 			}
 			c.count(p.results)
 			endSpans(p.spans, p.results, p.err)
-			w.next, w.epoch = p.next, p.epoch
+			for _, pr := range p.progress {
+				pr.w.next, pr.w.epoch = pr.next, pr.epoch
+			}
 			crashpoint.Hit("mid_batch")
 		}
 		inflight = inflight[:0]
 		return true
 	}
-	for start := 0; start < len(w.records); start += batchMax {
+	for start := 0; start < len(l.recs); start += batchMax {
 		if start > 0 && closed(abandon) {
 			if drain() {
-				w.err = errYielded
+				l.stop(errYielded)
 			}
 			return
 		}
-		recs := w.records[start:min(start+batchMax, len(w.records))]
+		end := min(start+batchMax, len(l.recs))
+		recs := l.recs[start:end]
 		ins := make([]settle.Input, len(recs))
 		for i, r := range recs {
 			ins[i] = input(r)
@@ -72,11 +121,11 @@ func (c *Consumer) handlePartition(ctx context.Context, abandon <-chan struct{},
 		spans := c.startSpans(ctx, recs, ins)
 		results, err := c.settleRange(ctx, abandon, ins)
 		// results covers a prefix of ins even on error: publish it, so the
-		// partition's progress is kept.
+		// partitions' progress is kept.
 		if len(results) > 0 {
-			last := recs[len(results)-1]
 			p := c.publishAsync(ctx, cl, results, spans...)
-			p.next, p.epoch, p.spans, p.err = last.Offset+1, last.LeaderEpoch, spans, err
+			p.spans, p.err = spans, err
+			p.progress = progressOver(recs[:len(results)], l.owners[start:start+len(results)])
 			inflight = append(inflight, p)
 		}
 		if err != nil {
@@ -84,12 +133,41 @@ func (c *Consumer) handlePartition(ctx context.Context, abandon <-chan struct{},
 				endSpans(spans, nil, err)
 			}
 			if drain() {
-				w.err = err
+				l.stop(err)
 			}
 			return
 		}
 	}
 	drain()
+}
+
+// stop gives every partition of the lane that is not finished the reason.
+func (l *lane) stop(err error) {
+	for _, w := range l.works {
+		if w.next != w.records[len(w.records)-1].Offset+1 {
+			w.err = err
+		}
+	}
+}
+
+// progress is how far a batch takes one partition.
+type progress struct {
+	w     *partitionWork
+	next  int64 // the offset after the partition's last record in the batch
+	epoch int32 // that record's leader epoch
+}
+
+// progressOver returns, per partition of recs (owners[i] is recs[i]'s),
+// the offset after its last record there.
+func progressOver(recs []*kgo.Record, owners []*partitionWork) []progress {
+	var ps []progress
+	for i, r := range recs {
+		if len(ps) == 0 || ps[len(ps)-1].w != owners[i] {
+			ps = append(ps, progress{w: owners[i]})
+		}
+		ps[len(ps)-1].next, ps[len(ps)-1].epoch = r.Offset+1, r.LeaderEpoch
+	}
+	return ps
 }
 
 func closed(ch <-chan struct{}) bool {
@@ -217,7 +295,7 @@ func (c *Consumer) settleWaiting(ctx context.Context, abandon <-chan struct{}, i
 			if errors.As(err, &be) {
 				return nil, err
 			}
-			return nil, fmt.Errorf("settle partition %d from offset %d: %w", ins[0].Partition, ins[0].Offset, err)
+			return nil, fmt.Errorf("settle %d records from partition %d offset %d: %w", len(ins), ins[0].Partition, ins[0].Offset, err)
 		}
 		if !b.wait(ctx, abandon) {
 			if ctx.Err() != nil {
@@ -230,11 +308,10 @@ func (c *Consumer) settleWaiting(ctx context.Context, abandon <-chan struct{}, i
 
 // batchPublish is one batch's results on their way to the results topic.
 type batchPublish struct {
-	results []settle.Result
-	spans   []trace.Span
-	next    int64 // the partition's offset after the batch
-	epoch   int32
-	err     error // why the records after results did not settle
+	results  []settle.Result
+	spans    []trace.Span
+	progress []progress // where the batch takes its partitions
+	err      error      // why the records after results did not settle
 
 	wg      sync.WaitGroup
 	mu      sync.Mutex

@@ -1,0 +1,96 @@
+package consumer
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+func pollOf(sizes ...int) []*partitionWork {
+	var work []*partitionWork
+	for p, n := range sizes {
+		w := &partitionWork{topic: "usage", partition: int32(p), next: -1}
+		for o := range n {
+			w.records = append(w.records, &kgo.Record{Topic: "usage", Partition: int32(p), Offset: int64(100 + o)})
+		}
+		work = append(work, w)
+	}
+	return work
+}
+
+// TestLanes: a small poll settles in few lanes, a large one in a lane per
+// partition; every record is in exactly one lane, each partition whole in
+// one lane and in order.
+func TestLanes(t *testing.T) {
+	for _, tc := range []struct {
+		sizes []int
+		lanes []int // records per lane
+	}{
+		{[]int{30, 30, 30, 30, 30, 30}, []int{180}},
+		{[]int{1000, 1000, 1000, 1000, 1000, 1000}, []int{1000, 1000, 1000, 1000, 1000, 1000}},
+		{[]int{8000, 10, 10}, []int{8000, 10, 10}},
+		{[]int{900, 300, 200, 100}, []int{900, 300, 300}},
+		{[]int{499}, []int{499}},
+		{[]int{1, 1}, []int{2}},
+	} {
+		t.Run(fmt.Sprint(tc.sizes), func(t *testing.T) {
+			work := pollOf(tc.sizes...)
+			ls := lanes(work, 1000)
+			var got []int
+			seen := map[*kgo.Record]bool{}
+			for _, l := range ls {
+				got = append(got, len(l.recs))
+				if len(l.owners) != len(l.recs) {
+					t.Fatalf("lane has %d owners for %d records", len(l.owners), len(l.recs))
+				}
+				for i, r := range l.recs {
+					if seen[r] {
+						t.Errorf("record %d/%d in two lanes", r.Partition, r.Offset)
+					}
+					seen[r] = true
+					if l.owners[i].partition != r.Partition {
+						t.Errorf("record %d/%d owned by partition %d", r.Partition, r.Offset, l.owners[i].partition)
+					}
+					if i > 0 && l.recs[i-1].Partition == r.Partition && l.recs[i-1].Offset+1 != r.Offset {
+						t.Errorf("partition %d out of order in its lane: %d then %d", r.Partition, l.recs[i-1].Offset, r.Offset)
+					}
+				}
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tc.lanes) {
+				t.Errorf("records per lane = %v, want %v", got, tc.lanes)
+			}
+			total := 0
+			for _, n := range tc.sizes {
+				total += n
+			}
+			if len(seen) != total {
+				t.Errorf("%d records in lanes, want %d", len(seen), total)
+			}
+		})
+	}
+}
+
+// TestLaneProgress: a batch moves each partition it holds to the offset
+// after its last record there, and a lane that stops marks only the
+// partitions it did not finish.
+func TestLaneProgress(t *testing.T) {
+	l := lanes(pollOf(3, 2, 4), 1000)[0]
+	// The first batch ends inside the second partition of the lane.
+	first := progressOver(l.recs[:5], l.owners[:5])
+	if len(first) != 2 || first[0].w != l.works[0] || first[0].next != 104 || first[1].w != l.works[1] || first[1].next != 101 {
+		t.Fatalf("progress of the first batch = %+v", first)
+	}
+	for _, p := range first {
+		p.w.next = p.next
+	}
+	l.stop(errYielded)
+	if l.works[0].err != nil {
+		t.Errorf("finished partition %d got %v", l.works[0].partition, l.works[0].err)
+	}
+	for _, w := range l.works[1:] {
+		if w.err != errYielded {
+			t.Errorf("unfinished partition %d got %v, want errYielded", w.partition, w.err)
+		}
+	}
+}
