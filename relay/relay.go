@@ -47,7 +47,9 @@ type Config struct {
 	BatchRowsMax int
 
 	// PollInterval is how long an idle leader waits before looking for new
-	// rows. 0 = 100ms: the outbox index makes an empty look cheap.
+	// rows, unless a transaction of its own process wrote some first
+	// (Store.OutboxWritten). 0 = 100ms: the outbox queue makes an empty
+	// look cheap.
 	PollInterval time.Duration
 
 	// StandbyInterval is how often a relay that is not the leader tries to
@@ -211,9 +213,25 @@ func (r *Relay) lead(ctx context.Context, cl *kgo.Client) error {
 		if err != nil {
 			return err
 		}
-		if n < r.cfg.BatchRowsMax && !sleep(ctx, r.cfg.PollInterval) {
+		if n < r.cfg.BatchRowsMax && !r.idle(ctx) {
 			return r.flush(ctx, cl, lease)
 		}
+	}
+}
+
+// idle waits, after a round that found the outbox drained, until a
+// transaction of this process writes outbox rows or PollInterval passes
+// (rows of other processes). It reports false when ctx is done.
+func (r *Relay) idle(ctx context.Context) bool {
+	t := time.NewTimer(r.cfg.PollInterval)
+	defer t.Stop()
+	select {
+	case <-r.store.OutboxWritten():
+		return true
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
 	}
 }
 

@@ -153,3 +153,24 @@ func TestTwoRelaysDoNotBothPublish(t *testing.T) {
 		t.Errorf("settlements: %d messages, %d distinct settlement ids, want %d of each", len(msgs), len(seen), total)
 	}
 }
+
+// TestRelayWakesOnCommit: an idle relay publishes rows a transaction of
+// its own process committed without sleeping out its poll interval.
+func TestRelayWakesOnCommit(t *testing.T) {
+	t.Parallel()
+	k := kafkatest.NewCluster(t, 1)
+	s := pgtest.NewStore(t, settle.Config{})
+	const poll = 9 * time.Second // under settle.OutboxLeaseIdleMax
+	r, err := relay.New(s, relay.Config{Brokers: k.Brokers, PollInterval: poll,
+		Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer testnet.Background(t, r.Run)()
+	testnet.WaitFor(t, "the relay to lead", 10*time.Second, r.Leader)
+	time.Sleep(100 * time.Millisecond) // its first round has found nothing; it is idle
+	start := time.Now()
+	settleGrants(t, s, 0, 3)
+	testnet.WaitFor(t, "the settlements to be published", poll/2, func() bool { return unpublished(t, s) == 0 })
+	t.Logf("published %s after the commit", time.Since(start))
+}

@@ -157,7 +157,7 @@ func (s *Store) attempt(ctx context.Context, group string, ds []decoded, attempt
 		return nil, err
 	}
 	crashpoint.Hit("before_commit")
-	if err := tx.Commit(ctx); err != nil {
+	if err := s.commit(ctx, tx, st); err != nil {
 		return nil, err
 	}
 	crashpoint.Hit("after_commit")

@@ -168,7 +168,7 @@ func (s *Store) resolveAttempt(ctx context.Context, req ResolveRequest) (*Resolu
 	if _, err := tx.Exec(ctx, sqlConflictCaseResolve, req.CaseID, res.Status); err != nil {
 		return nil, err
 	}
-	return res, tx.Commit(ctx)
+	return res, s.commit(ctx, tx, st)
 }
 
 // resolutionRecord builds the correction an accepted case settles: of the

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/settlehq/settle/fingerprint"
@@ -90,6 +91,31 @@ type Store struct {
 	// change and settle never deletes one, so a batch locks known accounts
 	// by id and skips creating them.
 	accountIDs accountCache
+
+	// outboxSignal holds a wake-up for this process's relay once a
+	// transaction that wrote outbox rows has committed (OutboxWritten).
+	outboxSignal chan struct{}
+}
+
+// OutboxWritten receives after a transaction of this store that wrote
+// outbox rows has committed; one receive stands for any number of them. A
+// relay in this process waits on it between rounds instead of sleeping out
+// its poll interval; rows written by other processes are found by polling.
+func (s *Store) OutboxWritten() <-chan struct{} { return s.outboxSignal }
+
+// commit commits a transaction that wrote st and signals OutboxWritten if
+// it wrote outbox rows.
+func (s *Store) commit(ctx context.Context, tx pgx.Tx, st *txState) error {
+	if err := tx.Commit(ctx); err != nil {
+		return err
+	}
+	if len(st.outbox) > 0 {
+		select {
+		case s.outboxSignal <- struct{}{}:
+		default:
+		}
+	}
+	return nil
 }
 
 // accountCache is a map of account ids safe for concurrent use (a typed
@@ -139,7 +165,7 @@ func Open(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Store, error) {
 	if err := CheckSchema(ctx, pool); err != nil {
 		return nil, err
 	}
-	return &Store{pool: pool, cfg: cfg, dec: dec, now: time.Now}, nil
+	return &Store{pool: pool, cfg: cfg, dec: dec, now: time.Now, outboxSignal: make(chan struct{}, 1)}, nil
 }
 
 // Pool returns the connection pool the store uses.

@@ -97,7 +97,7 @@ func (s *Store) sweepOrphansOnce(ctx context.Context, orphanAfter time.Duration)
 	if err := st.write(ctx, ""); err != nil {
 		return 0, err
 	}
-	return len(ds), tx.Commit(ctx)
+	return len(ds), s.commit(ctx, tx, st)
 }
 
 // ExpireHolds releases active holds whose expires_at has passed, each as its
@@ -172,5 +172,5 @@ func (s *Store) expireHoldsOnce(ctx context.Context) (int, error) {
 	if err := st.write(ctx, ""); err != nil {
 		return 0, err
 	}
-	return n, tx.Commit(ctx)
+	return n, s.commit(ctx, tx, st)
 }
