@@ -172,7 +172,8 @@ func TestAccountsReplacedUnderTheStore(t *testing.T) {
 // TestRedeliveredWaitingRepeatsResponse: a record that waits for its target
 // answers with its stored waiting response, and a redelivery of the same
 // coordinates (a consumer or an HTTP attempt taking over after a crash)
-// repeats that answer, response included.
+// repeats that answer, response included, until the operation is applied:
+// then a redelivery answers with the final outcome.
 func TestRedeliveredWaitingRepeatsResponse(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)
@@ -187,6 +188,22 @@ func TestRedeliveredWaitingRepeatsResponse(t *testing.T) {
 	}
 	if string(again[0].Response) != string(first[0].Response) {
 		t.Errorf("redelivery repeats the response:\n got %s\nwant %s", again[0].Response, first[0].Response)
+	}
+
+	// The target arrives and the correction is applied; a redelivery of the
+	// correction's input record now answers with its final outcome and
+	// stored response, not with "waiting".
+	target := mustSettle(t, s, batch(0, 1, rec("record_id", "u-later", "amount", "10")))
+	if target[0].Outcome != "settled" {
+		t.Fatalf("target: %+v", target[0])
+	}
+	var applied string
+	if err := s.Pool().QueryRow(context.Background(), `SELECT response::text FROM identities WHERE record_id = 'c-w'`).Scan(&applied); err != nil {
+		t.Fatalf("the correction was not applied: %v", err)
+	}
+	late := mustSettle(t, s, batch(0, 0, corr))
+	if !late[0].Redelivered || late[0].Outcome != "settled" || string(late[0].Response) != applied {
+		t.Errorf("redelivery after the correction was applied: outcome %s, response %s; want settled, %s", late[0].Outcome, late[0].Response, applied)
 	}
 }
 

@@ -19,11 +19,16 @@ func (st *txState) handle(ctx context.Context, d *decoded) (Result, error) {
 	st.advanceOffset(c)
 	if r, ok := st.redelivered[c]; ok {
 		r.Timestamp, r.Key = d.in.Timestamp, d.in.Key
-		if w, ok := st.waitingByID[d.id]; ok && r.Outcome == OutcomeWaiting && len(r.Response) == 0 {
-			// A record still waiting has no identity row: its stored
-			// answer is its waiting row's.
+		if r.Outcome == OutcomeWaiting && len(r.Response) == 0 {
+			// A waiting record's delivery names no identity. Applied since,
+			// its answer is the identity's final outcome; still waiting,
+			// its waiting row's.
 			idj := identityJSON(d.id)
-			r.Identity, r.Response = &idj, w.response
+			if prior, ok := st.identities[d.id]; ok {
+				r.Identity, r.Outcome, r.Reason, r.Response = &idj, prior.outcome, prior.reason, prior.response
+			} else if w, ok := st.waitingByID[d.id]; ok {
+				r.Identity, r.Response = &idj, w.response
+			}
 		}
 		return r, nil
 	}
