@@ -109,7 +109,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		if !cfg.Skip.Latency {
 			rate := 5000.0
-			if rep.EndToEnd != nil {
+			switch {
+			case cfg.LatencyRate > 0:
+				rate = cfg.LatencyRate
+			case rep.EndToEnd != nil:
 				rate = rep.EndToEnd.RecordsPerSec / 2
 			}
 			w := cfg.Workload

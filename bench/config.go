@@ -34,6 +34,8 @@ type Config struct {
 	PerRecordRecords int           // records of the per-record baseline; 0 = min(Records, 100,000)
 	PerRecordConns   int           // its connections; 0 = 16
 	LatencySeconds   time.Duration // length of the half-rate latency run; 0 = 15s
+	LatencyRate      float64       // records/s of the latency run; 0 = half the end-to-end rate (5,000 without one)
+	LatencyWarmup    time.Duration // first part of the latency run left out of its figures (reported apart)
 	SweepRecords     int           // records per batch-size point; 0 = min(Records, 100,000)
 	SweepBatches     []int         // 0 = 50, 100, 250, 500, 1000, 2000
 	GrowthIdentities int           // settled identities the growth run reaches; 0 = 1,000,000
@@ -134,6 +136,10 @@ func (c Config) Validate() error {
 		return errors.New("bench: shares add up to 1 or more: leave room for usage")
 	case c.Repeat < 0 || c.Repeat > 9:
 		return fmt.Errorf("bench: repeat %d must be between 1 and 9", c.Repeat)
+	case c.LatencyWarmup < 0 || (c.LatencySeconds > 0 && c.LatencyWarmup >= c.LatencySeconds):
+		return fmt.Errorf("bench: latency warm-up %s must be shorter than the latency run (--latency-duration %s)", c.LatencyWarmup, c.LatencySeconds)
+	case c.LatencyRate < 0:
+		return fmt.Errorf("bench: latency rate %.0f must be positive (0 = half the end-to-end rate)", c.LatencyRate)
 	case c.BatchSize < 0 || c.BatchSize > 100_000:
 		return fmt.Errorf("bench: batch size %d must be between 1 and 100000", c.BatchSize)
 	}

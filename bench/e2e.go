@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -195,6 +196,7 @@ func (c *Config) runE2E(ctx context.Context, b *broker, er e2eRun) (RunResult, e
 		if m, err = startMeter(ctx, c.ServerURL, db.name); err != nil {
 			return res, err
 		}
+		lat.from.Store(time.Now().Add(c.LatencyWarmup).UnixNano())
 		go func() {
 			t0 := time.Now()
 			tk := time.NewTicker(5 * time.Millisecond)
@@ -246,8 +248,13 @@ func (c *Config) runE2E(ctx context.Context, b *broker, er e2eRun) (RunResult, e
 			time.Sleep(20 * time.Millisecond)
 		}
 		lat.stop()
-		res.Latency = summarise(lat.samples(), er.paced)
-		if res.Latency.Stages, err = latencyStages(ctx, pool, lat.sentAt); err != nil {
+		steady, warm := lat.samples()
+		res.Latency = summarise(steady, er.paced)
+		res.Latency.WarmupSeconds = c.LatencyWarmup.Seconds()
+		if w := summarise(warm, 0); w.Samples > 0 {
+			res.Latency.WarmupSamples, res.Latency.WarmupP99ms = w.Samples, w.P99ms
+		}
+		if res.Latency.Stages, err = latencyStages(ctx, pool, lat.steadySentAt); err != nil {
 			return res, err
 		}
 		if lat.unknown.Load() > 0 {
@@ -318,6 +325,10 @@ type latencyReader struct {
 	unknown atomic.Int64
 	once    sync.Once
 	sentAt  func(identity string) (time.Time, bool)
+	// from: records sent before it (Unix ns) are the warm-up's; until
+	// it is set, every record is.
+	from atomic.Int64
+	warm []time.Duration
 }
 
 func startLatencyReader(ctx context.Context, brokers []string, topic string, sentAt func(string) (time.Time, bool)) *latencyReader {
@@ -347,7 +358,11 @@ func startLatencyReader(ctx context.Context, brokers []string, topic string, sen
 					return
 				}
 				l.mu.Lock()
-				l.lat = append(l.lat, now.Sub(t))
+				if f := l.from.Load(); f == 0 || t.UnixNano() < f {
+					l.warm = append(l.warm, now.Sub(t))
+				} else {
+					l.lat = append(l.lat, now.Sub(t))
+				}
 				l.mu.Unlock()
 				l.n.Add(1)
 			})
@@ -358,10 +373,19 @@ func startLatencyReader(ctx context.Context, brokers []string, topic string, sen
 
 func (l *latencyReader) count() int64 { return l.n.Load() + l.unknown.Load() }
 func (l *latencyReader) stop()        { l.once.Do(func() { l.cancel(); <-l.done }) }
-func (l *latencyReader) samples() []time.Duration {
+
+// samples returns the latencies of the records sent after the warm-up and
+// of those sent during it.
+func (l *latencyReader) samples() (steady, warm []time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return append([]time.Duration(nil), l.lat...)
+	return slices.Clone(l.lat), slices.Clone(l.warm)
+}
+
+// steadySentAt is sentAt for the records sent after the warm-up.
+func (l *latencyReader) steadySentAt(id string) (time.Time, bool) {
+	t, ok := l.sentAt(id)
+	return t, ok && l.from.Load() != 0 && t.UnixNano() >= l.from.Load()
 }
 
 // readTopics reads the settlements and results topics from the start until

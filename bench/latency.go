@@ -23,6 +23,12 @@ type Latency struct {
 	Histogram []int   `json:"histogram"`
 	// Stages split the latency of settled records (see latencyStages).
 	Stages []LatencyStage `json:"stages,omitempty"`
+	// The first WarmupSeconds of the run (an empty database, a cold
+	// account cache, the group's first fetches) are left out of the
+	// figures above; their own p99 is here.
+	WarmupSeconds float64 `json:"warmup_s"`
+	WarmupSamples int     `json:"warmup_samples"`
+	WarmupP99ms   float64 `json:"warmup_p99_ms"`
 }
 
 func summarise(ds []time.Duration, rate float64) *Latency {

@@ -48,6 +48,9 @@ func (r *Report) markdown() string {
 		lat, peak, chk := "", "", "n/a (baseline)"
 		if x.Latency != nil && x.Latency.Samples > 0 {
 			lat = fmt.Sprintf("%.1f / %.1f / %.1f at %.0f/s", x.Latency.P50ms, x.Latency.P99ms, x.Latency.MaxMs, x.Latency.RateRPS)
+			if x.Latency.WarmupSamples > 0 {
+				lat += fmt.Sprintf(" after a %.0f s warm-up (its p99 %.1f)", x.Latency.WarmupSeconds, x.Latency.WarmupP99ms)
+			}
 		}
 		if x.PeakRSSBytes > 0 {
 			peak = fmt.Sprintf("%d", x.PeakRSSBytes>>20)

@@ -34,6 +34,8 @@ type benchCmd struct {
 	Broker           string        `name:"broker" default:"auto" enum:"auto,process,inproc" help:"Where the broker runs: process (a child 'settle bench --broker-only', so the service's memory is its own), inproc, or auto (process above 100,000 records)."`
 	PerRecordRecords int           `name:"per-record-records" default:"100000" help:"Records of the per-record baseline (it is slow)."`
 	LatencySeconds   time.Duration `name:"latency-duration" default:"15s" help:"Length of the half-rate latency run."`
+	LatencyRate      float64       `name:"latency-rate" help:"Records/s offered in the latency run instead of half the end-to-end rate (5000 when end-to-end is not run)."`
+	LatencyWarmup    time.Duration `name:"latency-warmup" default:"3s" help:"First part of the latency run (empty database, cold caches) left out of its percentiles; its own p99 is reported apart. Part of --latency-duration."`
 	SweepRecords     int           `name:"sweep-records" default:"100000" help:"Records per point of the batch-size sweep."`
 	SweepBatches     []int         `name:"sweep-batches" default:"50,100,250,500,1000,2000" sep:"," help:"Batch sizes of the sweep."`
 	GrowthIdentities int           `name:"growth-identities" default:"1000000" help:"Identities the growth run settles (10000000 for the issue's target; takes long)."`
@@ -59,7 +61,7 @@ func (c *benchCmd) Run(a *app) error {
 		Workload: bench.Workload{Records: c.Records, Tenants: c.Tenants, Subjects: c.Subjects, Partitions: c.Partitions, Seed: c.Seed,
 			Mix: bench.Mix{Duplicates: c.Duplicates, Conflicts: c.Conflicts, Corrections: c.Corrections, Refunds: c.Refunds, Holds: c.Holds}},
 		BatchSize: c.BatchSize, Writers: c.Writers, PoolConns: c.PoolConns,
-		PerRecordRecords: min(c.PerRecordRecords, c.Records), LatencySeconds: c.LatencySeconds,
+		PerRecordRecords: min(c.PerRecordRecords, c.Records), LatencySeconds: c.LatencySeconds, LatencyRate: c.LatencyRate, LatencyWarmup: c.LatencyWarmup,
 		SweepRecords: min(c.SweepRecords, c.Records), SweepBatches: c.SweepBatches, GrowthIdentities: c.GrowthIdentities,
 		Repeat: c.Repeat, ScaleRecords: min(c.ScaleRecords, c.Records), ScalePartitions: c.ScalePartitions, ScaleInstances: c.ScaleInstances,
 		OutDir: c.Out, Log: a.stderr,
