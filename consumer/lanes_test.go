@@ -39,6 +39,7 @@ func TestLanes(t *testing.T) {
 			ls := lanes(work, 1000)
 			var got []int
 			seen := map[*kgo.Record]bool{}
+			laneOf := map[int32]*lane{}
 			for _, l := range ls {
 				got = append(got, len(l.recs))
 				if len(l.owners) != len(l.recs) {
@@ -49,6 +50,10 @@ func TestLanes(t *testing.T) {
 						t.Errorf("record %d/%d in two lanes", r.Partition, r.Offset)
 					}
 					seen[r] = true
+					if o, ok := laneOf[r.Partition]; ok && o != l {
+						t.Errorf("partition %d split across lanes", r.Partition)
+					}
+					laneOf[r.Partition] = l
 					if l.owners[i].partition != r.Partition {
 						t.Errorf("record %d/%d owned by partition %d", r.Partition, r.Offset, l.owners[i].partition)
 					}

@@ -20,15 +20,7 @@ func (st *txState) handle(ctx context.Context, d *decoded) (Result, error) {
 	if r, ok := st.redelivered[c]; ok {
 		r.Timestamp, r.Key = d.in.Timestamp, d.in.Key
 		if r.Outcome == OutcomeWaiting && len(r.Response) == 0 {
-			// A waiting record's delivery names no identity. Applied since,
-			// its answer is the identity's final outcome; still waiting,
-			// its waiting row's.
-			idj := identityJSON(d.id)
-			if prior, ok := st.identities[d.id]; ok {
-				r.Identity, r.Outcome, r.Reason, r.Response = &idj, prior.outcome, prior.reason, prior.response
-			} else if w, ok := st.waitingByID[d.id]; ok {
-				r.Identity, r.Response = &idj, w.response
-			}
+			st.redeliveredWaiting(d, &r)
 		}
 		return r, nil
 	}
@@ -135,6 +127,34 @@ func (st *txState) wake(ctx context.Context, key recKey) error {
 			headers: encodeHeaders([]fingerprint.Header{{Key: "version", Value: []byte(strconv.Itoa(SchemaVersionOutput))}})})
 	}
 	return nil
+}
+
+// redeliveredWaiting completes the answer to a redelivered record that
+// waited (its delivery names no identity) with the result it has now: the
+// identity's final outcome once its operation was applied, the orphan
+// case once the sweep gave up on its target, else its waiting response.
+func (st *txState) redeliveredWaiting(d *decoded, r *Result) {
+	idj := identityJSON(d.id)
+	r.Identity = &idj
+	if prior, ok := st.identities[d.id]; ok {
+		r.Outcome, r.Reason, r.Response = prior.outcome, prior.reason, prior.response
+		if prior.outcome == OutcomeQuarantined {
+			var c struct {
+				CaseID int64 `json:"case_id"`
+			}
+			if json.Unmarshal(prior.response, &c) == nil {
+				r.CaseID = c.CaseID
+			}
+		}
+		return
+	}
+	if w, ok := st.waitingByID[d.id]; ok {
+		if w.status == "orphaned" {
+			r.Outcome, r.Reason, r.CaseID = OutcomeQuarantined, ReasonOrphan, w.caseID
+			return
+		}
+		r.Response = w.response
+	}
 }
 
 func (st *txState) waitingResponse(d *decoded, t recKey) []byte {

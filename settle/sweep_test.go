@@ -33,8 +33,24 @@ func TestOrphansAndAutoResolve(t *testing.T) {
 	if n := count(t, s.Pool(), `SELECT count(*) FROM conflict_cases WHERE reason = 'orphan' AND status = 'open'`); n != 1 {
 		t.Errorf("open orphan cases = %d, want 1", n)
 	}
+	// Redelivered now, the two input records answer with what was
+	// published for them since: the capture charged, the refund orphaned.
+	var orphanCase int64
+	if err := s.Pool().QueryRow(ctx, `SELECT id FROM conflict_cases WHERE reason = 'orphan'`).Scan(&orphanCase); err != nil {
+		t.Fatal(err)
+	}
+	again := mustSettle(t, s, batch(0, 0, refund, capture))
+	if r := again[0]; !r.Redelivered || r.Outcome != settle.OutcomeQuarantined || r.Reason != settle.ReasonOrphan || r.CaseID != orphanCase {
+		t.Errorf("redelivered refund = %s/%s case %d, want quarantined/orphan case %d", r.Outcome, r.Reason, r.CaseID, orphanCase)
+	}
+	if r := again[1]; !r.Redelivered || r.Outcome != settle.OutcomeSettled || len(r.Response) == 0 {
+		t.Errorf("redelivered capture = %s with response %q, want settled with its response", r.Outcome, r.Response)
+	}
 	// The target arrives: the refund is applied and its case closes itself.
 	mustSettle(t, s, batch(1, 0, rec("record_id", "job-1", "amount", "40")))
+	if r := mustSettle(t, s, batch(0, 0, refund))[0]; r.Outcome != settle.OutcomeSettled || r.CaseID != 0 {
+		t.Errorf("refund redelivered after it was applied = %s case %d, want settled", r.Outcome, r.CaseID)
+	}
 	if b := balance(t, s.Pool(), "acme", "cust-1", "USD"); b != "-5" {
 		t.Errorf("balance = %s, want -5 (job-1 charged 40 and refunded)", b)
 	}
