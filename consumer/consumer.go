@@ -254,6 +254,13 @@ func (c *Consumer) Run(ctx context.Context) error {
 		kgo.SessionTimeout(c.cfg.SessionTimeout),
 		kgo.RebalanceTimeout(c.cfg.RebalanceTimeout),
 		kgo.HeartbeatInterval(min(3*time.Second, c.cfg.SessionTimeout/3)),
+		// A fetch waits up to fetchLinger for fetchMinBytes: a stream at a
+		// moderate rate then comes in polls of a few hundred records, not
+		// in a trickle of small ones that each pay a transaction's fixed
+		// cost (BENCHMARKS.md). A backlog fills it at once. ClientOpts can
+		// set other values.
+		kgo.FetchMaxWait(fetchLinger),
+		kgo.FetchMinBytes(fetchMinBytes),
 		// Results: idempotent producer, every in-sync replica.
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerLinger(0),
@@ -326,6 +333,13 @@ func (c *Consumer) Run(ctx context.Context) error {
 	c.log.Info("consumer stopped")
 	return nil
 }
+
+// The fetch linger: at most 40 ms of added latency, for batches large
+// enough to settle at close to the full rate's cost per record.
+const (
+	fetchLinger   = 40 * time.Millisecond
+	fetchMinBytes = 256 << 10
+)
 
 // onBlocked runs (in its own goroutine) when a rebalance waits for this
 // member's poll.
