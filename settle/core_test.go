@@ -207,6 +207,30 @@ func TestRedeliveredWaitingRepeatsResponse(t *testing.T) {
 	}
 }
 
+// TestRedeliveredWaitingQuarantinedOnWake: a capture waits for its hold;
+// the record it names arrives as usage, so the capture is quarantined
+// invalid_link when it wakes. A redelivery of the capture's input record
+// answers with that outcome and its case, as its final result said.
+func TestRedeliveredWaitingQuarantinedOnWake(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	capture := rec("record_id", "k-1", "hold_id", "h-x", "amount", "5")
+	if r := mustSettle(t, s, batch(0, 0, capture))[0]; r.Outcome != "waiting" {
+		t.Fatalf("capture: %+v", r)
+	}
+	mustSettle(t, s, batch(0, 1, rec("record_id", "h-x", "amount", "3")))
+	var caseID int64
+	if err := s.Pool().QueryRow(context.Background(),
+		`SELECT id FROM conflict_cases WHERE record_id = 'k-1' AND reason = 'invalid_link'`).Scan(&caseID); err != nil {
+		t.Fatalf("the capture was not quarantined invalid_link when it woke: %v", err)
+	}
+	r := mustSettle(t, s, batch(0, 0, capture))[0]
+	if !r.Redelivered || r.Outcome != settle.OutcomeQuarantined || r.Reason != settle.ReasonInvalidLink || r.CaseID != caseID || len(r.Response) == 0 {
+		t.Errorf("redelivered capture = %s/%s case %d response %q, want quarantined/invalid_link case %d with its response",
+			r.Outcome, r.Reason, r.CaseID, r.Response, caseID)
+	}
+}
+
 // TestEveryOutboxRowIsQueued: an outbox row reaches the relay's queue
 // whoever inserts it — the settling transaction, or a settle of the
 // previous schema still running while schema 4 lands, whose insert knows
