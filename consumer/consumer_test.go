@@ -318,6 +318,13 @@ func recordFailingInTheDatabaseIsIsolated(t *testing.T, partitions int32) {
 	if n := count(t, s.Pool(), `SELECT count(*) FROM identities`); n != len(recs)-1 {
 		t.Errorf("%d identities, want %d (one per record but the dead letter)", n, len(recs)-1)
 	}
+	// The point of the three-partition run: some transaction (one now()
+	// for all its identities) settled records of more than one partition.
+	shared := count(t, s.Pool(), `SELECT count(*) FROM (SELECT committed_at FROM identities
+		GROUP BY committed_at HAVING count(DISTINCT partition) > 1) x`)
+	if partitions > 1 && shared == 0 {
+		t.Errorf("no transaction settled records of two partitions: the poll was not settled in one lane")
+	}
 }
 
 // TestRestoredDatabaseIsReadAgain: the database is restored from a backup

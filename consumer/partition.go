@@ -38,9 +38,8 @@ var errYielded = errors.New("yielded to a rebalance or a stop between batches: t
 // a few dozen records per transaction each, and the machine spends twice
 // the CPU per record that it does at full rate (BENCHMARKS.md).
 type lane struct {
-	works  []*partitionWork
-	recs   []*kgo.Record
-	owners []*partitionWork // owners[i] is recs[i]'s partition
+	works []*partitionWork
+	recs  []*kgo.Record // the works' records, one partition after the other
 }
 
 // laneRecordsMin is the least share of a poll, as a fraction of the
@@ -68,9 +67,6 @@ func lanes(work []*partitionWork, batchMax int) []*lane {
 		l := slices.MinFunc(ls, func(a, b *lane) int { return len(a.recs) - len(b.recs) })
 		l.works = append(l.works, w)
 		l.recs = append(l.recs, w.records...)
-		for range w.records {
-			l.owners = append(l.owners, w)
-		}
 	}
 	return ls
 }
@@ -125,7 +121,7 @@ func (c *Consumer) handleLane(ctx context.Context, abandon <-chan struct{}, cl *
 		if len(results) > 0 {
 			p := c.publishAsync(ctx, cl, results, spans...)
 			p.spans, p.err = spans, err
-			p.progress = progressOver(recs[:len(results)], l.owners[start:start+len(results)])
+			p.progress = l.progressOver(recs[:len(results)])
 			inflight = append(inflight, p)
 		}
 		if err != nil {
@@ -157,13 +153,14 @@ type progress struct {
 	epoch int32 // that record's leader epoch
 }
 
-// progressOver returns, per partition of recs (owners[i] is recs[i]'s),
-// the offset after its last record there.
-func progressOver(recs []*kgo.Record, owners []*partitionWork) []progress {
+// progressOver returns, per partition of recs (a run of the lane's
+// records), the offset after its last record there.
+func (l *lane) progressOver(recs []*kgo.Record) []progress {
 	var ps []progress
-	for i, r := range recs {
-		if len(ps) == 0 || ps[len(ps)-1].w != owners[i] {
-			ps = append(ps, progress{w: owners[i]})
+	for _, r := range recs {
+		if n := len(ps); n == 0 || ps[n-1].w.topic != r.Topic || ps[n-1].w.partition != r.Partition {
+			i := slices.IndexFunc(l.works, func(w *partitionWork) bool { return w.topic == r.Topic && w.partition == r.Partition })
+			ps = append(ps, progress{w: l.works[i]})
 		}
 		ps[len(ps)-1].next, ps[len(ps)-1].epoch = r.Offset+1, r.LeaderEpoch
 	}
