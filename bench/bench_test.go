@@ -22,7 +22,7 @@ func TestTinyBench(t *testing.T) {
 		Workload: Workload{Records: 3000, Tenants: 3, Subjects: 200, Partitions: 3,
 			Mix: Mix{Duplicates: 0.30, Conflicts: 0.01, Corrections: 0.05, Refunds: 0.05, Holds: 0.05}},
 		Writers: 2, PoolConns: 8, PerRecordConns: 4, PerRecordRecords: 300,
-		LatencySeconds: time.Second, SweepBatches: []int{250, 1000}, SweepRecords: 1000,
+		LatencySeconds: 2 * time.Second, LatencyWarmup: 500 * time.Millisecond, SweepBatches: []int{250, 1000}, SweepRecords: 1000,
 		GrowthIdentities: 1500, GrowthPoints: 2, OutDir: out,
 	}
 	if testing.Verbose() {
@@ -45,12 +45,28 @@ func TestTinyBench(t *testing.T) {
 	if rep.EndToEnd.Outcomes["duplicate"] == 0 || rep.EndToEnd.Outcomes["quarantined/fingerprint_mismatch"] == 0 {
 		t.Fatalf("workload lacks duplicates or conflicts: %v", rep.EndToEnd.Outcomes)
 	}
-	if rep.HalfRate.Latency == nil || rep.HalfRate.Latency.Samples == 0 {
-		t.Fatal("no latency samples")
+	if l := rep.HalfRate.Latency; l == nil || l.Samples == 0 || l.WarmupSamples == 0 || len(l.Stages) != 2 {
+		t.Fatalf("latency: want samples after and during the warm-up and two stages, got %+v", l)
 	}
 	for _, f := range []string{"bench.json", "bench.md", "bench-batch-size.png", "bench-latency.png", "bench-growth.png"} {
 		if st, err := os.Stat(filepath.Join(out, f)); err != nil || st.Size() == 0 {
 			t.Fatalf("%s not written: %v", f, err)
+		}
+	}
+}
+
+// TestLatencyWarmupShorterThanTheRun: a warm-up that covers the whole
+// latency run (given, or its 15 s default) would leave nothing to measure.
+func TestLatencyWarmupShorterThanTheRun(t *testing.T) {
+	base := Config{ServerURL: "postgres://x", Workload: Workload{Records: 10, Tenants: 1, Subjects: 1, Partitions: 1}}
+	for _, tc := range []struct {
+		run, warmup time.Duration
+		ok          bool
+	}{{0, 3 * time.Second, true}, {0, 20 * time.Second, false}, {10 * time.Second, 10 * time.Second, false}, {10 * time.Second, -time.Second, false}} {
+		c := base
+		c.LatencySeconds, c.LatencyWarmup = tc.run, tc.warmup
+		if err := c.Validate(); (err == nil) != tc.ok {
+			t.Errorf("run %s, warm-up %s: Validate = %v, want ok %v", tc.run, tc.warmup, err, tc.ok)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -49,6 +50,9 @@ type Config struct {
 	Log    io.Writer // progress lines; nil = discard
 }
 
+// latencySecondsDefault is the latency run's length when none is given.
+const latencySecondsDefault = 15 * time.Second
+
 func (c *Config) setDefaults() {
 	w := &c.Workload
 	if w.Records == 0 {
@@ -96,9 +100,7 @@ func (c *Config) setDefaults() {
 	if len(c.ScaleInstances) == 0 {
 		c.ScaleInstances = []int{1, 2, 3}
 	}
-	if c.LatencySeconds == 0 {
-		c.LatencySeconds = 15 * time.Second
-	}
+	c.LatencySeconds = cmp.Or(c.LatencySeconds, latencySecondsDefault)
 	if c.SweepRecords == 0 {
 		c.SweepRecords = min(w.Records, 100_000)
 	}
@@ -136,8 +138,8 @@ func (c Config) Validate() error {
 		return errors.New("bench: shares add up to 1 or more: leave room for usage")
 	case c.Repeat < 0 || c.Repeat > 9:
 		return fmt.Errorf("bench: repeat %d must be between 1 and 9", c.Repeat)
-	case c.LatencyWarmup < 0 || (c.LatencySeconds > 0 && c.LatencyWarmup >= c.LatencySeconds):
-		return fmt.Errorf("bench: latency warm-up %s must be shorter than the latency run (--latency-duration %s)", c.LatencyWarmup, c.LatencySeconds)
+	case c.LatencyWarmup < 0 || c.LatencyWarmup >= cmp.Or(c.LatencySeconds, latencySecondsDefault):
+		return fmt.Errorf("bench: latency warm-up %s must be shorter than the latency run (--latency-duration %s)", c.LatencyWarmup, cmp.Or(c.LatencySeconds, latencySecondsDefault))
 	case c.LatencyRate < 0:
 		return fmt.Errorf("bench: latency rate %.0f must be positive (0 = half the end-to-end rate)", c.LatencyRate)
 	case c.BatchSize < 0 || c.BatchSize > 100_000:
