@@ -1,6 +1,7 @@
 package consumer_test
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -203,5 +204,111 @@ func TestOwedCommitDroppedOnRevoke(t *testing.T) {
 			t.Fatalf("partition %d moved to B: committed offset went from 8 to %d after A's commits worked again", moved, c[moved])
 		}
 		time.Sleep(25 * time.Millisecond)
+	}
+}
+
+// TestZombieCommitFenced: member A owes Kafka a commit (its commits fail),
+// then is removed from the group without knowing it (its heartbeats are
+// answered by a stand-in and its fetches hang, as for a member that stalled
+// while the group moved on). B takes the partition, reads it again and
+// commits further. When A's commits reach the broker again, the first is
+// refused (UNKNOWN_MEMBER_ID) and makes A rejoin as a new member; an owed
+// commit retried while that join is under way is sent by the client under
+// the new member's identity once the join completes, before the group has
+// taken the partition from A. It must not be sent: it would move the
+// group's offset back from B's to A's.
+func TestZombieCommitFenced(t *testing.T) {
+	t.Parallel()
+	k := kafkatest.NewCluster(t, 1)
+	s := pgtest.NewStore(t, settle.Config{})
+	const group = "zombie"
+	n := 0
+	produce := func(count int) {
+		var recs []*kgo.Record
+		for range count {
+			n++
+			recs = append(recs, rec(0, usage("record_id", fmt.Sprintf("u-%d", n))))
+		}
+		k.Produce(t, recs...)
+	}
+	committed := func() int64 { kafka, _ := checkOffsets(t, k, s, group); return kafka[0] }
+
+	produce(3)
+	aCfg := consumerConfig(t, k, group)
+	aCfg.ClientOpts = []kgo.Opt{kgo.Rack("zombie")} // names A's fetches
+	runConsumer(t, s, aCfg)
+	testnet.WaitFor(t, "A's commit of 3", 20*time.Second, func() bool { return committed() == 3 })
+
+	var (
+		mu        sync.Mutex
+		aMember   string // A's member id: the only member when the controls start
+		failA     = true
+		holdFetch = make(chan struct{})
+	)
+	k.ControlKey(int16(kmsg.OffsetCommit), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		k.KeepControl()
+		r := req.(*kmsg.OffsetCommitRequest)
+		mu.Lock()
+		defer mu.Unlock()
+		if aMember == "" {
+			aMember = r.MemberID
+		}
+		if failA && r.MemberID == aMember {
+			return failCommitResponse(r, kerr.RequestTimedOut.Code), nil, true
+		}
+		return nil, nil, false
+	})
+	k.ControlKey(int16(kmsg.Heartbeat), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		k.KeepControl()
+		r := req.(*kmsg.HeartbeatRequest)
+		mu.Lock()
+		defer mu.Unlock()
+		if aMember == "" {
+			aMember = r.MemberID
+		}
+		if r.MemberID == aMember { // A is told all is well
+			return r.ResponseKind(), nil, true
+		}
+		return nil, nil, false
+	})
+	produce(2)
+	testnet.WaitFor(t, "A to settle 5 and owe its commit", 20*time.Second, func() bool {
+		_, pg := checkOffsets(t, k, s, group)
+		return pg[0] == 5 && committed() == 3
+	})
+	k.ControlKey(int16(kmsg.Fetch), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		k.KeepControl()
+		if req.(*kmsg.FetchRequest).Rack == "zombie" {
+			k.SleepControl(func() { <-holdFetch })
+		}
+		return nil, nil, false
+	})
+	t.Cleanup(func() { close(holdFetch) })
+	// The group forgets A; A does not notice.
+	if removed, err := kafkatest.RemoveDeadMembers(context.Background(), k.Brokers, group); err != nil || removed != 1 {
+		t.Fatalf("remove A from the group: removed %d, %v", removed, err)
+	}
+
+	runConsumer(t, s, consumerConfig(t, k, group)) // B
+	testnet.WaitFor(t, "B to read the partition again from 3 and commit 5", 30*time.Second, func() bool { return committed() == 5 })
+	produce(3)
+	testnet.WaitFor(t, "B's commit of 8", 20*time.Second, func() bool { return committed() == 8 })
+
+	// A's rejoin takes a while (as on a loaded broker), so A's next owed
+	// commit is retried while it is under way.
+	k.ControlKey(int16(kmsg.SyncGroup), func(kmsg.Request) (kmsg.Response, error, bool) {
+		k.KeepControl()
+		k.SleepControl(func() { time.Sleep(500 * time.Millisecond) })
+		return nil, nil, false
+	})
+	mu.Lock()
+	failA = false // A's next (owed) commit reaches the broker
+	mu.Unlock()
+	until := time.Now().Add(4 * time.Second)
+	for time.Now().Before(until) {
+		if c := committed(); c != 8 {
+			t.Fatalf("the group's committed offset went from B's 8 to %d after A, removed from the group, committed what it owed", c)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -235,6 +235,16 @@ func (c *Consumer) Run(ctx context.Context) error {
 		// committed, so a batch is never split from its commit and a
 		// revoked partition is never committed by its old owner.
 		kgo.BlockRebalanceOnPoll(),
+		// Eager, not cooperative: a member revokes everything it holds
+		// before it rejoins, so it never carries a partition (and its
+		// fetch position) from one membership into the next. A member the
+		// group dropped while it stalled learns it from a refused commit,
+		// and franz-go then rejoins it as a new member; cooperatively, it
+		// would keep its old partitions' positions and owed commits until
+		// the new assignment is synced, and a commit sent meanwhile goes
+		// out under the new membership (TestZombieCommitFenced). Sticky:
+		// partitions stay where they were when they can.
+		kgo.Balancers(kgo.StickyBalancer()),
 		kgo.OnPartitionsCallbackBlocked(c.onBlocked),
 		// The callbacks run while no poll is held (BlockRebalanceOnPoll), so
 		// the owned set is fixed between PollRecords and AllowRebalance.
@@ -311,14 +321,23 @@ func (c *Consumer) Run(ctx context.Context) error {
 				c.log.Warn("fetch failed; the client retries", "topic", topic, "partition", p, "err", err)
 			}
 		})
-		c.handlePoll(workCtx, abandon, cl, fetches)
-		c.retryCommits(workCtx, cl, false, 10*time.Second)
+		// The membership the poll's records were fetched under: it
+		// cannot change until AllowRebalance (an eager member revokes,
+		// or is told it lost, everything before it rejoins).
+		member, _ := cl.GroupMetadata()
+		if n := c.commits.session(member); n > 0 {
+			c.log.Warn("dropped offset commits owed by an earlier membership of the group: its partitions were given to other members",
+				"partitions", n, "member", member)
+		}
+		c.handlePoll(workCtx, abandon, cl, member, fetches)
+		c.retryCommits(workCtx, cl, member, false, 10*time.Second)
 		cl.AllowRebalance()
 	}
 
 	// Still inside the last poll: a commit owed after a failure gets one
 	// last, short attempt, so a stop does not leave phantom lag behind.
-	c.retryCommits(workCtx, cl, true, 2*time.Second)
+	member, _ := cl.GroupMetadata()
+	c.retryCommits(workCtx, cl, member, true, 2*time.Second)
 	// Leave the group within a bound so a dead broker cannot hang the
 	// stop; Close after a failed leave still releases the connections, and
 	// the group notices the member is gone at its session timeout.
@@ -378,7 +397,7 @@ type partitionWork struct {
 // handlePoll settles one poll: its lanes concurrently (each in its own
 // goroutine, ended before handlePoll returns), each partition's records in
 // order. Then it commits what was settled and rewinds what was not.
-func (c *Consumer) handlePoll(ctx context.Context, abandon <-chan struct{}, cl *kgo.Client, fetches kgo.Fetches) {
+func (c *Consumer) handlePoll(ctx context.Context, abandon <-chan struct{}, cl *kgo.Client, member string, fetches kgo.Fetches) {
 	var work []*partitionWork
 	fetches.EachPartition(func(p kgo.FetchTopicPartition) {
 		if len(p.Records) > 0 {
@@ -424,7 +443,7 @@ func (c *Consumer) handlePoll(ctx context.Context, abandon <-chan struct{}, cl *
 	}
 	crashpoint.Hit("after_commit_before_offset_commit")
 	if len(commit) > 0 {
-		c.commits.committed(commit, c.commit(ctx, cl, commit, 10*time.Second))
+		c.commits.committed(commit, c.commit(ctx, cl, commit, member, 10*time.Second))
 	}
 	if len(rewind) > 0 {
 		cl.SetOffsets(rewind)
@@ -437,14 +456,23 @@ func (c *Consumer) handlePoll(ctx context.Context, abandon <-chan struct{}, cl *
 // Either answer is safe, because the offsets are already in PostgreSQL and a
 // redelivered record repeats its stored result; the caller owes the
 // partition a retry (commitState) until a later commit supersedes it. It
-// must run inside a poll (between PollRecords and AllowRebalance).
-func (c *Consumer) commit(ctx context.Context, cl *kgo.Client, offsets map[string]map[int32]kgo.EpochOffset, timeout time.Duration) (failed map[string]map[int32]bool) {
+// must run inside a poll (between PollRecords and AllowRebalance), and it is
+// only sent under member, the membership the poll was made under: the
+// client sends a commit under whatever membership it has when the commit
+// goes out, which after a rejoin is not the one that owned the partitions.
+func (c *Consumer) commit(ctx context.Context, cl *kgo.Client, offsets map[string]map[int32]kgo.EpochOffset, member string, timeout time.Duration) (failed map[string]map[int32]bool) {
 	if len(offsets) == 0 {
 		return nil
 	}
 	// A stopping consumer still commits what it settled.
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
+	cctx = kgo.PreCommitFnContext(cctx, func(req *kmsg.OffsetCommitRequest) error {
+		if req.MemberID != member {
+			return fmt.Errorf("not sent: the group membership changed from %q to %q since the records were polled", member, req.MemberID)
+		}
+		return nil
+	})
 	// Every partition failed until the response says otherwise: one that
 	// is missing from the response has an unknown outcome too.
 	failed = allFailed(offsets)

@@ -23,9 +23,14 @@ import (
 //
 // The group callbacks (assigned, revoked, lost) run while no poll is held
 // (BlockRebalanceOnPoll), so between PollRecords and AllowRebalance the
-// owned set cannot change under a commit.
+// owned set cannot change under a commit. Owed commits also belong to the
+// group membership they were earned under: a member the group dropped may
+// rejoin as a new member without being told it lost anything (franz-go
+// rejoins from a refused commit), and a commit owed from before must not go
+// out under the new membership (see session and Consumer.commit).
 type commitState struct {
 	mu      sync.Mutex
+	member  string // the group membership the owed commits were earned under
 	owned   map[string]map[int32]bool
 	pending map[string]map[int32]kgo.EpochOffset
 	backoff *backoff
@@ -34,6 +39,25 @@ type commitState struct {
 
 func newCommitState(b *backoff) *commitState {
 	return &commitState{owned: map[string]map[int32]bool{}, pending: map[string]map[int32]kgo.EpochOffset{}, backoff: b}
+}
+
+// session records the group membership of a poll and returns how many owed
+// commits it dropped because they were earned under another one (a member
+// the group dropped and that rejoined as a new member): their partitions
+// were given to others, who may have committed further.
+func (s *commitState) session(member string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if member == s.member {
+		return 0
+	}
+	s.member = member
+	n := 0
+	for _, ps := range s.pending {
+		n += len(ps)
+	}
+	clear(s.pending)
+	return n
 }
 
 // assigned records partitions given to this member.
@@ -171,7 +195,7 @@ func (s *commitState) drop(t string, p int32) {
 // only while PostgreSQL covers it (it always does, unless the database went
 // back under a running consumer, e.g. a restore: the partition's next
 // assignment reconciles the two, see adjustOffsets).
-func (c *Consumer) retryCommits(ctx context.Context, cl *kgo.Client, force bool, timeout time.Duration) {
+func (c *Consumer) retryCommits(ctx context.Context, cl *kgo.Client, member string, force bool, timeout time.Duration) {
 	owed := c.commits.take(time.Now(), force)
 	if len(owed) == 0 {
 		return
@@ -200,7 +224,7 @@ func (c *Consumer) retryCommits(ctx context.Context, cl *kgo.Client, force bool,
 	if len(owed) == 0 {
 		return
 	}
-	failed := c.commit(rctx, cl, owed, timeout)
+	failed := c.commit(rctx, cl, owed, member, timeout)
 	c.commits.committed(owed, failed)
 	if len(failed) == 0 {
 		c.log.Info("offset commit retried while idle: Kafka caught up", "offsets", owed)

@@ -75,7 +75,7 @@ func TestStalledOwner(t *testing.T) {
 			}
 			for p, o := range before {
 				if now[p] < o {
-					t.Fatalf("round %d: partition %d's committed offset moved backwards from %d to %d after the stalled owner resumed", round, p, o, now[p])
+					t.Fatalf("round %d: partition %d's committed offset moved backwards from %d to %d after the stalled owner resumed\nA log tail:\n%s\nB log tail:\n%s", round, p, o, now[p], tail(a.Log(), 6000), tail(b.Log(), 3000))
 				}
 			}
 			samples++
