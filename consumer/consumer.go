@@ -330,14 +330,13 @@ func (c *Consumer) Run(ctx context.Context) error {
 				"partitions", n, "member", member)
 		}
 		c.handlePoll(workCtx, abandon, cl, member, fetches)
-		c.retryCommits(workCtx, cl, member, false, 10*time.Second)
+		c.retryCommits(workCtx, cl, false, 10*time.Second)
 		cl.AllowRebalance()
 	}
 
 	// Still inside the last poll: a commit owed after a failure gets one
 	// last, short attempt, so a stop does not leave phantom lag behind.
-	member, _ := cl.GroupMetadata()
-	c.retryCommits(workCtx, cl, member, true, 2*time.Second)
+	c.retryCommits(workCtx, cl, true, 2*time.Second)
 	// Leave the group within a bound so a dead broker cannot hang the
 	// stop; Close after a failed leave still releases the connections, and
 	// the group notices the member is gone at its session timeout.

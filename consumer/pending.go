@@ -155,12 +155,12 @@ func (s *commitState) next(now time.Time) (time.Duration, bool) {
 }
 
 // take returns the owed commits of owned partitions if they are due (or
-// force), nil otherwise.
-func (s *commitState) take(now time.Time, force bool) map[string]map[int32]kgo.EpochOffset {
+// force), nil otherwise, and the membership they were earned under.
+func (s *commitState) take(now time.Time, force bool) (map[string]map[int32]kgo.EpochOffset, string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.pending) == 0 || (!force && now.Before(s.due)) {
-		return nil
+		return nil, ""
 	}
 	out := map[string]map[int32]kgo.EpochOffset{}
 	for t, ps := range s.pending {
@@ -174,7 +174,7 @@ func (s *commitState) take(now time.Time, force bool) map[string]map[int32]kgo.E
 			out[t][p] = o
 		}
 	}
-	return out
+	return out, s.member
 }
 
 // drop forgets an owed commit (a partition whose owed offset PostgreSQL no
@@ -195,8 +195,8 @@ func (s *commitState) drop(t string, p int32) {
 // only while PostgreSQL covers it (it always does, unless the database went
 // back under a running consumer, e.g. a restore: the partition's next
 // assignment reconciles the two, see adjustOffsets).
-func (c *Consumer) retryCommits(ctx context.Context, cl *kgo.Client, member string, force bool, timeout time.Duration) {
-	owed := c.commits.take(time.Now(), force)
+func (c *Consumer) retryCommits(ctx context.Context, cl *kgo.Client, force bool, timeout time.Duration) {
+	owed, member := c.commits.take(time.Now(), force)
 	if len(owed) == 0 {
 		return
 	}
