@@ -243,6 +243,7 @@ func TestZombieCommitFenced(t *testing.T) {
 		mu        sync.Mutex
 		aMember   string // A's member id: the only member when the controls start
 		failA     = true
+		aLate     int // A's commits that reached the broker after failA
 		holdFetch = make(chan struct{})
 	)
 	k.ControlKey(int16(kmsg.OffsetCommit), func(req kmsg.Request) (kmsg.Response, error, bool) {
@@ -253,8 +254,11 @@ func TestZombieCommitFenced(t *testing.T) {
 		if aMember == "" {
 			aMember = r.MemberID
 		}
-		if failA && r.MemberID == aMember {
-			return failCommitResponse(r, kerr.RequestTimedOut.Code), nil, true
+		if r.MemberID == aMember {
+			if failA {
+				return failCommitResponse(r, kerr.RequestTimedOut.Code), nil, true
+			}
+			aLate++
 		}
 		return nil, nil, false
 	})
@@ -310,5 +314,10 @@ func TestZombieCommitFenced(t *testing.T) {
 			t.Fatalf("the group's committed offset went from B's 8 to %d after A, removed from the group, committed what it owed", c)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if aLate == 0 {
+		t.Fatal("A's owed commit never reached the broker after its commits were let through: the test did not exercise the rejoin")
 	}
 }
