@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -288,9 +289,10 @@ func TestZombieCommitFenced(t *testing.T) {
 		return nil, nil, false
 	})
 	t.Cleanup(func() { close(holdFetch) })
-	// The group forgets A; A does not notice.
-	if removed, err := kafkatest.RemoveDeadMembers(context.Background(), k.Brokers, group); err != nil || removed != 1 {
-		t.Fatalf("remove A from the group: removed %d, %v", removed, err)
+	// The group forgets A; A does not notice. (It may have already: the
+	// broker sees no heartbeat of A's, and its session is 1 s.)
+	if _, err := kafkatest.RemoveDeadMembers(context.Background(), k.Brokers, group); err != nil {
+		t.Fatalf("remove A from the group: %v", err)
 	}
 
 	runConsumer(t, s, consumerConfig(t, k, group)) // B
@@ -320,4 +322,62 @@ func TestZombieCommitFenced(t *testing.T) {
 	if aLate == 0 {
 		t.Fatal("A's owed commit never reached the broker after its commits were let through: the test did not exercise the rejoin")
 	}
+}
+
+// groupProtocol is the balancer protocol group runs ("" while it has none).
+func groupProtocol(t *testing.T, k *kafkatest.Cluster, group string) (protocol string, members int) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(k.Brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	gs, err := kadm.NewClient(cl).DescribeGroups(ctx, group)
+	if err != nil {
+		t.Errorf("describe group %s: %v", group, err)
+		return "", 0
+	}
+	g := gs[group]
+	return g.Protocol, len(g.Members)
+}
+
+// TestRollingUpgradeFromCooperative: a member of the release before this
+// one offered only the cooperative-sticky balancer. During a rolling
+// upgrade, old and new members must still share a protocol (none would
+// mean the broker refuses the new members' joins); once the old members
+// are gone, the group runs the eager sticky protocol.
+func TestRollingUpgradeFromCooperative(t *testing.T) {
+	t.Parallel()
+	k := kafkatest.NewCluster(t, 2)
+	s := pgtest.NewStore(t, settle.Config{})
+	const group = "upgrade"
+	oldCfg := consumerConfig(t, k, group)
+	oldCfg.ClientOpts = []kgo.Opt{kgo.Balancers(kgo.CooperativeStickyBalancer())} // the old release
+	old, stopOld := runConsumer(t, s, oldCfg)
+	testnet.WaitFor(t, "the old member to join", 20*time.Second, old.Ready)
+
+	cur, stopCur := runConsumer(t, s, consumerConfig(t, k, group))
+	defer stopCur()
+	testnet.WaitFor(t, "both members in the group, on the protocol both offer", 20*time.Second, func() bool {
+		p, n := groupProtocol(t, k, group)
+		return n == 2 && p == "cooperative-sticky" && old.Ready() && cur.Ready()
+	})
+	k.Produce(t, rec(0, usage("record_id", "u-0")), rec(1, usage("record_id", "u-1")))
+	testnet.WaitFor(t, "both records settled", 20*time.Second, func() bool {
+		_, pg := checkOffsets(t, k, s, group)
+		return pg[0] == 1 && pg[1] == 1
+	})
+
+	stopOld()
+	testnet.WaitFor(t, "the group to run sticky (eager) with the new member alone", 20*time.Second, func() bool {
+		p, n := groupProtocol(t, k, group)
+		return n == 1 && p == "sticky" && cur.Ready()
+	})
+	k.Produce(t, rec(0, usage("record_id", "u-2")), rec(1, usage("record_id", "u-3")))
+	testnet.WaitFor(t, "the new member to settle both partitions", 20*time.Second, func() bool {
+		kafka, _ := checkOffsets(t, k, s, group)
+		return kafka[0] == 2 && kafka[1] == 2
+	})
 }

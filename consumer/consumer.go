@@ -70,7 +70,9 @@ type Config struct {
 
 	// ClientOpts are extra franz-go options (TLS, SASL, logging). They are
 	// applied after the consumer's own, so they can override them: do not
-	// override the group options unless you know why they are set.
+	// override the group options (above all the balancers: a cooperative
+	// or server-side one undoes the fencing of commits to their
+	// membership, see Run) unless you know why they are set.
 	ClientOpts []kgo.Opt
 
 	// Logger receives the consumer's log. nil = slog.Default().
@@ -243,8 +245,13 @@ func (c *Consumer) Run(ctx context.Context) error {
 		// would keep its old partitions' positions and owed commits until
 		// the new assignment is synced, and a commit sent meanwhile goes
 		// out under the new membership (TestZombieCommitFenced). Sticky:
-		// partitions stay where they were when they can.
-		kgo.Balancers(kgo.StickyBalancer()),
+		// partitions stay where they were when they can. Cooperative-sticky
+		// is offered second, for a rolling upgrade from a release that
+		// offered only it: while such members remain it is the one
+		// protocol all support, and the group runs it; once they are gone
+		// every member prefers sticky, and the group turns eager
+		// (TestRollingUpgradeFromCooperative).
+		kgo.Balancers(kgo.StickyBalancer(), kgo.CooperativeStickyBalancer()),
 		kgo.OnPartitionsCallbackBlocked(c.onBlocked),
 		// The callbacks run while no poll is held (BlockRebalanceOnPoll), so
 		// the owned set is fixed between PollRecords and AllowRebalance.
