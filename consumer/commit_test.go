@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -324,25 +323,6 @@ func TestZombieCommitFenced(t *testing.T) {
 	}
 }
 
-// groupProtocol is the balancer protocol group runs ("" while it has none).
-func groupProtocol(t *testing.T, k *kafkatest.Cluster, group string) (protocol string, members int) {
-	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(k.Brokers...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	gs, err := kadm.NewClient(cl).DescribeGroups(ctx, group)
-	if err != nil {
-		t.Errorf("describe group %s: %v", group, err)
-		return "", 0
-	}
-	g := gs[group]
-	return g.Protocol, len(g.Members)
-}
-
 // TestRollingUpgradeFromCooperative: a member of the release before this
 // one offered only the cooperative-sticky balancer. During a rolling
 // upgrade, old and new members must still share a protocol (none would
@@ -357,11 +337,18 @@ func TestRollingUpgradeFromCooperative(t *testing.T) {
 	oldCfg.ClientOpts = []kgo.Opt{kgo.Balancers(kgo.CooperativeStickyBalancer())} // the old release
 	old, stopOld := runConsumer(t, s, oldCfg)
 	testnet.WaitFor(t, "the old member to join", 20*time.Second, old.Ready)
+	groupProtocol := func() (string, int) {
+		p, n, err := kafkatest.GroupProtocol(context.Background(), k.Brokers, group)
+		if err != nil {
+			t.Errorf("describe group %s: %v", group, err)
+		}
+		return p, n
+	}
 
 	cur, stopCur := runConsumer(t, s, consumerConfig(t, k, group))
 	defer stopCur()
 	testnet.WaitFor(t, "both members in the group, on the protocol both offer", 20*time.Second, func() bool {
-		p, n := groupProtocol(t, k, group)
+		p, n := groupProtocol()
 		return n == 2 && p == "cooperative-sticky" && old.Ready() && cur.Ready()
 	})
 	k.Produce(t, rec(0, usage("record_id", "u-0")), rec(1, usage("record_id", "u-1")))
@@ -372,7 +359,7 @@ func TestRollingUpgradeFromCooperative(t *testing.T) {
 
 	stopOld()
 	testnet.WaitFor(t, "the group to run sticky (eager) with the new member alone", 20*time.Second, func() bool {
-		p, n := groupProtocol(t, k, group)
+		p, n := groupProtocol()
 		return n == 1 && p == "sticky" && cur.Ready()
 	})
 	k.Produce(t, rec(0, usage("record_id", "u-2")), rec(1, usage("record_id", "u-3")))

@@ -133,6 +133,20 @@ func describeGroup(ctx context.Context, brokers []string, group string) (*kgo.Cl
 	return cl, gs, nil
 }
 
+// GroupProtocol is the balancer protocol group runs ("" while it has none)
+// and its number of members.
+func GroupProtocol(ctx context.Context, brokers []string, group string) (protocol string, members int, err error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	cl, gs, err := describeGroup(ctx, brokers, group)
+	if err != nil {
+		return "", 0, err
+	}
+	defer cl.Close()
+	g := gs[group]
+	return g.Protocol, len(g.Members), g.Err
+}
+
 // DescribeGroup says, for a failure report, the group's state and which
 // member holds which partitions.
 func DescribeGroup(ctx context.Context, brokers []string, group string) string {
