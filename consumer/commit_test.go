@@ -116,6 +116,59 @@ func TestFailedCommitRetriedWhileIdle(t *testing.T) {
 	}
 }
 
+// memberCommits makes the broker refuse the offset commits of one member
+// (REQUEST_TIMED_OUT, not applied) while refuse is set. The member is the
+// one whose commit or heartbeat the broker sees first once it is installed:
+// install it while that member is alone in the group.
+type memberCommits struct {
+	mu      sync.Mutex
+	member  string
+	refuse  bool
+	refused int // the member's commits refused
+	passed  int // the member's commits let through
+}
+
+func refuseCommitsOf(k *kafkatest.Cluster) *memberCommits {
+	m := &memberCommits{refuse: true}
+	k.ControlKey(int16(kmsg.OffsetCommit), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		k.KeepControl()
+		r := req.(*kmsg.OffsetCommitRequest)
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		switch {
+		case !m.is(r.MemberID):
+		case m.refuse:
+			m.refused++
+			return failCommitResponse(r, kerr.RequestTimedOut.Code), nil, true
+		default:
+			m.passed++
+		}
+		return nil, nil, false
+	})
+	return m
+}
+
+// is reports whether id is the member's, learning it on first sight. m.mu
+// must be held.
+func (m *memberCommits) is(id string) bool {
+	if m.member == "" {
+		m.member = id
+	}
+	return id == m.member
+}
+
+func (m *memberCommits) letThrough() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.refuse = false
+}
+
+func (m *memberCommits) counts() (refused, passed int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.refused, m.passed
+}
+
 // TestOwedCommitDroppedOnRevoke: member A owes Kafka the commits of both
 // partitions (every commit of A fails), then B joins and takes one of them,
 // commits it and moves on. When A's commits work again, A commits what it
@@ -141,36 +194,14 @@ func TestOwedCommitDroppedOnRevoke(t *testing.T) {
 	runConsumer(t, s, consumerConfig(t, k, group)) // A
 	testnet.WaitFor(t, "A's commits of 3 and 3", 20*time.Second, func() bool { c := committed(); return c[0] == 3 && c[1] == 3 })
 
-	// From now on every commit of A fails (A is the only member yet: the
-	// first failed commit names it).
-	var (
-		mu      sync.Mutex
-		aMember string
-		aFails  = true
-		fails   int
-	)
-	k.ControlKey(int16(kmsg.OffsetCommit), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		k.KeepControl()
-		r := req.(*kmsg.OffsetCommitRequest)
-		mu.Lock()
-		defer mu.Unlock()
-		if aMember == "" {
-			aMember = r.MemberID
-		}
-		if !aFails || r.MemberID != aMember {
-			return nil, nil, false
-		}
-		fails++
-		return failCommitResponse(r, kerr.RequestTimedOut.Code), nil, true
-	})
+	// From now on every commit of A fails (A is the only member yet).
+	aCommits := refuseCommitsOf(k)
 	produce(0, 2)
 	produce(1, 2)
 	testnet.WaitFor(t, "A to settle both partitions to 5 and fail to commit", 20*time.Second, func() bool {
-		mu.Lock()
-		f := fails
-		mu.Unlock()
+		refused, _ := aCommits.counts()
 		_, pg := checkOffsets(t, k, s, group)
-		return pg[0] == 5 && pg[1] == 5 && f >= 2
+		return pg[0] == 5 && pg[1] == 5 && refused >= 2
 	})
 
 	runConsumer(t, s, consumerConfig(t, k, group)) // B
@@ -192,9 +223,7 @@ func TestOwedCommitDroppedOnRevoke(t *testing.T) {
 		t.Fatalf("partition %d (kept by A, whose commits fail) committed %d, want 3", kept, c[kept])
 	}
 
-	mu.Lock()
-	aFails = false
-	mu.Unlock()
+	aCommits.letThrough()
 	// A, idle, commits what it owes for the partition it kept...
 	testnet.WaitFor(t, "A's owed commit of the partition it kept", 10*time.Second, func() bool { return committed()[kept] == 5 })
 	// ...and nothing for the one it gave up (it owed 5 there, B is at 8).
@@ -239,38 +268,13 @@ func TestZombieCommitFenced(t *testing.T) {
 	runConsumer(t, s, aCfg)
 	testnet.WaitFor(t, "A's commit of 3", 20*time.Second, func() bool { return committed() == 3 })
 
-	var (
-		mu        sync.Mutex
-		aMember   string // A's member id: the only member when the controls start
-		failA     = true
-		aLate     int // A's commits that reached the broker after failA
-		holdFetch = make(chan struct{})
-	)
-	k.ControlKey(int16(kmsg.OffsetCommit), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		k.KeepControl()
-		r := req.(*kmsg.OffsetCommitRequest)
-		mu.Lock()
-		defer mu.Unlock()
-		if aMember == "" {
-			aMember = r.MemberID
-		}
-		if r.MemberID == aMember {
-			if failA {
-				return failCommitResponse(r, kerr.RequestTimedOut.Code), nil, true
-			}
-			aLate++
-		}
-		return nil, nil, false
-	})
+	aCommits := refuseCommitsOf(k) // A is alone in the group
 	k.ControlKey(int16(kmsg.Heartbeat), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		k.KeepControl()
 		r := req.(*kmsg.HeartbeatRequest)
-		mu.Lock()
-		defer mu.Unlock()
-		if aMember == "" {
-			aMember = r.MemberID
-		}
-		if r.MemberID == aMember { // A is told all is well
+		aCommits.mu.Lock()
+		defer aCommits.mu.Unlock()
+		if aCommits.is(r.MemberID) { // A is told all is well
 			return r.ResponseKind(), nil, true
 		}
 		return nil, nil, false
@@ -280,6 +284,7 @@ func TestZombieCommitFenced(t *testing.T) {
 		_, pg := checkOffsets(t, k, s, group)
 		return pg[0] == 5 && committed() == 3
 	})
+	holdFetch := make(chan struct{})
 	k.ControlKey(int16(kmsg.Fetch), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		k.KeepControl()
 		if req.(*kmsg.FetchRequest).Rack == "zombie" {
@@ -306,9 +311,7 @@ func TestZombieCommitFenced(t *testing.T) {
 		k.SleepControl(func() { time.Sleep(500 * time.Millisecond) })
 		return nil, nil, false
 	})
-	mu.Lock()
-	failA = false // A's next (owed) commit reaches the broker
-	mu.Unlock()
+	aCommits.letThrough() // A's next (owed) commit reaches the broker
 	until := time.Now().Add(4 * time.Second)
 	for time.Now().Before(until) {
 		if c := committed(); c != 8 {
@@ -316,9 +319,7 @@ func TestZombieCommitFenced(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if aLate == 0 {
+	if _, passed := aCommits.counts(); passed == 0 {
 		t.Fatal("A's owed commit never reached the broker after its commits were let through: the test did not exercise the rejoin")
 	}
 }
