@@ -125,6 +125,7 @@ func (c *Config) setDefaults() {
 func (c Config) Validate() error {
 	w := c.Workload
 	m := w.Mix
+	latencyRun := cmp.Or(c.LatencySeconds, latencySecondsDefault) // Validate may run before setDefaults
 	switch {
 	case c.ServerURL == "":
 		return errors.New("bench: no server URL: give --database-url")
@@ -138,8 +139,8 @@ func (c Config) Validate() error {
 		return errors.New("bench: shares add up to 1 or more: leave room for usage")
 	case c.Repeat < 0 || c.Repeat > 9:
 		return fmt.Errorf("bench: repeat %d must be between 1 and 9", c.Repeat)
-	case c.LatencyWarmup < 0 || c.LatencyWarmup >= cmp.Or(c.LatencySeconds, latencySecondsDefault):
-		return fmt.Errorf("bench: latency warm-up %s must be shorter than the latency run (--latency-duration %s)", c.LatencyWarmup, cmp.Or(c.LatencySeconds, latencySecondsDefault))
+	case c.LatencyWarmup < 0 || c.LatencyWarmup >= latencyRun:
+		return fmt.Errorf("bench: latency warm-up %s must be shorter than the latency run (--latency-duration %s)", c.LatencyWarmup, latencyRun)
 	case c.LatencyRate < 0:
 		return fmt.Errorf("bench: latency rate %.0f must be positive (0 = half the end-to-end rate)", c.LatencyRate)
 	case c.BatchSize < 0 || c.BatchSize > 100_000:

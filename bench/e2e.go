@@ -385,7 +385,8 @@ func (l *latencyReader) samples() (steady, warm []time.Duration) {
 // steadySentAt is sentAt for the records sent after the warm-up.
 func (l *latencyReader) steadySentAt(id string) (time.Time, bool) {
 	t, ok := l.sentAt(id)
-	return t, ok && l.from.Load() != 0 && t.UnixNano() >= l.from.Load()
+	from := l.from.Load()
+	return t, ok && from != 0 && t.UnixNano() >= from
 }
 
 // readTopics reads the settlements and results topics from the start until
