@@ -14,7 +14,7 @@ import (
 	"github.com/settlehq/settle/fingerprint"
 )
 
-// baselineRecord is one input record decoded as both baselines need it.
+// baselineRecord is one input record decoded as the baselines need it.
 type baselineRecord struct {
 	id        fingerprint.Identity
 	fp        int64
@@ -121,6 +121,98 @@ func (c *Config) runPerRecord(ctx context.Context, w Workload, conns int) (RunRe
 		return res, err
 	}
 	res.Notes = append(res.Notes, fmt.Sprintf("%d connections, %d identities claimed; no balances, chains or holds", conns, claimed.Load()))
+	return res, nil
+}
+
+// runBatched is the batched handler the table measures: the same
+// three rows, a batch of records per transaction (one statement: the
+// identities claimed ON CONFLICT DO NOTHING, then the ledger and outbox
+// rows of the ones claimed), the same writers and partitions as the
+// core-only run. It has none of settle's other rows and checks (deliveries,
+// balances, chains, holds, conflicts, offsets): it shows what the rows
+// alone cost when batched. It fails unless it claimed every new identity
+// exactly once, so it cannot flatter itself by losing rows.
+func (c *Config) runBatched(ctx context.Context, w Workload) (RunResult, error) {
+	res := RunResult{Name: "batched"}
+	db, err := newDatabase(ctx, c.ServerURL, "batched", c.Keep)
+	if err != nil {
+		return res, err
+	}
+	defer db.drop()
+	pool, err := db.pool(ctx, int32(c.Writers))
+	if err != nil {
+		return res, err
+	}
+	defer pool.Close()
+	dec, err := fingerprint.NewDecoder(fingerprint.Config{})
+	if err != nil {
+		return res, err
+	}
+	gen := newGenerator(w)
+	work := make([][]Gen, c.Writers)
+	var expectedNew int64
+	for range w.Records {
+		r := gen.next()
+		if r.New {
+			expectedNew++
+		}
+		work[int(r.Partition)%c.Writers] = append(work[int(r.Partition)%c.Writers], r)
+	}
+	m, err := startMeter(ctx, c.ServerURL, db.name)
+	if err != nil {
+		return res, err
+	}
+	var done, claimed atomic.Int64
+	stop := c.progress("batched", w.Records, done.Load, nil)
+	g, gctx := errgroup.WithContext(ctx)
+	settleBatch := mustSQL("baseline_batch_settle.sql")
+	for _, recs := range work {
+		g.Go(func() error {
+			for start := 0; start < len(recs); start += c.BatchSize {
+				part := recs[start:min(start+c.BatchSize, len(recs))]
+				var (
+					ts, ps, rs, ops, accounts, amounts []string
+					fps                                []int64
+					canon, keys                        [][]byte
+					resps                              []string
+					seen                               = make(map[fingerprint.Identity]bool, len(part))
+				)
+				for _, gr := range part {
+					r, err := decodeForBaseline(dec, gr)
+					if err != nil {
+						return err
+					}
+					if seen[r.id] {
+						continue // a repeat inside the batch: the first one claims
+					}
+					seen[r.id] = true
+					ts, ps, rs, ops = append(ts, r.id.TenantID), append(ps, r.id.AccountPeriod), append(rs, r.id.RecordID), append(ops, string(r.id.Operation))
+					fps, canon, resps = append(fps, r.fp), append(canon, r.canonical), append(resps, string(r.response))
+					accounts, amounts, keys = append(accounts, r.account), append(amounts, "-"+r.amount), append(keys, r.key)
+				}
+				tag, err := pool.Exec(gctx, settleBatch, ts, ps, rs, ops, fps, canon, resps, accounts, amounts, keys)
+				if err != nil {
+					return fmt.Errorf("batched baseline: %w", err)
+				}
+				claimed.Add(tag.RowsAffected())
+				done.Add(int64(len(part)))
+			}
+			return nil
+		})
+	}
+	err = g.Wait()
+	stop()
+	if err != nil {
+		return res, err
+	}
+	if err := m.stop(ctx, &res, w.Records); err != nil {
+		return res, err
+	}
+	if claimed.Load() != expectedNew {
+		return res, fmt.Errorf("batched baseline claimed %d identities, the workload has %d new ones", claimed.Load(), expectedNew)
+	}
+	res.Notes = append(res.Notes, fmt.Sprintf("%d writers, %d records per transaction, %d identities claimed; no deliveries, balances, chains, holds, conflicts or offsets",
+		c.Writers, c.BatchSize, claimed.Load()))
 	return res, nil
 }
 

@@ -21,6 +21,7 @@ type Report struct {
 	HalfRate  *RunResult         `json:"half_rate_latency,omitempty"`
 	Core      *RunResult         `json:"core_only,omitempty"`
 	PerRecord *RunResult         `json:"per_record_baseline,omitempty"`
+	Batched   *RunResult         `json:"batched_baseline,omitempty"`
 	Copy      *RunResult         `json:"copy_ceiling,omitempty"`
 	Ratios    map[string]float64 `json:"ratios,omitempty"`
 	Sweep     []Point            `json:"batch_size_sweep,omitempty"`
@@ -166,6 +167,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			rep.PerRecord = done(r)
 		}
 	}
+	if !cfg.Skip.Batched {
+		r, err := cfg.repeat(func(int) (RunResult, error) { return cfg.runBatched(ctx, cfg.Workload) })
+		if err != nil {
+			fail("batched", err)
+		} else {
+			rep.Batched = done(r)
+		}
+	}
 	if !cfg.Skip.Copy {
 		r, err := cfg.repeat(func(int) (RunResult, error) { return cfg.runCopy(ctx, cfg.Workload) })
 		if err != nil {
@@ -251,6 +260,8 @@ func ratios(r *Report) map[string]float64 {
 	put("end_to_end/copy_ceiling", r.EndToEnd, r.Copy)
 	put("core_only/per_record", r.Core, r.PerRecord)
 	put("core_only/copy_ceiling", r.Core, r.Copy)
+	put("end_to_end/batched", r.EndToEnd, r.Batched)
+	put("core_only/batched", r.Core, r.Batched)
 	put("end_to_end/core_only", r.EndToEnd, r.Core)
 	if len(r.Growth) >= 2 {
 		out["growth_last/first"] = r.Growth[len(r.Growth)-1].RecordsPerSec / r.Growth[0].RecordsPerSec

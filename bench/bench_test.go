@@ -42,6 +42,9 @@ func TestTinyBench(t *testing.T) {
 	if c := rep.EndToEnd.Checks; c.Topic == nil || c.Topic.DistinctSettlementIDs != c.SettledEffects || c.SettledEffects == 0 {
 		t.Fatalf("end-to-end topic check: %+v", c)
 	}
+	if rep.Batched == nil || rep.Ratios["end_to_end/batched"] == 0 {
+		t.Fatalf("batched baseline missing: %+v, ratios %v", rep.Batched, rep.Ratios)
+	}
 	if rep.EndToEnd.Outcomes["duplicate"] == 0 || rep.EndToEnd.Outcomes["quarantined/fingerprint_mismatch"] == 0 {
 		t.Fatalf("workload lacks duplicates or conflicts: %v", rep.EndToEnd.Outcomes)
 	}

@@ -29,7 +29,7 @@ type Config struct {
 
 	// Which parts to run. Zero Config runs everything.
 	Skip struct {
-		EndToEnd, Latency, Core, PerRecord, Copy, Sweep, Growth, Scale bool
+		EndToEnd, Latency, Core, PerRecord, Batched, Copy, Sweep, Growth, Scale bool
 	}
 
 	PerRecordRecords int           // records of the per-record baseline; 0 = min(Records, 100,000)
@@ -41,7 +41,7 @@ type Config struct {
 	SweepBatches     []int         // 0 = 50, 100, 250, 500, 1000, 2000
 	GrowthIdentities int           // settled identities the growth run reaches; 0 = 1,000,000
 	GrowthPoints     int           // windows of the growth run; 0 = 10
-	Repeat           int           // runs of end-to-end, core-only and both baselines; the median is reported; 0 = 1
+	Repeat           int           // runs of end-to-end, core-only and the baselines; the median is reported; 0 = 1
 	ScaleRecords     int           // records per end-to-end run of the scale grid; 0 = min(Records, 100,000)
 	ScalePartitions  []int         // partitions of the scale grid; empty = 3, 6, 12, 24
 	ScaleInstances   []int         // service instances of the scale grid; empty = 1, 2, 3

@@ -41,7 +41,7 @@ func (r *Report) markdown() string {
 		r.Config.BatchSize, r.Config.Writers, r.Config.PoolConns, r.Config.BrokerProc)
 	b.WriteString("| run | records | records/s | latency p50 / p99 / max (ms) | service CPU s / 1k rec | PostgreSQL CPU s / 1k rec | peak RSS MiB | WAL B / rec | invariants |\n")
 	b.WriteString("|---|---:|---:|---|---:|---:|---:|---:|---|\n")
-	for _, x := range []*RunResult{r.EndToEnd, r.HalfRate, r.Core, r.PerRecord, r.Copy} {
+	for _, x := range []*RunResult{r.EndToEnd, r.HalfRate, r.Core, r.PerRecord, r.Batched, r.Copy} {
 		if x == nil {
 			continue
 		}
@@ -113,7 +113,7 @@ func (r *Report) markdown() string {
 			fmt.Fprintf(&b, "| %d | %d | %.0f |\n", p.Partitions, p.Instances, p.RecordsPerSec)
 		}
 	}
-	for _, x := range []*RunResult{r.EndToEnd, r.HalfRate, r.Core, r.PerRecord, r.Copy} {
+	for _, x := range []*RunResult{r.EndToEnd, r.HalfRate, r.Core, r.PerRecord, r.Batched, r.Copy} {
 		if x != nil && len(x.Notes) > 0 {
 			fmt.Fprintf(&b, "\n%s: %s\n", x.Name, strings.Join(x.Notes, "; "))
 		}
