@@ -91,16 +91,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 
 	if !cfg.Skip.EndToEnd || !cfg.Skip.Latency || !cfg.Skip.Scale {
-		b, err := startBroker(ctx, cfg.BrokerArgv)
-		if err != nil {
-			return nil, err
-		}
 		timeout := time.Duration(cfg.Workload.Records/500+120) * time.Second
 		if !cfg.Skip.EndToEnd {
 			r, err := cfg.repeat(func(i int) (RunResult, error) {
 				w := cfg.Workload
 				w.Seed += uint64(10 * i)
-				return cfg.runE2E(ctx, b, e2eRun{name: "end-to-end", w: w, timeout: timeout, tag: fmt.Sprintf("-%d", i)})
+				return cfg.runE2E(ctx, e2eRun{name: "end-to-end", w: w, timeout: timeout, tag: fmt.Sprintf("-%d", i)})
 			})
 			if err != nil {
 				fail("end-to-end", err)
@@ -119,7 +115,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			w := cfg.Workload
 			w.Records = max(1000, min(w.Records, int(rate*cfg.LatencySeconds.Seconds())))
 			w.Seed++
-			r, err := cfg.runE2E(ctx, b, e2eRun{name: "half-rate", w: w, paced: rate, timeout: timeout})
+			r, err := cfg.runE2E(ctx, e2eRun{name: "half-rate", w: w, paced: rate, timeout: timeout})
 			if err != nil {
 				fail("half-rate", err)
 			} else {
@@ -133,7 +129,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 					w.Records, w.Partitions = cfg.ScaleRecords, p
 					w.Seed += 3
 					name := fmt.Sprintf("scale-p%d-i%d", p, n)
-					r, err := cfg.runE2E(ctx, b, e2eRun{name: name, w: w, timeout: timeout, instances: n})
+					r, err := cfg.runE2E(ctx, e2eRun{name: name, w: w, timeout: timeout, instances: n})
 					if err != nil {
 						fail(name, err)
 						continue
@@ -143,7 +139,6 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 				}
 			}
 		}
-		b.close()
 	}
 	if !cfg.Skip.Core {
 		r, err := cfg.repeat(func(i int) (RunResult, error) {
