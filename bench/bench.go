@@ -26,9 +26,12 @@ type Report struct {
 	Ratios    map[string]float64 `json:"ratios,omitempty"`
 	Sweep     []Point            `json:"batch_size_sweep,omitempty"`
 	Growth    []Point            `json:"growth,omitempty"`
-	Scale     []ScalePoint       `json:"scale,omitempty"`
-	Plots     []string           `json:"plots,omitempty"`
-	Failures  []string           `json:"failures,omitempty"`
+	// GrowthEmptyAfter is the growth run's first window measured again on
+	// an empty database right after its last.
+	GrowthEmptyAfter float64      `json:"growth_empty_after_records_per_sec,omitempty"`
+	Scale            []ScalePoint `json:"scale,omitempty"`
+	Plots            []string     `json:"plots,omitempty"`
+	Failures         []string     `json:"failures,omitempty"`
 }
 
 // Point is one point of a plotted series.
@@ -205,6 +208,16 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			fail("growth", err)
 		} else {
 			done(r)
+			// The growth run takes long enough for a host's speed to
+			// drift (a third within the hour on some): its first window
+			// is measured again on an empty database right after the
+			// last, so one ratio compares two windows a minute apart.
+			w.Records = window
+			if r, err := cfg.runCore(ctx, coreRun{name: "growth-empty-after", w: w, batch: cfg.BatchSize, writers: cfg.Writers}); err != nil {
+				fail("growth-empty-after", err)
+			} else {
+				rep.GrowthEmptyAfter = done(r).RecordsPerSec
+			}
 		}
 	}
 	rep.Ratios = ratios(rep)
@@ -260,6 +273,9 @@ func ratios(r *Report) map[string]float64 {
 	put("end_to_end/core_only", r.EndToEnd, r.Core)
 	if len(r.Growth) >= 2 {
 		out["growth_last/first"] = r.Growth[len(r.Growth)-1].RecordsPerSec / r.Growth[0].RecordsPerSec
+		if r.GrowthEmptyAfter > 0 {
+			out["growth_last/empty_after"] = r.Growth[len(r.Growth)-1].RecordsPerSec / r.GrowthEmptyAfter
+		}
 	}
 	return out
 }

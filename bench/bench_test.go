@@ -42,6 +42,9 @@ func TestTinyBench(t *testing.T) {
 	if c := rep.EndToEnd.Checks; c.Topic == nil || c.Topic.DistinctSettlementIDs != c.SettledEffects || c.SettledEffects == 0 {
 		t.Fatalf("end-to-end topic check: %+v", c)
 	}
+	if len(rep.Growth) == 0 || rep.GrowthEmptyAfter == 0 {
+		t.Fatalf("growth run without its windows or its empty-database window after: %v, %v", rep.Growth, rep.GrowthEmptyAfter)
+	}
 	if rep.Batched == nil || rep.Ratios["end_to_end/batched"] == 0 {
 		t.Fatalf("batched baseline missing: %+v, ratios %v", rep.Batched, rep.Ratios)
 	}
