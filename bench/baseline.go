@@ -8,9 +8,11 @@ import (
 	"math"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/settlehq/settle/fingerprint"
@@ -59,176 +61,152 @@ func liftMemoryLimit() (restore func()) {
 	return func() { debug.SetMemoryLimit(old) }
 }
 
-// runPerRecord is the per-record transaction handler: for every record, one
-// transaction that claims its identity with its response and, when new,
-// writes its ledger row and its outbox row. conns workers share the
-// records by partition, as consumers would.
-func (c *Config) runPerRecord(ctx context.Context, w Workload, conns int) (RunResult, error) {
-	defer liftMemoryLimit()()
-	res := RunResult{Name: "per-record"}
-	db, err := newDatabase(ctx, c.ServerURL, "perrec", c.Keep)
-	if err != nil {
-		return res, err
-	}
-	defer db.drop()
-	pool, err := db.pool(ctx, int32(conns))
-	if err != nil {
-		return res, err
-	}
-	defer pool.Close()
-	dec, err := fingerprint.NewDecoder(fingerprint.Config{})
-	if err != nil {
-		return res, err
-	}
-	gen := newGenerator(w)
-	work := make([][]Gen, conns)
-	for range w.Records {
-		r := gen.next()
-		work[int(r.Partition)%conns] = append(work[int(r.Partition)%conns], r)
-	}
-	m, err := startMeter(ctx, c.ServerURL, db.name)
-	if err != nil {
-		return res, err
-	}
-	var done, claimed atomic.Int64
-	stop := c.progress("per-record", w.Records, done.Load, nil)
-	g, gctx := errgroup.WithContext(ctx)
-	claim, ledger, outbox := mustSQL("baseline_identity_claim.sql"), mustSQL("baseline_ledger_insert.sql"), mustSQL("baseline_outbox_insert.sql")
-	for _, recs := range work {
-		g.Go(func() error {
-			for _, gr := range recs {
-				r, err := decodeForBaseline(dec, gr)
-				if err != nil {
-					return err
-				}
-				err = pgx.BeginTxFunc(gctx, pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
-					var id int64
-					err := tx.QueryRow(gctx, claim, r.id.TenantID, r.id.AccountPeriod, r.id.RecordID, string(r.id.Operation),
-						r.fp, r.canonical, string(r.response)).Scan(&id)
-					if errors.Is(err, pgx.ErrNoRows) {
-						return nil // a repeat: nothing more to write
-					}
-					if err != nil {
-						return err
-					}
-					claimed.Add(1)
-					if _, err := tx.Exec(gctx, ledger, id, r.account, "-"+r.amount); err != nil {
-						return err
-					}
-					_, err = tx.Exec(gctx, outbox, "settlements", r.key, r.response)
-					return err
-				})
-				if err != nil {
-					return fmt.Errorf("per-record baseline: %w", err)
-				}
-				done.Add(1)
-			}
-			return nil
-		})
-	}
-	err = g.Wait()
-	stop()
-	if err != nil {
-		return res, err
-	}
-	if err := m.stop(ctx, &res, w.Records); err != nil {
-		return res, err
-	}
-	res.Notes = append(res.Notes, fmt.Sprintf("%d connections, %d identities claimed; no balances, chains or holds", conns, claimed.Load()))
-	return res, nil
+// baselineWriter is what each worker of a pooled baseline writes with.
+type baselineWriter struct {
+	pool          *pgxpool.Pool
+	dec           *fingerprint.Decoder
+	done, claimed atomic.Int64 // records written, identities claimed
 }
 
-// runBatched is the batched handler the table measures: the same
-// three rows, a batch of records per transaction (one statement: the
-// identities claimed ON CONFLICT DO NOTHING, then the ledger and outbox
-// rows of the ones claimed), the same writers and partitions as the
-// core-only run. It has none of settle's other rows and checks (deliveries,
-// balances, chains, holds, conflicts, offsets): it shows what the rows
-// alone cost when batched. It fails unless it claimed every new identity
-// exactly once, so it cannot flatter itself by losing rows.
-func (c *Config) runBatched(ctx context.Context, w Workload) (RunResult, error) {
+// runPooled runs a baseline that writes through a pool of workers
+// connections: the workload is generated and shared among the workers by
+// partition (p % workers, as consumers would share it) before the clock
+// starts, then each worker writes its records with write, metered. It
+// fails unless the workers claimed exactly the workload's new identities,
+// so a baseline cannot flatter itself by losing or doubling rows.
+func (c *Config) runPooled(ctx context.Context, name string, w Workload, workers int,
+	write func(ctx context.Context, bw *baselineWriter, recs []Gen) error) (RunResult, error) {
 	defer liftMemoryLimit()()
-	res := RunResult{Name: "batched"}
-	db, err := newDatabase(ctx, c.ServerURL, "batched", c.Keep)
+	res := RunResult{Name: name}
+	db, err := newDatabase(ctx, c.ServerURL, strings.ReplaceAll(name, "-", ""), c.Keep)
 	if err != nil {
 		return res, err
 	}
 	defer db.drop()
-	pool, err := db.pool(ctx, int32(c.Writers))
-	if err != nil {
+	bw := &baselineWriter{}
+	if bw.pool, err = db.pool(ctx, int32(workers)); err != nil {
 		return res, err
 	}
-	defer pool.Close()
-	dec, err := fingerprint.NewDecoder(fingerprint.Config{})
-	if err != nil {
+	defer bw.pool.Close()
+	if bw.dec, err = fingerprint.NewDecoder(fingerprint.Config{}); err != nil {
 		return res, err
 	}
 	gen := newGenerator(w)
-	work := make([][]Gen, c.Writers)
+	work := make([][]Gen, workers)
 	var expectedNew int64
 	for range w.Records {
 		r := gen.next()
 		if r.New {
 			expectedNew++
 		}
-		work[int(r.Partition)%c.Writers] = append(work[int(r.Partition)%c.Writers], r)
+		work[int(r.Partition)%workers] = append(work[int(r.Partition)%workers], r)
 	}
 	m, err := startMeter(ctx, c.ServerURL, db.name)
 	if err != nil {
 		return res, err
 	}
-	var done, claimed atomic.Int64
-	stop := c.progress("batched", w.Records, done.Load, nil)
+	stop := c.progress(name, w.Records, bw.done.Load, nil)
 	g, gctx := errgroup.WithContext(ctx)
-	settleBatch := mustSQL("baseline_batch_settle.sql")
 	for _, recs := range work {
-		g.Go(func() error {
-			for start := 0; start < len(recs); start += c.BatchSize {
-				part := recs[start:min(start+c.BatchSize, len(recs))]
-				var (
-					ts, ps, rs, ops, accounts, amounts []string
-					fps                                []int64
-					canon, keys                        [][]byte
-					resps                              []string
-					seen                               = make(map[fingerprint.Identity]bool, len(part))
-				)
-				for _, gr := range part {
-					r, err := decodeForBaseline(dec, gr)
-					if err != nil {
-						return err
-					}
-					if seen[r.id] {
-						continue // a repeat inside the batch: the first one claims
-					}
-					seen[r.id] = true
-					ts, ps, rs, ops = append(ts, r.id.TenantID), append(ps, r.id.AccountPeriod), append(rs, r.id.RecordID), append(ops, string(r.id.Operation))
-					fps, canon, resps = append(fps, r.fp), append(canon, r.canonical), append(resps, string(r.response))
-					accounts, amounts, keys = append(accounts, r.account), append(amounts, "-"+r.amount), append(keys, r.key)
-				}
-				tag, err := pool.Exec(gctx, settleBatch, ts, ps, rs, ops, fps, canon, resps, accounts, amounts, keys)
-				if err != nil {
-					return fmt.Errorf("batched baseline: %w", err)
-				}
-				claimed.Add(tag.RowsAffected())
-				done.Add(int64(len(part)))
-			}
-			return nil
-		})
+		g.Go(func() error { return write(gctx, bw, recs) })
 	}
 	err = g.Wait()
 	stop()
 	if err != nil {
-		return res, err
+		return res, fmt.Errorf("%s baseline: %w", name, err)
 	}
 	if err := m.stop(ctx, &res, w.Records); err != nil {
 		return res, err
 	}
-	if claimed.Load() != expectedNew {
-		return res, fmt.Errorf("batched baseline claimed %d identities, the workload has %d new ones", claimed.Load(), expectedNew)
+	if claimed := bw.claimed.Load(); claimed != expectedNew {
+		return res, fmt.Errorf("%s baseline claimed %d identities, the workload has %d new ones", name, claimed, expectedNew)
 	}
-	res.Notes = append(res.Notes, fmt.Sprintf("%d writers, %d records per transaction, %d identities claimed; no deliveries, balances, chains, holds, conflicts or offsets",
-		c.Writers, c.BatchSize, claimed.Load()))
+	res.Notes = append(res.Notes, fmt.Sprintf("%d connections, %d identities claimed", workers, bw.claimed.Load()))
 	return res, nil
+}
+
+// runPerRecord is the per-record transaction handler: for every record, one
+// transaction that claims its identity with its response and, when new,
+// writes its ledger row and its outbox row, on conns connections.
+func (c *Config) runPerRecord(ctx context.Context, w Workload, conns int) (RunResult, error) {
+	claim, ledger, outbox := mustSQL("baseline_identity_claim.sql"), mustSQL("baseline_ledger_insert.sql"), mustSQL("baseline_outbox_insert.sql")
+	res, err := c.runPooled(ctx, "per-record", w, conns, func(ctx context.Context, bw *baselineWriter, recs []Gen) error {
+		for _, gr := range recs {
+			r, err := decodeForBaseline(bw.dec, gr)
+			if err != nil {
+				return err
+			}
+			err = pgx.BeginTxFunc(ctx, bw.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
+				var id int64
+				err := tx.QueryRow(ctx, claim, r.id.TenantID, r.id.AccountPeriod, r.id.RecordID, string(r.id.Operation),
+					r.fp, r.canonical, string(r.response)).Scan(&id)
+				if errors.Is(err, pgx.ErrNoRows) {
+					return nil // a repeat: nothing more to write
+				}
+				if err != nil {
+					return err
+				}
+				bw.claimed.Add(1)
+				if _, err := tx.Exec(ctx, ledger, id, r.account, "-"+r.amount); err != nil {
+					return err
+				}
+				_, err = tx.Exec(ctx, outbox, "settlements", r.key, r.response)
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			bw.done.Add(1)
+		}
+		return nil
+	})
+	res.Notes = append(res.Notes, "one transaction per record; no balances, chains or holds")
+	return res, err
+}
+
+// runBatched is the batched handler the table measures: the same
+// three rows, a batch of records per transaction (one statement: the
+// identities claimed ON CONFLICT DO NOTHING, then the ledger and outbox
+// rows of the ones claimed), on the core-only run's writers and partitions.
+// It has none of settle's other rows and checks (deliveries, balances,
+// chains, holds, conflicts, offsets): it shows what the rows alone cost
+// when batched.
+func (c *Config) runBatched(ctx context.Context, w Workload) (RunResult, error) {
+	settleBatch := mustSQL("baseline_batch_settle.sql")
+	res, err := c.runPooled(ctx, "batched", w, c.Writers, func(ctx context.Context, bw *baselineWriter, recs []Gen) error {
+		for start := 0; start < len(recs); start += c.BatchSize {
+			part := recs[start:min(start+c.BatchSize, len(recs))]
+			var (
+				ts, ps, rs, ops, accounts, amounts []string
+				fps                                []int64
+				canon, keys                        [][]byte
+				resps                              []string
+				seen                               = make(map[fingerprint.Identity]bool, len(part))
+			)
+			for _, gr := range part {
+				r, err := decodeForBaseline(bw.dec, gr)
+				if err != nil {
+					return err
+				}
+				if seen[r.id] {
+					continue // a repeat inside the batch: the first one claims
+				}
+				seen[r.id] = true
+				ts, ps, rs, ops = append(ts, r.id.TenantID), append(ps, r.id.AccountPeriod), append(rs, r.id.RecordID), append(ops, string(r.id.Operation))
+				fps, canon, resps = append(fps, r.fp), append(canon, r.canonical), append(resps, string(r.response))
+				accounts, amounts, keys = append(accounts, r.account), append(amounts, "-"+r.amount), append(keys, r.key)
+			}
+			tag, err := bw.pool.Exec(ctx, settleBatch, ts, ps, rs, ops, fps, canon, resps, accounts, amounts, keys)
+			if err != nil {
+				return err
+			}
+			bw.claimed.Add(tag.RowsAffected())
+			bw.done.Add(int64(len(part)))
+		}
+		return nil
+	})
+	res.Notes = append(res.Notes, fmt.Sprintf("%d records per transaction; no deliveries, balances, chains, holds, conflicts or offsets", c.BatchSize))
+	return res, err
 }
 
 // runCopy is the ceiling: the same three rows per new identity written with

@@ -87,7 +87,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		rep.Failures = append(rep.Failures, what+": "+err.Error())
 		fmt.Fprintf(cfg.Log, "bench %s FAILED: %v\n", what, err)
 	}
-	done := func(r RunResult) *RunResult {
+	// keep reports a run: its failure, or its summary line and the run.
+	keep := func(what string, r RunResult, err error) *RunResult {
+		if err != nil {
+			fail(what, err)
+			return nil
+		}
 		fmt.Fprintf(cfg.Log, "bench %-14s %8.0f records/s  service %.3f cpu-s/1k  postgres %.3f cpu-s/1k  wal %.0f B/record  checks ok\n",
 			r.Name, r.RecordsPerSec, r.ServiceCPUPer1k, r.PGCPUPer1k, r.WALBytesPerRec)
 		return &r
@@ -101,11 +106,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 				w.Seed += uint64(10 * i)
 				return cfg.runE2E(ctx, e2eRun{name: "end-to-end", w: w, timeout: timeout, tag: fmt.Sprintf("-%d", i)})
 			})
-			if err != nil {
-				fail("end-to-end", err)
-			} else {
-				rep.EndToEnd = done(r)
-			}
+			rep.EndToEnd = keep("end-to-end", r, err)
 		}
 		if !cfg.Skip.Latency {
 			rate := 5000.0
@@ -119,11 +120,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			w.Records = max(1000, min(w.Records, int(rate*cfg.LatencySeconds.Seconds())))
 			w.Seed++
 			r, err := cfg.runE2E(ctx, e2eRun{name: "half-rate", w: w, paced: rate, timeout: timeout})
-			if err != nil {
-				fail("half-rate", err)
-			} else {
-				rep.HalfRate = done(r)
-			}
+			rep.HalfRate = keep("half-rate", r, err)
 		}
 		if !cfg.Skip.Scale {
 			for _, p := range cfg.ScalePartitions {
@@ -133,12 +130,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 					w.Seed += 3
 					name := fmt.Sprintf("scale-p%d-i%d", p, n)
 					r, err := cfg.runE2E(ctx, e2eRun{name: name, w: w, timeout: timeout, instances: n})
-					if err != nil {
-						fail(name, err)
-						continue
+					if keep(name, r, err) != nil {
+						rep.Scale = append(rep.Scale, ScalePoint{Partitions: p, Instances: n, RecordsPerSec: r.RecordsPerSec})
 					}
-					done(r)
-					rep.Scale = append(rep.Scale, ScalePoint{Partitions: p, Instances: n, RecordsPerSec: r.RecordsPerSec})
 				}
 			}
 		}
@@ -149,49 +143,30 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			w.Seed += uint64(10 * i)
 			return cfg.runCore(ctx, coreRun{name: "core-only", w: w, batch: cfg.BatchSize, writers: cfg.Writers})
 		})
-		if err != nil {
-			fail("core-only", err)
-		} else {
-			rep.Core = done(r)
-		}
+		rep.Core = keep("core-only", r, err)
 	}
 	if !cfg.Skip.PerRecord {
 		w := cfg.Workload
 		w.Records = cfg.PerRecordRecords
 		r, err := cfg.repeat(func(int) (RunResult, error) { return cfg.runPerRecord(ctx, w, cfg.PerRecordConns) })
-		if err != nil {
-			fail("per-record", err)
-		} else {
-			rep.PerRecord = done(r)
-		}
+		rep.PerRecord = keep("per-record", r, err)
 	}
 	if !cfg.Skip.Batched {
 		r, err := cfg.repeat(func(int) (RunResult, error) { return cfg.runBatched(ctx, cfg.Workload) })
-		if err != nil {
-			fail("batched", err)
-		} else {
-			rep.Batched = done(r)
-		}
+		rep.Batched = keep("batched", r, err)
 	}
 	if !cfg.Skip.Copy {
 		r, err := cfg.repeat(func(int) (RunResult, error) { return cfg.runCopy(ctx, cfg.Workload) })
-		if err != nil {
-			fail("copy-ceiling", err)
-		} else {
-			rep.Copy = done(r)
-		}
+		rep.Copy = keep("copy-ceiling", r, err)
 	}
 	if !cfg.Skip.Sweep {
 		for _, bs := range cfg.SweepBatches {
 			w := cfg.Workload
 			w.Records = cfg.SweepRecords
 			r, err := cfg.runCore(ctx, coreRun{name: fmt.Sprintf("batch-%d", bs), w: w, batch: bs, writers: cfg.Writers})
-			if err != nil {
-				fail(fmt.Sprintf("batch size %d", bs), err)
-				continue
+			if keep(fmt.Sprintf("batch size %d", bs), r, err) != nil {
+				rep.Sweep = append(rep.Sweep, Point{X: float64(bs), RecordsPerSec: r.RecordsPerSec})
 			}
-			done(r)
-			rep.Sweep = append(rep.Sweep, Point{X: float64(bs), RecordsPerSec: r.RecordsPerSec})
 		}
 	}
 	if !cfg.Skip.Growth {
@@ -204,19 +179,15 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			onWindow: func(ids int64, rate float64) {
 				rep.Growth = append(rep.Growth, Point{X: float64(ids), RecordsPerSec: rate})
 			}})
-		if err != nil {
-			fail("growth", err)
-		} else {
-			done(r)
+		if keep("growth", r, err) != nil {
 			// The growth run takes long enough for a host's speed to
 			// drift (a third within the hour on some): its first window
 			// is measured again on an empty database right after the
 			// last, so one ratio compares two windows a minute apart.
 			w.Records = window
-			if r, err := cfg.runCore(ctx, coreRun{name: "growth-empty-after", w: w, batch: cfg.BatchSize, writers: cfg.Writers}); err != nil {
-				fail("growth-empty-after", err)
-			} else {
-				rep.GrowthEmptyAfter = done(r).RecordsPerSec
+			r, err := cfg.runCore(ctx, coreRun{name: "growth-empty-after", w: w, batch: cfg.BatchSize, writers: cfg.Writers})
+			if after := keep("growth-empty-after", r, err); after != nil {
+				rep.GrowthEmptyAfter = after.RecordsPerSec
 			}
 		}
 	}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"runtime/debug"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -144,7 +143,12 @@ func (c *Config) runE2E(ctx context.Context, er e2eRun) (RunResult, error) {
 	svcCtx, stopSvc := context.WithCancel(ctx)
 	relCtx, stopRel := context.WithCancel(context.WithoutCancel(ctx))
 	var svc sync.WaitGroup
+	// The service's peak RSS starts when it does, without what the bench
+	// held before (the pre-load, the runs before).
 	startService := func() {
+		if !resetPeakRSS() {
+			res.Notes = append(res.Notes, "peak RSS could not be reset: it includes what the bench held before the run")
+		}
 		for i := range conss {
 			svc.Add(2)
 			go func() { defer svc.Done(); conss[i].Run(svcCtx) }()
@@ -176,19 +180,11 @@ func (c *Config) runE2E(ctx context.Context, er e2eRun) (RunResult, error) {
 			return res, fmt.Errorf("produce: %w", e.(error))
 		}
 		prod.Close()
-		debug.FreeOSMemory()
-		if !resetPeakRSS() {
-			res.Notes = append(res.Notes, "peak RSS could not be reset: it includes the pre-loading producer")
-		}
 		if m, err = startMeter(ctx, c.ServerURL, db.name); err != nil {
 			return res, err
 		}
 		startService()
 	} else {
-		debug.FreeOSMemory() // what the runs before left
-		if !resetPeakRSS() {
-			res.Notes = append(res.Notes, "peak RSS could not be reset: it includes the runs before")
-		}
 		startService()
 		lat = startLatencyReader(ctx, b.addrs, tp.settlements, func(id string) (time.Time, bool) {
 			sentMu.Lock()

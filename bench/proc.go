@@ -2,6 +2,7 @@ package bench
 
 import (
 	"os"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
@@ -17,11 +18,13 @@ func selfCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// resetPeakRSS starts the peak resident set size of this process again
-// from its current size (Linux clear_refs 5), so a run's peak excludes
-// what the bench itself held before it (the pre-loaded workload, the
-// producer's buffers). It reports whether the kernel allowed it.
+// resetPeakRSS returns the memory the bench no longer uses to the OS and
+// starts the peak resident set size of this process again from what is
+// left (Linux clear_refs 5), so a run's peak excludes what the bench held
+// before it (the pre-loaded workload, the producer's buffers, the runs
+// before). It reports whether the kernel allowed it.
 func resetPeakRSS() bool {
+	debug.FreeOSMemory()
 	return os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) == nil
 }
 
