@@ -88,10 +88,11 @@ func Canonical(r *Record) []byte {
 
 // materialFields is the set of fields Canonical writes for a kind: the
 // fields the kind takes, less provenance; for operations on another record
-// (refund, reclaim, hold_release), only the identity.
+// (refund, reclaim, hold_release, and the expire settle makes), only the
+// identity.
 func materialFields(k Kind) uint32 {
 	switch k {
-	case KindRefund, KindReclaim, KindHoldRelease:
+	case KindRefund, KindReclaim, KindHoldRelease, KindExpire:
 		return 1<<fTenantID | 1<<fAccountPeriod | 1<<fRecordID | 1<<fKind
 	}
 	required, optional := kindFields(k)

@@ -27,6 +27,11 @@ const (
 	KindGrant       Kind = "grant"
 )
 
+// KindExpire is the operation of the release of an expired hold. No input
+// record has it: settle makes it (identity: the hold's, operation expire),
+// and its canonical form, like a release's, holds only the identity.
+const KindExpire Kind = "expire"
+
 // Kinds lists every valid kind, in the contract's order.
 var Kinds = []Kind{KindUsage, KindCorrection, KindReversal, KindRefund, KindReclaim, KindHold, KindHoldRelease, KindGrant}
 

@@ -445,7 +445,7 @@ func (st *txState) readIdentities(br pgx.BatchResults, byIdentity bool) error {
 
 // index makes an identity findable as a target.
 func (st *txState) index(id *identity) {
-	if !canBeTarget(id.key.Operation) || id.key.Operation == "expire" {
+	if !canBeTarget(id.key.Operation) || id.key.Operation == fingerprint.KindExpire {
 		return
 	}
 	k := recKey{id.key.TenantID, id.key.AccountPeriod, id.key.RecordID}

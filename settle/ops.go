@@ -312,10 +312,10 @@ func (st *txState) expireIfDue(ctx context.Context, h *hold) error {
 	if err != nil {
 		return err
 	}
-	key := fingerprint.Identity{TenantID: h.key.TenantID, AccountPeriod: h.key.AccountPeriod, RecordID: h.key.RecordID, Operation: "expire"}
-	canonical := []byte(fmt.Sprintf(`{"account_period":%q,"kind":"expire","record_id":%q,"tenant_id":%q}`, key.AccountPeriod, key.RecordID, key.TenantID))
-	d := &decoded{in: &Input{Topic: "", Partition: 0, Offset: 0}, id: key, canonical: canonical, fp: fingerprint.Sum(canonical),
-		rec: fingerprint.Record{TenantID: key.TenantID, AccountPeriod: key.AccountPeriod, RecordID: key.RecordID, Kind: "expire", Subject: h.a.key.subject, OccurredAt: *h.expiresAt}}
+	key := fingerprint.Identity{TenantID: h.key.TenantID, AccountPeriod: h.key.AccountPeriod, RecordID: h.key.RecordID, Operation: fingerprint.KindExpire}
+	rec := fingerprint.Record{TenantID: key.TenantID, AccountPeriod: key.AccountPeriod, RecordID: key.RecordID, Kind: fingerprint.KindExpire, Subject: h.a.key.subject, OccurredAt: *h.expiresAt}
+	canonical := fingerprint.Canonical(&rec)
+	d := &decoded{in: &Input{Topic: "", Partition: 0, Offset: 0}, id: key, canonical: canonical, fp: fingerprint.Sum(canonical), rec: rec}
 	eff := st.settled(d, id, h.a, &Links{Hold: h.settlementID}, Entry{bucketHeld, h.remaining.Neg().String()})
 	eff.targetID = h.identityID
 	h.status, h.remaining, h.closedBy, h.dirty = "expired", money.Dec{}, id, true

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/settlehq/settle/fingerprint"
 	"github.com/settlehq/settle/settle"
 )
 
@@ -103,4 +104,39 @@ func TestHoldExpiry(t *testing.T) {
 		t.Errorf("published expiries = %d, want 2", n)
 	}
 	checkInvariants(t, s.Pool())
+}
+
+// TestExpireCanonicalForm: the expire settlement's canonical form comes from
+// the one canonical encoder, so analysts' tools read it back for any record
+// id (Go's %q spelled U+E0001 as \U000e0001, which is not JSON).
+func TestExpireCanonicalForm(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := context.Background()
+	id := "h-\U000E0001"
+	mustSettle(t, s, batch(0, 0, grant("g", "cust-1", "100"),
+		rec("kind", "hold", "record_id", id, "amount", "10", "expires_at", time.Now().Add(100*time.Millisecond).UTC().Format(time.RFC3339Nano),
+			"meter", nil, "quantity", nil, "unit", nil, "finalization_version", nil)))
+	time.Sleep(200 * time.Millisecond)
+	if n, err := s.ExpireHolds(ctx); err != nil || n != 1 {
+		t.Fatalf("expire holds: %d %v", n, err)
+	}
+	var canonical []byte
+	if err := s.Pool().QueryRow(ctx, `SELECT canonical FROM identities WHERE operation = 'expire'`).Scan(&canonical); err != nil {
+		t.Fatal(err)
+	}
+	want := fingerprint.Canonical(&fingerprint.Record{TenantID: "acme", AccountPeriod: "2026-11", RecordID: id, Kind: fingerprint.KindExpire})
+	if string(canonical) != string(want) {
+		t.Errorf("stored canonical %s, want %s", canonical, want)
+	}
+	fields, err := fingerprint.CanonicalFields(canonical)
+	if err != nil {
+		t.Fatalf("CanonicalFields(%s): %v", canonical, err)
+	}
+	if fields["record_id"] != id {
+		t.Errorf("record_id read back as %q, want %q", fields["record_id"], id)
+	}
+	if _, err := fingerprint.Diff(canonical, want); err != nil {
+		t.Errorf("Diff: %v", err)
+	}
 }
