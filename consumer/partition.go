@@ -318,16 +318,22 @@ type batchPublish struct {
 
 // publishAsync starts producing one message per result to the results
 // topic, keyed like the input record; awaitPublish collects the
-// acknowledgements.
+// acknowledgements. A waiting result is not produced here: the settling
+// transaction put it in the outbox, ahead of the final result a later
+// transaction writes, and the relay publishes both in that order.
 func (c *Consumer) publishAsync(ctx context.Context, cl *kgo.Client, results []settle.Result, spans ...trace.Span) *batchPublish {
 	p := &batchPublish{results: results}
-	recs := make([]*kgo.Record, len(results))
+	recs := make([]*kgo.Record, 0, len(results))
 	for i := range results {
-		v := results[i].AppendJSON(nil)
-		recs[i] = &kgo.Record{Topic: c.cfg.ResultsTopic, Key: results[i].Key, Value: v}
-		if i < len(spans) {
-			injectResult(spans[i], recs[i])
+		if results[i].Outcome == settle.OutcomeWaiting {
+			continue
 		}
+		v := results[i].AppendJSON(nil)
+		r := &kgo.Record{Topic: c.cfg.ResultsTopic, Key: results[i].Key, Value: v}
+		if i < len(spans) {
+			injectResult(spans[i], r)
+		}
+		recs = append(recs, r)
 	}
 	pctx, cancel := context.WithTimeout(ctx, c.cfg.ProduceTimeout)
 	p.wg.Add(len(recs))

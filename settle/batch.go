@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"sort"
 	"time"
@@ -54,9 +55,10 @@ func (s *Store) Settle(ctx context.Context, group string, inputs []Input) ([]Res
 		ds[i] = s.decode(&inputs[i])
 	}
 	var results []Result
+	locks := periodLocks{}
 	err := s.withRetries(ctx, len(inputs), func(attempt int) error {
 		var err error
-		results, err = s.attempt(ctx, group, ds, attempt, firstSeen)
+		results, err = s.attempt(ctx, group, ds, attempt, firstSeen, locks)
 		return err
 	})
 	return results, err
@@ -73,6 +75,12 @@ func (s *Store) withRetries(ctx context.Context, records int, attempt func(n int
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
+		}
+		if errors.Is(err, errWidenLocks) {
+			// Not a race lost: the next attempt holds more locks, and the
+			// set only grows, so this ends.
+			n--
+			continue
 		}
 		switch classify(err) {
 		case ErrContention:
@@ -134,15 +142,15 @@ func indexProbesOnly(set string) string {
 }
 
 // attempt runs one transaction attempt over the whole batch.
-func (s *Store) attempt(ctx context.Context, group string, ds []decoded, attempt int, firstSeen time.Time) ([]Result, error) {
+func (s *Store) attempt(ctx context.Context, group string, ds []decoded, attempt int, firstSeen time.Time, locks periodLocks) ([]Result, error) {
 	tx, err := s.pool.BeginTx(ctx, settleTxOptions)
 	if err != nil {
 		return nil, err
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
 
-	st := s.newTxState(tx, attempt, firstSeen)
-	if err := st.load(ctx, ds); err != nil {
+	st := s.newTxState(tx, attempt, firstSeen, locks)
+	if err := st.load(ctx, ds, nil); err != nil {
 		return nil, err
 	}
 	results := make([]Result, len(ds))
@@ -152,6 +160,9 @@ func (s *Store) attempt(ctx context.Context, group string, ds []decoded, attempt
 			return nil, err
 		}
 		results[i] = r
+	}
+	if err := st.checkLocks(); err != nil {
+		return nil, err
 	}
 	if err := st.write(ctx, group); err != nil {
 		return nil, err
@@ -297,6 +308,11 @@ type txState struct {
 	closed          map[[2]string]bool
 	ids             []int64
 
+	// locks are the period locks this attempt holds (taken by load); need
+	// what its decisions asked for. carried is the set the next attempt
+	// starts from when need is not covered.
+	locks, need, carried periodLocks
+
 	newIdentities []*identity
 	entries       []entryRow
 	deliveries    []deliveryRow
@@ -308,8 +324,13 @@ type txState struct {
 	offsets       map[Coordinates]int64 // topic+partition (Offset 0) -> next offset
 }
 
-func (s *Store) newTxState(tx pgx.Tx, attempt int, firstSeen time.Time) *txState {
+// newTxState starts a transaction attempt's state; carried is the set of
+// period locks the caller keeps across its attempts (see periodLocks).
+func (s *Store) newTxState(tx pgx.Tx, attempt int, firstSeen time.Time, carried periodLocks) *txState {
 	return &txState{
+		carried:         carried,
+		locks:           maps.Clone(carried),
+		need:            periodLocks{},
 		s:               s,
 		tx:              tx,
 		attempt:         attempt,

@@ -38,7 +38,8 @@ func classify(err error) error {
 		case "23505": // a concurrent transaction claimed the same key first
 			switch pgErr.ConstraintName {
 			case "identities_scope_key", "deliveries_pkey", "conflict_cases_key", "accounts_key",
-				"dead_letters_source_key", "chains_pkey":
+				"dead_letters_source_key", "chains_pkey", "holds_pkey", "waiting_scope_key",
+				"case_resolutions_case_key", "consumer_offsets_pkey", "periods_pkey":
 				return ErrContention
 			}
 			return nil

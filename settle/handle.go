@@ -22,6 +22,11 @@ func (st *txState) handle(ctx context.Context, d *decoded) (Result, error) {
 		if r.Outcome == OutcomeWaiting && len(r.Response) == 0 {
 			st.redeliveredWaiting(d, &r)
 		}
+		if r.Outcome == OutcomeWaiting {
+			if w := st.waitingByID[d.id]; w != nil {
+				st.waitingResult(w.target, r)
+			}
+		}
 		return r, nil
 	}
 	res := Result{Version: SchemaVersionOutput, Source: c, Timestamp: d.in.Timestamp, Key: d.in.Key}
@@ -52,9 +57,28 @@ func (st *txState) handle(ctx context.Context, d *decoded) (Result, error) {
 		st.waitingList = append(st.waitingList, w)
 	}
 	res.Outcome, res.Reason, res.CaseID, res.Response = r.Outcome, r.Reason, r.CaseID, r.Response
+	if r.wait != nil {
+		st.waitingResult(*r.wait, res)
+	}
 	st.deliveries = append(st.deliveries, deliveryRow{in: d.in, tenant: d.id.TenantID, identityID: r.identityID,
 		caseID: r.CaseID, outcome: r.Outcome, reason: r.Reason})
 	return res, nil
+}
+
+// waitingResult sends the result of an input record that waits for target
+// through the outbox, under an exclusive lock of the target's period: the
+// final result can then only be written by a later transaction, so the
+// relay publishes it after this one (callers of Settle do not publish
+// waiting results themselves).
+func (st *txState) waitingResult(target recKey, r Result) {
+	st.need.add(periodKey{target.tenant, target.period}, true)
+	st.queueResult(r.Key, r)
+}
+
+// queueResult puts a result on the results topic through the outbox.
+func (st *txState) queueResult(key []byte, r Result) {
+	st.outbox = append(st.outbox, outboxRow{topic: st.s.cfg.ResultsTopic, key: key, value: r.AppendJSON(nil),
+		headers: encodeHeaders([]fingerprint.Header{{Key: "version", Value: []byte(strconv.Itoa(SchemaVersionOutput))}})})
 }
 
 // processed is what process decided for a new identity.
@@ -122,9 +146,7 @@ func (st *txState) wake(ctx context.Context, key recKey) error {
 			Outcome: p.Outcome, Reason: p.Reason, CaseID: p.CaseID, Response: p.Response}
 		idj := identityJSON(w.d.id)
 		r.Identity = &idj
-		body := r.AppendJSON(nil)
-		st.outbox = append(st.outbox, outboxRow{topic: st.s.cfg.ResultsTopic, key: w.d.in.Key, value: body,
-			headers: encodeHeaders([]fingerprint.Header{{Key: "version", Value: []byte(strconv.Itoa(SchemaVersionOutput))}})})
+		st.queueResult(w.d.in.Key, r)
 	}
 	return nil
 }
@@ -227,6 +249,7 @@ func (st *txState) openCase(ctx context.Context, d *decoded, reason string, prio
 func (st *txState) claim(d *decoded, idNum int64, eff *effect) []byte {
 	resp := eff.resp
 	body := resp.AppendJSON(make([]byte, 0, 640))
+	st.need.add(periodKey{d.id.TenantID, d.id.AccountPeriod}, false)
 	id := &identity{
 		id: idNum, key: d.id, fp: d.fp, version: fingerprint.CanonicalVersion, canonical: d.canonical,
 		outcome: resp.Outcome, reason: resp.Reason, response: body, subject: d.rec.Subject, currency: d.rec.Currency,

@@ -81,18 +81,26 @@ func canBeTarget(k fingerprint.Kind) bool {
 }
 
 // load reads, in two pipelined round trips, everything the batch needs to
-// decide its outcomes, locking what it may change: earlier deliveries of its
-// coordinates, its identities already settled or waiting, the targets its
-// operations name, the waiting operations it wakes, closed periods, and the
-// accounts, chains and holds it touches.
-func (st *txState) load(ctx context.Context, ds []decoded) error {
+// decide its outcomes, locking what it may change: its periods first (see
+// periodLocks), earlier deliveries of its coordinates, its identities
+// already settled or waiting, the targets its operations name, the waiting
+// operations it wakes, closed periods, and the accounts, chains and holds it
+// touches. wake names targets, settled before, whose waiting operations the
+// transaction applies (see WakeWaiting); their identities and waiting
+// operations are loaded as if a record of the batch named them.
+func (st *txState) load(ctx context.Context, ds []decoded, wake []recKey) error {
 	var (
-		dTopics                   []string
-		dParts                    []int32
-		dOffsets                  []int64
-		idKeys                    [4][]string
-		tgtKeys, ownKeys, perKeys keyList
+		dTopics          []string
+		dParts           []int32
+		dOffsets         []int64
+		idKeys           [4][]string
+		tgtKeys, ownKeys keyList
 	)
+	for _, k := range wake {
+		tgtKeys.add(k)
+		ownKeys.add(k)
+		st.locks.add(periodKey{k.tenant, k.period}, false)
+	}
 	accKeys := accountList{known: &st.s.accountIDs}
 	seenID := map[fingerprint.Identity]bool{}
 	var reserving []accountKey // accounts whose available funds the batch looks at
@@ -107,7 +115,7 @@ func (st *txState) load(ctx context.Context, ds []decoded) error {
 			idKeys[0], idKeys[1] = append(idKeys[0], d.id.TenantID), append(idKeys[1], d.id.AccountPeriod)
 			idKeys[2], idKeys[3] = append(idKeys[2], d.id.RecordID), append(idKeys[3], string(d.id.Operation))
 		}
-		perKeys.add(recKey{d.rec.TenantID, d.rec.AccountPeriod, ""})
+		st.locks.add(periodKey{d.rec.TenantID, d.rec.AccountPeriod}, false)
 		if k, ok := target(&d.rec); ok {
 			tgtKeys.add(k)
 		}
@@ -123,17 +131,20 @@ func (st *txState) load(ctx context.Context, ds []decoded) error {
 	}
 
 	b := &pgx.Batch{}
+	st.queueLocks(b)
 	b.Queue(sqlDeliveryLookup, dTopics, dParts, dOffsets)
 	b.Queue(sqlIdentityLookup, idKeys[0], idKeys[1], idKeys[2], idKeys[3])
 	b.Queue(sqlTargetLookup, tgtKeys.t, tgtKeys.p, tgtKeys.r)
 	b.Queue(sqlWaitingLookup, idKeys[0], idKeys[1], idKeys[2], idKeys[3], ownKeys.t, ownKeys.p, ownKeys.r)
-	b.Queue(sqlPeriodLookup, perKeys.t, perKeys.p)
 	b.Queue(sqlAccountInsert, accKeys.t, accKeys.s, accKeys.c)
 	b.Queue(sqlAccountLock, accKeys.t, accKeys.s, accKeys.c, accKeys.ids)
 	b.Queue(sqlIdentityReserve, len(ds))
 	br := st.tx.SendBatch(ctx, b)
 	defer br.Close()
 
+	if err := st.readLocks(br); err != nil {
+		return err
+	}
 	if err := st.readDeliveries(br); err != nil {
 		return err
 	}
@@ -147,17 +158,6 @@ func (st *txState) load(ctx context.Context, ds []decoded) error {
 	if err != nil {
 		return err
 	}
-	rows, _ := br.Query()
-	for rows.Next() {
-		var k [2]string
-		if err := rows.Scan(&k[0], &k[1]); err != nil {
-			return fmt.Errorf("read periods: %w", err)
-		}
-		st.closed[k] = true
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("read periods: %w", err)
-	}
 	if _, err := br.Exec(); err != nil {
 		return fmt.Errorf("create accounts: %w", err)
 	}
@@ -165,7 +165,7 @@ func (st *txState) load(ctx context.Context, ds []decoded) error {
 		return err
 	}
 	st.accountsByKey = st.accountsByKey || len(accKeys.t) > 0
-	rows, _ = br.Query()
+	rows, _ := br.Query()
 	for rows.Next() {
 		var id int64
 		if err := rows.Scan(&id, &st.now); err != nil {

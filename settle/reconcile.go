@@ -24,6 +24,8 @@ var (
 	sqlReconcileOpenCases         = mustQuery("reconcile_open_cases.sql")
 	sqlReconcileHashChain         = mustQuery("reconcile_hash_chain.sql")
 	sqlReconcileReferences        = mustQuery("reconcile_references.sql")
+	sqlReconcileWaitingSettled    = mustQuery("reconcile_waiting_target_settled.sql")
+	sqlReconcileHoldOverdue       = mustQuery("reconcile_hold_overdue.sql")
 )
 
 // Discrepancy classes: what reconcile found, one per kind of difference.
@@ -49,6 +51,8 @@ const (
 	ClassDeliveryNoIdentity    = "delivery_without_identity"        // a delivery row naming an identity that does not exist
 	ClassIdentityNoAccount     = "identity_without_account"         // an identity naming an account that does not exist
 	ClassIdentityRefMissing    = "identity_reference_missing"       // an identity whose root or target identity does not exist
+	ClassWaitingTargetSettled  = "waiting_target_settled"           // an operation still waiting although its target settled
+	ClassHoldOverdue           = "hold_overdue"                     // a hold still active past its expires_at and the grace period
 )
 
 // Finding is one difference reconcile found.
@@ -119,6 +123,11 @@ type ReconcileInput struct {
 	// (the relay publishes within a second normally). 0 = 5 minutes.
 	OutboxGrace time.Duration
 
+	// HoldExpiryGrace is how long past its expires_at an active hold must
+	// be to count (the sweep releases it within its interval). 0 = 5
+	// minutes.
+	HoldExpiryGrace time.Duration
+
 	// Group is the consumer group whose offsets are compared. "" = "settle".
 	Group string
 
@@ -150,6 +159,9 @@ func (s *Store) Reconcile(ctx context.Context, in ReconcileInput) (*Report, erro
 	if in.OutboxGrace == 0 {
 		in.OutboxGrace = 5 * time.Minute
 	}
+	if in.HoldExpiryGrace == 0 {
+		in.HoldExpiryGrace = 5 * time.Minute
+	}
 	if in.Group == "" {
 		in.Group = "settle"
 	}
@@ -173,6 +185,8 @@ func (s *Store) Reconcile(ctx context.Context, in ReconcileInput) (*Report, erro
 		{"every_effect_has_one_settlement", s.checkSettlementMissing},
 		{"every_outbox_row_published", s.checkOutboxUnpublished},
 		{"ledger_hash_chain", s.checkHashChain},
+		{"no_operation_waits_for_a_settled_target", s.checkWaitingTargetSettled},
+		{"no_hold_active_past_expiry", s.checkHoldOverdue},
 	}
 	for _, st := range steps {
 		fs, err := st.fn(ctx, tx, in)
@@ -392,6 +406,28 @@ func (s *Store) checkOutboxUnpublished(ctx context.Context, tx pgx.Tx, in Reconc
 		err := rows.Scan(&f.OutboxRowID, &topic, &created, &f.SettlementID)
 		f.Detail = fmt.Sprintf("outbox row %d for topic %s written %s is not published (grace %s): is a relay running and leading?",
 			f.OutboxRowID, topic, created.UTC().Format(time.RFC3339), in.OutboxGrace)
+		return f, err
+	})
+}
+
+func (s *Store) checkWaitingTargetSettled(ctx context.Context, tx pgx.Tx, in ReconcileInput) ([]Finding, error) {
+	return findRows(ctx, tx, sqlReconcileWaitingSettled, []any{in.TenantID}, func(rows pgx.Rows) (Finding, error) {
+		f := Finding{Class: ClassWaitingTargetSettled}
+		var targetPeriod, targetRecord, status string
+		err := rows.Scan(&f.TenantID, &f.Period, &f.RecordID, &f.Operation, &targetPeriod, &targetRecord, &status)
+		f.Detail = fmt.Sprintf("%s %s of period %s is %s although record %s of period %s has settled: the service's sweep applies it (is `settle run` running?)",
+			f.Operation, f.RecordID, f.Period, status, targetRecord, targetPeriod)
+		return f, err
+	})
+}
+
+func (s *Store) checkHoldOverdue(ctx context.Context, tx pgx.Tx, in ReconcileInput) ([]Finding, error) {
+	return findRows(ctx, tx, sqlReconcileHoldOverdue, []any{in.TenantID, in.HoldExpiryGrace.Seconds()}, func(rows pgx.Rows) (Finding, error) {
+		f := Finding{Class: ClassHoldOverdue, Operation: "hold"}
+		var expires time.Time
+		err := rows.Scan(&f.TenantID, &f.Period, &f.RecordID, &expires)
+		f.Detail = fmt.Sprintf("hold %s of period %s expired at %s and is still active (grace %s): the service's sweep releases it (is `settle run` running?)",
+			f.RecordID, f.Period, expires.UTC().Format(time.RFC3339), in.HoldExpiryGrace)
 		return f, err
 	})
 }

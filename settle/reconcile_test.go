@@ -112,8 +112,8 @@ func TestReconcileClean(t *testing.T) {
 			t.Errorf("check %s skipped: %s", c.Name, c.Skipped)
 		}
 	}
-	if len(r.Checks) != 10 {
-		t.Errorf("%d checks ran, want 10: %+v", len(r.Checks), r.Checks)
+	if len(r.Checks) != 12 {
+		t.Errorf("%d checks ran, want 12: %+v", len(r.Checks), r.Checks)
 	}
 }
 

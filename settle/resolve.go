@@ -79,9 +79,10 @@ func (s *Store) Resolve(ctx context.Context, req ResolveRequest) (*Resolution, e
 		req.Amount = n
 	}
 	var res *Resolution
+	locks := periodLocks{}
 	err := s.withRetries(ctx, 1, func(int) error {
 		var err error
-		res, err = s.resolveAttempt(ctx, req)
+		res, err = s.resolveAttempt(ctx, req, locks)
 		return err
 	})
 	// The caller's own mistakes come back as themselves, not as a failed
@@ -94,7 +95,7 @@ func (s *Store) Resolve(ctx context.Context, req ResolveRequest) (*Resolution, e
 	return res, err
 }
 
-func (s *Store) resolveAttempt(ctx context.Context, req ResolveRequest) (*Resolution, error) {
+func (s *Store) resolveAttempt(ctx context.Context, req ResolveRequest, locks periodLocks) (*Resolution, error) {
 	tx, err := s.pool.BeginTx(ctx, settleTxOptions)
 	if err != nil {
 		return nil, err
@@ -132,7 +133,7 @@ func (s *Store) resolveAttempt(ctx context.Context, req ResolveRequest) (*Resolu
 		return nil, errLostRace
 	}
 
-	st := s.newTxState(tx, 1, s.now())
+	st := s.newTxState(tx, 1, s.now(), locks)
 	res := &Resolution{CaseID: req.CaseID, Decision: req.Decision, Status: "rejected"}
 	var identityID int64
 	final := Result{Version: SchemaVersionOutput, Source: src, CaseID: req.CaseID}
@@ -156,9 +157,10 @@ func (s *Store) resolveAttempt(ctx context.Context, req ResolveRequest) (*Resolu
 		res.Status, res.SettlementID, res.Response = "accepted", settlementID(d.id), p.Response
 		final.Outcome, final.Response = OutcomeSettled, p.Response
 	}
-	body := final.AppendJSON(nil)
-	st.outbox = append(st.outbox, outboxRow{topic: s.cfg.ResultsTopic, value: body,
-		headers: encodeHeaders([]fingerprint.Header{{Key: "version", Value: []byte(strconv.Itoa(SchemaVersionOutput))}})})
+	st.queueResult(nil, final)
+	if err := st.checkLocks(); err != nil {
+		return nil, err
+	}
 	if err := st.write(ctx, ""); err != nil {
 		return nil, err
 	}
@@ -221,7 +223,7 @@ func (st *txState) resolutionRecord(ctx context.Context, req ResolveRequest, key
 	if target.period != key.AccountPeriod {
 		d.rec.CorrectsPeriod = target.period
 	}
-	if err := st.load(ctx, []decoded{*d}); err != nil {
+	if err := st.load(ctx, []decoded{*d}, nil); err != nil {
 		return nil, err
 	}
 	ch, res := st.resolveChain(target)

@@ -3,7 +3,6 @@ package settle
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -12,8 +11,9 @@ import (
 )
 
 var (
-	sqlWaitingDue = mustQuery("waiting_due.sql")
-	sqlHoldDue    = mustQuery("hold_due.sql")
+	sqlWaitingDue      = mustQuery("waiting_due.sql")
+	sqlWaitingWakeable = mustQuery("waiting_wakeable.sql")
+	sqlHoldDue         = mustQuery("hold_due.sql")
 )
 
 // sweepPageMax bounds the work of one sweep transaction.
@@ -27,15 +27,16 @@ const sweepPageMax = 200
 // handled; call it until it returns 0.
 func (s *Store) SweepOrphans(ctx context.Context, orphanAfter time.Duration) (int, error) {
 	var n int
+	locks := periodLocks{}
 	err := s.withRetries(ctx, sweepPageMax, func(int) error {
 		var err error
-		n, err = s.sweepOrphansOnce(ctx, orphanAfter)
+		n, err = s.sweepOrphansOnce(ctx, orphanAfter, locks)
 		return err
 	})
 	return n, err
 }
 
-func (s *Store) sweepOrphansOnce(ctx context.Context, orphanAfter time.Duration) (int, error) {
+func (s *Store) sweepOrphansOnce(ctx context.Context, orphanAfter time.Duration, locks periodLocks) (int, error) {
 	tx, err := s.pool.BeginTx(ctx, settleTxOptions)
 	if err != nil {
 		return 0, err
@@ -60,8 +61,8 @@ func (s *Store) sweepOrphansOnce(ctx context.Context, orphanAfter time.Duration)
 	if len(ds) == 0 {
 		return 0, nil
 	}
-	st := s.newTxState(tx, 1, s.now())
-	if err := st.load(ctx, ds); err != nil {
+	st := s.newTxState(tx, 1, s.now(), locks)
+	if err := st.load(ctx, ds, nil); err != nil {
 		return 0, err
 	}
 	for _, d := range ds {
@@ -90,9 +91,10 @@ func (s *Store) sweepOrphansOnce(ctx context.Context, orphanAfter time.Duration)
 			w.status, w.caseID, w.dirty = "orphaned", caseID, true
 			final.Outcome, final.Reason, final.CaseID = OutcomeQuarantined, ReasonOrphan, caseID
 		}
-		body := final.AppendJSON(nil)
-		st.outbox = append(st.outbox, outboxRow{topic: s.cfg.ResultsTopic, key: w.d.in.Key, value: body,
-			headers: encodeHeaders([]fingerprint.Header{{Key: "version", Value: []byte(strconv.Itoa(SchemaVersionOutput))}})})
+		st.queueResult(w.d.in.Key, final)
+	}
+	if err := st.checkLocks(); err != nil {
+		return 0, err
 	}
 	if err := st.write(ctx, ""); err != nil {
 		return 0, err
@@ -107,15 +109,16 @@ func (s *Store) sweepOrphansOnce(ctx context.Context, orphanAfter time.Duration)
 // many it released; call it until it returns 0.
 func (s *Store) ExpireHolds(ctx context.Context) (int, error) {
 	var n int
+	locks := periodLocks{}
 	err := s.withRetries(ctx, sweepPageMax, func(int) error {
 		var err error
-		n, err = s.expireHoldsOnce(ctx)
+		n, err = s.expireHoldsOnce(ctx, locks)
 		return err
 	})
 	return n, err
 }
 
-func (s *Store) expireHoldsOnce(ctx context.Context) (int, error) {
+func (s *Store) expireHoldsOnce(ctx context.Context, locks periodLocks) (int, error) {
 	tx, err := s.pool.BeginTx(ctx, settleTxOptions)
 	if err != nil {
 		return 0, err
@@ -136,14 +139,20 @@ func (s *Store) expireHoldsOnce(ctx context.Context) (int, error) {
 	if len(holdIDs) == 0 {
 		return 0, nil
 	}
-	st := s.newTxState(tx, 1, s.now())
-	// Accounts first, then holds: the order every settling transaction
-	// locks in.
+	st := s.newTxState(tx, 1, s.now(), locks)
+	// Periods, accounts, then holds: the order every settling transaction
+	// locks in. The first attempt holds no period lock; the expiries ask for
+	// their holds' periods, and the next attempt takes them.
 	b := &pgx.Batch{}
+	st.queueLocks(b)
 	b.Queue(sqlAccountLockByID, accIDs)
 	b.Queue(sqlHoldLock, holdIDs, []int64{})
 	b.Queue("SELECT now()")
 	br := tx.SendBatch(ctx, b)
+	if err := st.readLocks(br); err != nil {
+		br.Close()
+		return 0, err
+	}
 	if err := st.readAccounts(br, -1); err != nil {
 		br.Close()
 		return 0, err
@@ -169,8 +178,75 @@ func (s *Store) expireHoldsOnce(ctx context.Context) (int, error) {
 			n++
 		}
 	}
+	if err := st.checkLocks(); err != nil {
+		return 0, err
+	}
 	if err := st.write(ctx, ""); err != nil {
 		return 0, err
 	}
 	return n, s.commit(ctx, tx, st)
+}
+
+// WakeWaiting applies operations that still wait although their target has
+// settled, in one transaction per page of targets, as the target's own
+// transaction would have (final result on the results topic). The period
+// locks make that case impossible between settle's own transactions; this
+// is the safety net that finds any such operation anyway (a database
+// restored or edited by hand, a defect) within one sweep. It returns how
+// many operations it applied; call it until it returns 0.
+func (s *Store) WakeWaiting(ctx context.Context) (int, error) {
+	var n int
+	locks := periodLocks{}
+	err := s.withRetries(ctx, sweepPageMax, func(int) error {
+		var err error
+		n, err = s.wakeWaitingOnce(ctx, locks)
+		return err
+	})
+	return n, err
+}
+
+func (s *Store) wakeWaitingOnce(ctx context.Context, locks periodLocks) (int, error) {
+	tx, err := s.pool.BeginTx(ctx, settleTxOptions)
+	if err != nil {
+		return 0, err
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	rows, _ := tx.Query(ctx, sqlWaitingWakeable, sweepPageMax)
+	keys, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (recKey, error) {
+		var k recKey
+		return k, row.Scan(&k.tenant, &k.period, &k.record)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("find waiting operations whose target settled: %w", err)
+	}
+	if len(keys) == 0 {
+		return 0, nil
+	}
+	st := s.newTxState(tx, 1, s.now(), locks)
+	if err := st.load(ctx, nil, keys); err != nil {
+		return 0, err
+	}
+	applied := 0
+	for _, k := range keys {
+		if err := st.wake(ctx, k); err != nil {
+			return 0, err
+		}
+		for _, w := range st.waitingByTarget[k] {
+			if w.status == "applied" {
+				applied++
+			}
+		}
+	}
+	if applied == 0 {
+		// Targets that still cannot take their operations (none known
+		// today): nothing to write, and 0 so the sweeper moves on.
+		return 0, nil
+	}
+	if err := st.checkLocks(); err != nil {
+		return 0, err
+	}
+	if err := st.write(ctx, ""); err != nil {
+		return 0, err
+	}
+	return applied, s.commit(ctx, tx, st)
 }

@@ -58,8 +58,12 @@ func TestOrphansAndAutoResolve(t *testing.T) {
 	if n := count(t, s.Pool(), `SELECT count(*) FROM conflict_cases WHERE reason = 'orphan' AND status = 'auto_resolved'`); n != 1 {
 		t.Errorf("auto_resolved orphan cases = %d, want 1", n)
 	}
-	if n := count(t, s.Pool(), `SELECT count(*) FROM outbox WHERE topic = 'usage.results'`); n != 3 {
+	if n := count(t, s.Pool(), `SELECT count(*) FROM outbox WHERE topic = 'usage.results' AND convert_from(value, 'UTF8')::json->>'outcome' <> 'waiting'`); n != 3 {
 		t.Errorf("final results = %d, want 3 (capture charged, refund orphaned, refund applied)", n)
+	}
+	// Their waiting results went the same way, ahead of them.
+	if n := count(t, s.Pool(), `SELECT count(*) FROM outbox WHERE topic = 'usage.results' AND convert_from(value, 'UTF8')::json->>'outcome' = 'waiting'`); n != 2 {
+		t.Errorf("waiting results = %d, want 2 (refund and capture)", n)
 	}
 	checkInvariants(t, s.Pool())
 }

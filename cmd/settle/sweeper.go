@@ -29,6 +29,7 @@ func (s *sweeper) run(ctx context.Context) {
 			do   func(context.Context) (int, error)
 		}{
 			{"hold expiry", s.store.ExpireHolds},
+			{"waiting operations whose target settled", s.store.WakeWaiting},
 			{"orphans", func(ctx context.Context) (int, error) { return s.store.SweepOrphans(ctx, s.orphanAfter) }},
 		} {
 			for ctx.Err() == nil {

@@ -1,0 +1,136 @@
+package settle
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/jackc/pgx/v5"
+)
+
+var sqlPeriodLock = mustQuery("period_lock.sql")
+
+// Transactions that meet in a (tenant, period) serialise on one advisory
+// lock of it, so that what one writes is never missed by the other's reads:
+//
+//   - a dependent (a correction, refund, reclaim, capture or release) that
+//     finds no target and would wait, and a target that looks for the
+//     operations waiting for it, would each miss the other's uncommitted
+//     row and commit, leaving the dependent waiting for ever. Every
+//     transaction that claims an identity holds its period shared; one that
+//     leaves an operation waiting (or answers a redelivered one that still
+//     waits) holds its target's period exclusively. The lock waits for the
+//     targets in flight, and a target that comes later waits for the
+//     waiting row, so one of the two always sees the other;
+//   - the waiting result goes to the results topic through the outbox in
+//     that exclusive transaction, so its row comes before the final
+//     result's, which only a later transaction can write;
+//   - closing a period takes it exclusively, so every settlement committed
+//     after the close reads the period closed and is flagged late.
+//
+// A transaction learns which locks it needs only as it decides, so it takes
+// what its records name before its first read and, when it finds it needs
+// more (a period of an operation it woke, a wait), rolls back and starts
+// again holding them: errWidenLocks. Each retry holds strictly more, so the
+// retries end.
+type periodLocks map[periodKey]bool // true: exclusive
+
+type periodKey struct{ tenant, period string }
+
+// errWidenLocks ends a transaction attempt that needs period locks it does
+// not hold; the next attempt takes them first.
+var errWidenLocks = errors.New("needs more period locks")
+
+// lockKey is the lock's int4 key. Two pairs that share one only serialise
+// needlessly.
+func (k periodKey) lockKey() int32 {
+	d := xxhash.New()
+	_, _ = d.WriteString(k.tenant)
+	_, _ = d.Write([]byte{0})
+	_, _ = d.WriteString(k.period)
+	return int32(d.Sum64())
+}
+
+// add asks for k, exclusively or shared; an exclusive ask is never
+// weakened.
+func (l periodLocks) add(k periodKey, exclusive bool) {
+	l[k] = l[k] || exclusive
+}
+
+// covers reports whether l holds everything need asks for.
+func (l periodLocks) covers(need periodLocks) bool {
+	for k, x := range need {
+		held, ok := l[k]
+		if !ok || (x && !held) {
+			return false
+		}
+	}
+	return true
+}
+
+// queue adds the lock statement for l to b: one lock per key, sorted, an
+// exclusive one where any pair with that key asks for it.
+func (l periodLocks) queue(b *pgx.Batch) {
+	modes := map[int32]bool{}
+	for k, x := range l {
+		lk := k.lockKey()
+		modes[lk] = modes[lk] || x
+	}
+	keys := make([]int32, 0, len(modes))
+	for k := range modes {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i] < keys[j] })
+	excl := make([]bool, len(keys))
+	for i, k := range keys {
+		excl[i] = modes[k]
+	}
+	b.Queue(sqlPeriodLock, keys, excl)
+}
+
+// checkLocks ends the attempt with errWidenLocks when its decisions need
+// period locks it does not hold, after adding them to the carried set.
+func (st *txState) checkLocks() error {
+	if st.locks.covers(st.need) {
+		return nil
+	}
+	for k, x := range st.locks {
+		st.carried.add(k, x)
+	}
+	for k, x := range st.need {
+		st.carried.add(k, x)
+	}
+	return errWidenLocks
+}
+
+// queueLocks queues, first in a transaction's first round trip, its period
+// locks and the look-up of which of those periods are closed (read by
+// readLocks).
+func (st *txState) queueLocks(b *pgx.Batch) {
+	st.locks.queue(b)
+	var t, p []string
+	for k := range st.locks {
+		t, p = append(t, k.tenant), append(p, k.period)
+	}
+	b.Queue(sqlPeriodLookup, t, p)
+}
+
+// readLocks reads what queueLocks queued.
+func (st *txState) readLocks(br pgx.BatchResults) error {
+	if _, err := br.Exec(); err != nil {
+		return fmt.Errorf("lock periods: %w", err)
+	}
+	rows, _ := br.Query()
+	for rows.Next() {
+		var k [2]string
+		if err := rows.Scan(&k[0], &k[1]); err != nil {
+			return fmt.Errorf("read closed periods: %w", err)
+		}
+		st.closed[k] = true
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read closed periods: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,184 @@
+package settle_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/settlehq/settle/settle"
+)
+
+// TestDependentRacesItsTarget: a usage and its refund (and a correction of
+// another usage) settled at the same moment by two writers (two partitions,
+// two transactions) always meet, whichever commits first: every dependent
+// is applied, none is left waiting, every account nets to what the contract
+// says, and a dependent that answered waiting has its waiting result in the
+// outbox ahead of its final result.
+func TestDependentRacesItsTarget(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := context.Background()
+	const pairs = 120
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	errs := make(chan error, 4*pairs)
+	sem := make(chan struct{}, 8) // pairs in flight at once
+	for i := 0; i < pairs; i++ {
+		subject := fmt.Sprintf("cust-%d", i%10)
+		usage := rec("record_id", fmt.Sprintf("u-%d", i), "subject", subject, "amount", "10")
+		var dependent map[string]any
+		if (i/10)%2 == 0 {
+			dependent = signal("refund", fmt.Sprintf("u-%d", i), subject)
+		} else {
+			dependent = rec("kind", "correction", "record_id", fmt.Sprintf("c-%d", i), "corrects", fmt.Sprintf("u-%d", i),
+				"subject", subject, "amount", "4", "finalization_version", 2)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			var pair sync.WaitGroup
+			for p, r := range []map[string]any{usage, dependent} {
+				pair.Add(1)
+				go func() {
+					defer pair.Done()
+					if _, err := s.Settle(ctx, "g", batch(int32(p), int64(i), r)); err != nil {
+						errs <- err
+					}
+				}()
+			}
+			pair.Wait()
+		}()
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("settle: %v", err)
+	}
+	if n := count(t, s.Pool(), `SELECT count(*) FROM waiting WHERE status <> 'applied'`); n != 0 {
+		t.Errorf("%d operations still wait although every target settled", n)
+	}
+	// Refunded usages net to 0; corrected ones to 4: ten accounts of 12
+	// pairs each, half of each kind.
+	for i := 0; i < 10; i++ {
+		if b := balance(t, s.Pool(), "acme", fmt.Sprintf("cust-%d", i), "USD"); b != "-24" {
+			t.Errorf("cust-%d balance = %s, want -24 (6 usages refunded, 6 corrected to 4)", i, b)
+		}
+	}
+	// Per input record, the waiting result is queued before the final one.
+	var misordered, waited int
+	err := s.Pool().QueryRow(ctx, `
+		WITH r AS (SELECT id, convert_from(value, 'UTF8')::json AS v FROM outbox WHERE topic = 'usage.results'),
+		     w AS (SELECT id, v->'source'->>'partition' AS p, v->'source'->>'offset' AS o FROM r WHERE v->>'outcome' = 'waiting'),
+		     f AS (SELECT id, v->'source'->>'partition' AS p, v->'source'->>'offset' AS o FROM r WHERE v->>'outcome' <> 'waiting')
+		SELECT (SELECT count(*) FROM w JOIN f USING (p, o) WHERE f.id < w.id), (SELECT count(*) FROM w)`).Scan(&misordered, &waited)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if misordered != 0 {
+		t.Errorf("%d final results queued before their waiting result", misordered)
+	}
+	finals := count(t, s.Pool(), `SELECT count(*) FROM outbox WHERE topic = 'usage.results' AND convert_from(value, 'UTF8')::json->>'outcome' <> 'waiting'`)
+	if finals != waited {
+		t.Errorf("%d dependents answered waiting, %d final results: every waiting one gets exactly one", waited, finals)
+	}
+	t.Logf("%d of %d dependents waited for their target", waited, pairs)
+	checkInvariants(t, s.Pool())
+}
+
+// TestWakeWaitingSafetyNet: an operation left waiting although its target
+// has settled (here: made so by hand, as a restore could) is applied by the
+// sweep, with its final result, and reconcile reports it until then.
+func TestWakeWaitingSafetyNet(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := context.Background()
+	rs := mustSettle(t, s, batch(0, 0, signal("refund", "u-1", "cust-1")))
+	if rs[0].Outcome != settle.OutcomeWaiting {
+		t.Fatalf("refund = %s, want waiting", rs[0].Outcome)
+	}
+	// The target settles while its transaction cannot see the waiting row:
+	// hide it, settle, put it back.
+	if _, err := s.Pool().Exec(ctx, `UPDATE waiting SET target_record_id = 'elsewhere'`); err != nil {
+		t.Fatal(err)
+	}
+	mustSettle(t, s, batch(1, 0, rec("record_id", "u-1", "amount", "10")))
+	if _, err := s.Pool().Exec(ctx, `UPDATE waiting SET target_record_id = 'u-1'`); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := s.Reconcile(ctx, settle.ReconcileInput{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, f := range rep.Findings {
+		if f.Class == settle.ClassWaitingTargetSettled && f.RecordID == "u-1" && f.Operation == "refund" {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("reconcile did not report the refund waiting for a settled target: %+v", rep.Findings)
+	}
+	n, err := s.WakeWaiting(ctx)
+	if err != nil || n != 1 {
+		t.Fatalf("wake waiting: %d, %v; want 1", n, err)
+	}
+	if n, err := s.WakeWaiting(ctx); err != nil || n != 0 {
+		t.Errorf("second sweep: %d, %v; want 0", n, err)
+	}
+	if b := balance(t, s.Pool(), "acme", "cust-1", "USD"); b != "0" {
+		t.Errorf("balance = %s, want 0 (charged 10, refunded)", b)
+	}
+	if n := count(t, s.Pool(), `SELECT count(*) FROM outbox WHERE topic = 'usage.results' AND convert_from(value, 'UTF8')::json->>'outcome' = 'settled'`); n != 1 {
+		t.Errorf("final results = %d, want 1", n)
+	}
+	rep, err = s.Reconcile(ctx, settle.ReconcileInput{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Clean() {
+		t.Errorf("reconcile after the sweep: %+v", rep.Findings)
+	}
+	checkInvariants(t, s.Pool())
+}
+
+// TestReconcileReportsOverdueHold: a hold still active well past its
+// expiry (nobody swept it) is a discrepancy until it is released.
+func TestReconcileReportsOverdueHold(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := context.Background()
+	exp := time.Now().Add(50 * time.Millisecond).UTC().Format(time.RFC3339Nano)
+	mustSettle(t, s, batch(0, 0, grant("g", "cust-1", "100"),
+		rec("kind", "hold", "record_id", "h-1", "amount", "10", "expires_at", exp,
+			"meter", nil, "quantity", nil, "unit", nil, "finalization_version", nil)))
+	time.Sleep(100 * time.Millisecond)
+	rep, err := s.Reconcile(ctx, settle.ReconcileInput{HoldExpiryGrace: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, f := range rep.Findings {
+		if f.Class == settle.ClassHoldOverdue && f.RecordID == "h-1" {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("reconcile did not report the overdue hold: %+v", rep.Findings)
+	}
+	if _, err := s.ExpireHolds(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rep, err = s.Reconcile(ctx, settle.ReconcileInput{HoldExpiryGrace: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Clean() {
+		t.Errorf("reconcile after expiry: %+v", rep.Findings)
+	}
+}
