@@ -12,6 +12,7 @@ package analyst
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"crypto/subtle"
 	"embed"
 	"encoding/json"
@@ -19,6 +20,7 @@ import (
 	"fmt"
 	"html/template"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -44,10 +46,19 @@ type Store interface {
 type Config struct {
 	Store Store
 
-	// Token, when set, is required of every request as
-	// "Authorization: Bearer <Token>". "" = no authentication: keep the
-	// listener on loopback.
-	Token string
+	// Tokens maps each bearer token to the analyst it names. When set,
+	// every request must send one as "Authorization: Bearer <token>", and
+	// a resolution records the token's analyst, not a name the request
+	// states. Empty = no authentication (keep the listener on loopback):
+	// a resolution records the name the form or body gives.
+	Tokens map[string]string
+
+	// Hosts are the Host header values the surface answers: "host:port",
+	// or a bare "host" for any port; names compare case-insensitively.
+	// Any other Host (a page of a foreign name rebound to this address)
+	// gets 421 Misdirected Request. Empty = the loopback names localhost,
+	// 127.0.0.1 and [::1] on any port.
+	Hosts []string
 
 	// Logger gets failures of requests. nil = slog.Default().
 	Logger *slog.Logger
@@ -63,6 +74,19 @@ func (c Config) Validate() error {
 	}
 	if c.RequestTimeout < 0 {
 		return errors.New("analyst: RequestTimeout must not be negative")
+	}
+	for tok, name := range c.Tokens {
+		if tok == "" || name == "" {
+			return errors.New("analyst: Tokens: an empty token or analyst name")
+		}
+		if len(name) > resolveFieldMax {
+			return fmt.Errorf("analyst: Tokens: analyst name of %d bytes, at most %d", len(name), resolveFieldMax)
+		}
+	}
+	for _, h := range c.Hosts {
+		if _, _, err := splitHost(h); err != nil {
+			return fmt.Errorf("analyst: Hosts: %w", err)
+		}
 	}
 	return nil
 }
@@ -101,8 +125,17 @@ var pages = template.Must(template.New("").Funcs(template.FuncMap{
 }).ParseFS(assets, "templates/*.html"))
 
 type handler struct {
-	cfg Config
-	log *slog.Logger
+	cfg    Config
+	log    *slog.Logger
+	tokens []namedToken // Config.Tokens, hashed
+	hosts  map[string]bool
+}
+
+// namedToken is a bearer token by its SHA-256: every comparison is of 32
+// bytes, so its timing says nothing of a token's length either.
+type namedToken struct {
+	sum  [sha256.Size]byte
+	name string
 }
 
 // Handler returns the analyst surface: pages under /, the JSON API under
@@ -115,9 +148,20 @@ func Handler(cfg Config) http.Handler {
 	if cfg.RequestTimeout == 0 {
 		cfg.RequestTimeout = 10 * time.Second
 	}
-	h := &handler{cfg: cfg, log: cfg.Logger}
+	h := &handler{cfg: cfg, log: cfg.Logger, hosts: map[string]bool{}}
 	if h.log == nil {
 		h.log = slog.Default()
+	}
+	for tok, name := range cfg.Tokens {
+		h.tokens = append(h.tokens, namedToken{sha256.Sum256([]byte(tok)), name})
+	}
+	hosts := cfg.Hosts
+	if len(hosts) == 0 {
+		hosts = []string{"localhost", "127.0.0.1", "[::1]"}
+	}
+	for _, e := range hosts {
+		name, port, _ := splitHost(e)
+		h.hosts[name+":"+port] = true
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /static/", http.FileServerFS(assets))
@@ -140,7 +184,7 @@ func Handler(cfg Config) http.Handler {
 	// Sec-Fetch-Site or Origin must name this origin. Clients that send
 	// neither (curl, the CLI) are not browsers and are let through.
 	csrf := http.NewCrossOriginProtection()
-	return h.auth(csrf.Handler(securityHeaders(mux)))
+	return h.checkHost(h.auth(csrf.Handler(securityHeaders(mux))))
 }
 
 func securityHeaders(next http.Handler) http.Handler {
@@ -153,19 +197,79 @@ func securityHeaders(next http.Handler) http.Handler {
 	})
 }
 
-// auth requires the bearer token when one is configured.
-func (h *handler) auth(next http.Handler) http.Handler {
-	if h.cfg.Token == "" {
-		return next
-	}
-	want := "Bearer " + h.cfg.Token
+// checkHost answers only requests whose Host is one of Config.Hosts. A
+// browser on a page of a foreign name that resolves to this address (DNS
+// rebinding) sends that name as Host and counts itself same-origin, so
+// the cross-origin check alone cannot refuse it; the Host it cannot fake.
+func (h *handler) checkHost(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), []byte(want)) != 1 {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="settle"`)
-			http.Error(w, "unauthorized: send Authorization: Bearer <token>", http.StatusUnauthorized)
+		name, port, err := splitHost(r.Host)
+		if port == "" {
+			port = "80" // the listener speaks plain HTTP
+		}
+		if err != nil || !(h.hosts[name+":"+port] || h.hosts[name+":"]) {
+			http.Error(w, fmt.Sprintf("misdirected request: Host %q is not a name of this listener; "+
+				"use its address, or add the name to --admin-allowed-hosts", r.Host), http.StatusMisdirectedRequest)
 			return
 		}
 		next.ServeHTTP(w, r)
+	})
+}
+
+// splitHost reads a Host header value, or a Config.Hosts entry, as a
+// lower-case name (IPv6 without brackets) and a port ("" when absent).
+func splitHost(hostport string) (name, port string, err error) {
+	name = hostport
+	switch {
+	case strings.HasPrefix(hostport, "[") && strings.HasSuffix(hostport, "]"): // [v6]
+		name = hostport[1 : len(hostport)-1]
+	case strings.HasPrefix(hostport, "["), strings.Count(hostport, ":") == 1: // [v6]:port, name:port
+		if name, port, err = net.SplitHostPort(hostport); err != nil {
+			return "", "", fmt.Errorf("host %q: %w", hostport, err)
+		}
+		if n, err := strconv.ParseUint(port, 10, 16); err != nil || n == 0 {
+			return "", "", fmt.Errorf("host %q: port %q is not a port", hostport, port)
+		}
+	}
+	if name == "" || strings.ContainsAny(name, "/?#@%[] \t") {
+		return "", "", fmt.Errorf("host %q: want a name or an address, with or without :port", hostport)
+	}
+	return strings.ToLower(name), port, nil
+}
+
+// analystKey is the request context's key of the authenticated analyst.
+type analystKey struct{}
+
+// analystOf is the analyst whose token the request carried; "" when the
+// surface has no tokens.
+func analystOf(r *http.Request) string {
+	name, _ := r.Context().Value(analystKey{}).(string)
+	return name
+}
+
+// auth requires one of the bearer tokens when any is configured, and puts
+// the analyst it names in the request's context.
+func (h *handler) auth(next http.Handler) http.Handler {
+	if len(h.tokens) == 0 {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		scheme, tok, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+		sum := sha256.Sum256([]byte(tok))
+		name := ""
+		// Every token is compared, in constant time, so timing tells
+		// nothing about which one nearly matched.
+		for _, t := range h.tokens {
+			if subtle.ConstantTimeCompare(sum[:], t.sum[:]) == 1 {
+				name = t.name
+			}
+		}
+		if !strings.EqualFold(scheme, "Bearer") || tok == "" || name == "" {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="settle"`)
+			http.Error(w, "unauthorized: send Authorization: Bearer <your analyst token>", http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), analystKey{}, name)))
 	})
 }
 

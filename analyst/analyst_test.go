@@ -33,7 +33,7 @@ func record(tenant, id, subject, amount, at string) []byte {
 		`","amount":"` + amount + `","currency":"USD","meter":"gpu_seconds","quantity":"` + amount + `","unit":"s","occurred_at":"` + at + `","finalization_version":1}`)
 }
 
-func newFixture(t *testing.T, token string) *fixture {
+func newFixture(t *testing.T, tokens map[string]string) *fixture {
 	t.Helper()
 	s := pgtest.NewStore(t, settle.Config{})
 	at := "2026-11-03T10:00:00Z"
@@ -55,7 +55,7 @@ func newFixture(t *testing.T, token string) *fixture {
 		t.Fatalf("fixture: no cases: %+v", rs)
 	}
 	f := &fixture{store: s, acmeCase: rs[2].CaseID, globexCase: rs[4].CaseID, period: "2026-11", acmeSubject: "cust-1"}
-	f.srv = httptest.NewServer(analyst.Handler(analyst.Config{Store: s, Token: token}))
+	f.srv = httptest.NewServer(analyst.Handler(analyst.Config{Store: s, Tokens: tokens}))
 	t.Cleanup(f.srv.Close)
 	return f
 }
@@ -80,7 +80,7 @@ func get(t *testing.T, url string, hdr ...string) (int, string) {
 // API settles once, and the page then shows the resolution.
 func TestAPIAndPages(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, "")
+	f := newFixture(t, nil)
 	code, body := get(t, f.srv.URL+"/api/cases?status=open&tenant=acme")
 	var page settle.CasePage
 	if code != 200 || json.Unmarshal([]byte(body), &page) != nil || len(page.Cases) != 1 || page.Cases[0].ID != f.acmeCase {
@@ -153,7 +153,7 @@ func TestAPIAndPages(t *testing.T) {
 // TestBearerToken: with a token configured, every analyst path needs it.
 func TestBearerToken(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, "s3cret")
+	f := newFixture(t, map[string]string{"s3cret": "alice"})
 	for _, path := range []string{"/", "/cases", "/api/cases", "/api/cases/" + itoa(f.acmeCase)} {
 		if code, _ := get(t, f.srv.URL+path); code != 401 {
 			t.Errorf("GET %s without a token: %d, want 401", path, code)
@@ -171,7 +171,7 @@ func TestBearerToken(t *testing.T) {
 // origin and accepted from the page's own.
 func TestFormResolveNeedsSameOrigin(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, "")
+	f := newFixture(t, nil)
 	form := url.Values{"decision": {"reject"}, "reason": {"duplicate meter"}, "by": {"ana"}}
 	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	send := func(origin string) int {
@@ -204,3 +204,81 @@ func TestFormResolveNeedsSameOrigin(t *testing.T) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// TestTokenNamesTheAnalyst: a resolution through the API or the form
+// records the analyst its token names, whatever name the request states,
+// and the case page shows who is signed in instead of asking.
+func TestTokenNamesTheAnalyst(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, map[string]string{"alice-token": "alice", "bob-token": "bob"})
+	req, _ := http.NewRequest("POST", f.srv.URL+"/api/cases/"+itoa(f.acmeCase)+"/resolve",
+		strings.NewReader(`{"decision":"accept","reason":"meter re-read","by":"mallory"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer alice-token")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if c, _ := f.store.Case(context.Background(), f.acmeCase); resp.StatusCode != 200 || c.Resolution == nil || c.Resolution.By != "alice" {
+		t.Errorf("API resolve with alice's token, body by mallory: %d %+v, want by alice", resp.StatusCode, c.Resolution)
+	}
+	code, page := get(t, f.srv.URL+"/cases/"+itoa(f.globexCase), "Authorization", "Bearer bob-token")
+	if code != 200 || !strings.Contains(page, `class="analyst">bob<`) || strings.Contains(page, `name="by"`) {
+		t.Errorf("case page with bob's token: %d, want bob named and no name field:\n%s", code, page)
+	}
+	// A form without a name: the token's is enough.
+	form := url.Values{"decision": {"reject"}, "reason": {"duplicate meter"}}
+	req, _ = http.NewRequest("POST", f.srv.URL+"/cases/"+itoa(f.globexCase)+"/resolve", strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Authorization", "bearer bob-token")
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	if resp, err = client.Do(req); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if c, _ := f.store.Case(context.Background(), f.globexCase); resp.StatusCode != http.StatusSeeOther || c.Resolution == nil || c.Resolution.By != "bob" {
+		t.Errorf("form resolve with bob's token and no name: %d %+v, want by bob", resp.StatusCode, c.Resolution)
+	}
+}
+
+// TestHosts: the surface answers only the Host names it is given (by
+// default the loopback names, any port); others get 421.
+func TestHosts(t *testing.T) {
+	t.Parallel()
+	s := pgtest.NewStore(t, settle.Config{})
+	for _, tc := range []struct {
+		hosts []string
+		host  string
+		want  int
+	}{
+		{nil, "127.0.0.1:8080", 200},
+		{nil, "localhost:1234", 200},
+		{nil, "LocalHost", 200},
+		{nil, "[::1]:8080", 200},
+		{nil, "[::1]", 200},
+		{nil, "evil.example:8080", 421},
+		{nil, "127.0.0.2:8080", 421},
+		{nil, "localhost.evil.example", 421},
+		{nil, "", 421},
+		{[]string{"10.1.2.3:8080", "analysts.example", "[fd00::1]:8080"}, "10.1.2.3:8080", 200},
+		{[]string{"10.1.2.3:8080", "analysts.example", "[fd00::1]:8080"}, "10.1.2.3:9090", 421},
+		{[]string{"10.1.2.3:8080", "analysts.example", "[fd00::1]:8080"}, "10.1.2.3", 421},
+		{[]string{"10.1.2.3:8080", "analysts.example", "[fd00::1]:8080"}, "analysts.example:443", 200},
+		{[]string{"10.1.2.3:8080", "analysts.example", "[fd00::1]:8080"}, "[FD00::1]:8080", 200},
+		{[]string{"10.1.2.3:8080", "analysts.example", "[fd00::1]:8080"}, "localhost:8080", 421},
+		{[]string{"settle:80"}, "settle", 200},
+	} {
+		h := analyst.Handler(analyst.Config{Store: s, Hosts: tc.hosts})
+		req := httptest.NewRequest("GET", "/api/cases/counts", nil)
+		req.Host = tc.host
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != tc.want {
+			t.Errorf("hosts %v, Host %q: %d, want %d: %s", tc.hosts, tc.host, rec.Code, tc.want, rec.Body)
+		}
+	}
+	if err := (analyst.Config{Store: s, Hosts: []string{"http://x/"}}).Validate(); err == nil {
+		t.Error("a URL in Hosts is valid")
+	}
+}

@@ -41,7 +41,7 @@ func chromium(t *testing.T) string {
 func TestBrowserResolveCase(t *testing.T) {
 	t.Parallel()
 	path := chromium(t)
-	f := newFixture(t, "")
+	f := newFixture(t, nil)
 
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(path),

@@ -246,7 +246,7 @@ func (h *handler) showCase(w http.ResponseWriter, r *http.Request, code int, for
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(code)
 	h.render(w, "case", map[string]any{"Title": fmt.Sprintf("Case %d", c.ID), "Nav": "cases", "C": c,
-		"FormError": formErr, "Form": form, "Resolved": r.URL.Query().Get("resolved") != ""})
+		"FormError": formErr, "Form": form, "Resolved": r.URL.Query().Get("resolved") != "", "Analyst": analystOf(r)})
 }
 
 // resolveInput is the body of POST /api/cases/{id}/resolve.
@@ -254,7 +254,7 @@ type resolveInput struct {
 	Decision string `json:"decision"` // accept or reject
 	Amount   string `json:"amount,omitempty"`
 	Reason   string `json:"reason"`
-	By       string `json:"by"`
+	By       string `json:"by"` // ignored when a token names the analyst
 }
 
 // resolveFieldMax caps the reason and name of a resolution.
@@ -290,6 +290,9 @@ func (h *handler) apiResolve(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, fmt.Errorf("%w: body: %v", settle.ErrBadFilter, err), true)
 		return
 	}
+	if name := analystOf(r); name != "" {
+		in.By = name // the token says who; a stated name does not
+	}
 	req, err := in.request(id)
 	if err != nil {
 		h.fail(w, r, err, true)
@@ -318,6 +321,9 @@ func (h *handler) resolveForm(w http.ResponseWriter, r *http.Request) {
 	}
 	in := resolveInput{Decision: r.PostForm.Get("decision"), Amount: r.PostForm.Get("amount"),
 		Reason: r.PostForm.Get("reason"), By: r.PostForm.Get("by")}
+	if name := analystOf(r); name != "" {
+		in.By = name // the token says who; a stated name does not
+	}
 	req, err := in.request(id)
 	if err == nil {
 		ctx, cancel := h.ctx(r)

@@ -66,9 +66,18 @@ func TestCompose(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	wd, _ := os.Getwd()
-	p, err := loader.LoadWithContext(ctx, types.ConfigDetails{WorkingDir: wd,
-		ConfigFiles: []types.ConfigFile{{Filename: filepath.Join(wd, "compose.yaml")}},
-		Environment: types.Mapping{}}, func(o *loader.Options) { o.SetProjectName("settle", true) })
+	load := func(env types.Mapping) (*types.Project, error) {
+		return loader.LoadWithContext(ctx, types.ConfigDetails{WorkingDir: wd,
+			ConfigFiles: []types.ConfigFile{{Filename: filepath.Join(wd, "compose.yaml")}},
+			Environment: env}, func(o *loader.Options) { o.SetProjectName("settle", true) })
+	}
+	// The analysts' token comes from the environment (deploy/.env), with
+	// no default: without it compose refuses to start, as settle would.
+	if _, err := load(types.Mapping{}); err == nil || !strings.Contains(err.Error(), "SETTLE_ADMIN_TOKEN") {
+		t.Errorf("compose.yaml loads without SETTLE_ADMIN_TOKEN in the environment (err %v): the token must come from it, never a literal or a default", err)
+	}
+	const token = "alice=compose-test-token-0123456789"
+	p, err := load(types.Mapping{"SETTLE_ADMIN_TOKEN": token})
 	if err != nil {
 		t.Fatalf("load compose.yaml: %v", err)
 	}
@@ -108,6 +117,14 @@ func TestCompose(t *testing.T) {
 	}
 	if a := env("settle", "SETTLE_ADMIN_ADDR"); !strings.HasPrefix(a, "0.0.0.0:") {
 		t.Errorf("settle: SETTLE_ADMIN_ADDR %q: in a container it must listen beyond loopback", a)
+	}
+	if tok := env("settle", "SETTLE_ADMIN_TOKEN"); tok != token {
+		t.Errorf("settle: SETTLE_ADMIN_TOKEN %q, want the environment's %q: beyond loopback the analysts' page needs a token", tok, token)
+	}
+	for _, name := range []string{"settle", "settle-migrate"} {
+		if p.Services[name].Environment["SETTLE_ADMIN_INSECURE"] != nil || strings.Contains(strings.Join(p.Services[name].Command, " "), "--admin-") {
+			t.Errorf("%s: the admin listener is configured insecure, or by a flag: %v", name, p.Services[name].Command)
+		}
 	}
 	if !strings.Contains(env("settle", "SETTLE_OTLP_ENDPOINT"), "otel-collector:4318") {
 		t.Errorf("settle: traces not sent to the collector")
@@ -342,6 +359,34 @@ func TestKubernetesManifests(t *testing.T) {
 			if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
 				secretKey(what+" env "+e.Name, e.ValueFrom.SecretKeyRef.Name, e.ValueFrom.SecretKeyRef.Key)
 			}
+		}
+	}
+	// The admin listener is beyond loopback: settle refuses to start
+	// without the analysts' tokens, which come from the Secret alone.
+	var adminToken *corev1.EnvVar
+	for i, e := range c.Env {
+		if e.Name == "SETTLE_ADMIN_TOKEN" {
+			adminToken = &c.Env[i]
+		}
+	}
+	if adminToken == nil || adminToken.Value != "" || adminToken.ValueFrom == nil || adminToken.ValueFrom.SecretKeyRef == nil {
+		t.Errorf("deployment: SETTLE_ADMIN_TOKEN must come from a secretKeyRef: %+v", adminToken)
+	} else if v := secret.StringData[adminToken.ValueFrom.SecretKeyRef.Key]; !regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._@+-]*=[^,=]{16,}(,[A-Za-z0-9][A-Za-z0-9._@+-]*=[^,=]{16,})*$`).MatchString(v) {
+		t.Errorf("secret %s: %q is not NAME=TOKEN,... with tokens of at least 16 bytes", adminToken.ValueFrom.SecretKeyRef.Key, v)
+	}
+	for k := range cm.Data {
+		if strings.HasPrefix(k, "SETTLE_ADMIN_TOKEN") || k == "SETTLE_ADMIN_INSECURE" {
+			t.Errorf("configmap: %s: the analysts' tokens come from the Secret, and the listener is never insecure", k)
+		}
+	}
+	for what, ctr := range map[string]corev1.Container{"deployment": c, "migrate job": job.Spec.Template.Spec.Containers[0]} {
+		for _, e := range ctr.Env {
+			if e.Name == "SETTLE_ADMIN_INSECURE" {
+				t.Errorf("%s: SETTLE_ADMIN_INSECURE set", what)
+			}
+		}
+		if a := strings.Join(append(ctr.Command, ctr.Args...), " "); strings.Contains(a, "--admin-") {
+			t.Errorf("%s: admin flags on the command line (%q): a token there is a literal in the manifest", what, a)
 		}
 	}
 	if len(c.EnvFrom) != 1 || c.EnvFrom[0].ConfigMapRef == nil || c.EnvFrom[0].ConfigMapRef.Name != cm.Name {

@@ -28,12 +28,19 @@ type devCmd struct {
 	KafkaAddr   string `name:"kafka-addr" env:"SETTLE_DEV_KAFKA_ADDR" default:"127.0.0.1:9092" help:"Loopback address of the embedded Kafka broker (${env})."`
 	DatabaseURL string `name:"database-url" env:"SETTLE_DATABASE_URL,DATABASE_URL" default:"postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable" help:"PostgreSQL server to use; dev (re)creates database --database on it. When none answers, dev starts a private throwaway server if PostgreSQL is installed (SETTLE_DATABASE_URL, else DATABASE_URL)."`
 	Database    string `name:"database" env:"SETTLE_DEV_DATABASE" default:"settle_dev" help:"Database dev drops and recreates on each start: the embedded broker starts empty, so old data would not match it (${env})."`
-	AdminAddr   string `name:"admin-addr" env:"SETTLE_ADMIN_ADDR" default:"127.0.0.1:8080" help:"Listen address of /livez and /readyz (${env})."`
 	NoSample    bool   `name:"no-sample" env:"SETTLE_DEV_NO_SAMPLE" help:"Do not produce sample traffic (${env})."`
+	adminFlags  `embed:""`
 }
 
 // Run starts the sandbox and runs until Ctrl-C.
 func (c *devCmd) Run(a *app) error {
+	admin, err := c.adminFlags.settings()
+	if err != nil {
+		return err
+	}
+	if admin.insecure {
+		warnAdminInsecure(a, c.AdminAddr)
+	}
 	host, portText, err := net.SplitHostPort(c.KafkaAddr)
 	port, perr := strconv.Atoi(portText)
 	if err != nil || perr != nil || (host != "127.0.0.1" && host != "localhost") {
@@ -78,7 +85,7 @@ func (c *devCmd) Run(a *app) error {
 	if err != nil {
 		return err
 	}
-	svc := serviceFlags{Group: "settle-dev", AdminAddr: c.AdminAddr, ShutdownTimeout: 15 * time.Second,
+	svc := serviceFlags{adminFlags: c.adminFlags, admin: admin, Group: "settle-dev", ShutdownTimeout: 15 * time.Second,
 		SessionTimeout: 10 * time.Second, PollRecordsMax: 10_000, RecordAttempts: 5, BackoffMax: 5 * time.Second}
 	p, err := svc.pipeline(a, store, brokers, topics)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/settlehq/settle/analyst"
@@ -22,9 +23,10 @@ type pipeline struct {
 	store           *settle.Store
 	consumer        *consumer.Consumer
 	relay           *relay.Relay
-	sweeper         *sweeper     // nil: no sweeps
-	admin           net.Listener // bound when the pipeline is built, so a taken port fails before anything starts
-	adminToken      string       // the analyst surface's bearer token; "" = none
+	sweeper         *sweeper          // nil: no sweeps
+	admin           net.Listener      // bound when the pipeline is built, so a taken port fails before anything starts
+	adminTokens     map[string]string // the analysts' bearer tokens → their names; empty = none
+	adminHosts      []string          // the Host values the analysts' surface answers
 	shutdownTimeout time.Duration
 
 	// The HTTP edge (cmd/settle/edge.go): records API and webhook delivery.
@@ -44,7 +46,7 @@ type pipeline struct {
 // group; then the relay publishes what is left; then the admin listener
 // closes. The whole stop is bounded by shutdownTimeout.
 func (p *pipeline) run(ctx context.Context, a *app) error {
-	srv := &http.Server{Handler: p.adminHandler(), ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: p.adminHandler(a), ReadHeaderTimeout: 5 * time.Second}
 	httpDone := make(chan error, 1)
 	go func() { httpDone <- srv.Serve(p.admin) }()
 	// Closed last, on every return: a start that fails below must not
@@ -55,7 +57,8 @@ func (p *pipeline) run(ctx context.Context, a *app) error {
 		_ = srv.Shutdown(sctx)
 		<-httpDone
 	}()
-	a.log.Info("admin listener up", "addr", p.admin.Addr().String(), "paths", "/livez /readyz /metrics")
+	a.log.Info("admin listener up", "addr", p.admin.Addr().String(), "paths", "/livez /readyz /metrics, analysts' page /",
+		"analysts", len(p.adminTokens), "hosts", strings.Join(p.adminHosts, ","))
 	stopEdge, err := p.edge.start(ctx, a, p.store, p.settlementsTopic)
 	defer stopEdge()
 	if err != nil {
@@ -132,10 +135,15 @@ func (p *pipeline) run(ctx context.Context, a *app) error {
 // adminHandler serves /livez (the process answers) and /readyz (it can do
 // its work: database reachable, schema current, group joined and not
 // paused by an outage).
-func (p *pipeline) adminHandler() http.Handler {
+func (p *pipeline) adminHandler(a *app) http.Handler {
 	mux := http.NewServeMux()
-	// The analyst page and API take every path not registered here.
-	mux.Handle("/", analyst.Handler(analyst.Config{Store: p.store, Token: p.adminToken}))
+	// The analyst page and API take every path not registered here; they
+	// check the Host (against DNS rebinding) and the tokens. The probes
+	// and /metrics below do neither: kubelet and scrapers address the pod
+	// by IP or by whatever name their configuration holds, and send no
+	// token; what these paths tell (up, ready, counts by kind and reason)
+	// names no tenant, subject or case, and changes nothing.
+	mux.Handle("/", analyst.Handler(analyst.Config{Store: p.store, Tokens: p.adminTokens, Hosts: p.adminHosts, Logger: a.log}))
 	if p.telemetry != nil {
 		mux.Handle("GET /metrics", p.telemetry.Handler())
 	}

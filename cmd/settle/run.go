@@ -28,9 +28,8 @@ type runCmd struct {
 
 // serviceFlags configure the long-running pipeline.
 type serviceFlags struct {
+	adminFlags       `embed:""`
 	Group            string        `name:"group" env:"SETTLE_GROUP" default:"settle" help:"Kafka consumer group (${env})."`
-	AdminAddr        string        `name:"admin-addr" env:"SETTLE_ADMIN_ADDR" default:"127.0.0.1:8080" help:"Listen address of /livez and /readyz; loopback by default (${env})."`
-	AdminToken       string        `name:"admin-token" env:"SETTLE_ADMIN_TOKEN" help:"Bearer token the analyst page and API require (Authorization: Bearer); empty = none, keep --admin-addr on loopback (${env})."`
 	ShutdownTimeout  time.Duration `name:"shutdown-timeout" env:"SETTLE_SHUTDOWN_TIMEOUT" default:"30s" help:"Longest a stop may take: finish the batch, commit, leave the group, flush the outbox (${env})."`
 	SessionTimeout   time.Duration `name:"session-timeout" env:"SETTLE_SESSION_TIMEOUT" default:"45s" help:"Consumer group session timeout (${env})."`
 	RebalanceTimeout time.Duration `name:"rebalance-timeout" env:"SETTLE_REBALANCE_TIMEOUT" default:"60s" help:"How long the group waits for members to rejoin during a rebalance; a killed member stalls the group this long (${env})."`
@@ -38,8 +37,10 @@ type serviceFlags struct {
 	RecordAttempts   int           `name:"record-attempts-max" env:"SETTLE_RECORD_ATTEMPTS_MAX" default:"5" help:"Attempts of a record that fails on its own before it is dead-lettered transient_exhausted (${env})."`
 	BackoffMax       time.Duration `name:"backoff-max" env:"SETTLE_BACKOFF_MAX" default:"10s" help:"Longest wait between retries during an outage (${env})."`
 
-	// Set by the command before pipeline(), not flags: the brokers'
-	// TLS/SASL options and the process's telemetry (nil = a default one).
+	// Set by the command before pipeline(), not flags: the checked admin
+	// flags, the brokers' TLS/SASL options and the process's telemetry
+	// (nil = a default one).
+	admin     adminSettings
 	kafkaOpts []kgoOpt
 	tel       *telemetry.Telemetry
 }
@@ -60,6 +61,12 @@ func (c *runCmd) run(a *app) error {
 	// Settings are checked before anything connects, so a mistake is
 	// reported at once with the flag to fix.
 	var err error
+	if c.serviceFlags.admin, err = c.adminFlags.settings(); err != nil {
+		return err
+	}
+	if c.serviceFlags.admin.insecure {
+		warnAdminInsecure(a, c.AdminAddr)
+	}
 	if c.serviceFlags.kafkaOpts, err = c.kafkaSecurityFlags.clientOpts(); err != nil {
 		return err
 	}
@@ -133,7 +140,13 @@ func (f serviceFlags) pipeline(a *app, store *settle.Store, brokers []string, t 
 	if err != nil {
 		return nil, fmt.Errorf("admin listener on %s: %w (choose another with --admin-addr)", f.AdminAddr, err)
 	}
-	p := &pipeline{store: store, consumer: cons, relay: rel, admin: ln, adminToken: f.AdminToken, shutdownTimeout: f.ShutdownTimeout}
+	// settings() judged the address as written; this judges what was bound.
+	if tcp, ok := ln.Addr().(*net.TCPAddr); len(f.admin.tokens) == 0 && !f.admin.insecure && (!ok || !tcp.IP.IsLoopback()) {
+		ln.Close()
+		return nil, usageError{fmt.Sprintf("--admin-addr %s bound %s, beyond loopback, and no analyst has a token: give --admin-token NAME=TOKEN or --admin-insecure", f.AdminAddr, ln.Addr())}
+	}
+	p := &pipeline{store: store, consumer: cons, relay: rel, admin: ln, adminTokens: f.admin.tokens,
+		adminHosts: adminHosts(ln.Addr(), f.admin.hosts), shutdownTimeout: f.ShutdownTimeout}
 	p.telemetry, p.brokers, p.kafkaOpts, p.group = tel, brokers, f.kafkaOpts, f.Group
 	return p, nil
 }

@@ -1,0 +1,184 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"net"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// adminFlags configure the admin listener of `settle run` and `settle dev`:
+// the probes, /metrics, and the analysts' page and API, which read every
+// tenant's cases (subjects are personal data) and resolve them.
+type adminFlags struct {
+	AdminAddr         string   `name:"admin-addr" env:"SETTLE_ADMIN_ADDR" default:"127.0.0.1:8080" help:"Listen address of /livez, /readyz, /metrics and the analysts' page; beyond loopback it needs a token (${env})."`
+	AdminTokens       []string `name:"admin-token" env:"SETTLE_ADMIN_TOKEN" sep:"," placeholder:"NAME=TOKEN" help:"An analyst's bearer token, repeatable; resolutions record NAME. A bare TOKEN is NAME admin (${env})."`
+	AdminTokensFile   string   `name:"admin-tokens-file" env:"SETTLE_ADMIN_TOKENS_FILE" type:"path" placeholder:"PATH" help:"File of analysts' tokens, NAME=TOKEN a line, # comments (${env})."`
+	AdminAllowedHosts []string `name:"admin-allowed-hosts" env:"SETTLE_ADMIN_ALLOWED_HOSTS" sep:"," placeholder:"HOST[:PORT]" help:"Host names the analysts' page answers besides the listener's own address (${env})."`
+	AdminInsecure     bool     `name:"admin-insecure" env:"SETTLE_ADMIN_INSECURE" help:"Serve the analysts' page beyond loopback without a token: whoever reaches the port reads and resolves every case (${env})."`
+}
+
+// Limits of the analysts' tokens.
+const (
+	// adminTokenBytesMin: a shorter token can be guessed.
+	adminTokenBytesMin = 16
+	// adminNameBareToken is the analyst a token given without a name is.
+	adminNameBareToken = "admin"
+)
+
+// adminName is the grammar of an analyst's name, as resolutions record it.
+var adminName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._@+-]{0,127}$`)
+
+// adminSettings are the checked admin flags.
+type adminSettings struct {
+	tokens   map[string]string // token → analyst
+	hosts    []string          // --admin-allowed-hosts
+	insecure bool              // beyond loopback without a token, asked for
+}
+
+// settings checks the flags before anything is bound or connected, so a
+// mistake is reported at once (exit 2) with the flag to fix. No token is
+// ever part of an error.
+func (f adminFlags) settings() (adminSettings, error) {
+	s := adminSettings{tokens: map[string]string{}}
+	add := func(where, name, token string) error {
+		switch {
+		case !adminName.MatchString(name):
+			return usageError{fmt.Sprintf("%s: analyst name %q: write NAME=TOKEN, NAME of letters, digits and ._@+- (at most 128)", where, name)}
+		case len(token) < adminTokenBytesMin:
+			return usageError{fmt.Sprintf("%s: the token of %s is %d bytes: use at least %d random bytes", where, name, len(token), adminTokenBytesMin)}
+		}
+		if other, ok := s.tokens[token]; ok && other != name {
+			return usageError{fmt.Sprintf("%s: the token of %s is also %s's: one token, one analyst", where, name, other)}
+		}
+		s.tokens[token] = name
+		return nil
+	}
+	for _, nt := range f.AdminTokens {
+		name, token, named := strings.Cut(nt, "=")
+		if !named { // a token from before tokens were named
+			name, token = adminNameBareToken, nt
+		}
+		if err := add("--admin-token", strings.TrimSpace(name), strings.TrimSpace(token)); err != nil {
+			return s, err
+		}
+	}
+	if f.AdminTokensFile != "" {
+		b, err := os.ReadFile(f.AdminTokensFile)
+		if err != nil {
+			return s, usageError{fmt.Sprintf("--admin-tokens-file: %v", err)}
+		}
+		sc := bufio.NewScanner(bytes.NewReader(b))
+		for n := 1; sc.Scan(); n++ {
+			line := strings.TrimSpace(sc.Text())
+			if line == "" || strings.HasPrefix(line, "#") {
+				continue
+			}
+			where := fmt.Sprintf("--admin-tokens-file %s:%d", f.AdminTokensFile, n)
+			name, token, ok := strings.Cut(line, "=")
+			if !ok {
+				return s, usageError{where + ": write NAME=TOKEN"}
+			}
+			if err := add(where, strings.TrimSpace(name), strings.TrimSpace(token)); err != nil {
+				return s, err
+			}
+		}
+		if err := sc.Err(); err != nil {
+			return s, usageError{fmt.Sprintf("--admin-tokens-file %s: %v", f.AdminTokensFile, err)}
+		}
+	}
+	for _, h := range f.AdminAllowedHosts {
+		if h = strings.TrimSpace(h); h == "" {
+			continue
+		}
+		if err := checkHostName(h); err != nil {
+			return s, usageError{fmt.Sprintf("--admin-allowed-hosts %q: %v", h, err)}
+		}
+		s.hosts = append(s.hosts, h)
+	}
+	host, _, err := net.SplitHostPort(f.AdminAddr)
+	if err != nil {
+		return s, usageError{fmt.Sprintf("--admin-addr %q: %v", f.AdminAddr, err)}
+	}
+	if len(s.tokens) == 0 && !loopbackHost(host) {
+		if !f.AdminInsecure {
+			return s, usageError{fmt.Sprintf("--admin-addr %s is beyond loopback and no analyst has a token: anyone who reaches it would read and resolve every tenant's cases. "+
+				"Give --admin-token NAME=TOKEN (or SETTLE_ADMIN_TOKEN, --admin-tokens-file), keep it on 127.0.0.1, or pass --admin-insecure if a network policy guards it", f.AdminAddr)}
+		}
+		s.insecure = true
+	}
+	return s, nil
+}
+
+// loopbackHost reports whether a listen address's host binds loopback
+// only. Names other than localhost resolve to who knows what: not loopback.
+func loopbackHost(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// checkHostName checks an --admin-allowed-hosts entry: a name or address,
+// with or without :port.
+func checkHostName(h string) error {
+	name := h
+	if strings.HasPrefix(h, "[") || strings.Count(h, ":") == 1 {
+		var port string
+		var err error
+		if name, port, err = net.SplitHostPort(h); err != nil {
+			return err
+		}
+		if n, err := strconv.ParseUint(port, 10, 16); err != nil || n == 0 {
+			return fmt.Errorf("port %q is not a port", port)
+		}
+	}
+	if name == "" || strings.ContainsAny(name, "/?#@%[] \t") {
+		return fmt.Errorf("want host or host:port, not a URL")
+	}
+	return nil
+}
+
+// adminHosts are the Host values the analysts' page answers on the bound
+// listener ln: its own address; when it is loopback, also localhost,
+// 127.0.0.1 and [::1] on its port; when it is every interface, each
+// interface's address and localhost on its port; plus the allowed hosts.
+// A name rebound by DNS to one of these addresses is none of them.
+func adminHosts(ln net.Addr, allowed []string) []string {
+	tcp, ok := ln.(*net.TCPAddr)
+	if !ok {
+		return allowed
+	}
+	port := strconv.Itoa(tcp.Port)
+	var hosts []string
+	switch {
+	case tcp.IP.IsLoopback():
+		hosts = append(hosts, net.JoinHostPort(tcp.IP.String(), port), "localhost:"+port, "127.0.0.1:"+port, "[::1]:"+port)
+	case tcp.IP.IsUnspecified():
+		// Not 0.0.0.0 itself: no client names it but a page that should
+		// not be reaching loopback.
+		hosts = append(hosts, "localhost:"+port)
+		if addrs, err := net.InterfaceAddrs(); err == nil {
+			for _, a := range addrs {
+				if ipn, ok := a.(*net.IPNet); ok && !ipn.IP.IsLinkLocalUnicast() {
+					hosts = append(hosts, net.JoinHostPort(ipn.IP.String(), port))
+				}
+			}
+		}
+	default:
+		hosts = append(hosts, net.JoinHostPort(tcp.IP.String(), port))
+	}
+	return append(hosts, allowed...)
+}
+
+// warnAdminInsecure says, as loudly as a log can, that --admin-insecure
+// opened the analysts' page to whoever reaches the address.
+func warnAdminInsecure(a *app, addr string) {
+	a.log.Warn("INSECURE: the admin listener serves the analysts' page and API beyond loopback without a token (--admin-insecure): "+
+		"anyone who reaches it reads every tenant's cases and resolves them; give --admin-token NAME=TOKEN", "addr", addr)
+}
