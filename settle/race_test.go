@@ -3,6 +3,7 @@ package settle_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -180,5 +181,111 @@ func TestReconcileReportsOverdueHold(t *testing.T) {
 	}
 	if !rep.Clean() {
 		t.Errorf("reconcile after expiry: %+v", rep.Findings)
+	}
+}
+
+// TestPeriodCloseWaitsForBatchesInFlight: a batch that has read the
+// period open and is still settling (held here on its account's row lock)
+// is waited for by `settle period close`, so no settlement that commits
+// after the close has returned is without the late flag.
+func TestPeriodCloseWaitsForBatchesInFlight(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := context.Background()
+	mustSettle(t, s, batch(0, 0, rec("record_id", "u-0")))
+	blocker, err := s.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer blocker.Rollback(ctx)
+	if _, err := blocker.Exec(ctx, `SELECT 1 FROM accounts WHERE subject = 'cust-1' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	inFlight := make(chan settle.Result, 1)
+	go func() {
+		rs, err := s.Settle(ctx, "g", batch(0, 1, rec("record_id", "u-1")))
+		if err != nil {
+			t.Error(err)
+			close(inFlight)
+			return
+		}
+		inFlight <- rs[0]
+	}()
+	// Let the batch reach the account lock, then close the period.
+	time.Sleep(200 * time.Millisecond)
+	closed := make(chan error, 1)
+	go func() {
+		_, err := s.ClosePeriod(ctx, "acme", "2026-11", "test")
+		closed <- err
+	}()
+	var closedFirst bool
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatal(err)
+		}
+		closedFirst = true
+	case <-time.After(500 * time.Millisecond):
+	}
+	if err := blocker.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r, ok := <-inFlight
+	if !ok {
+		return
+	}
+	late := strings.Contains(string(r.Response), `"late":true`)
+	if closedFirst && !late {
+		t.Errorf("the close returned while a batch was settling, and that batch committed after it without late: %s", r.Response)
+	}
+	if !closedFirst {
+		if err := <-closed; err != nil {
+			t.Fatal(err)
+		}
+	}
+	after := mustSettle(t, s, batch(0, 2, rec("record_id", "u-2")))[0]
+	if !strings.Contains(string(after.Response), `"late":true`) {
+		t.Errorf("a settlement after the close is not late: %s", after.Response)
+	}
+}
+
+// TestSameWaitingOperationFromTwoWriters: one correction whose target has
+// not settled, settled at the same moment by two writers (the HTTP edge and
+// the consumer), waits once: the other is its duplicate, never an error.
+func TestSameWaitingOperationFromTwoWriters(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := context.Background()
+	for i := 0; i < 30; i++ {
+		c := rec("kind", "correction", "record_id", fmt.Sprintf("c-%d", i), "corrects", fmt.Sprintf("u-%d", i), "amount", "4", "finalization_version", 2)
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		outcomes := make([]settle.Outcome, 2)
+		for w := 0; w < 2; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				rs, err := s.Settle(ctx, "g", batch(int32(w), int64(i), c))
+				if err != nil {
+					t.Errorf("writer %d, correction %d: %v", w, i, err)
+					return
+				}
+				outcomes[w] = rs[0].Outcome
+			}()
+		}
+		close(start)
+		wg.Wait()
+		if t.Failed() {
+			return
+		}
+		got := map[settle.Outcome]int{outcomes[0]: 1}
+		got[outcomes[1]]++
+		if got[settle.OutcomeWaiting] != 1 || got[settle.OutcomeDuplicate] != 1 {
+			t.Fatalf("correction %d: outcomes %v, want one waiting and one duplicate", i, outcomes)
+		}
+	}
+	if n := count(t, s.Pool(), `SELECT count(*) FROM waiting`); n != 30 {
+		t.Errorf("%d waiting rows, want 30", n)
 	}
 }
