@@ -99,6 +99,10 @@ func TestAPIAndPages(t *testing.T) {
 	if code != 200 || strings.Count(body, `data-differs="true"`) != 2 || !strings.Contains(body, `<ins>55</ins>`) || !strings.Contains(body, `<del>40</del>`) {
 		t.Errorf("case page: %d\n%s", code, body)
 	}
+	// Beside the payloads, the chain as it is now: what a resolution restates.
+	if !strings.Contains(body, `id="chain-now">net charge <strong>40 USD</strong> at finalization version <strong>1</strong>`) {
+		t.Errorf("case page does not show the chain's current total and version:\n%s", body)
+	}
 	for _, path := range []string{"/", "/dlq", "/explain?tenant=acme&period=2026-11&record=u-1", "/static/style.css", "/api/overview", "/api/dlq"} {
 		if code, body := get(t, f.srv.URL+path); code != 200 {
 			t.Errorf("GET %s: %d %s", path, code, body)

@@ -85,6 +85,20 @@ func Correct(c Chain, newTotal money.Dec, version int64) Decision {
 	return Decision{Verdict: Apply, Delta: c.NetCharge.Sub(newTotal), WritesRow: true, Next: next}
 }
 
+// Restate states a chain's new total on an analyst's decision (an accepted
+// conflict case): the delta against the chain as it is, at the chain's
+// current version, which it leaves as it is, so the producer's later
+// versions still apply in order. A refunded chain that is not reclaimed is
+// not restated, as it is not corrected.
+func Restate(c Chain, newTotal money.Dec) Decision {
+	if c.Refunded && !c.Reclaimed {
+		return Decision{Verdict: Quarantine, Reason: ReasonTargetRefunded, Next: c}
+	}
+	next := c
+	next.NetCharge = newTotal
+	return Decision{Verdict: Apply, Delta: c.NetCharge.Sub(newTotal), WritesRow: true, Next: next}
+}
+
 // RefundChain returns the net charge once, only if the chain is charged and
 // neither refunded nor recovered.
 func RefundChain(c Chain) Decision {

@@ -39,6 +39,24 @@ func TestCorrectOrdering(t *testing.T) {
 	}
 }
 
+// TestRestate: an analyst's restatement moves the total against the chain
+// as it is and keeps its version, so the producer's next version applies.
+func TestRestate(t *testing.T) {
+	c := charged("20", 2)
+	d := Restate(c, money.MustParse("15"))
+	if d.Verdict != Apply || d.Delta.String() != "5" || d.Next.NetCharge.String() != "15" || d.Next.Version != 2 {
+		t.Errorf("Restate(20@v2, 15) = %v delta %s next %s@v%d, want apply delta 5 next 15@v2", d.Verdict, d.Delta, d.Next.NetCharge, d.Next.Version)
+	}
+	if n := Correct(d.Next, money.MustParse("25"), 3); n.Verdict != Apply || n.Delta.String() != "-10" {
+		t.Errorf("the producer's v3 after a restatement = %v delta %s, want apply delta -10", n.Verdict, n.Delta)
+	}
+	refunded := c
+	refunded.Refunded = true
+	if d := Restate(refunded, money.MustParse("15")); d.Verdict != Quarantine || d.Reason != ReasonTargetRefunded {
+		t.Errorf("Restate of a refunded chain = %v %q, want quarantine target_refunded", d.Verdict, d.Reason)
+	}
+}
+
 // TestRefundThenRecover: any order of failure and success signals, each
 // duplicated, nets to one charge.
 func TestRefundThenRecover(t *testing.T) {

@@ -24,6 +24,7 @@ var (
 	sqlConflictCaseList     = mustQuery("conflict_case_list.sql")
 	sqlConflictCaseCount    = mustQuery("conflict_case_count.sql")
 	sqlConflictCaseGet      = mustQuery("conflict_case_get.sql")
+	sqlCaseChain            = mustQuery("case_chain.sql")
 	sqlConflictCaseByRecord = mustQuery("conflict_case_by_record.sql")
 	sqlDeliveryByCase       = mustQuery("delivery_by_case.sql")
 	sqlCaseResolutionGet    = mustQuery("case_resolution_get.sql")
@@ -259,6 +260,20 @@ type Case struct {
 	Differing           []string        `json:"differing"` // the fields that differ
 	Deliveries          []Delivery      `json:"deliveries"`
 	Resolution          *CaseResolution `json:"resolution,omitempty"`
+	// Chain is the chain the case is about as it is now (the stored
+	// record's, or the one the incoming correction names): what an
+	// accepted resolution restates. Nil when the record names none.
+	Chain *CaseChain `json:"chain,omitempty"`
+}
+
+// CaseChain is a chain's state beside a case: an accepted resolution states
+// a new total against it and leaves its version to the producer.
+type CaseChain struct {
+	NetCharge      string `json:"net_charge"`
+	Currency       string `json:"currency"`
+	Version        int64  `json:"finalization_version"`
+	Refunded       bool   `json:"refunded"` // refunded and not reclaimed: cannot be restated
+	RootSettlement string `json:"root_settlement_id,omitempty"`
 }
 
 // CaseField is one field of the side-by-side view. A field absent on one
@@ -348,6 +363,9 @@ func readCase(ctx context.Context, q querier, id int64) (*Case, error) {
 	in, _ := fingerprint.CanonicalFields(incoming)
 	st, _ := fingerprint.CanonicalFields(stored)
 	c.Subject, c.Currency, c.IncomingAmount, c.StoredAmount = in["subject"], in["currency"], in["amount"], st["amount"]
+	if c.Chain, err = readCaseChain(ctx, q, c, in); err != nil {
+		return nil, wrapStoreErr(what, err)
+	}
 
 	if c.Deliveries, err = readDeliveries(ctx, q, sqlDeliveryByCase, id); err != nil {
 		return nil, wrapStoreErr(what, err)
@@ -366,6 +384,30 @@ func readCase(ctx context.Context, q querier, id int64) (*Case, error) {
 		return nil, wrapStoreErr(what, err)
 	}
 	return c, nil
+}
+
+// readCaseChain reads the chain a case is about: the stored record's for a
+// fingerprint mismatch, else the one its incoming correction names.
+func readCaseChain(ctx context.Context, q querier, c *Case, incoming map[string]string) (*CaseChain, error) {
+	period, record := c.AccountPeriod, c.RecordID
+	if c.Reason != ReasonFingerprintMismatch {
+		if incoming["corrects"] == "" {
+			return nil, nil
+		}
+		record = incoming["corrects"]
+		if p := incoming["corrects_period"]; p != "" {
+			period = p
+		}
+	}
+	var ch CaseChain
+	err := q.QueryRow(ctx, sqlCaseChain, c.TenantID, period, record).Scan(&ch.NetCharge, &ch.Version, &ch.Refunded, &ch.RootSettlement, &ch.Currency)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read the case's chain: %w", err)
+	}
+	return &ch, nil
 }
 
 func readDeliveries(ctx context.Context, q querier, sql string, args ...any) ([]Delivery, error) {

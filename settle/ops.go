@@ -179,6 +179,10 @@ func (st *txState) applyCorrection(ctx context.Context, d *decoded, id int64) (*
 	}
 	total := money.MustParse(r.Amount) // "" for a reversal: zero
 	dec := corrections.Correct(ch.c, total, r.FinalizationVersion)
+	if d.id.Operation == OperationResolution {
+		// An analyst's statement takes no producer version.
+		dec = corrections.Restate(ch.c, total)
+	}
 	switch dec.Verdict {
 	case corrections.Refuse:
 		return &effect{resp: st.refuse(d, dec.Reason, fmt.Sprintf("chain is at finalization_version %d", ch.c.Version)), rootID: ch.rootID}, nil

@@ -175,8 +175,9 @@ func (s *Store) resolveAttempt(ctx context.Context, req ResolveRequest, locks pe
 
 // resolutionRecord builds the correction an accepted case settles: of the
 // chain the quarantined record names (or, for a fingerprint mismatch, of
-// the stored record), to the stated or incoming amount, one version above
-// the chain's current one.
+// the stored record), to the stated or incoming amount, against the chain
+// as it is when the resolution commits (load locks it), at the chain's
+// current version, which the resolution does not change.
 func (st *txState) resolutionRecord(ctx context.Context, req ResolveRequest, key fingerprint.Identity, reason string, incoming []byte) (*decoded, error) {
 	in, err := st.s.dec.Decode(incoming, nil)
 	if err != nil && reason != ReasonFingerprintMismatch {
@@ -236,7 +237,9 @@ func (st *txState) resolutionRecord(ctx context.Context, req ResolveRequest, key
 	if ch.c.Refunded && !ch.c.Reclaimed {
 		return nil, &ResolveError{"the chain is refunded: a correction would not apply; reject the case"}
 	}
-	d.rec.Subject, d.rec.Currency, d.rec.FinalizationVersion = ch.rootSubject, ch.rootCurrency, ch.c.Version+1
+	// The chain's own version: a resolution restates the total and leaves
+	// the version to the producer (corrections.Restate).
+	d.rec.Subject, d.rec.Currency, d.rec.FinalizationVersion = ch.rootSubject, ch.rootCurrency, ch.c.Version
 	d.canonical, _ = json.Marshal(map[string]any{"case_id": req.CaseID, "decision": req.Decision, "amount": amount,
 		"corrects": target.record, "corrects_period": target.period})
 	d.fp = fingerprint.Sum(d.canonical)

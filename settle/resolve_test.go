@@ -95,3 +95,39 @@ func TestResolveRejectAndStatedCorrection(t *testing.T) {
 	}
 	checkInvariants(t, s.Pool())
 }
+
+// TestResolutionAfterTheChainMoved: a case accepted after the producer
+// corrected the chain restates the chain as it is then, and takes no
+// version of the producer's: the producer's next version still applies.
+func TestResolutionAfterTheChainMoved(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := context.Background()
+	u := rec("amount", "10")
+	rs := mustSettle(t, s, batch(0, 0, u, clone(u, "amount", "15"),
+		rec("kind", "correction", "record_id", "c-2", "corrects", "u-1", "amount", "20", "finalization_version", 2)))
+	if got := outcomes(rs); got[1] != "quarantined:fingerprint_mismatch" || got[2] != "settled" {
+		t.Fatalf("outcomes %v", got)
+	}
+	c, err := s.Case(ctx, rs[1].CaseID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Chain == nil || c.Chain.NetCharge != "20" || c.Chain.Version != 2 {
+		t.Errorf("case shows chain %+v, want net charge 20 at version 2", c.Chain)
+	}
+	if _, err := s.Resolve(ctx, settle.ResolveRequest{CaseID: rs[1].CaseID, Decision: "accept", Reason: "meter fixed", By: "ana"}); err != nil {
+		t.Fatal(err)
+	}
+	if b := balance(t, s.Pool(), "acme", "cust-1", "USD"); b != "-15" {
+		t.Errorf("balance after the resolution = %s, want -15 (the chain restated to the incoming 15)", b)
+	}
+	rs = mustSettle(t, s, batch(0, 3, rec("kind", "correction", "record_id", "c-3", "corrects", "u-1", "amount", "25", "finalization_version", 3)))
+	if rs[0].Outcome != settle.OutcomeSettled {
+		t.Errorf("the producer's v3 after the resolution: %v, want settled", outcomes(rs))
+	}
+	if b := balance(t, s.Pool(), "acme", "cust-1", "USD"); b != "-25" {
+		t.Errorf("balance after v3 = %s, want -25", b)
+	}
+	checkInvariants(t, s.Pool())
+}
