@@ -130,7 +130,7 @@ func (s *Store) Balances(ctx context.Context, tenant, subject string, rowsMax in
 func (s *Store) ClosePeriod(ctx context.Context, tenant, period, by string) (already bool, err error) {
 	err = pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
 		b := &pgx.Batch{}
-		periodLocks{{tenant, period}: true}.queue(b)
+		wholePeriod(tenant, period).queue(b)
 		b.Queue(sqlPeriodClose, tenant, period, by)
 		br := tx.SendBatch(ctx, b)
 		defer br.Close()

@@ -71,7 +71,7 @@ func (st *txState) handle(ctx context.Context, d *decoded) (Result, error) {
 // relay publishes it after this one (callers of Settle do not publish
 // waiting results themselves).
 func (st *txState) waitingResult(target recKey, r Result) {
-	st.need.add(periodKey{target.tenant, target.period}, true)
+	st.need.add(recordLock(target.tenant, target.period, target.record), true)
 	st.queueResult(r.Key, r)
 }
 
@@ -249,7 +249,7 @@ func (st *txState) openCase(ctx context.Context, d *decoded, reason string, prio
 func (st *txState) claim(d *decoded, idNum int64, eff *effect) []byte {
 	resp := eff.resp
 	body := resp.AppendJSON(make([]byte, 0, 640))
-	st.need.add(periodKey{d.id.TenantID, d.id.AccountPeriod}, false)
+	st.need.add(recordLock(d.id.TenantID, d.id.AccountPeriod, d.id.RecordID), false)
 	id := &identity{
 		id: idNum, key: d.id, fp: d.fp, version: fingerprint.CanonicalVersion, canonical: d.canonical,
 		outcome: resp.Outcome, reason: resp.Reason, response: body, subject: d.rec.Subject, currency: d.rec.Currency,

@@ -99,7 +99,7 @@ func (st *txState) load(ctx context.Context, ds []decoded, wake []recKey) error 
 	for _, k := range wake {
 		tgtKeys.add(k)
 		ownKeys.add(k)
-		st.locks.add(periodKey{k.tenant, k.period}, false)
+		st.locks.add(recordLock(k.tenant, k.period, k.record), false)
 	}
 	accKeys := accountList{known: &st.s.accountIDs}
 	seenID := map[fingerprint.Identity]bool{}
@@ -115,7 +115,7 @@ func (st *txState) load(ctx context.Context, ds []decoded, wake []recKey) error 
 			idKeys[0], idKeys[1] = append(idKeys[0], d.id.TenantID), append(idKeys[1], d.id.AccountPeriod)
 			idKeys[2], idKeys[3] = append(idKeys[2], d.id.RecordID), append(idKeys[3], string(d.id.Operation))
 		}
-		st.locks.add(periodKey{d.rec.TenantID, d.rec.AccountPeriod}, false)
+		st.locks.add(recordLock(d.id.TenantID, d.id.AccountPeriod, d.id.RecordID), false)
 		if k, ok := target(&d.rec); ok {
 			tgtKeys.add(k)
 		}

@@ -1,10 +1,10 @@
--- Locks a transaction's (tenant, period) pairs, in the order given (sorted
--- by key, so no two transactions wait on each other here): shared ($2
--- false) by every transaction that settles in the period, exclusive ($2
--- true) by one that closes it or that leaves an operation waiting for a
--- target in it. Taken before anything is read, so the reads after it see
--- every transaction the lock waited for. Advisory locks with two int4 keys
--- (class 1 = tenant period) live in their own space, apart from the
--- relay's single-key lock.
-SELECT CASE WHEN k.x THEN pg_advisory_xact_lock(1, k.k) ELSE pg_advisory_xact_lock_shared(1, k.k) END
-  FROM unnest($1::int[], $2::bool[]) AS k (k, x)
+-- Locks a transaction's period slices, in the order given (sorted, so no
+-- two transactions wait on each other here): shared ($3 false) by every
+-- transaction that claims an identity in the slice, exclusive ($3 true) by
+-- one that leaves an operation waiting for a target in it, and by period
+-- close for every slice. Taken before anything is read, so the reads after
+-- it see every transaction the lock waited for. Two-key advisory locks (the
+-- slice from 1<<16 up, the period's hash) live apart from the relay's
+-- single-key lock.
+SELECT CASE WHEN k.x THEN pg_advisory_xact_lock(k.a, k.b) ELSE pg_advisory_xact_lock_shared(k.a, k.b) END
+  FROM unnest($1::int[], $2::int[], $3::bool[]) AS k (a, b, x)
