@@ -2,8 +2,11 @@ package settle
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // Webhook delivery of settlements (package edge sends them): the outbox
@@ -12,10 +15,14 @@ import (
 // delivery is claimed by one attempt with a lease; only that attempt can
 // mark it done, retried or dead (fenced writes). A lease that runs out is
 // taken over by the next claim, which gives the row a new attempt id.
+// Right before it POSTs, an attempt renews its lease and counts the send
+// (StartWebhookAttempt); the column attempts counts sends started, not
+// claims.
 
 var (
 	sqlWebhookSubscribe = mustQuery("webhook_subscribe.sql")
 	sqlWebhookClaim     = mustQuery("webhook_claim.sql")
+	sqlWebhookStart     = mustQuery("webhook_attempt_start.sql")
 	sqlWebhookComplete  = mustQuery("webhook_complete.sql")
 	sqlWebhookRetry     = mustQuery("webhook_retry.sql")
 	sqlWebhookDead      = mustQuery("webhook_dead.sql")
@@ -30,8 +37,13 @@ type WebhookDelivery struct {
 	ID        int64
 	OutboxID  int64
 	AttemptID string
-	// Attempt counts the claims of this delivery, this one included (a
-	// takeover of an expired lease counts).
+	// Sent counts the sends of this delivery started before this claim.
+	Sent int
+	// TookOver says the claim took the delivery over from an attempt whose
+	// lease ran out before it wrote a result (it crashed or stalled).
+	TookOver bool
+	// Attempt is the number of this attempt's send, Sent+1, once
+	// StartWebhookAttempt counted it; 0 before.
 	Attempt      int
 	TenantID     string
 	SettlementID string
@@ -77,7 +89,7 @@ func (s *Store) ClaimWebhookDeliveries(ctx context.Context, limit int, lease tim
 	var out []WebhookDelivery
 	for rows.Next() {
 		var d WebhookDelivery
-		if err := rows.Scan(&d.ID, &d.OutboxID, &d.AttemptID, &d.Attempt, &d.TenantID, &d.SettlementID, &d.Body); err != nil {
+		if err := rows.Scan(&d.ID, &d.OutboxID, &d.AttemptID, &d.Sent, &d.TookOver, &d.TenantID, &d.SettlementID, &d.Body); err != nil {
 			return nil, wrapStoreErr("claim webhook deliveries", err)
 		}
 		out = append(out, d)
@@ -86,6 +98,29 @@ func (s *Store) ClaimWebhookDeliveries(ctx context.Context, limit int, lease tim
 		return nil, wrapStoreErr("claim webhook deliveries", err)
 	}
 	return out, nil
+}
+
+// StartWebhookAttempt is called right before d is sent: it renews d's
+// lease to lease from now and counts the send, setting d.Attempt. It
+// returns ErrClaimLost, and changes nothing, when d's attempt no longer
+// owns the delivery: then d must not be sent. A lease that lapsed without
+// being taken over is still d's (the takeover changes the attempt id), so
+// it is renewed.
+func (s *Store) StartWebhookAttempt(ctx context.Context, d *WebhookDelivery, lease time.Duration) error {
+	what := fmt.Sprintf("start webhook attempt: delivery %d settlement=%s", d.ID, d.SettlementID)
+	if lease < time.Millisecond {
+		return fmt.Errorf("%s: lease %s is too short", what, lease)
+	}
+	var attempts int
+	err := s.pool.QueryRow(ctx, sqlWebhookStart, d.ID, d.AttemptID, lease.Milliseconds()).Scan(&attempts)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("%s: %w", what, ErrClaimLost)
+	}
+	if err != nil {
+		return wrapStoreErr(what, err)
+	}
+	d.Attempt = attempts
+	return nil
 }
 
 // CompleteWebhookDelivery marks d delivered (the receiver answered
