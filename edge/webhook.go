@@ -45,10 +45,12 @@ type WebhookConfig struct {
 	// so a POST is over before its lease can be taken over. 0 = Lease / 3.
 	RequestTimeout time.Duration
 
-	// AttemptsMax is the number of sends before a delivery is
-	// dead-lettered: a delivery is dead-lettered after its AttemptsMax-th
-	// send failed, or when it is taken over from an AttemptsMax-th send
-	// that never wrote its result. 0 = 10.
+	// AttemptsMax is the number of failed attempts (a non-2xx answer, or
+	// none within RequestTimeout) after which a delivery is dead-lettered.
+	// A send that never wrote its result (its worker crashed) is sent again
+	// by the attempt that takes it over; AttemptsMax such sends also
+	// dead-letter the delivery, so a delivery that crashes its workers is
+	// not sent forever. 0 = 10.
 	AttemptsMax int
 
 	// BackoffMin and BackoffMax bound the wait before a retry: it doubles
@@ -222,11 +224,11 @@ func (wh *Webhook) RunOnce(ctx context.Context) (int, error) {
 // POST, and the POST ends (RequestTimeout) before that lease does, so a
 // takeover, which needs the lease to have run out, never overlaps it.
 func (wh *Webhook) deliver(ctx context.Context, d settle.WebhookDelivery) {
-	log := wh.log.With("settlement_id", d.SettlementID, "delivery", d.ID, "sent", d.Sent)
-	// The last send started and never wrote its result (it crashed or
-	// stalled past its lease): the delivery has had all its attempts.
-	if d.TookOver && d.Sent >= wh.cfg.AttemptsMax {
-		wh.deadLetter(ctx, log, d, 0, "the last attempt did not finish within its lease")
+	log := wh.log.With("settlement_id", d.SettlementID, "delivery", d.ID, "sent", d.Sent, "failed", d.Failed)
+	// Sends that never wrote a result are bounded too: a delivery whose
+	// every send crashes its worker is given up, not sent forever.
+	if lost := d.Sent - d.Failed; d.TookOver && lost >= wh.cfg.AttemptsMax {
+		wh.deadLetter(ctx, log, d, 0, fmt.Sprintf("%d sends never wrote a result within their lease", lost))
 		return
 	}
 	// The POST's deadline counts from before the renewal, so it ends
@@ -254,11 +256,11 @@ func (wh *Webhook) deliver(ctx context.Context, d settle.WebhookDelivery) {
 		}
 		return
 	}
-	if d.Attempt >= wh.cfg.AttemptsMax {
+	if failed := d.Failed + 1; failed >= wh.cfg.AttemptsMax {
 		wh.deadLetter(wctx, log, d, status, err.Error())
 		return
 	}
-	backoff := wh.backoff(d.Attempt)
+	backoff := wh.backoff(d.Failed + 1)
 	log.Info("webhook delivery failed; retrying", "err", err, "status", status, "retry_in", backoff)
 	if err := wh.store.RetryWebhookDelivery(wctx, d, backoff, status, err.Error()); err != nil {
 		wh.logWriteErr(log, err)
@@ -271,7 +273,7 @@ func (wh *Webhook) deadLetter(ctx context.Context, log *slog.Logger, d settle.We
 		return
 	}
 	log.Warn("webhook delivery dead-lettered: see table webhook_dead_letters", "tenant", d.TenantID,
-		"attempts", max(d.Attempt, d.Sent), "status", status, "err", why)
+		"sends", max(d.Attempt, d.Sent), "status", status, "err", why)
 }
 
 func (wh *Webhook) logWriteErr(log *slog.Logger, err error) {

@@ -16,8 +16,8 @@ import (
 // mark it done, retried or dead (fenced writes). A lease that runs out is
 // taken over by the next claim, which gives the row a new attempt id.
 // Right before it POSTs, an attempt renews its lease and counts the send
-// (StartWebhookAttempt); the column attempts counts sends started, not
-// claims.
+// (StartWebhookAttempt): the column attempts counts sends started, not
+// claims, and failures the attempts that finished and failed.
 
 var (
 	sqlWebhookSubscribe = mustQuery("webhook_subscribe.sql")
@@ -39,6 +39,10 @@ type WebhookDelivery struct {
 	AttemptID string
 	// Sent counts the sends of this delivery started before this claim.
 	Sent int
+	// Failed counts the attempts before this claim that finished and
+	// failed. Sent - Failed sends never wrote a result (their attempt
+	// crashed or stalled).
+	Failed int
 	// TookOver says the claim took the delivery over from an attempt whose
 	// lease ran out before it wrote a result (it crashed or stalled).
 	TookOver bool
@@ -51,16 +55,20 @@ type WebhookDelivery struct {
 	Body []byte
 }
 
-// WebhookDeadLetter is a delivery whose last attempt failed.
+// WebhookDeadLetter is a delivery given up: its last attempt failed, or
+// too many of its sends never wrote a result.
 type WebhookDeadLetter struct {
-	ID           int64     `json:"id"`
-	TenantID     string    `json:"tenant_id"`
-	SettlementID string    `json:"settlement_id"`
-	OutboxID     int64     `json:"outbox_id"`
-	Attempts     int       `json:"attempts"`
-	LastStatus   int       `json:"last_status,omitempty"`
-	LastError    string    `json:"last_error"`
-	DeadAt       time.Time `json:"dead_at"`
+	ID           int64  `json:"id"`
+	TenantID     string `json:"tenant_id"`
+	SettlementID string `json:"settlement_id"`
+	OutboxID     int64  `json:"outbox_id"`
+	// Attempts counts the sends started; Failures the attempts that
+	// finished and failed.
+	Attempts   int       `json:"attempts"`
+	Failures   int       `json:"failures"`
+	LastStatus int       `json:"last_status,omitempty"`
+	LastError  string    `json:"last_error"`
+	DeadAt     time.Time `json:"dead_at"`
 }
 
 // SubscribeWebhook queues every outbox row of topic written from now on for
@@ -89,7 +97,7 @@ func (s *Store) ClaimWebhookDeliveries(ctx context.Context, limit int, lease tim
 	var out []WebhookDelivery
 	for rows.Next() {
 		var d WebhookDelivery
-		if err := rows.Scan(&d.ID, &d.OutboxID, &d.AttemptID, &d.Sent, &d.TookOver, &d.TenantID, &d.SettlementID, &d.Body); err != nil {
+		if err := rows.Scan(&d.ID, &d.OutboxID, &d.AttemptID, &d.Sent, &d.Failed, &d.TookOver, &d.TenantID, &d.SettlementID, &d.Body); err != nil {
 			return nil, wrapStoreErr("claim webhook deliveries", err)
 		}
 		out = append(out, d)
@@ -130,14 +138,20 @@ func (s *Store) CompleteWebhookDelivery(ctx context.Context, d WebhookDelivery, 
 	return s.webhookFenced(ctx, d, "complete", sqlWebhookComplete, httpStatus)
 }
 
-// RetryWebhookDelivery puts d back to be tried again after backoff.
+// RetryWebhookDelivery counts d's failed attempt and puts d back to be
+// tried again after backoff.
 func (s *Store) RetryWebhookDelivery(ctx context.Context, d WebhookDelivery, backoff time.Duration, httpStatus int, errText string) error {
 	return s.webhookFenced(ctx, d, "retry", sqlWebhookRetry, backoff.Milliseconds(), httpStatus, errText)
 }
 
-// DeadLetterWebhookDelivery gives d up after its last attempt.
+// DeadLetterWebhookDelivery gives d up. When d's attempt sent it
+// (StartWebhookAttempt), its failure is counted.
 func (s *Store) DeadLetterWebhookDelivery(ctx context.Context, d WebhookDelivery, httpStatus int, errText string) error {
-	return s.webhookFenced(ctx, d, "dead-letter", sqlWebhookDead, httpStatus, errText)
+	failed := 0
+	if d.Attempt > 0 {
+		failed = 1
+	}
+	return s.webhookFenced(ctx, d, "dead-letter", sqlWebhookDead, httpStatus, errText, failed)
 }
 
 func (s *Store) webhookFenced(ctx context.Context, d WebhookDelivery, what, sql string, args ...any) error {
@@ -163,7 +177,7 @@ func (s *Store) WebhookDeadLetters(ctx context.Context, limit int) ([]WebhookDea
 	var out []WebhookDeadLetter
 	for rows.Next() {
 		var d WebhookDeadLetter
-		if err := rows.Scan(&d.ID, &d.TenantID, &d.SettlementID, &d.OutboxID, &d.Attempts, &d.LastStatus, &d.LastError, &d.DeadAt); err != nil {
+		if err := rows.Scan(&d.ID, &d.TenantID, &d.SettlementID, &d.OutboxID, &d.Attempts, &d.Failures, &d.LastStatus, &d.LastError, &d.DeadAt); err != nil {
 			return nil, wrapStoreErr("list webhook dead letters", err)
 		}
 		out = append(out, d)

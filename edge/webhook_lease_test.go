@@ -7,8 +7,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/settlehq/settle/settle"
 )
 
 // slowReceiver answers every POST 200 after delay, like a healthy receiver
@@ -181,5 +184,48 @@ func TestWebhookRenewedLeaseNotTakenOver(t *testing.T) {
 	}
 	if got := count(t, s, `SELECT count(*)::int FROM webhook_deliveries WHERE status = 'done' AND attempts = 1`); got != 1 {
 		t.Fatalf("done deliveries with one attempt = %d, want 1", got)
+	}
+}
+
+// A delivery with two attempts: the first is answered 503, the second 200
+// but its worker crashes before writing the result. The 200 does not use
+// up an attempt: the takeover sends again and the delivery is done, not
+// dead-lettered.
+func TestWebhookAnsweredSendNotDeadLettered(t *testing.T) {
+	t.Parallel()
+	s, srv := newAPI(t, Config{}, nil)
+	rc := newReceiver(t)
+	rc.fail = func(n int, _ string) int {
+		if n == 1 {
+			return http.StatusServiceUnavailable
+		}
+		return 0
+	}
+	wh := newWebhook(t, s, rc.srv.URL, WebhookConfig{AttemptsMax: 2, Lease: 200 * time.Millisecond, RequestTimeout: 100 * time.Millisecond,
+		BackoffMin: time.Millisecond, BackoffMax: 2 * time.Millisecond})
+	var sends atomic.Int32
+	wh.afterSend = func(settle.WebhookDelivery) bool { return sends.Add(1) != 2 } // the 200 is lost
+	if r := post(srv, tokenAcme, "k-lost", usage("acme", "u-lost", "quin", "1")); r.status != http.StatusOK {
+		t.Fatalf("post: %d %s", r.status, r.body)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for count(t, s, `SELECT count(*)::int FROM webhook_deliveries WHERE status IN ('done', 'dead')`) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("delivery still open after 10s")
+		}
+		if n, err := wh.RunOnce(context.Background()); err != nil {
+			t.Fatal(err)
+		} else if n == 0 {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	if dead, err := s.WebhookDeadLetters(context.Background(), 10); err != nil || len(dead) != 0 {
+		t.Fatalf("dead-lettered after a 200: %+v %v", dead, err)
+	}
+	if got := count(t, s, `SELECT count(*)::int FROM webhook_deliveries WHERE status = 'done' AND attempts = 3 AND failures = 1`); got != 1 {
+		t.Fatal("the delivery is not done after three sends, one of them failed")
+	}
+	if seen, accepted := rc.counts(); seen != 3 || len(accepted) != 1 {
+		t.Fatalf("receiver saw %d POSTs of %d settlements, want 3 of 1", seen, len(accepted))
 	}
 }
