@@ -47,10 +47,10 @@ type WebhookConfig struct {
 
 	// AttemptsMax is the number of failed attempts (a non-2xx answer, or
 	// none within RequestTimeout) after which a delivery is dead-lettered.
-	// A send that never wrote its result (its worker crashed) is sent again
-	// by the attempt that takes it over; AttemptsMax such sends also
-	// dead-letter the delivery, so a delivery that crashes its workers is
-	// not sent forever. 0 = 10.
+	// A send that never wrote its result (its worker crashed) is no failed
+	// attempt: the attempt that takes it over sends it again (five such
+	// sends dead-letter the delivery, so one that crashes its workers is
+	// not sent forever). 0 = 10.
 	AttemptsMax int
 
 	// BackoffMin and BackoffMax bound the wait before a retry: it doubles
@@ -104,6 +104,14 @@ func (c *WebhookConfig) setDefaults() {
 		c.Logger = slog.Default()
 	}
 }
+
+// sendsLostMax bounds the sends of one delivery that never wrote a result
+// (their worker crashed, stalled past its lease or stopped mid-POST). It is
+// not AttemptsMax, which counts the receiver's failures: a send answered
+// 2xx whose result was lost is no failure, and the attempt that takes the
+// delivery over sends it again; only a delivery that keeps losing its
+// sends is given up.
+const sendsLostMax = 5
 
 // leaseMargin is the part of a lease a POST may not use: it covers the
 // renewal's round trip and clocks that run at slightly different rates, so
@@ -227,7 +235,7 @@ func (wh *Webhook) deliver(ctx context.Context, d settle.WebhookDelivery) {
 	log := wh.log.With("settlement_id", d.SettlementID, "delivery", d.ID, "sent", d.Sent, "failed", d.Failed)
 	// Sends that never wrote a result are bounded too: a delivery whose
 	// every send crashes its worker is given up, not sent forever.
-	if lost := d.Sent - d.Failed; d.TookOver && lost >= wh.cfg.AttemptsMax {
+	if lost := d.Sent - d.Failed; d.TookOver && lost >= sendsLostMax {
 		wh.deadLetter(ctx, log, d, 0, fmt.Sprintf("%d sends never wrote a result within their lease", lost))
 		return
 	}
@@ -245,6 +253,13 @@ func (wh *Webhook) deliver(ctx context.Context, d settle.WebhookDelivery) {
 	log = log.With("attempt", d.Attempt)
 	status, err := wh.send(ctx, d, deadline)
 	if wh.afterSend != nil && !wh.afterSend(d) {
+		return
+	}
+	if err != nil && ctx.Err() != nil {
+		// Stopped, not failed: nothing is written, and once the lease has
+		// run out (after this POST's deadline, so never beside it) the next
+		// claim sends it again.
+		log.Info("webhook POST cut short by a stop; it is sent again after its lease", "err", err)
 		return
 	}
 	wctx := context.WithoutCancel(ctx)

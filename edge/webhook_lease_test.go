@@ -229,3 +229,63 @@ func TestWebhookAnsweredSendNotDeadLettered(t *testing.T) {
 		t.Fatalf("receiver saw %d POSTs of %d settlements, want 3 of 1", seen, len(accepted))
 	}
 }
+
+// A worker stopped in the middle of a POST has not seen the delivery fail:
+// with a single attempt allowed, the next worker sends it again and it is
+// done, not dead-lettered.
+func TestWebhookStoppedDuringSendNotCounted(t *testing.T) {
+	t.Parallel()
+	s, srv := newAPI(t, Config{}, nil)
+	rc := newSlowReceiver(t, 400*time.Millisecond)
+	cfg := WebhookConfig{Workers: 1, AttemptsMax: 1, Lease: 600 * time.Millisecond, RequestTimeout: 500 * time.Millisecond,
+		PollInterval: 10 * time.Millisecond}
+	wh := newWebhook(t, s, rc.srv.URL, cfg)
+	if r := post(srv, tokenAcme, "k-stop", usage("acme", "u-stop", "rita", "1")); r.status != http.StatusOK {
+		t.Fatalf("post: %d %s", r.status, r.body)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = wh.Run(ctx) }()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		rc.mu.Lock()
+		n := len(rc.posts)
+		rc.mu.Unlock()
+		if n > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no POST within 5s")
+		}
+	}
+	cancel() // the service stops while the receiver is still answering
+	<-done
+	if got := count(t, s, `SELECT count(*)::int FROM webhook_deliveries WHERE status = 'dead'`); got != 0 {
+		t.Fatal("a POST cut short by a stop dead-lettered its delivery")
+	}
+	drain(t, s, newWebhook(t, s, rc.srv.URL, cfg)) // the next process
+	if got := count(t, s, `SELECT count(*)::int FROM webhook_deliveries WHERE status = 'done' AND failures = 0`); got != 1 {
+		t.Fatal("the delivery is not done, without a failure, after the restart")
+	}
+}
+
+// A delivery whose every send crashes its worker before the result is
+// written is given up after sendsLostMax sends, not sent forever.
+func TestWebhookLostSendsBounded(t *testing.T) {
+	t.Parallel()
+	s, srv := newAPI(t, Config{}, nil)
+	rc := newReceiver(t)
+	wh := newWebhook(t, s, rc.srv.URL, WebhookConfig{Lease: 60 * time.Millisecond, RequestTimeout: 50 * time.Millisecond})
+	wh.afterSend = func(settle.WebhookDelivery) bool { return false }
+	if r := post(srv, tokenAcme, "k-loop", usage("acme", "u-loop", "sam", "1")); r.status != http.StatusOK {
+		t.Fatalf("post: %d %s", r.status, r.body)
+	}
+	drain(t, s, wh)
+	dead, err := s.WebhookDeadLetters(context.Background(), 10)
+	if err != nil || len(dead) != 1 || dead[0].Attempts != sendsLostMax || dead[0].Failures != 0 ||
+		!strings.Contains(dead[0].LastError, "never wrote a result") {
+		t.Fatalf("dead letters %+v %v", dead, err)
+	}
+	if seen, _ := rc.counts(); seen != sendsLostMax {
+		t.Fatalf("receiver saw %d POSTs, want %d", seen, sendsLostMax)
+	}
+}

@@ -23,7 +23,7 @@ type edgeFlags struct {
 
 	WebhookURL            string        `name:"webhook-url" env:"SETTLE_WEBHOOK_URL" help:"Deliver every settlement written from now on to this URL by POST, with Idempotency-Key: <settlement_id> (${env})."`
 	WebhookWorkers        int           `name:"webhook-workers" env:"SETTLE_WEBHOOK_WORKERS" default:"4" help:"Webhook deliveries sent at once (${env})."`
-	WebhookAttemptsMax    int           `name:"webhook-attempts-max" env:"SETTLE_WEBHOOK_ATTEMPTS_MAX" default:"10" help:"Attempts of a webhook delivery before it is dead-lettered (table webhook_dead_letters) (${env})."`
+	WebhookAttemptsMax    int           `name:"webhook-attempts-max" env:"SETTLE_WEBHOOK_ATTEMPTS_MAX" default:"10" help:"Failed attempts of a webhook delivery (a non-2xx answer, or none within --webhook-request-timeout) before it is dead-lettered (table webhook_dead_letters) (${env})."`
 	WebhookBackoffMin     time.Duration `name:"webhook-backoff-min" env:"SETTLE_WEBHOOK_BACKOFF_MIN" default:"1s" help:"Wait before the first webhook retry; it doubles per attempt (${env})."`
 	WebhookBackoffMax     time.Duration `name:"webhook-backoff-max" env:"SETTLE_WEBHOOK_BACKOFF_MAX" default:"5m" help:"Longest wait between webhook retries (${env})."`
 	WebhookLease          time.Duration `name:"webhook-lease" env:"SETTLE_WEBHOOK_LEASE" default:"30s" help:"How long a webhook attempt owns its delivery; it is renewed right before each POST, and past it another attempt takes the delivery over (${env})."`
