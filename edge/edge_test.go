@@ -295,17 +295,24 @@ func TestWebhookStalledAttemptCannotMark(t *testing.T) {
 	}
 	ctx := context.Background()
 	a, err := s.ClaimWebhookDeliveries(ctx, 10, 50*time.Millisecond)
-	if err != nil || len(a) != 1 {
-		t.Fatalf("claim A: %v %v", a, err)
+	if err != nil || len(a) != 1 || a[0].Sent != 0 || a[0].TookOver {
+		t.Fatalf("claim A: %+v %v", a, err)
+	}
+	if err := s.StartWebhookAttempt(ctx, &a[0], 50*time.Millisecond); err != nil || a[0].Attempt != 1 {
+		t.Fatalf("start A: attempt %d %v", a[0].Attempt, err)
 	}
 	time.Sleep(80 * time.Millisecond)
 	b, err := s.ClaimWebhookDeliveries(ctx, 10, time.Minute)
-	if err != nil || len(b) != 1 || b[0].AttemptID == a[0].AttemptID || b[0].Attempt != 2 {
+	if err != nil || len(b) != 1 || b[0].AttemptID == a[0].AttemptID || b[0].Sent != 1 || !b[0].TookOver {
 		t.Fatalf("takeover B: %+v %v", b, err)
 	}
+	if err := s.StartWebhookAttempt(ctx, &b[0], time.Minute); err != nil || b[0].Attempt != 2 {
+		t.Fatalf("start B: attempt %d %v", b[0].Attempt, err)
+	}
 	// A wakes up while B is still sending: every write it tries matches
-	// nothing.
+	// nothing, a renewal before sending again included.
 	for name, err := range map[string]error{
+		"start":    s.StartWebhookAttempt(ctx, &a[0], time.Minute),
 		"complete": s.CompleteWebhookDelivery(ctx, a[0], 200),
 		"retry":    s.RetryWebhookDelivery(ctx, a[0], time.Second, 500, "late"),
 		"dead":     s.DeadLetterWebhookDelivery(ctx, a[0], 500, "late"),
@@ -314,7 +321,7 @@ func TestWebhookStalledAttemptCannotMark(t *testing.T) {
 			t.Errorf("stalled %s: %v, want ErrClaimLost", name, err)
 		}
 	}
-	if _, err := wh.send(ctx, b[0]); err != nil {
+	if _, err := wh.send(ctx, b[0], time.Now().Add(time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.CompleteWebhookDelivery(ctx, b[0], 200); err != nil {

@@ -30,19 +30,27 @@ type WebhookConfig struct {
 	Workers int
 
 	// ClaimRecordsMax caps the deliveries one worker claims at a time.
-	// 0 = 16.
+	// 0 = 16. A worker never claims more than it can send one after the
+	// other within one lease (Lease, less its margin, over RequestTimeout),
+	// so what it holds is not left waiting past its lease.
 	ClaimRecordsMax int
 
 	// Lease is how long a claimed delivery belongs to its attempt; past
-	// it, another worker takes it over. 0 = 30s.
+	// it, another worker takes it over. An attempt renews it right before
+	// it sends. 0 = 30s.
 	Lease time.Duration
 
-	// RequestTimeout bounds one POST. It must be shorter than the lease.
-	// 0 = Lease / 3.
+	// RequestTimeout bounds one POST, from the lease renewal before it to
+	// the end of the answer. It must leave a tenth of the lease as margin,
+	// so a POST is over before its lease can be taken over. 0 = Lease / 3.
 	RequestTimeout time.Duration
 
-	// AttemptsMax is the number of attempts before a delivery is
-	// dead-lettered. 0 = 10.
+	// AttemptsMax is the number of failed attempts (a non-2xx answer, or
+	// none within RequestTimeout) after which a delivery is dead-lettered.
+	// A send that never wrote its result (its worker crashed) is no failed
+	// attempt: the attempt that takes it over sends it again (five such
+	// sends dead-letter the delivery, so one that crashes its workers is
+	// not sent forever). 0 = 10.
 	AttemptsMax int
 
 	// BackoffMin and BackoffMax bound the wait before a retry: it doubles
@@ -53,7 +61,8 @@ type WebhookConfig struct {
 	// deliveries. 0 = 200ms.
 	PollInterval time.Duration
 
-	// Client sends the POSTs. nil = a client with RequestTimeout.
+	// Client sends the POSTs. nil = a client with RequestTimeout. Each
+	// POST is bounded by RequestTimeout whatever the client's own timeout.
 	Client *http.Client
 
 	// Logger receives the log. nil = slog.Default().
@@ -96,7 +105,21 @@ func (c *WebhookConfig) setDefaults() {
 	}
 }
 
+// sendsLostMax bounds the sends of one delivery that never wrote a result
+// (their worker crashed, stalled past its lease or stopped mid-POST). It is
+// not AttemptsMax, which counts the receiver's failures: a send answered
+// 2xx whose result was lost is no failure, and the attempt that takes the
+// delivery over sends it again; only a delivery that keeps losing its
+// sends is given up.
+const sendsLostMax = 5
+
+// leaseMargin is the part of a lease a POST may not use: it covers the
+// renewal's round trip and clocks that run at slightly different rates, so
+// the POST has ended before the database lets another attempt take over.
+func leaseMargin(lease time.Duration) time.Duration { return lease / 10 }
+
 // Validate reports the first setting that cannot work, saying how to fix it.
+// It checks the settings as they will be used, defaults filled in.
 func (c WebhookConfig) Validate() error {
 	switch {
 	case c.URL == "":
@@ -109,12 +132,27 @@ func (c WebhookConfig) Validate() error {
 		return fmt.Errorf("webhook: attempts max %d must be between 1 and 1000 (0 = 10)", c.AttemptsMax)
 	case c.Lease < 0 || c.RequestTimeout < 0 || c.BackoffMin < 0 || c.BackoffMax < 0 || c.PollInterval < 0:
 		return errors.New("webhook: durations must be positive (0 = default)")
-	case c.Lease > 0 && c.RequestTimeout >= c.Lease:
-		return fmt.Errorf("webhook: request timeout %s must be shorter than the lease %s", c.RequestTimeout, c.Lease)
 	case c.BackoffMin > 0 && c.BackoffMax > 0 && c.BackoffMax < c.BackoffMin:
 		return errors.New("webhook: backoff max must not be below backoff min")
 	}
+	c.setDefaults()
+	switch {
+	case c.Lease < 10*time.Millisecond:
+		return fmt.Errorf("webhook: lease %s must be at least 10ms (--webhook-lease)", c.Lease)
+	case c.RequestTimeout > c.Lease-leaseMargin(c.Lease):
+		return fmt.Errorf("webhook: request timeout %s must be at most %s, the lease %s less a tenth: "+
+			"a POST still running when its lease ends would be sent again beside it "+
+			"(shorten --webhook-request-timeout or lengthen --webhook-lease)",
+			c.RequestTimeout, c.Lease-leaseMargin(c.Lease), c.Lease)
+	}
 	return nil
+}
+
+// claimMax is how many deliveries one worker claims at a time: no more than
+// it can send one after the other, each bounded by RequestTimeout, within
+// the lease they were claimed with.
+func (c WebhookConfig) claimMax() int {
+	return max(1, min(c.ClaimRecordsMax, int((c.Lease-leaseMargin(c.Lease))/c.RequestTimeout)))
 }
 
 // Webhook delivers settlements to an external endpoint. At least once:
@@ -170,44 +208,74 @@ func (wh *Webhook) Run(ctx context.Context) error {
 	return nil
 }
 
-// RunOnce claims up to ClaimRecordsMax due deliveries and sends them one
-// after the other. It returns how many it claimed.
+// RunOnce claims the due deliveries it can send within one lease (at most
+// ClaimRecordsMax) and sends them one after the other. It returns how many
+// it claimed.
 func (wh *Webhook) RunOnce(ctx context.Context) (int, error) {
-	ds, err := wh.store.ClaimWebhookDeliveries(ctx, wh.cfg.ClaimRecordsMax, wh.cfg.Lease)
+	ds, err := wh.store.ClaimWebhookDeliveries(ctx, wh.cfg.claimMax(), wh.cfg.Lease)
 	if err != nil {
 		return 0, err
 	}
 	for _, d := range ds {
+		if ctx.Err() != nil {
+			// Not sent, so not counted: the next claim after the lease
+			// sends it.
+			break
+		}
 		wh.deliver(ctx, d)
 	}
 	return len(ds), nil
 }
 
-// deliver makes one attempt of d and writes its result (fenced).
+// deliver makes one attempt of d and writes its result (fenced). The
+// attempt sends only while it owns d: it renews its lease right before the
+// POST, and the POST ends (RequestTimeout) before that lease does, so a
+// takeover, which needs the lease to have run out, never overlaps it.
 func (wh *Webhook) deliver(ctx context.Context, d settle.WebhookDelivery) {
-	log := wh.log.With("settlement_id", d.SettlementID, "delivery", d.ID, "attempt", d.Attempt)
-	// A lease that ran out on the last attempt (it crashed or stalled) has
-	// had all its attempts.
-	if d.Attempt > wh.cfg.AttemptsMax {
-		wh.deadLetter(ctx, log, d, 0, "the last attempt did not finish within its lease")
+	log := wh.log.With("settlement_id", d.SettlementID, "delivery", d.ID, "sent", d.Sent, "failed", d.Failed)
+	// Sends that never wrote a result are bounded too: a delivery whose
+	// every send crashes its worker is given up, not sent forever.
+	if lost := d.Sent - d.Failed; d.TookOver && lost >= sendsLostMax {
+		wh.deadLetter(ctx, log, d, 0, fmt.Sprintf("%d sends never wrote a result within their lease", lost))
 		return
 	}
-	status, err := wh.send(ctx, d)
+	// The POST's deadline counts from before the renewal, so it ends
+	// before the renewed lease, whatever the renewal's round trip took.
+	deadline := time.Now().Add(wh.cfg.RequestTimeout)
+	if err := wh.store.StartWebhookAttempt(ctx, &d, wh.cfg.Lease); err != nil {
+		if errors.Is(err, settle.ErrClaimLost) {
+			log.Info("webhook delivery was taken over before it was sent; not sending", "err", err)
+		} else if ctx.Err() == nil {
+			log.Warn("could not renew a webhook lease; the delivery is sent when its lease ends", "err", err)
+		}
+		return
+	}
+	log = log.With("attempt", d.Attempt)
+	status, err := wh.send(ctx, d, deadline)
 	if wh.afterSend != nil && !wh.afterSend(d) {
+		return
+	}
+	if err != nil && ctx.Err() != nil {
+		// Stopped, not failed: nothing is written, and once the lease has
+		// run out (after this POST's deadline, so never beside it) the next
+		// claim sends it again.
+		log.Info("webhook POST cut short by a stop; it is sent again after its lease", "err", err)
 		return
 	}
 	wctx := context.WithoutCancel(ctx)
 	if err == nil {
+		// Written even when the lease ran out meanwhile: the fence is the
+		// attempt id, so only a takeover makes it fail.
 		if err := wh.store.CompleteWebhookDelivery(wctx, d, status); err != nil {
 			wh.logWriteErr(log, err)
 		}
 		return
 	}
-	if d.Attempt >= wh.cfg.AttemptsMax {
+	if failed := d.Failed + 1; failed >= wh.cfg.AttemptsMax {
 		wh.deadLetter(wctx, log, d, status, err.Error())
 		return
 	}
-	backoff := wh.backoff(d.Attempt)
+	backoff := wh.backoff(d.Failed + 1)
 	log.Info("webhook delivery failed; retrying", "err", err, "status", status, "retry_in", backoff)
 	if err := wh.store.RetryWebhookDelivery(wctx, d, backoff, status, err.Error()); err != nil {
 		wh.logWriteErr(log, err)
@@ -220,7 +288,7 @@ func (wh *Webhook) deadLetter(ctx context.Context, log *slog.Logger, d settle.We
 		return
 	}
 	log.Warn("webhook delivery dead-lettered: see table webhook_dead_letters", "tenant", d.TenantID,
-		"attempts", d.Attempt, "status", status, "err", why)
+		"sends", max(d.Attempt, d.Sent), "status", status, "err", why)
 }
 
 func (wh *Webhook) logWriteErr(log *slog.Logger, err error) {
@@ -233,9 +301,10 @@ func (wh *Webhook) logWriteErr(log *slog.Logger, err error) {
 	log.Warn("could not record a webhook attempt; the delivery is retried when its lease ends", "err", err)
 }
 
-// send POSTs d once. A 2xx answer is a delivery; anything else an error.
-func (wh *Webhook) send(ctx context.Context, d settle.WebhookDelivery) (int, error) {
-	rctx, cancel := context.WithTimeout(ctx, wh.cfg.RequestTimeout)
+// send POSTs d once, giving up at deadline. A 2xx answer is a delivery;
+// anything else an error.
+func (wh *Webhook) send(ctx context.Context, d settle.WebhookDelivery, deadline time.Time) (int, error) {
+	rctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	req, err := http.NewRequestWithContext(rctx, http.MethodPost, wh.cfg.URL, bytes.NewReader(d.Body))
 	if err != nil {

@@ -21,12 +21,32 @@ type edgeFlags struct {
 	APIBodyBytesMax    int64         `name:"api-body-bytes-max" env:"SETTLE_API_BODY_BYTES_MAX" default:"1048576" help:"Largest API request body, in bytes (${env})."`
 	APILease           time.Duration `name:"api-lease" env:"SETTLE_API_LEASE" default:"30s" help:"How long a claimed Idempotency-Key is its request's alone; a retry after it takes the key over (${env})."`
 
-	WebhookURL         string        `name:"webhook-url" env:"SETTLE_WEBHOOK_URL" help:"Deliver every settlement written from now on to this URL by POST, with Idempotency-Key: <settlement_id> (${env})."`
-	WebhookWorkers     int           `name:"webhook-workers" env:"SETTLE_WEBHOOK_WORKERS" default:"4" help:"Webhook deliveries sent at once (${env})."`
-	WebhookAttemptsMax int           `name:"webhook-attempts-max" env:"SETTLE_WEBHOOK_ATTEMPTS_MAX" default:"10" help:"Attempts of a webhook delivery before it is dead-lettered (table webhook_dead_letters) (${env})."`
-	WebhookBackoffMin  time.Duration `name:"webhook-backoff-min" env:"SETTLE_WEBHOOK_BACKOFF_MIN" default:"1s" help:"Wait before the first webhook retry; it doubles per attempt (${env})."`
-	WebhookBackoffMax  time.Duration `name:"webhook-backoff-max" env:"SETTLE_WEBHOOK_BACKOFF_MAX" default:"5m" help:"Longest wait between webhook retries (${env})."`
-	WebhookLease       time.Duration `name:"webhook-lease" env:"SETTLE_WEBHOOK_LEASE" default:"30s" help:"How long a webhook attempt owns its delivery; past it another attempt takes it over (${env})."`
+	WebhookURL            string        `name:"webhook-url" env:"SETTLE_WEBHOOK_URL" help:"Deliver every settlement written from now on to this URL by POST, with Idempotency-Key: <settlement_id> (${env})."`
+	WebhookWorkers        int           `name:"webhook-workers" env:"SETTLE_WEBHOOK_WORKERS" default:"4" help:"Webhook deliveries sent at once (${env})."`
+	WebhookAttemptsMax    int           `name:"webhook-attempts-max" env:"SETTLE_WEBHOOK_ATTEMPTS_MAX" default:"10" help:"Failed attempts of a webhook delivery (a non-2xx answer, or none within --webhook-request-timeout) before it is dead-lettered (table webhook_dead_letters) (${env})."`
+	WebhookBackoffMin     time.Duration `name:"webhook-backoff-min" env:"SETTLE_WEBHOOK_BACKOFF_MIN" default:"1s" help:"Wait before the first webhook retry; it doubles per attempt (${env})."`
+	WebhookBackoffMax     time.Duration `name:"webhook-backoff-max" env:"SETTLE_WEBHOOK_BACKOFF_MAX" default:"5m" help:"Longest wait between webhook retries (${env})."`
+	WebhookLease          time.Duration `name:"webhook-lease" env:"SETTLE_WEBHOOK_LEASE" default:"30s" help:"How long a webhook attempt owns its delivery; it is renewed right before each POST, and past it another attempt takes the delivery over (${env})."`
+	WebhookRequestTimeout time.Duration `name:"webhook-request-timeout" env:"SETTLE_WEBHOOK_REQUEST_TIMEOUT" help:"Longest webhook POST, answer included; at most nine tenths of --webhook-lease (default a third of it) (${env})."`
+}
+
+// webhookConfig is the webhook delivery the flags ask for.
+func (f edgeFlags) webhookConfig(a *app, settlementsTopic string) edge.WebhookConfig {
+	return edge.WebhookConfig{URL: f.WebhookURL, Topic: settlementsTopic,
+		Workers: f.WebhookWorkers, AttemptsMax: f.WebhookAttemptsMax, BackoffMin: f.WebhookBackoffMin,
+		BackoffMax: f.WebhookBackoffMax, Lease: f.WebhookLease, RequestTimeout: f.WebhookRequestTimeout, Logger: a.log}
+}
+
+// check reports a webhook setting that cannot work before anything
+// connects, so the mistake is reported at once with the flag to fix.
+func (f edgeFlags) check(a *app) error {
+	if f.WebhookURL == "" {
+		return nil
+	}
+	if err := f.webhookConfig(a, "").Validate(); err != nil {
+		return usageError{err.Error()}
+	}
+	return nil
 }
 
 // start starts the parts of the edge that are configured and returns the
@@ -68,9 +88,7 @@ func (f edgeFlags) start(ctx context.Context, a *app, store *settle.Store, settl
 		})
 	}
 	if f.WebhookURL != "" {
-		wh, err := edge.NewWebhook(store, edge.WebhookConfig{URL: f.WebhookURL, Topic: settlementsTopic,
-			Workers: f.WebhookWorkers, AttemptsMax: f.WebhookAttemptsMax, BackoffMin: f.WebhookBackoffMin,
-			BackoffMax: f.WebhookBackoffMax, Lease: f.WebhookLease, Logger: a.log})
+		wh, err := edge.NewWebhook(store, f.webhookConfig(a, settlementsTopic))
 		if err != nil {
 			return stop, usageError{err.Error()}
 		}

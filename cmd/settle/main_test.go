@@ -134,3 +134,21 @@ func TestRunStoppedWhileStarting(t *testing.T) {
 		t.Fatalf("stopped while connecting: exit %d, want 0:\n%s", code, out.String())
 	}
 }
+
+// TestRunRefusesWebhookTimeoutPastLease: a webhook POST that could outlive
+// its lease is a usage error reported before anything connects (the
+// database URL here would hang), naming the flags to change.
+func TestRunRefusesWebhookTimeoutPastLease(t *testing.T) {
+	t.Parallel()
+	code, out := runArgs(t, "run", "--database-url", "postgres://postgres@127.0.0.1:1/x?sslmode=disable",
+		"--brokers", "127.0.0.1:1", "--admin-addr", "127.0.0.1:0",
+		"--webhook-url", "http://127.0.0.1:1/hook", "--webhook-lease", "3s", "--webhook-request-timeout", "2900ms")
+	if code != exitUsage || !strings.Contains(out, "must be at most 2.7s") || !strings.Contains(out, "--webhook-lease") {
+		t.Errorf("exit %d, want 2 with the bound and the flags:\n%s", code, out)
+	}
+	if code, out := runArgs(t, "run", "--database-url", "postgres://postgres@127.0.0.1:1/x?sslmode=disable",
+		"--brokers", "127.0.0.1:1", "--admin-addr", "127.0.0.1:0",
+		"--webhook-url", "http://127.0.0.1:1/hook", "--webhook-lease", "3s", "--webhook-request-timeout", "2700ms"); code == exitUsage {
+		t.Errorf("a timeout of nine tenths of the lease refused:\n%s", out)
+	}
+}

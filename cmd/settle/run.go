@@ -70,6 +70,9 @@ func (c *runCmd) run(a *app) error {
 	if c.serviceFlags.kafkaOpts, err = c.kafkaSecurityFlags.clientOpts(); err != nil {
 		return err
 	}
+	if err := c.edgeFlags.check(a); err != nil {
+		return err
+	}
 	if c.serviceFlags.tel, err = c.telemetryFlags.telemetry(a.ctx); err != nil {
 		return err
 	}
