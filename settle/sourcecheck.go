@@ -189,6 +189,7 @@ func (r *SourceReport) Agrees() bool {
 // (period, record_id): what its chain needs.
 type chainNode struct {
 	parent    uint64 // the member it corrects; 0 for a usage
+	line      int64
 	version   int64  // 0 for a reversal without one
 	amount    string // "" for a reversal
 	reversal  bool
@@ -204,6 +205,7 @@ type chainRoot struct {
 	period, recordID, currency string
 	line                       int64
 	version                    int64
+	winLine                    int64 // the line of the record that set version and amount
 	amount                     string
 	versionless                bool // a reversal without a version: last by definition
 	refund, reclaim            bool
@@ -420,11 +422,11 @@ func (c *sourceCheck) chainMember(l *SourceLine) {
 	switch r.Kind {
 	case fingerprint.KindUsage:
 		n := node(memberHash(r.AccountPeriod, r.RecordID))
-		n.version, n.amount = r.FinalizationVersion, r.Amount
+		n.version, n.amount, n.line = r.FinalizationVersion, r.Amount, l.Line
 		n.root = &chainRoot{period: r.AccountPeriod, recordID: r.RecordID, currency: r.Currency, line: l.Line}
 	case fingerprint.KindCorrection, fingerprint.KindReversal:
 		n := node(memberHash(r.AccountPeriod, r.RecordID))
-		n.parent, n.version, n.amount = memberHash(r.TargetPeriod(), r.Corrects), r.FinalizationVersion, r.Amount
+		n.parent, n.version, n.amount, n.line = memberHash(r.TargetPeriod(), r.Corrects), r.FinalizationVersion, r.Amount, l.Line
 		n.reversal = r.Kind == fingerprint.KindReversal
 	case fingerprint.KindRefund:
 		node(memberHash(r.AccountPeriod, r.RecordID)).refund = true
@@ -732,8 +734,11 @@ func (c *sourceCheck) compareChains(ctx context.Context) error {
 		switch {
 		case n.reversal && n.version == 0:
 			root.versionless = true
-		case root.amount == "" || n.version > root.version:
-			root.version, root.amount = n.version, n.amount
+		// The highest version is final; of two with one version (settle
+		// quarantines the later one version_conflict) the first in the
+		// file.
+		case root.amount == "" || n.version > root.version || (n.version == root.version && n.line < root.winLine):
+			root.version, root.amount, root.winLine = n.version, n.amount, n.line
 			if n.reversal {
 				root.amount = "0"
 			}
