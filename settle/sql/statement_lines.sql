@@ -4,7 +4,7 @@
 -- settlement counts, the row id range and the per-account sequence range
 -- behind each sum.
 SELECT e.account_id, i.operation, e.bucket,
-       CASE WHEN i.operation IN ('usage', 'correction')
+       CASE WHEN i.operation IN ('usage', 'correction') AND e.bucket = 'balance'
             THEN coalesce(convert_from(i.canonical, 'UTF8')::json ->> 'meter', '') ELSE '' END AS meter,
        coalesce((i.response ->> 'late')::boolean, false) AS late,
        sum(e.amount)::text, count(*), count(DISTINCT i.id), min(e.id), max(e.id),

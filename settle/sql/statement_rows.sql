@@ -1,7 +1,7 @@
 -- Every ledger row of a tenant's statement for one period, in account and
 -- row order, with what puts it on its line: the rows behind the figures.
 SELECT e.account_id, e.id, i.operation, e.bucket,
-       CASE WHEN i.operation IN ('usage', 'correction')
+       CASE WHEN i.operation IN ('usage', 'correction') AND e.bucket = 'balance'
             THEN coalesce(convert_from(i.canonical, 'UTF8')::json ->> 'meter', '') ELSE '' END,
        coalesce((i.response ->> 'late')::boolean, false),
        e.amount::text, i.record_id, coalesce(i.settlement_id, ''),
