@@ -113,6 +113,9 @@ func TestBrowserStatement(t *testing.T) {
 			t.Errorf("cust-1 lines %q lack %q", lines, want)
 		}
 	}
+	if len(accounts[0].Lines) != 8 {
+		t.Errorf("cust-1 has %d on-time lines, want 8 (the late grant apart): %q", len(accounts[0].Lines), lines)
+	}
 	if strings.Join(accounts[0].Late, ";") != "grant 5" || accounts[0].Closing != "56" {
 		t.Errorf("cust-1 late lines %v, closing %s: want grant 5 apart and closing 56", accounts[0].Late, accounts[0].Closing)
 	}
