@@ -171,6 +171,7 @@ func Handler(cfg Config) http.Handler {
 	mux.HandleFunc("POST /cases/{id}/resolve", h.resolveForm)
 	mux.HandleFunc("GET /explain", h.explainPage)
 	mux.HandleFunc("GET /dlq", h.dlqPage)
+	mux.HandleFunc("GET /statement", h.statementPage)
 
 	mux.HandleFunc("GET /api/overview", h.apiOverview)
 	mux.HandleFunc("GET /api/cases", h.apiCases)
@@ -179,6 +180,7 @@ func Handler(cfg Config) http.Handler {
 	mux.HandleFunc("POST /api/cases/{id}/resolve", h.apiResolve)
 	mux.HandleFunc("GET /api/explain/{tenant}/{period}/{record}", h.apiExplain)
 	mux.HandleFunc("GET /api/dlq", h.apiDLQ)
+	mux.HandleFunc("GET /api/statement/{tenant}/{period}", h.apiStatement)
 
 	// Cross-origin POSTs from a browser (forms on other sites) are refused:
 	// Sec-Fetch-Site or Origin must name this origin. Clients that send

@@ -43,6 +43,7 @@ type cli struct {
 	Migrate   migrateCmd   `cmd:"" help:"Apply the embedded schema migrations with the owner's credentials."`
 	Produce   produceCmd   `cmd:"" help:"Publish JSON lines from a file or stdin to a topic, keyed tenant_id/subject."`
 	Balance   balanceCmd   `cmd:"" help:"Show a tenant's accounts: balance, holds, available, chains and the rows behind them."`
+	Statement statementCmd `cmd:"" help:"A tenant's statement for one period: per account and currency the opening balance, charges by meter, corrections, refunds, reclaims, holds, grants and the closing balance, each tied to its ledger rows."`
 	Period    periodCmd    `cmd:"" help:"Close a period (its later records are flagged late)."`
 	Conflicts conflictsCmd `cmd:"" help:"Analysts' conflict cases: list, show, diff, resolve, export."`
 	Explain   explainCmd   `cmd:"" help:"The whole history of one record: operations, deliveries, ledger rows, links, publication, cases."`

@@ -30,6 +30,11 @@ type reconcileCmd struct {
 	ReadTimeout time.Duration `name:"read-timeout" default:"2m" help:"Longest time spent reading the topics."`
 	RecordBytes int           `name:"record-bytes-max" env:"SETTLE_RECORD_BYTES_MAX" default:"65536" help:"Largest record value the service accepts; larger ones are dead letters, not identities (${env})."`
 	JSON        bool          `name:"json" help:"Print the report as JSON."`
+
+	Source       string   `name:"source" placeholder:"FILE|-" help:"Compare the source system's own export of its final records (a file, or - for stdin) with what settle holds, for --tenant and --period (to --to); checks nothing else."`
+	SourceFormat string   `name:"source-format" default:"auto" enum:"auto,jsonl,csv,cloudevents" help:"Format of --source: jsonl (JSON lines in the input grammar), csv (a header naming the record's fields), cloudevents (structured, one per line or a JSON array), auto (by its first byte)."`
+	To           string   `name:"to" help:"Last period (YYYY-MM) of the range --source covers; default --period."`
+	Operations   []string `name:"operations" sep:"," help:"Kinds the source export holds (default: every kind); settled identities of other kinds are not reported as extra."`
 }
 
 // Run reconciles and exits 3 when anything is found.
@@ -41,6 +46,12 @@ func (c *reconcileCmd) Run(a *app) error {
 		if _, err := time.Parse("2006-01", c.Period); err != nil {
 			return usageError{fmt.Sprintf("--period %q: want YYYY-MM", c.Period)}
 		}
+	}
+	if c.Source != "" {
+		return c.runSource(a)
+	}
+	if c.To != "" || len(c.Operations) > 0 {
+		return usageError{"--to and --operations go with --source"}
 	}
 	kopts, err := c.kafkaSecurityFlags.clientOpts()
 	if err != nil {

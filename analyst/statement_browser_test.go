@@ -1,0 +1,122 @@
+package analyst_test
+
+import (
+	"context"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/settlehq/settle/analyst"
+	"github.com/settlehq/settle/internal/pgtest"
+	"github.com/settlehq/settle/settle"
+)
+
+// TestBrowserStatement drives the statement page in headless chromium:
+// ask for a tenant's period, read each account's lines and closing, and
+// find them equal to the balances, with the record settled after the
+// period closed shown apart as late.
+func TestBrowserStatement(t *testing.T) {
+	t.Parallel()
+	path := chromium(t)
+	s := pgtest.NewStore(t, settle.Config{})
+	ctx := context.Background()
+	const at = `"account_period":"2026-11","occurred_at":"2026-11-03T10:00:00Z","tenant_id":"acme"`
+	vals := []string{
+		`{` + at + `,"record_id":"g-1","kind":"grant","subject":"cust-1","amount":"100","currency":"USD"}`,
+		`{` + at + `,"record_id":"u-1","kind":"usage","subject":"cust-1","amount":"40","currency":"USD","meter":"gpu_seconds","quantity":"40","unit":"s","finalization_version":1}`,
+		`{` + at + `,"record_id":"c-1","kind":"correction","corrects":"u-1","subject":"cust-1","amount":"30","currency":"USD","meter":"gpu_seconds","quantity":"30","unit":"s","finalization_version":2}`,
+		`{` + at + `,"record_id":"u-2","kind":"usage","subject":"cust-1","amount":"7","currency":"USD","meter":"storage_gb","quantity":"7","unit":"GB","finalization_version":1}`,
+		`{` + at + `,"record_id":"u-2","kind":"refund","subject":"cust-1"}`,
+		`{` + at + `,"record_id":"u-2","kind":"reclaim","subject":"cust-1"}`,
+		`{` + at + `,"record_id":"h-1","kind":"hold","subject":"cust-1","amount":"20","currency":"USD"}`,
+		`{` + at + `,"record_id":"u-3","kind":"usage","subject":"cust-1","amount":"12","currency":"USD","meter":"gpu_seconds","quantity":"12","unit":"s","finalization_version":1,"hold_id":"h-1"}`,
+		`{` + at + `,"record_id":"g-2","kind":"grant","subject":"cust-2","amount":"9","currency":"EUR"}`,
+	}
+	var ins []settle.Input
+	for i, v := range vals {
+		ins = append(ins, settle.Input{Topic: "usage", Offset: int64(i), Value: []byte(v)})
+	}
+	if _, err := s.Settle(ctx, "g", ins); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ClosePeriod(ctx, "acme", "2026-11", "fin"); err != nil {
+		t.Fatal(err)
+	}
+	late := `{` + at + `,"record_id":"g-late","kind":"grant","subject":"cust-1","amount":"5","currency":"USD"}`
+	if rs, err := s.Settle(ctx, "g", []settle.Input{{Topic: "usage", Offset: 99, Value: []byte(late)}}); err != nil || rs[0].Outcome != settle.OutcomeSettled {
+		t.Fatalf("late grant: %v %+v", err, rs)
+	}
+	srv := httptest.NewServer(analyst.Handler(analyst.Config{Store: s}))
+	t.Cleanup(srv.Close)
+
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(path), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck, chromedp.UserDataDir(t.TempDir()),
+		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true), chromedp.Flag("disable-default-apps", true), chromedp.Flag("disable-extensions", true),
+	}
+	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
+	defer cancelAlloc()
+	bctx, cancel := chromedp.NewContext(actx)
+	defer cancel()
+	bctx, cancelTimeout := context.WithTimeout(bctx, 45*time.Second)
+	defer cancelTimeout()
+	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(bctx, steps...); err != nil {
+			t.Fatalf("browser: %s: %v", what, err)
+		}
+	}
+	do("open the statement page from the nav", chromedp.Navigate(srv.URL+"/"), chromedp.Click(`nav a[href="/statement"]`), chromedp.WaitVisible(`#statement-form`))
+	do("ask for acme 2026-11",
+		chromedp.SetValue(`#statement-form input[name=tenant]`, "acme"),
+		chromedp.SetValue(`#statement-form input[name=period]`, "2026-11"),
+		chromedp.Submit(`#statement-form`),
+		chromedp.WaitVisible(`section.statement-account`))
+	type acct struct {
+		Subject, Currency, Ties, Closing, Now string
+		Lines                                 []string
+		Late                                  []string
+	}
+	accounts, err := chromedp.Run(bctx, chromedp.Evaluate[[]acct](`[...document.querySelectorAll('section.statement-account')].map(s => ({
+		Subject: s.dataset.subject, Currency: s.dataset.currency, Ties: s.dataset.ties,
+		Closing: s.querySelector('[data-closing=balance]').textContent.trim(),
+		Now: s.querySelector('[data-now=balance]').textContent.trim(),
+		Lines: [...s.querySelectorAll('tbody:not(.late) tr.line')].map(r => r.dataset.category + ' ' + r.dataset.meter + ' ' + r.querySelector('.amount').textContent.trim()),
+		Late: [...s.querySelectorAll('tbody.late tr.line')].map(r => r.dataset.category + ' ' + r.querySelector('.amount').textContent.trim()),
+	}))`))
+	if err != nil {
+		t.Fatalf("browser: read the statement: %v", err)
+	}
+	views, err := s.Balances(ctx, "acme", "", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(accounts) != len(views) {
+		t.Fatalf("page shows %d accounts, settle balance %d: %+v", len(accounts), len(views), accounts)
+	}
+	for i, v := range views {
+		a := accounts[i]
+		if a.Subject != v.Subject || a.Currency != v.Currency || a.Closing != v.Balance || a.Now != v.Balance || a.Ties != "true" {
+			t.Errorf("page account %+v; settle balance: %s %s %s", a, v.Subject, v.Currency, v.Balance)
+		}
+	}
+	// cust-1: 100 granted, 30 for u-1 after its correction, 7 refunded and
+	// reclaimed, 12 captured from a hold of 20, 5 granted late.
+	lines := strings.Join(accounts[0].Lines, "; ")
+	for _, want := range []string{"grant  100", "charge gpu_seconds -52", "correction gpu_seconds 10", "charge storage_gb -7",
+		"refund  7", "reclaim  -7", "hold_placed  20", "hold_captured  -20"} {
+		if !strings.Contains(lines, want) {
+			t.Errorf("cust-1 lines %q lack %q", lines, want)
+		}
+	}
+	if len(accounts[0].Lines) != 8 {
+		t.Errorf("cust-1 has %d on-time lines, want 8 (the late grant apart): %q", len(accounts[0].Lines), lines)
+	}
+	if strings.Join(accounts[0].Late, ";") != "grant 5" || accounts[0].Closing != "56" {
+		t.Errorf("cust-1 late lines %v, closing %s: want grant 5 apart and closing 56", accounts[0].Late, accounts[0].Closing)
+	}
+}

@@ -1,0 +1,110 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/settlehq/settle/internal/pgtest"
+	"github.com/settlehq/settle/settle"
+)
+
+// TestMonthEndCommands: settle reconcile --source exits 0 on an export of
+// what was settled and 3 with a report on one that is not; settle
+// statement prints the period in text, JSON and CSV, its closing equal to
+// the balance.
+func TestMonthEndCommands(t *testing.T) {
+	t.Parallel()
+	url := pgtest.NewDatabase(t)
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	store, err := settle.Open(ctx, pool, settle.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const base = `"tenant_id":"acme","account_period":"2026-11","subject":"cust-1","occurred_at":"2026-11-03T10:00:00Z"`
+	recs := []string{
+		`{` + base + `,"record_id":"g","kind":"grant","amount":"100","currency":"USD"}`,
+		`{` + base + `,"record_id":"u","kind":"usage","amount":"30","currency":"USD","meter":"m","quantity":"1","unit":"s","finalization_version":1}`,
+		`{` + base + `,"record_id":"c","kind":"correction","corrects":"u","amount":"25","currency":"USD","meter":"m","quantity":"1","unit":"s","finalization_version":2}`,
+	}
+	var ins []settle.Input
+	for i, r := range recs {
+		ins = append(ins, settle.Input{Topic: "usage", Offset: int64(i), Value: []byte(r)})
+	}
+	if _, err := store.Settle(ctx, "", ins); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.jsonl")
+	bad := filepath.Join(dir, "bad.jsonl")
+	os.WriteFile(good, []byte(strings.Join(recs, "\n")+"\n"), 0o644)
+	os.WriteFile(bad, []byte(strings.Join(recs[:2], "\n")+"\n"+strings.Replace(recs[2], `"25"`, `"26"`, 1)+"\n"), 0o644)
+
+	var out, errOut bytes.Buffer
+	args := func(extra ...string) []string {
+		return append([]string{"reconcile", "--tenant", "acme", "--period", "2026-11", "--database-url", url}, extra...)
+	}
+	if code := run(ctx, args("--source", good), &out, &errOut); code != exitOK || !strings.Contains(out.String(), "agree") {
+		t.Fatalf("reconcile --source of what was settled: exit %d\n%s\n%s", code, out.String(), errOut.String())
+	}
+	if !strings.Contains(errOut.String(), "reconcile --source: 3 lines") {
+		t.Errorf("no progress line on stderr: %q", errOut.String())
+	}
+	out.Reset()
+	if code := run(ctx, args("--source", bad, "--json"), &out, &errOut); code != exitMismatch {
+		t.Fatalf("reconcile --source of a changed export: exit %d, want %d\n%s", code, exitMismatch, errOut.String())
+	}
+	var rep settle.SourceReport
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	if rep.Counts[settle.ClassSourceDifferent] != 1 || rep.Counts[settle.ClassSourceNetDiffers] != 1 || len(rep.Counts) != 2 {
+		t.Errorf("report counts %v, want one different and one net charge difference", rep.Counts)
+	}
+	if code := run(ctx, args("--source", good, "--to", "2026-10"), &out, &errOut); code != exitUsage {
+		t.Errorf("--to before --period: exit %d, want %d", code, exitUsage)
+	}
+
+	out.Reset()
+	if code := run(ctx, []string{"statement", "acme", "2026-11", "--json", "--database-url", url}, &out, &errOut); code != exitOK {
+		t.Fatalf("statement: exit %d: %s", code, errOut.String())
+	}
+	var st settle.Statement
+	if err := json.Unmarshal(out.Bytes(), &st); err != nil {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	if len(st.Accounts) != 1 || st.Accounts[0].ClosingBalance != "75" || st.Accounts[0].Balance != "75" || !st.Accounts[0].Ties {
+		t.Errorf("statement %+v, want one account closing at 75", st)
+	}
+	out.Reset()
+	if code := run(ctx, []string{"statement", "acme", "2026-11", "--csv", "--rows", "--database-url", url}, &out, &errOut); code != exitOK {
+		t.Fatalf("statement --csv: exit %d: %s", code, errOut.String())
+	}
+	rows, err := csv.NewReader(&out).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// header, 2 opening, 3 ledger rows (grant, charge, correction), 2 closing
+	if len(rows) != 8 || rows[len(rows)-2][4] != "closing" || rows[len(rows)-2][9] != "75" {
+		t.Errorf("statement CSV: %q", rows)
+	}
+	out.Reset()
+	if code := run(ctx, []string{"statement", "acme", "2026-11", "--database-url", url}, &out, &errOut); code != exitOK || !strings.Contains(out.String(), "closing") {
+		t.Errorf("statement text: exit %d\n%s", code, out.String())
+	}
+	if code := run(ctx, []string{"statement", "acme", "11-2026", "--database-url", url}, &out, &errOut); code != exitUsage {
+		t.Errorf("statement with a bad period: exit %d, want %d", code, exitUsage)
+	}
+}

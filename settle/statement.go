@@ -1,0 +1,358 @@
+package settle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/settlehq/settle/internal/money"
+)
+
+var (
+	sqlStatementAccounts  = mustQuery("statement_accounts.sql")
+	sqlStatementLines     = mustQuery("statement_lines.sql")
+	sqlStatementSequences = mustQuery("statement_sequences.sql")
+	sqlStatementRows      = mustQuery("statement_rows.sql")
+	sqlPeriodGet          = mustQuery("period_get.sql")
+)
+
+// StatementRowsMax caps the ledger rows one statement lists with its lines
+// (StatementInput.Rows): they are held in memory.
+const StatementRowsMax = 200_000
+
+// Statement line categories: what a group of ledger rows is for.
+const (
+	LineCharge       = "charge"        // usage, balance bucket
+	LineCorrection   = "correction"    // correction or reversal
+	LineResolution   = "resolution"    // an analyst's accepted case
+	LineRefund       = "refund"        // a chain's net charge returned
+	LineReclaim      = "reclaim"       // a refund taken back
+	LineGrant        = "grant"         // credits added
+	LineHoldPlaced   = "hold_placed"   // reserved (held bucket)
+	LineHoldCaptured = "hold_captured" // released by the usage that captured it
+	LineHoldReleased = "hold_released" // released by a hold_release
+	LineHoldExpired  = "hold_expired"  // released by expiry
+)
+
+// lineCategory names what an operation's rows in a bucket are.
+func lineCategory(operation, bucket string) string {
+	switch {
+	case operation == "usage" && bucket == bucketBalance:
+		return LineCharge
+	case operation == "usage":
+		return LineHoldCaptured
+	case operation == "correction" || operation == "reversal":
+		return LineCorrection
+	case operation == string(OperationResolution):
+		return LineResolution
+	case operation == "refund":
+		return LineRefund
+	case operation == "reclaim":
+		return LineReclaim
+	case operation == "grant":
+		return LineGrant
+	case operation == "hold":
+		return LineHoldPlaced
+	case operation == "hold_release":
+		return LineHoldReleased
+	case operation == "expire":
+		return LineHoldExpired
+	}
+	return operation
+}
+
+// StatementInput names a statement: a tenant's period, for one subject or
+// all of them.
+type StatementInput struct {
+	TenantID string
+	Period   string // YYYY-MM
+	Subject  string // "" = every account of the tenant
+	// Rows lists every ledger row of the period under its line (at most
+	// StatementRowsMax).
+	Rows bool
+}
+
+// Statement is what each account of a tenant owes or holds for one period:
+// every figure is a sum of ledger rows, and the rows add up to the ledger
+// (see StatementAccount.Ties).
+type Statement struct {
+	TenantID string             `json:"tenant_id"`
+	Period   string             `json:"account_period"`
+	ClosedAt *time.Time         `json:"closed_at,omitempty"` // the period's close; later records are late
+	ClosedBy string             `json:"closed_by,omitempty"`
+	Accounts []StatementAccount `json:"accounts"`
+}
+
+// Ties reports whether every account's statement adds up to its ledger.
+func (s *Statement) Ties() bool {
+	for _, a := range s.Accounts {
+		if !a.Ties {
+			return false
+		}
+	}
+	return true
+}
+
+// StatementAccount is one account's statement for the period. A period is
+// the records' account_period: Opening sums the rows of earlier periods,
+// Lines the period's rows, Later the rows of later periods; Opening + Lines
+// = Closing and Closing + Later = the account's balance (Balance, Held,
+// what settle balance shows).
+type StatementAccount struct {
+	Subject        string          `json:"subject"`
+	Currency       string          `json:"currency"`
+	OpeningBalance string          `json:"opening_balance"`
+	OpeningHeld    string          `json:"opening_held"`
+	Lines          []StatementLine `json:"lines"` // on-time lines first, then the late ones
+	ClosingBalance string          `json:"closing_balance"`
+	ClosingHeld    string          `json:"closing_held"`
+	LaterBalance   string          `json:"later_periods_balance"`
+	LaterHeld      string          `json:"later_periods_held"`
+	Balance        string          `json:"balance"`
+	Held           string          `json:"held"`
+	// Settlements of the period on this account and the range of the
+	// account's sequence they hold (other periods' late records may fall
+	// inside it).
+	Settlements   int64 `json:"settlements"`
+	FirstSequence int64 `json:"first_sequence,omitempty"`
+	LastSequence  int64 `json:"last_sequence,omitempty"`
+	// Ties is Closing + Later = Balance and Held, and no row of the
+	// account lacks its identity; Mismatch says what does not add up.
+	Ties     bool   `json:"ties"`
+	Mismatch string `json:"mismatch,omitempty"`
+}
+
+// StatementLine is one sum of the period's ledger rows of an account.
+type StatementLine struct {
+	Category      string         `json:"category"`
+	Operation     string         `json:"operation"`
+	Bucket        string         `json:"bucket"` // balance or held
+	Meter         string         `json:"meter,omitempty"`
+	Late          bool           `json:"late"` // settled after the period closed
+	Amount        string         `json:"amount"`
+	Rows          int64          `json:"rows"`
+	Settlements   int64          `json:"settlements"`
+	FirstRowID    int64          `json:"first_row_id"`
+	LastRowID     int64          `json:"last_row_id"`
+	FirstSequence int64          `json:"first_sequence"`
+	LastSequence  int64          `json:"last_sequence"`
+	LedgerRows    []StatementRow `json:"ledger_rows,omitempty"`
+}
+
+// StatementRow is one ledger row behind a statement line.
+type StatementRow struct {
+	ID           int64     `json:"id"`
+	Amount       string    `json:"amount"`
+	RecordID     string    `json:"record_id"`
+	SettlementID string    `json:"settlement_id"`
+	Sequence     int64     `json:"sequence"`
+	At           time.Time `json:"at"`
+}
+
+// Statement builds a tenant's statement for one period. It reads through
+// the read side only: one REPEATABLE READ, READ ONLY transaction under
+// ReaderRole, so every figure comes from one snapshot and nothing can be
+// written.
+func (s *Store) Statement(ctx context.Context, in StatementInput) (*Statement, error) {
+	if in.TenantID == "" || !validPeriod(in.Period) {
+		return nil, fmt.Errorf("%w: statement needs a tenant and a period YYYY-MM (got %q, %q)", ErrBadFilter, in.TenantID, in.Period)
+	}
+	what := fmt.Sprintf("statement tenant=%s period=%s", in.TenantID, in.Period)
+	st := &Statement{TenantID: in.TenantID, Period: in.Period, Accounts: []StatementAccount{}}
+	err := s.readOnly(ctx, what, func(tx pgx.Tx) error { return statementTx(ctx, tx, in, st) })
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return st, nil
+}
+
+func statementTx(ctx context.Context, tx pgx.Tx, in StatementInput, st *Statement) error {
+	var closedAt time.Time
+	switch err := tx.QueryRow(ctx, sqlPeriodGet, in.TenantID, in.Period).Scan(&closedAt, &st.ClosedBy); {
+	case err == nil:
+		st.ClosedAt = &closedAt
+	case !errors.Is(err, pgx.ErrNoRows):
+		return fmt.Errorf("period: %w", err)
+	}
+	byID := map[int64]*stmtAccount{}
+	var order []int64
+	rows, err := tx.Query(ctx, sqlStatementAccounts, in.TenantID, in.Period, in.Subject)
+	if err != nil {
+		return fmt.Errorf("accounts: %w", err)
+	}
+	var all []StatementAccount
+	for rows.Next() {
+		var (
+			id                 int64
+			a                  StatementAccount
+			ob, oh, lb, lh     string
+			periodRows, orphan int64
+		)
+		if err := rows.Scan(&id, &a.Subject, &a.Currency, &a.Balance, &a.Held, &ob, &oh, &lb, &lh, &periodRows, &orphan); err != nil {
+			rows.Close()
+			return fmt.Errorf("accounts: %w", err)
+		}
+		x := &stmtAccount{i: len(all), opening: money.MustParse(ob), openingHeld: money.MustParse(oh), later: money.MustParse(lb), lhd: money.MustParse(lh), orphans: orphan}
+		// An account with nothing in the period and nothing before it has
+		// no statement for it.
+		if periodRows == 0 && x.opening.IsZero() && x.openingHeld.IsZero() && orphan == 0 {
+			continue
+		}
+		a.Lines = []StatementLine{}
+		byID[id], order, all = x, append(order, id), append(all, a)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("accounts: %w", err)
+	}
+	lineIndex := map[int64]map[[4]string]int{}
+	rows, err = tx.Query(ctx, sqlStatementLines, in.TenantID, in.Period, in.Subject)
+	if err != nil {
+		return fmt.Errorf("lines: %w", err)
+	}
+	for rows.Next() {
+		var (
+			id int64
+			l  StatementLine
+		)
+		if err := rows.Scan(&id, &l.Operation, &l.Bucket, &l.Meter, &l.Late, &l.Amount, &l.Rows, &l.Settlements,
+			&l.FirstRowID, &l.LastRowID, &l.FirstSequence, &l.LastSequence); err != nil {
+			rows.Close()
+			return fmt.Errorf("lines: %w", err)
+		}
+		x := byID[id]
+		if x == nil {
+			continue // not possible: the account has rows in the period
+		}
+		l.Category = lineCategory(l.Operation, l.Bucket)
+		a := &all[x.i]
+		if lineIndex[id] == nil {
+			lineIndex[id] = map[[4]string]int{}
+		}
+		lineIndex[id][lineKey(l.Operation, l.Bucket, l.Meter, l.Late)] = len(a.Lines)
+		a.Lines = append(a.Lines, l)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("lines: %w", err)
+	}
+	rows, err = tx.Query(ctx, sqlStatementSequences, in.TenantID, in.Period, in.Subject)
+	if err != nil {
+		return fmt.Errorf("sequences: %w", err)
+	}
+	for rows.Next() {
+		var (
+			id, n, first, last int64
+		)
+		if err := rows.Scan(&id, &n, &first, &last); err != nil {
+			rows.Close()
+			return fmt.Errorf("sequences: %w", err)
+		}
+		if x := byID[id]; x != nil {
+			all[x.i].Settlements, all[x.i].FirstSequence, all[x.i].LastSequence = n, first, last
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("sequences: %w", err)
+	}
+	if in.Rows {
+		if err := statementRows(ctx, tx, in, byID, lineIndex, all); err != nil {
+			return err
+		}
+	}
+	for _, id := range order {
+		x := byID[id]
+		a := &all[x.i]
+		closing, closingHeld := x.opening, x.openingHeld
+		for _, l := range a.Lines {
+			amt := money.MustParse(l.Amount)
+			if l.Bucket == bucketHeld {
+				closingHeld = closingHeld.Add(amt)
+			} else {
+				closing = closing.Add(amt)
+			}
+		}
+		a.OpeningBalance, a.OpeningHeld = x.opening.String(), x.openingHeld.String()
+		a.ClosingBalance, a.ClosingHeld = closing.String(), closingHeld.String()
+		a.LaterBalance, a.LaterHeld = x.later.String(), x.lhd.String()
+		// The pair: the statement's own sums against the account's cached
+		// balance, which the settling transaction keeps.
+		bal, held := money.MustParse(a.Balance), money.MustParse(a.Held)
+		a.Balance, a.Held = bal.String(), held.String()
+		a.Ties = true
+		switch {
+		case x.orphans > 0:
+			a.Ties, a.Mismatch = false, fmt.Sprintf("%d ledger rows of the account name no identity (run settle reconcile)", x.orphans)
+		case closing.Add(x.later).Cmp(bal) != 0 || closingHeld.Add(x.lhd).Cmp(held) != 0:
+			a.Ties = false
+			a.Mismatch = fmt.Sprintf("closing %s + later periods %s = %s, held %s + %s = %s; the account shows balance %s, held %s (run settle reconcile)",
+				closing, x.later, closing.Add(x.later), closingHeld, x.lhd, closingHeld.Add(x.lhd), bal, held)
+		}
+	}
+	st.Accounts = all
+	if st.Accounts == nil {
+		st.Accounts = []StatementAccount{}
+	}
+	return nil
+}
+
+func lineKey(op, bucket, meter string, late bool) [4]string {
+	l := ""
+	if late {
+		l = "late"
+	}
+	return [4]string{op, bucket, meter, l}
+}
+
+// stmtAccount is an account's sums outside the period while its
+// statement is built.
+type stmtAccount struct {
+	i                                int // index in the statement's accounts
+	opening, openingHeld, later, lhd money.Dec
+	orphans                          int64 // rows that name no identity
+}
+
+// statementRows puts every ledger row of the period under its line.
+func statementRows(ctx context.Context, tx pgx.Tx, in StatementInput, byID map[int64]*stmtAccount, lineIndex map[int64]map[[4]string]int, all []StatementAccount) error {
+	rows, err := tx.Query(ctx, sqlStatementRows, in.TenantID, in.Period, in.Subject, StatementRowsMax+1)
+	if err != nil {
+		return fmt.Errorf("rows: %w", err)
+	}
+	defer rows.Close()
+	n := 0
+	for rows.Next() {
+		var (
+			id                int64
+			op, bucket, meter string
+			late              bool
+			r                 StatementRow
+		)
+		if err := rows.Scan(&id, &r.ID, &op, &bucket, &meter, &late, &r.Amount, &r.RecordID, &r.SettlementID, &r.Sequence, &r.At); err != nil {
+			return fmt.Errorf("rows: %w", err)
+		}
+		if n++; n > StatementRowsMax {
+			return fmt.Errorf("%w: the period has more than %d ledger rows: take the statement without its rows, or one subject at a time", ErrBadFilter, StatementRowsMax)
+		}
+		x := byID[id]
+		if x == nil {
+			continue
+		}
+		li, ok := lineIndex[id][lineKey(op, bucket, meter, late)]
+		if !ok {
+			return fmt.Errorf("rows: ledger row %d has no line (the snapshot changed?)", r.ID)
+		}
+		l := &all[x.i].Lines[li]
+		l.LedgerRows = append(l.LedgerRows, r)
+	}
+	return rows.Err()
+}
+
+// validPeriod reports whether p is YYYY-MM with a month of 01 to 12.
+func validPeriod(p string) bool {
+	if len(p) != 7 || p[4] != '-' {
+		return false
+	}
+	_, err := time.Parse("2006-01", p)
+	return err == nil
+}

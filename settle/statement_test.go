@@ -1,0 +1,122 @@
+package settle_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/settlehq/settle/internal/money"
+	"github.com/settlehq/settle/settle"
+)
+
+// TestStatementTiesToBalances: on a generated month with corrections,
+// refund-then-reclaim pairs, captured, released and expired holds, every
+// account's statement adds up: opening + lines = closing, closing + later
+// periods = the balance and held settle balance shows; a record of an
+// earlier period is the opening, a later one is outside, and a record
+// settled after the period closed is a late line apart. Every line is the
+// sum of the ledger rows listed under it.
+func TestStatementTiesToBalances(t *testing.T) {
+	t.Parallel()
+	m := newMonth(t)
+	ctx := context.Background()
+	october := grant("g-oct", "cust-1", "7")
+	october["account_period"] = "2026-10"
+	december := grant("g-dec", "cust-2", "11")
+	december["account_period"] = "2026-12"
+	mustSettle(t, m.s, batch(2, 0, october, december))
+	if _, err := m.s.ClosePeriod(ctx, "acme", "2026-11", "fin"); err != nil {
+		t.Fatal(err)
+	}
+	late := grant("g-late", "cust-0", "5")
+	if rs := mustSettle(t, m.s, batch(2, 2, late)); rs[0].Outcome != settle.OutcomeSettled {
+		t.Fatalf("late grant: %+v", rs[0])
+	}
+
+	st, err := m.s.Statement(ctx, settle.StatementInput{TenantID: "acme", Period: "2026-11", Rows: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	views, err := m.s.Balances(ctx, "acme", "", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Accounts) != monthSubjects || len(views) != monthSubjects || st.ClosedAt == nil || !st.Ties() {
+		t.Fatalf("statement: %d accounts (balances %d), closed %v, ties %v", len(st.Accounts), len(views), st.ClosedAt, st.Ties())
+	}
+	byKey := map[string]settle.StatementAccount{}
+	for _, a := range st.Accounts {
+		byKey[a.Subject] = a
+	}
+	for _, v := range views {
+		a := byKey[v.Subject]
+		closing := money.MustParse(a.ClosingBalance).Add(money.MustParse(a.LaterBalance))
+		held := money.MustParse(a.ClosingHeld).Add(money.MustParse(a.LaterHeld))
+		if closing.String() != v.Balance || held.String() != v.Held || a.Currency != v.Currency {
+			t.Errorf("%s: closing %s + later %s, held %s; settle balance shows %s, held %s", v.Subject, a.ClosingBalance, a.LaterBalance, a.ClosingHeld, v.Balance, v.Held)
+		}
+		if v.Subject != "cust-2" && a.ClosingBalance != v.Balance {
+			t.Errorf("%s: closing %s, balance %s (no later period)", v.Subject, a.ClosingBalance, v.Balance)
+		}
+		sum, sumHeld := money.MustParse(a.OpeningBalance), money.MustParse(a.OpeningHeld)
+		for _, l := range a.Lines {
+			rows := money.Dec{}
+			for _, r := range l.LedgerRows {
+				rows = rows.Add(money.MustParse(r.Amount))
+			}
+			if rows.String() != money.MustParse(l.Amount).String() || int64(len(l.LedgerRows)) != l.Rows {
+				t.Errorf("%s %s %s: amount %s over %d rows, its listed rows sum to %s over %d", v.Subject, l.Category, l.Meter, l.Amount, l.Rows, rows, len(l.LedgerRows))
+			}
+			if l.Bucket == "held" {
+				sumHeld = sumHeld.Add(rows)
+			} else {
+				sum = sum.Add(rows)
+			}
+		}
+		if sum.String() != a.ClosingBalance || sumHeld.String() != a.ClosingHeld {
+			t.Errorf("%s: opening + rows = %s, held %s; closing says %s, %s", v.Subject, sum, sumHeld, a.ClosingBalance, a.ClosingHeld)
+		}
+		if a.Settlements == 0 || a.FirstSequence < 1 || a.LastSequence < a.FirstSequence {
+			t.Errorf("%s: %d settlements, sequence %d-%d", v.Subject, a.Settlements, a.FirstSequence, a.LastSequence)
+		}
+	}
+	lines := func(subject string) map[string]settle.StatementLine {
+		out := map[string]settle.StatementLine{}
+		for _, l := range byKey[subject].Lines {
+			k := l.Category + " " + l.Meter
+			if l.Late {
+				k += " late"
+			}
+			out[k] = l
+		}
+		return out
+	}
+	c0 := lines("cust-0")
+	// cust-0: gpu_seconds usage j = 0, 2, ..., 12 (1+3+...+13 = 49) and
+	// the capture's 30; storage_gb j = 1, 3, ..., 13 (2+4+...+14 = 56).
+	want := map[string]string{
+		"charge gpu_seconds": "-79", "charge storage_gb": "-56", "grant ": "1000", "grant  late": "5",
+		"hold_placed ": "70", "hold_captured ": "-50", "hold_released ": "-20",
+	}
+	for k, amount := range want {
+		if l, ok := c0[k]; !ok || money.MustParse(l.Amount).String() != amount {
+			t.Errorf("cust-0 line %q: %+v, want amount %s", k, l, amount)
+		}
+	}
+	for _, k := range []string{"correction gpu_seconds", "correction storage_gb", "refund ", "reclaim "} {
+		if _, ok := c0[k]; !ok {
+			t.Errorf("cust-0 has no %q line: %v", k, c0)
+		}
+	}
+	if l, ok := lines("cust-2")["hold_expired "]; !ok || l.Amount != "-15" {
+		t.Errorf("cust-2's expired hold: %+v", l)
+	}
+	if a := byKey["cust-1"]; a.OpeningBalance != "7" {
+		t.Errorf("cust-1 opening %s, want October's 7", a.OpeningBalance)
+	}
+	if a := byKey["cust-2"]; a.LaterBalance != "11" {
+		t.Errorf("cust-2 later periods %s, want December's 11", a.LaterBalance)
+	}
+	if byKey["cust-7"].Currency != "EUR" {
+		t.Errorf("cust-7 currency %s", byKey["cust-7"].Currency)
+	}
+}
