@@ -14,6 +14,13 @@
 // relays never publish side by side in normal operation: only the holder
 // of the outbox lease publishes, and it publishes on a single producer in
 // id order, which keeps every account's settlements in sequence.
+//
+// A message the broker refuses for good (too large for the topic, an
+// invalid record) is never retried for ever: the relay parks its row
+// (settle.OutboxLease.Park), counts it, and publishes what follows it.
+// Parking is terminal, so it holds back nothing, not even later messages of
+// the same key; a row that failed for a reason a retry may cure holds back
+// the later rows of its key.
 package relay
 
 import (
