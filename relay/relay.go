@@ -304,17 +304,22 @@ func (r *Relay) round(ctx context.Context, cl *kgo.Client, lease *settle.OutboxL
 		held, again = map[string]bool{}, map[string]bool{}
 	)
 	for i, m := range msgs {
+		err, alone := results[i], false
+		if err == nil && len(held) == 0 && len(again) == 0 {
+			ids, published = append(ids, m.ID), append(published, m)
+			continue
+		}
 		key := m.Topic + "\x00" + string(m.Key)
 		if held[key] {
 			continue
 		}
-		err, alone := results[i], false
 		switch {
 		case err == nil && again[key]:
 			// The broker took it in the round's produce, before an
 			// earlier row of its key that went alone: it goes again,
-			// after that one.
-			err, alone = r.produceAlone(ctx, cl, recs[i]), true
+			// after that one. Taken once, it is never parked: a failure
+			// here leaves it for a retry.
+			err = r.produceAlone(ctx, cl, recs[i])
 		case err != nil && refusedForGood(err) != "":
 			// The broker refuses a whole batch, and franz-go then fails
 			// every record of the partition buffered behind it, for one
