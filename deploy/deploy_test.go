@@ -465,6 +465,7 @@ func exportedMetrics(t *testing.T) map[string]bool {
 	m.EndToEnd(ctx, time.Now().Add(-time.Second))
 	m.Retry(ctx, telemetry.CauseContention)
 	m.Published(ctx, "settlements", 1)
+	m.Parked(ctx, "message_too_large", 1)
 	unregister, err := m.RegisterGauges(telemetry.Gauges{
 		OutboxBacklog:     func(context.Context) (int64, time.Time, error) { return 1, time.Now(), nil },
 		ConflictCasesOpen: func(context.Context) (int64, error) { return 1, nil },

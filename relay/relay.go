@@ -14,6 +14,13 @@
 // relays never publish side by side in normal operation: only the holder
 // of the outbox lease publishes, and it publishes on a single producer in
 // id order, which keeps every account's settlements in sequence.
+//
+// A message the broker refuses for good (too large for the topic, an
+// invalid record) is never retried for ever: the relay parks its row
+// (settle.OutboxLease.Park), counts it, and publishes what follows it.
+// Parking is terminal, so it holds back nothing, not even later messages of
+// the same key; a row that failed for a reason a retry may cure holds back
+// the later rows of its key.
 package relay
 
 import (
@@ -21,9 +28,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/settlehq/settle/internal/crashpoint"
@@ -133,6 +142,7 @@ type Relay struct {
 
 	leader    atomic.Bool
 	published atomic.Int64
+	parked    atomic.Int64
 }
 
 // New returns a relay over store's outbox. It does not connect: Run does.
@@ -149,6 +159,10 @@ func (r *Relay) Leader() bool { return r.leader.Load() }
 
 // Published returns how many messages this relay has published and marked.
 func (r *Relay) Published() int64 { return r.published.Load() }
+
+// Parked returns how many outbox rows this relay has parked: messages the
+// broker refused for good (settle dlq list --parked lists them).
+func (r *Relay) Parked() int64 { return r.parked.Load() }
 
 // Run publishes the outbox until ctx is done: as the leader, or standing by
 // to take over. When ctx is done, a leader makes one last round (bounded by
@@ -251,8 +265,17 @@ func (r *Relay) flush(ctx context.Context, cl *kgo.Client, lease *settle.OutboxL
 	}
 }
 
-// round publishes one batch of unpublished rows and marks the ones the
-// broker acknowledged. It returns how many rows it read.
+// round publishes one batch of unpublished rows, marks the ones the broker
+// acknowledged and parks the ones it refused for good. It returns how many
+// rows it read, and an error when a row is left for a retry.
+//
+// A row is taken off the queue once it is published, whatever happened to
+// its neighbours, so a failing row does not publish the others of its round
+// again on every retry. Per-account order holds per topic and key: a row
+// left for a retry holds back the later rows of its key in the round (they
+// are published, again if the broker already took them, after it). A
+// parked row holds back nothing: parking is terminal, and the rows after it
+// go on.
 func (r *Relay) round(ctx context.Context, cl *kgo.Client, lease *settle.OutboxLease) (int, error) {
 	msgs, err := lease.Pending(ctx, r.cfg.BatchRowsMax)
 	if err != nil || len(msgs) == 0 {
@@ -267,31 +290,120 @@ func (r *Relay) round(ctx context.Context, cl *kgo.Client, lease *settle.OutboxL
 		recs[i] = rec
 	}
 	spans := r.startSpans(ctx, recs)
-	results := cl.ProduceSync(ctx, recs...)
+	results := inOrder(recs, cl.ProduceSync(ctx, recs...))
 	endSpans(spans, results)
 	crashpoint.Hit("after_publish_before_mark")
-	// Mark only the acknowledged prefix (in id order): a row after a failed
-	// one is published again after it, so a consumer that keeps the first
-	// copy of each settlement_id still sees them in order.
+
 	var (
-		ids     []int64
-		failure error
+		ids       []int64
+		published []settle.OutboxMessage
+		parks     []settle.OutboxPark
+		failure   error
+		// held: keys with a row left for a retry this round. again: keys
+		// with a row published alone, after the round's own produce.
+		held, again = map[string]bool{}, map[string]bool{}
 	)
-	for i, res := range results {
-		if res.Err != nil {
-			failure = fmt.Errorf("publish outbox row %d to %s: %w", msgs[i].ID, msgs[i].Topic, res.Err)
-			break
+	for i, m := range msgs {
+		err, alone := results[i], false
+		if err == nil && len(held) == 0 && len(again) == 0 {
+			ids, published = append(ids, m.ID), append(published, m)
+			continue
 		}
-		ids = append(ids, msgs[i].ID)
+		key := m.Topic + "\x00" + string(m.Key)
+		if held[key] {
+			continue
+		}
+		switch {
+		case err == nil && again[key]:
+			// The broker took it in the round's produce, before an
+			// earlier row of its key that went alone: it goes again,
+			// after that one. Taken once, it is never parked: a failure
+			// here leaves it for a retry.
+			err = r.produceAlone(ctx, cl, recs[i])
+		case err != nil && refusedForGood(err) != "":
+			// The broker refuses a whole batch, and franz-go then fails
+			// every record of the partition buffered behind it, for one
+			// record it will not take: alone, a row shows whether it is
+			// that record or only stood next to it.
+			err, alone = r.produceAlone(ctx, cl, recs[i]), true
+			if err == nil {
+				again[key] = true
+			}
+		}
+		switch reason := refusedForGood(err); {
+		case err == nil:
+			ids, published = append(ids, m.ID), append(published, m)
+		case reason != "" && alone:
+			parks = append(parks, settle.OutboxPark{ID: m.ID, Reason: reason, Error: err.Error()})
+			r.log.Warn("outbox row refused for good by the broker; parked", "outbox_row", m.ID, "topic", m.Topic,
+				"value_bytes", len(m.Value), "reason", reason, "err", err)
+		default:
+			held[key] = true
+			if failure == nil {
+				failure = fmt.Errorf("publish outbox row %d to %s: %w", m.ID, m.Topic, err)
+			}
+		}
 	}
+	wctx := context.WithoutCancel(ctx)
 	if len(ids) > 0 {
-		if err := lease.MarkPublished(context.WithoutCancel(ctx), ids); err != nil {
+		if err := lease.MarkPublished(wctx, ids); err != nil {
 			return 0, err
 		}
 		r.published.Add(int64(len(ids)))
-		r.countPublished(ctx, msgs[:len(ids)])
+		r.countPublished(ctx, published)
+	}
+	if len(parks) > 0 {
+		if err := lease.Park(wctx, parks); err != nil {
+			return 0, err
+		}
+		r.parked.Add(int64(len(parks)))
+		r.countParked(ctx, parks)
 	}
 	return len(msgs), failure
+}
+
+// inOrder returns the errors of results in the order of recs: ProduceSync
+// lists results in the order the broker's answers came back (a record the
+// producer refuses before sending comes first), not in the order given.
+func inOrder(recs []*kgo.Record, results kgo.ProduceResults) []error {
+	at := make(map[*kgo.Record]int, len(recs))
+	for i, rec := range recs {
+		at[rec] = i
+	}
+	errs := make([]error, len(recs))
+	for i := range errs {
+		errs[i] = errors.New("no produce result")
+	}
+	for _, res := range results {
+		if i, ok := at[res.Record]; ok {
+			errs[i] = res.Err
+		}
+	}
+	return errs
+}
+
+// produceAlone publishes one record on its own: in a batch of its own, so
+// the broker's answer is about it alone. It is a copy, as a record handed
+// to the producer once is not reused.
+func (r *Relay) produceAlone(ctx context.Context, cl *kgo.Client, rec *kgo.Record) error {
+	one := &kgo.Record{Topic: rec.Topic, Key: rec.Key, Value: rec.Value, Headers: rec.Headers}
+	return cl.ProduceSync(ctx, one).FirstErr()
+}
+
+// refusedForGood names the broker's error ("message_too_large") when err
+// says that the broker will never take the record as it is, and "" for
+// anything a retry may cure (an outage, a timeout, a stopped relay,
+// missing permissions, a topic still being created).
+func refusedForGood(err error) string {
+	var ke *kerr.Error
+	if err == nil || !errors.As(err, &ke) {
+		return ""
+	}
+	switch ke {
+	case kerr.MessageTooLarge, kerr.RecordListTooLarge, kerr.InvalidRecord, kerr.InvalidTimestamp:
+		return strings.ToLower(ke.Message)
+	}
+	return ""
 }
 
 // backoff is capped exponential backoff.

@@ -36,13 +36,15 @@ func (r *Relay) startSpans(ctx context.Context, recs []*kgo.Record) []trace.Span
 	return spans
 }
 
-func endSpans(spans []trace.Span, results kgo.ProduceResults) {
+// endSpans ends the spans of startSpans; errs are the records' produce
+// errors, in the same order.
+func endSpans(spans []trace.Span, errs []error) {
 	for i, span := range spans {
 		if span == nil {
 			continue
 		}
-		if i < len(results) && results[i].Err != nil {
-			span.SetStatus(codes.Error, results[i].Err.Error())
+		if i < len(errs) && errs[i] != nil {
+			span.SetStatus(codes.Error, errs[i].Error())
 		}
 		span.End()
 	}
@@ -59,5 +61,19 @@ func (r *Relay) countPublished(ctx context.Context, msgs []settle.OutboxMessage)
 	}
 	for topic, n := range by {
 		r.cfg.Metrics.Published(ctx, topic, n)
+	}
+}
+
+// countParked counts the parked messages by reason.
+func (r *Relay) countParked(ctx context.Context, parks []settle.OutboxPark) {
+	if r.cfg.Metrics == nil {
+		return
+	}
+	by := map[string]int{}
+	for _, p := range parks {
+		by[p.Reason]++
+	}
+	for reason, n := range by {
+		r.cfg.Metrics.Parked(ctx, reason, n)
 	}
 }

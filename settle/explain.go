@@ -129,6 +129,7 @@ type OutboxState struct {
 	Topic     string    `json:"topic"`
 	CreatedAt time.Time `json:"created_at"`
 	Published bool      `json:"published"`
+	Parked    bool      `json:"parked,omitempty"` // the broker refused it for good: never published
 }
 
 // WaitingOp is an operation that waits (or waited) for its target.
@@ -357,7 +358,7 @@ func (s *Store) outboxState(ctx context.Context, q querier, settlementID string,
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (OutboxState, error) {
 		var o OutboxState
-		err := r.Scan(&o.ID, &o.Topic, &o.CreatedAt, &o.Published)
+		err := r.Scan(&o.ID, &o.Topic, &o.CreatedAt, &o.Published, &o.Parked)
 		return o, err
 	})
 	if out == nil {

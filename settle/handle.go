@@ -294,6 +294,13 @@ func (st *txState) deadLetter(d *decoded, res Result, reason, class, msg string)
 	}
 	dl := deadLetterRow{in: d.in, reason: reason, class: class, err: msg, attempts: attempts}
 	st.deadLetters = append(st.deadLetters, dl)
-	st.outbox = append(st.outbox, outboxRow{topic: st.s.cfg.DeadLetterTopic, key: d.in.Key, value: d.in.Value, headers: dl.outboxHeaders()})
+	// The message carries the original value only up to the limit: one
+	// the broker refuses would never reach the topic. The dead_letters row
+	// keeps every byte.
+	value, truncated := d.in.Value, false
+	if len(value) > st.s.cfg.DeadLetterValueBytesMax {
+		value, truncated = []byte{}, true
+	}
+	st.outbox = append(st.outbox, outboxRow{topic: st.s.cfg.DeadLetterTopic, key: d.in.Key, value: nonNil(value), headers: dl.outboxHeaders(truncated)})
 	return res
 }

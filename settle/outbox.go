@@ -16,6 +16,8 @@ var (
 	sqlOutboxMark     = mustQuery("outbox_mark.sql")
 	sqlOutboxLeaseTry = mustQuery("outbox_lease_try.sql")
 	sqlOutboxBacklog  = mustQuery("outbox_backlog.sql")
+	sqlOutboxPark     = mustQuery("outbox_park.sql")
+	sqlOutboxParked   = mustQuery("outbox_parked_list.sql")
 )
 
 // outboxPendingLimit bounds one read of the outbox.
@@ -155,6 +157,34 @@ func (l *OutboxLease) MarkPublished(ctx context.Context, ids []int64) error {
 	return nil
 }
 
+// OutboxPark is why one outbox row is parked: the broker refused its
+// message for good.
+type OutboxPark struct {
+	ID     int64
+	Reason string // the broker's error code in lower case, e.g. message_too_large
+	Error  string // the producer's error text
+}
+
+// Park takes rows the broker refused for good off the queue and records
+// why, in one statement: the relay publishes what follows them instead of
+// retrying them for ever. Parking is terminal; the rows stay in the outbox.
+func (l *OutboxLease) Park(ctx context.Context, rows []OutboxPark) error {
+	if !l.held {
+		return ErrNotLeader
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	ids, reasons, errs := make([]int64, len(rows)), make([]string, len(rows)), make([]string, len(rows))
+	for i, r := range rows {
+		ids[i], reasons[i], errs[i] = r.ID, r.Reason, r.Error
+	}
+	if _, err := l.conn.Exec(ctx, sqlOutboxPark, ids, reasons, errs); err != nil {
+		return l.fail("park outbox rows", err)
+	}
+	return nil
+}
+
 // Close closes the lease's connection, which releases the lock.
 func (l *OutboxLease) Close(ctx context.Context) error {
 	l.held = false
@@ -186,6 +216,58 @@ func (s *Store) OutboxBacklog(ctx context.Context) (rows int64, oldest time.Time
 		return 0, time.Time{}, wrapStoreErr("read outbox backlog", err)
 	}
 	return rows, oldest, nil
+}
+
+// ParkedMessage is one outbox row the relay parked, without its value.
+type ParkedMessage struct {
+	ID         int64                `json:"id"`
+	Topic      string               `json:"topic"`
+	Key        []byte               `json:"key"` // base64 in JSON
+	ValueBytes int                  `json:"value_bytes"`
+	Headers    []fingerprint.Header `json:"headers"`
+	Reason     string               `json:"reason"`
+	Error      string               `json:"error"`
+	CreatedAt  time.Time            `json:"created_at"`
+	ParkedAt   time.Time            `json:"parked_at"`
+}
+
+// OutboxParked returns one page of parked outbox rows with an id above
+// afterID, oldest first; limit 0 = 100, at most DeadLetterPageRowsMax.
+func (s *Store) OutboxParked(ctx context.Context, afterID int64, limit int) ([]ParkedMessage, error) {
+	if limit == 0 {
+		limit = 100
+	}
+	if limit < 0 || limit > DeadLetterPageRowsMax {
+		return nil, fmt.Errorf("%w: limit %d: want 1 to %d", ErrBadFilter, limit, DeadLetterPageRowsMax)
+	}
+	rows, err := s.pool.Query(ctx, sqlOutboxParked, afterID, limit)
+	if err != nil {
+		return nil, wrapStoreErr("list parked outbox rows", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ParkedMessage, error) {
+		var (
+			m       ParkedMessage
+			headers []byte
+		)
+		if err := r.Scan(&m.ID, &m.Topic, &m.Key, &m.ValueBytes, &headers, &m.Reason, &m.Error, &m.CreatedAt, &m.ParkedAt); err != nil {
+			return m, err
+		}
+		var err error
+		if m.Headers, err = decodeOutboxHeaders(headers); err != nil {
+			return m, fmt.Errorf("parked outbox row %d: headers: %w", m.ID, err)
+		}
+		if m.Headers == nil {
+			m.Headers = []fingerprint.Header{}
+		}
+		return m, nil
+	})
+	if err != nil {
+		return nil, wrapStoreErr("list parked outbox rows", err)
+	}
+	if out == nil {
+		out = []ParkedMessage{}
+	}
+	return out, nil
 }
 
 // wrapStoreErr adds what was being done, and ErrUnavailable when the

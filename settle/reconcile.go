@@ -18,6 +18,7 @@ var (
 	sqlReconcileEffectRepeat      = mustQuery("reconcile_effect_repeat.sql")
 	sqlReconcileSettlementMissing = mustQuery("reconcile_settlement_missing.sql")
 	sqlReconcileOutboxUnpublished = mustQuery("reconcile_outbox_unpublished.sql")
+	sqlReconcileOutboxParked      = mustQuery("reconcile_outbox_parked.sql")
 	sqlReconcileIdentities        = mustQuery("reconcile_identities.sql")
 	sqlReconcileDeliveries        = mustQuery("reconcile_deliveries.sql")
 	sqlReconcileIdentityKeys      = mustQuery("reconcile_identity_keys.sql")
@@ -40,6 +41,7 @@ const (
 	ClassSettlementMissing     = "settlement_missing"               // a settled effect with no outbox row for the settlements topic
 	ClassSettlementDuplicated  = "settlement_duplicated"            // more than one outbox row for one settlement_id
 	ClassOutboxUnpublished     = "outbox_unpublished"               // an outbox row older than the grace period, not published
+	ClassOutboxParked          = "outbox_parked"                    // an outbox row the broker refused for good: parked, never published
 	ClassKafkaOffsetAhead      = "kafka_offset_ahead"               // the group's Kafka commit is past PostgreSQL's offset
 	ClassSourceNotSettled      = "source_not_settled"               // a usage record behind the group's offset with no delivery row
 	ClassSourceIdentityMissing = "source_identity_missing"          // a usage record delivered, but its identity is not stored
@@ -184,6 +186,7 @@ func (s *Store) Reconcile(ctx context.Context, in ReconcileInput) (*Report, erro
 		{"one_effect_per_identity", s.checkEffectRepeats},
 		{"every_effect_has_one_settlement", s.checkSettlementMissing},
 		{"every_outbox_row_published", s.checkOutboxUnpublished},
+		{"no_outbox_row_parked", s.checkOutboxParked},
 		{"ledger_hash_chain", s.checkHashChain},
 		{"no_operation_waits_for_a_settled_target", s.checkWaitingTargetSettled},
 		{"no_hold_active_past_expiry", s.checkHoldOverdue},
@@ -428,6 +431,29 @@ func (s *Store) checkHoldOverdue(ctx context.Context, tx pgx.Tx, in ReconcileInp
 		err := rows.Scan(&f.TenantID, &f.Period, &f.RecordID, &expires)
 		f.Detail = fmt.Sprintf("hold %s of period %s expired at %s and is still active (grace %s): the service's sweep releases it (is `settle run` running?)",
 			f.RecordID, f.Period, expires.UTC().Format(time.RFC3339), in.HoldExpiryGrace)
+		return f, err
+	})
+}
+
+// checkOutboxParked reports every parked row, for as long as it exists:
+// its message never reached its topic (for a settlement, finance never saw
+// it), which is a difference however old it is. It is its own class, with
+// the broker's reason, so it is not mistaken for a relay that is not
+// running; the relay publishes everything behind it.
+func (s *Store) checkOutboxParked(ctx context.Context, tx pgx.Tx, in ReconcileInput) ([]Finding, error) {
+	return findRows(ctx, tx, sqlReconcileOutboxParked, []any{s.cfg.SettlementsTopic}, func(rows pgx.Rows) (Finding, error) {
+		var (
+			f             = Finding{Class: ClassOutboxParked}
+			topic, reason string
+			errText       string
+			at            time.Time
+		)
+		err := rows.Scan(&f.OutboxRowID, &topic, &reason, &errText, &at, &f.SettlementID)
+		f.Detail = fmt.Sprintf("outbox row %d for topic %s was parked %s, %s: the broker refused it for good (%s); "+
+			"settle dlq list --parked lists it", f.OutboxRowID, topic, at.UTC().Format(time.RFC3339), reason, errText)
+		if topic == s.cfg.DeadLetterTopic {
+			f.Detail += "; the dead letter's bytes are in the database (settle dlq list, show, replay)"
+		}
 		return f, err
 	})
 }

@@ -112,8 +112,8 @@ func TestReconcileClean(t *testing.T) {
 			t.Errorf("check %s skipped: %s", c.Name, c.Skipped)
 		}
 	}
-	if len(r.Checks) != 12 {
-		t.Errorf("%d checks ran, want 12: %+v", len(r.Checks), r.Checks)
+	if len(r.Checks) != 13 {
+		t.Errorf("%d checks ran, want 13: %+v", len(r.Checks), r.Checks)
 	}
 }
 
@@ -131,6 +131,15 @@ func TestReconcileFindsInjectedDiscrepancies(t *testing.T) {
 			               WHERE id = (SELECT min(id) FROM outbox WHERE topic = 'settlements')`)
 			exec(t, s, `INSERT INTO outbox_queue SELECT min(id) FROM outbox WHERE topic = 'settlements'`)
 		}, []string{settle.ClassOutboxUnpublished}},
+		{"settlement parked: the broker refused it for good", func(t *testing.T, s *settle.Store, in *settle.ReconcileInput) {
+			// What the relay does with a row the broker refuses for good:
+			// off the queue, into the parked rows. It is reported as
+			// parked, with its reason, and as nothing else (neither
+			// unpublished nor missing from the topic).
+			exec(t, s, `INSERT INTO outbox_parked (id, reason, error)
+			            SELECT max(id), 'message_too_large', 'MESSAGE_TOO_LARGE' FROM outbox WHERE topic = 'settlements'`)
+			in.Published = in.Published[:len(in.Published)-1]
+		}, []string{settle.ClassOutboxParked}},
 		{"settlement never written (outbox row deleted)", func(t *testing.T, s *settle.Store, in *settle.ReconcileInput) {
 			pgtest.Bypass(t, s.Pool(), `DELETE FROM outbox WHERE id = (SELECT max(id) FROM outbox WHERE topic = 'settlements')`)
 			// The topic then lacks it too.

@@ -48,7 +48,25 @@ type Config struct {
 	// DeadLetterTopic names the topic dead letters are relayed to.
 	// "" = "usage.dlq".
 	DeadLetterTopic string
+
+	// DeadLetterValueBytesMax caps the original value a dead-letter message
+	// carries to the dead-letter topic. A larger one goes without its value
+	// and with header DeadLetterValueTruncatedHeader (its length): a message
+	// over the broker's limit (max.message.bytes, about 1 MB by default)
+	// would be refused. The full bytes stay in the dead_letters table
+	// (settle dlq show, replay). 0 = DeadLetterValueBytesMaxDefault.
+	DeadLetterValueBytesMax int
 }
+
+// DeadLetterValueBytesMaxDefault is the default DeadLetterValueBytesMax:
+// well under the broker's default message limit, leaving room for the key
+// and headers.
+const DeadLetterValueBytesMaxDefault = 256 << 10
+
+// DeadLetterValueTruncatedHeader names the header of a dead-letter message
+// sent without its value (longer than DeadLetterValueBytesMax); its value
+// is the original length in bytes, in decimal.
+const DeadLetterValueTruncatedHeader = "dlq_value_truncated"
 
 func (c *Config) setDefaults() {
 	if c.BatchRecordsMax == 0 {
@@ -66,6 +84,9 @@ func (c *Config) setDefaults() {
 	if c.DeadLetterTopic == "" {
 		c.DeadLetterTopic = "usage.dlq"
 	}
+	if c.DeadLetterValueBytesMax == 0 {
+		c.DeadLetterValueBytesMax = DeadLetterValueBytesMaxDefault
+	}
 }
 
 // Validate reports the first setting that cannot work, saying how to fix it.
@@ -75,6 +96,9 @@ func (c Config) Validate() error {
 	}
 	if c.ContentionRetriesMax < 0 {
 		return fmt.Errorf("contention retries max %d: must be positive (0 = 100)", c.ContentionRetriesMax)
+	}
+	if c.DeadLetterValueBytesMax < 0 {
+		return fmt.Errorf("dead letter value bytes max %d: must be positive (0 = %d)", c.DeadLetterValueBytesMax, DeadLetterValueBytesMaxDefault)
 	}
 	return c.Decoder.Validate()
 }

@@ -104,8 +104,9 @@ func decodeHeadersFast(b []byte) (hs []fingerprint.Header, ok bool) {
 }
 
 // outboxHeaders are the dead-letter message's headers: the original ones
-// plus why, where from, and how often it was tried.
-func (dl deadLetterRow) outboxHeaders() []byte {
+// plus why, where from, how often it was tried and, for a message sent
+// without its value, the value's length.
+func (dl deadLetterRow) outboxHeaders(truncated bool) []byte {
 	hs := append([]fingerprint.Header(nil), dl.in.Headers...)
 	hs = append(hs,
 		fingerprint.Header{Key: "dlq_reason", Value: []byte(dl.reason)},
@@ -117,6 +118,9 @@ func (dl deadLetterRow) outboxHeaders() []byte {
 		fingerprint.Header{Key: "dlq_attempts", Value: []byte(strconv.Itoa(dl.attempts))},
 		fingerprint.Header{Key: "version", Value: []byte(strconv.Itoa(SchemaVersionOutput))},
 	)
+	if truncated {
+		hs = append(hs, fingerprint.Header{Key: DeadLetterValueTruncatedHeader, Value: strconv.AppendInt(nil, int64(len(dl.in.Value)), 10)})
+	}
 	return encodeHeaders(hs)
 }
 

@@ -25,6 +25,7 @@ const (
 	MetricOutboxBacklog     = "settle_outbox_backlog"               // gauge: rows not yet published
 	MetricOutboxOldestAge   = "settle_outbox_oldest_age_seconds"    // gauge
 	MetricOutboxPublished   = "settle_outbox_published_total"       // {topic}
+	MetricRelayParked       = "settle_relay_parked_total"           // {reason}
 	MetricConsumerLag       = "settle_consumer_lag"                 // gauge {topic, partition}
 	MetricConflictCasesOpen = "settle_conflict_cases_open"          // gauge
 	MetricReady             = "settle_ready"                        // gauge 0/1
@@ -49,6 +50,7 @@ type Metrics struct {
 	retries     metric.Int64Counter
 	deadLetters metric.Int64Counter
 	published   metric.Int64Counter
+	parked      metric.Int64Counter
 }
 
 // NewMetrics creates the instruments on mp (nil = a no-op provider).
@@ -73,6 +75,8 @@ func NewMetrics(mp metric.MeterProvider) (*Metrics, error) {
 	m.deadLetters, err = m.meter.Int64Counter("settle_dead_letters", metric.WithDescription("Records dead-lettered, by reason."))
 	add(err)
 	m.published, err = m.meter.Int64Counter("settle_outbox_published", metric.WithDescription("Outbox messages published and marked, by topic."))
+	add(err)
+	m.parked, err = m.meter.Int64Counter("settle_relay_parked", metric.WithDescription("Outbox messages the broker refused for good (message_too_large, invalid_record, ...), parked by the relay instead of retried, by reason."))
 	add(err)
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("telemetry: instruments: %w", err)
@@ -149,6 +153,14 @@ func (m *Metrics) Published(ctx context.Context, topic string, n int) {
 		return
 	}
 	m.published.Add(ctx, int64(n), metric.WithAttributes(attribute.String("topic", topic)))
+}
+
+// Parked counts outbox messages the relay parked, by the broker's reason.
+func (m *Metrics) Parked(ctx context.Context, reason string, n int) {
+	if m == nil || n == 0 {
+		return
+	}
+	m.parked.Add(ctx, int64(n), metric.WithAttributes(attribute.String("reason", reason)))
 }
 
 // Gauges are the callbacks observable gauges read at each scrape. A nil

@@ -1,20 +1,26 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"fmt"
 	"strconv"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/settlehq/settle/fingerprint"
 	"github.com/settlehq/settle/settle"
 )
 
 // dlqCmd inspects and replays dead letters.
 type dlqCmd struct {
-	List   dlqListCmd   `cmd:"" help:"List dead letters: reasons, source coordinates, attempts."`
+	List   dlqListCmd   `cmd:"" help:"List dead letters: reasons, source coordinates, attempts. --parked lists the outbox messages the broker refused for good instead."`
+	Show   dlqShowCmd   `cmd:"" help:"Print one dead letter with its original headers and bytes."`
 	Replay dlqReplayCmd `cmd:"" help:"Produce dead letters' original bytes and headers back to their source topic, to go through the pipeline again."`
 }
 
@@ -24,6 +30,7 @@ type dlqListCmd struct {
 	After      int64  `name:"after" help:"Only dead letters with an id above this one (paging)."`
 	Limit      int    `name:"limit" default:"100" help:"Most dead letters listed (at most 1000)."`
 	JSON       bool   `name:"json" help:"Print JSON (the API's /api/dlq)."`
+	Parked     bool   `name:"parked" help:"List the outbox messages the relay parked instead: the broker refused them for good (too large, invalid), so they were not published."`
 }
 
 func (c *dlqListCmd) Run(a *app) error {
@@ -32,6 +39,9 @@ func (c *dlqListCmd) Run(a *app) error {
 		return err
 	}
 	defer done()
+	if c.Parked {
+		return c.parked(a, store)
+	}
 	ds, err := store.DeadLetters(a.ctx, settle.DeadLetterFilter{Reason: c.Reason, AfterID: c.After, Limit: c.Limit})
 	if err != nil {
 		return usageIfBad(err)
@@ -52,6 +62,93 @@ func (c *dlqListCmd) Run(a *app) error {
 		fmt.Fprintf(a.stdout, "more: add --after %d\n", ds[len(ds)-1].ID)
 	}
 	return nil
+}
+
+// parked lists the parked outbox rows.
+func (c *dlqListCmd) parked(a *app, store *settle.Store) error {
+	if c.Reason != "" {
+		return usageError{"--reason filters dead letters, not parked messages"}
+	}
+	ps, err := store.OutboxParked(a.ctx, c.After, c.Limit)
+	if err != nil {
+		return usageIfBad(err)
+	}
+	if c.JSON {
+		return printJSON(a, ps)
+	}
+	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "OUTBOX ROW\tTOPIC\tREASON\tBYTES\tSOURCE\tPARKED AT\tERROR")
+	for _, p := range ps {
+		source := "-"
+		if t := headerOf(p.Headers, "dlq_source_topic"); t != "" {
+			source = t + "/" + headerOf(p.Headers, "dlq_source_partition") + "@" + headerOf(p.Headers, "dlq_source_offset")
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\t%s\n", p.ID, p.Topic, p.Reason, p.ValueBytes, source,
+			p.ParkedAt.UTC().Format(time.RFC3339), truncate(p.Error, 100))
+	}
+	tw.Flush()
+	if len(ps) == 0 {
+		fmt.Fprintln(a.stdout, "no parked messages")
+	} else if len(ps) == c.Limit {
+		fmt.Fprintf(a.stdout, "more: add --after %d\n", ps[len(ps)-1].ID)
+	}
+	return nil
+}
+
+func headerOf(hs []fingerprint.Header, key string) string {
+	for _, h := range hs {
+		if h.Key == key {
+			return string(h.Value)
+		}
+	}
+	return ""
+}
+
+type dlqShowCmd struct {
+	storeFlags `embed:""`
+	ID         int64 `arg:"" name:"id" help:"Dead letter id (settle dlq list)."`
+	JSON       bool  `name:"json" help:"Print JSON (key and value in base64)."`
+	Value      bool  `name:"value" help:"Print only the original value, byte for byte (to redirect to a file)."`
+}
+
+// Run prints the dead letter. The text form prints the value as it is
+// when it is valid UTF-8, else in base64, and says which.
+func (c *dlqShowCmd) Run(a *app) error {
+	store, done, err := c.openStore(a)
+	if err != nil {
+		return err
+	}
+	defer done()
+	d, err := store.DeadLetter(a.ctx, c.ID)
+	if err != nil {
+		return err
+	}
+	switch {
+	case c.JSON:
+		return printJSON(a, d)
+	case c.Value:
+		_, err := a.stdout.Write(d.Value)
+		return err
+	}
+	fmt.Fprintf(a.stdout, "dead letter %d: %s from %s/%d@%d, %d attempt(s), at %s\n", d.ID, d.Reason, d.Source.Topic,
+		d.Source.Partition, d.Source.Offset, d.Attempts, d.At.UTC().Format(time.RFC3339))
+	fmt.Fprintf(a.stdout, "error (%s): %s\n", d.ErrorClass, d.Error)
+	fmt.Fprintf(a.stdout, "key: %s\n", printable(d.Key))
+	fmt.Fprintf(a.stdout, "headers: %d\n", len(d.Headers))
+	for _, h := range d.Headers {
+		fmt.Fprintf(a.stdout, "  %s: %s\n", h.Key, printable(h.Value))
+	}
+	fmt.Fprintf(a.stdout, "value: %d bytes, %s\n", len(d.Value), printable(d.Value))
+	return nil
+}
+
+// printable is b as text when it is valid UTF-8 without control
+// characters other than newlines and tabs, else "base64:" and its base64.
+func printable(b []byte) string {
+	if utf8.Valid(b) && !bytes.ContainsFunc(b, func(r rune) bool { return unicode.IsControl(r) && r != '\n' && r != '\t' }) {
+		return string(b)
+	}
+	return "base64:" + base64.StdEncoding.EncodeToString(b)
 }
 
 func truncate(s string, n int) string {

@@ -77,8 +77,11 @@ func (c *explainCmd) Run(a *app) error {
 		}
 		for _, o := range x.Outbox {
 			state := "NOT YET PUBLISHED"
-			if o.Published {
+			switch {
+			case o.Published:
 				state = "published"
+			case o.Parked:
+				state = "PARKED: the broker refused it for good (settle dlq list --parked)"
 			}
 			fmt.Fprintf(w, "  outbox       %s row %d: %s\n", o.Topic, o.ID, state)
 		}

@@ -70,6 +70,7 @@ type topicFlags struct {
 type settleFlags struct {
 	BatchRecordsMax int           `name:"batch-records-max" env:"SETTLE_BATCH_RECORDS_MAX" default:"1000" help:"Most records settled in one transaction (${env})."`
 	RecordBytesMax  int           `name:"record-bytes-max" env:"SETTLE_RECORD_BYTES_MAX" default:"65536" help:"Largest record value accepted, in bytes; larger ones are dead-lettered too_large (${env})."`
+	DLQValueBytes   int           `name:"dlq-value-bytes-max" env:"SETTLE_DLQ_VALUE_BYTES_MAX" default:"262144" help:"Largest original value a dead-letter message carries; a larger one goes without it, with header dlq_value_truncated (its length), and stays whole in the database (${env})."`
 	Tenants         []string      `name:"tenants" env:"SETTLE_TENANTS" sep:"," help:"Tenants records may name, comma-separated; empty accepts any (${env})."`
 	OrphanAfter     time.Duration `name:"orphan-after" env:"SETTLE_ORPHAN_AFTER" default:"24h" help:"How long an operation waits for its target before it opens an orphan case (a capture is charged as plain usage instead) (${env})."`
 	SweepInterval   time.Duration `name:"sweep-interval" env:"SETTLE_SWEEP_INTERVAL" default:"10s" help:"How often expired holds and orphans are swept (${env})."`
@@ -82,6 +83,8 @@ func (f settleFlags) config(t topicFlags) settle.Config {
 		SettlementsTopic: t.SettlementsTopic,
 		ResultsTopic:     t.ResultsTopic,
 		DeadLetterTopic:  t.DeadLetterTopic,
+
+		DeadLetterValueBytesMax: f.DLQValueBytes,
 	}
 }
 

@@ -55,6 +55,30 @@ func (c *Cluster) Produce(t testing.TB, recs ...*kgo.Record) {
 	}
 }
 
+// SetTopicConfig sets one config of topic on the broker (an incremental
+// alter, as kadm does it), e.g. max.message.bytes for a test of what the
+// broker refuses.
+func (c *Cluster) SetTopicConfig(t testing.TB, topic, key, value string) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resps, err := kadm.NewClient(cl).AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: key, Value: &value}}, topic)
+	if err == nil {
+		var r kadm.AlterConfigsResponse
+		if r, err = resps.On(topic, nil); err == nil {
+			err = r.Err
+		}
+	}
+	if err != nil {
+		t.Fatalf("kafkatest: set %s=%s on topic %s: %v", key, value, topic, err)
+	}
+}
+
 // Read returns every record of topic (all partitions, from the start) that
 // arrives within wait, stopping early once it has atLeast records (0: read
 // for the whole wait).

@@ -3,7 +3,7 @@
 -- committed_at (both now() of that transaction): $3 narrows the search;
 -- the header match decides. $2 is the settlement id in base64, as headers
 -- are stored.
-SELECT m.id, m.topic, m.created_at, m.published
+SELECT m.id, m.topic, m.created_at, m.published, m.parked
   FROM outbox_messages m
  WHERE m.created_at = $3
    AND m.topic = $1

@@ -1,0 +1,103 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/settlehq/settle/fingerprint"
+	"github.com/settlehq/settle/relay"
+	"github.com/settlehq/settle/settle"
+)
+
+// TestDLQShowAndParked: a record over the dead-letter message's value
+// limit is kept whole in the database: settle dlq show prints its bytes
+// and headers (text, --json, --value), while its outbox message carries no
+// value and says how long it was. A parked outbox message is listed by
+// settle dlq list --parked with its reason and source, and reconcile
+// reports it as parked.
+func TestDLQShowAndParked(t *testing.T) {
+	t.Parallel()
+	d := newAnalystDB(t)
+	big := []byte(`{"tenant_id":"acme","pad":"` + strings.Repeat("x", settle.DeadLetterValueBytesMaxDefault) + `"}`)
+	rs := d.settle(t, settle.Input{Topic: "usage", Partition: 0, Offset: 7, Key: []byte("acme/cust-1"), Value: big,
+		Headers: []fingerprint.Header{{Key: "origin", Value: []byte("test")}}})
+	if rs[0].Outcome != settle.OutcomeDeadLettered || rs[0].Reason != "too_large" {
+		t.Fatalf("fixture: %+v", rs[0])
+	}
+	ctx := context.Background()
+	ds, err := d.store.DeadLetters(ctx, settle.DeadLetterFilter{})
+	if err != nil || len(ds) != 1 {
+		t.Fatalf("dead letters: %v %v", ds, err)
+	}
+	id := fmt.Sprint(ds[0].ID)
+
+	if out := d.cli(t, 0, "dlq", "show", id, "--value"); out != string(big) {
+		t.Errorf("dlq show --value: %d bytes, want the record's %d", len(out), len(big))
+	}
+	var got settle.DeadLetter
+	if err := json.Unmarshal([]byte(d.cli(t, 0, "dlq", "show", id, "--json")), &got); err != nil {
+		t.Fatal(err)
+	}
+	if string(got.Value) != string(big) || got.Reason != "too_large" || len(got.Headers) != 1 || got.Headers[0].Key != "origin" {
+		t.Errorf("dlq show --json: reason %s, %d value bytes, headers %v", got.Reason, len(got.Value), got.Headers)
+	}
+	out := d.cli(t, 0, "dlq", "show", id)
+	for _, want := range []string{"too_large from usage/0@7", "origin: test", fmt.Sprintf("value: %d bytes, {\"tenant_id\"", len(big))} {
+		if !strings.Contains(out, want) {
+			t.Errorf("dlq show lacks %q:\n%.300s", want, out)
+		}
+	}
+	d.cli(t, 1, "dlq", "show", "424242")
+
+	// The outbox message: no value, its length in a header.
+	var value []byte
+	var headers []byte
+	if err := d.store.Pool().QueryRow(ctx, `SELECT value, headers FROM outbox_messages WHERE topic = 'usage.dlq'`).Scan(&value, &headers); err != nil {
+		t.Fatal(err)
+	}
+	hs, err := settle.DecodeHeaders(headers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(value) != 0 || headerOf(hs, settle.DeadLetterValueTruncatedHeader) != fmt.Sprint(len(big)) {
+		t.Errorf("dead-letter outbox message: %d value bytes, headers %v", len(value), hs)
+	}
+
+	if out := d.cli(t, 0, "dlq", "list", "--parked"); !strings.Contains(out, "no parked messages") {
+		t.Errorf("dlq list --parked before any: %s", out)
+	}
+	// Park it as the relay does when the broker refuses a message for good.
+	lease, err := d.store.OutboxLease(ctx, relay.LockKeyDefault)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lease.Close(ctx)
+	if held, err := lease.TryAcquire(ctx); err != nil || !held {
+		t.Fatalf("lease: %v %v", held, err)
+	}
+	pending, err := lease.Pending(ctx, 10)
+	if err != nil || len(pending) != 1 {
+		t.Fatalf("pending: %v %v", pending, err)
+	}
+	if err := lease.Park(ctx, []settle.OutboxPark{{ID: pending[0].ID, Reason: "message_too_large", Error: "MESSAGE_TOO_LARGE: refused"}}); err != nil {
+		t.Fatal(err)
+	}
+	out = d.cli(t, 0, "dlq", "list", "--parked")
+	if !strings.Contains(out, "usage.dlq") || !strings.Contains(out, "message_too_large") || !strings.Contains(out, "usage/0@7") {
+		t.Errorf("dlq list --parked: %s", out)
+	}
+	var ps []settle.ParkedMessage
+	if err := json.Unmarshal([]byte(d.cli(t, 0, "dlq", "list", "--parked", "--json")), &ps); err != nil {
+		t.Fatal(err)
+	}
+	if len(ps) != 1 || ps[0].ID != pending[0].ID || ps[0].Reason != "message_too_large" {
+		t.Errorf("dlq list --parked --json: %+v", ps)
+	}
+	out = d.cli(t, exitMismatch, "reconcile", "--outbox-grace", "1ns")
+	if !strings.Contains(out, settle.ClassOutboxParked) || strings.Contains(out, settle.ClassOutboxUnpublished) {
+		t.Errorf("reconcile:\n%s", out)
+	}
+}

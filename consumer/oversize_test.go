@@ -1,0 +1,96 @@
+package consumer_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/settlehq/settle/internal/kafkatest"
+	"github.com/settlehq/settle/internal/pgtest"
+	"github.com/settlehq/settle/settle"
+)
+
+// TestOversizedRecordDoesNotPoisonTheRelay: a 2 MiB usage record (the
+// usage topic takes it; usage.dlq keeps the broker's default limit of
+// about 1 MB) goes through the consumer and the relay on a real broker. It
+// is dead-lettered too_large; its dead-letter message reaches usage.dlq
+// without its value and with dlq_value_truncated naming the original
+// length, while the dead_letters row keeps every byte; and the
+// settlements behind it each reach the settlements topic exactly once.
+func TestOversizedRecordDoesNotPoisonTheRelay(t *testing.T) {
+	t.Parallel()
+	k := kafkatest.NewCluster(t, 1)
+	k.SetTopicConfig(t, "usage", "max.message.bytes", strconv.Itoa(8<<20))
+	s := pgtest.NewStore(t, settle.Config{})
+
+	big := usage("record_id", "big", "attributes", map[string]any{"pad": strings.Repeat("x", 2<<20)})
+	cl, err := kgo.NewClient(kgo.SeedBrokers(k.Brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerBatchMaxBytes(8<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	err = cl.ProduceSync(pctx, rec(0, big)).FirstErr()
+	cancel()
+	cl.Close()
+	if err != nil {
+		t.Fatalf("produce the 2 MiB record: %v", err)
+	}
+	const n = 5
+	var grants []*kgo.Record
+	for i := range n {
+		grants = append(grants, rec(0, usage("record_id", fmt.Sprintf("g-%d", i), "kind", "grant", "amount", "5",
+			"meter", nil, "quantity", nil, "unit", nil, "finalization_version", nil)))
+	}
+	k.Produce(t, grants...)
+
+	_, stopConsumer := runConsumer(t, s, consumerConfig(t, k, "oversize"))
+	defer stopConsumer()
+	r, stopRelay := runRelay(t, s, k)
+	defer stopRelay()
+
+	rs := results(t, k, n+1)
+	if got := rs["0/0"]; got.Outcome != settle.OutcomeDeadLettered || got.Reason != "too_large" {
+		t.Errorf("the 2 MiB record: %s %s, want dead_lettered too_large", got.Outcome, got.Reason)
+	}
+	// Read on for a while once every settlement is there: a relay that
+	// retries the dead letter publishes the settlements again.
+	k.Read(t, "settlements", n, 20*time.Second)
+	sets := k.Read(t, "settlements", 0, 1500*time.Millisecond)
+	seen := map[string]int{}
+	for _, m := range sets {
+		seen[kafkatest.Header(m, "settlement_id")]++
+	}
+	if len(sets) != n || len(seen) != n {
+		t.Errorf("settlements: %d messages, %d distinct settlement ids, want %d of each (each exactly once): %v", len(sets), len(seen), n, seen)
+	}
+
+	dlq := k.Read(t, "usage.dlq", 1, 10*time.Second)
+	if len(dlq) != 1 {
+		t.Fatalf("usage.dlq has %d messages, want 1", len(dlq))
+	}
+	m := dlq[0]
+	if kafkatest.Header(m, "dlq_reason") != "too_large" || kafkatest.Header(m, "dlq_source_offset") != "0" ||
+		kafkatest.Header(m, "origin") != "test" {
+		t.Errorf("dead-letter message lost its reason, source or headers: %v", m.Headers)
+	}
+	if got := kafkatest.Header(m, settle.DeadLetterValueTruncatedHeader); got != strconv.Itoa(len(big)) || len(m.Value) != 0 {
+		t.Errorf("dead-letter message: %d value bytes, %s=%q; want none and %d", len(m.Value), settle.DeadLetterValueTruncatedHeader, got, len(big))
+	}
+	ds, err := s.DeadLetters(context.Background(), settle.DeadLetterFilter{Reason: "too_large"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ds) != 1 || !bytes.Equal(ds[0].Value, big) {
+		t.Errorf("dead_letters: %d too_large rows, want 1 with the record's %d bytes", len(ds), len(big))
+	}
+	if r.Parked() != 0 {
+		t.Errorf("relay parked %d rows: the dead letter should fit the broker's limit", r.Parked())
+	}
+}

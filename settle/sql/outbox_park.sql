@@ -1,0 +1,12 @@
+-- Parks outbox rows the broker refused for good: records why and takes
+-- them off the queue, in one statement. A row no longer on the queue (a
+-- second relay's mark, or parked before) is left as it is.
+WITH k AS (
+    SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[]) AS k (id, reason, error)
+), taken AS (
+    DELETE FROM outbox_queue q USING k WHERE q.id = k.id RETURNING q.id
+)
+INSERT INTO outbox_parked (id, reason, error)
+SELECT k.id, k.reason, k.error
+  FROM k JOIN taken t ON t.id = k.id
+    ON CONFLICT (id) DO NOTHING
