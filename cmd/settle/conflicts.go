@@ -19,11 +19,11 @@ import (
 // conflictsCmd is the analysts' command line over conflict cases; the same
 // data as the analyst page and its JSON API.
 type conflictsCmd struct {
-	List    conflictsListCmd    `cmd:"" help:"List conflict cases, newest first, one page at a time."`
-	Show    conflictsShowCmd    `cmd:"" help:"Show one case: payloads side by side, deliveries, resolution."`
-	Diff    conflictsDiffCmd    `cmd:"" help:"Show the fields of one case side by side, differing ones marked, and every delivery's coordinates."`
-	Resolve conflictsResolveCmd `cmd:"" help:"Accept a case as a linked adjustment, or reject it. Needs a reason and a name; a second submit changes nothing."`
-	Export  conflictsExportCmd  `cmd:"" help:"Export every case matching the filters as CSV (safe for spreadsheets) or JSON."`
+	List    conflictsListCmd    `cmd:"" help:"List cases, newest first, a page at a time."`
+	Show    conflictsShowCmd    `cmd:"" help:"One case: payloads, deliveries, resolution."`
+	Diff    conflictsDiffCmd    `cmd:"" help:"One case's fields side by side, differences marked."`
+	Resolve conflictsResolveCmd `cmd:"" help:"Accept a case as a linked adjustment, or reject it."`
+	Export  conflictsExportCmd  `cmd:"" help:"Export the matching cases as CSV or JSON."`
 }
 
 // caseFilterFlags select cases, like the queue page's filter form.
@@ -229,7 +229,7 @@ type conflictsResolveCmd struct {
 	Reject     bool   `name:"reject" xor:"decision" required:"" help:"Reject: no effect, the stored record stands."`
 	Amount     string `name:"amount" help:"The chain's new total you state (accept only); default: the incoming payload's amount."`
 	Reason     string `name:"reason" required:"" help:"Why (kept forever with the resolution)."`
-	As         string `name:"as" env:"SETTLE_ANALYST" required:"" help:"Who resolves (${env})."`
+	As         string `name:"as" env:"SETTLE_ANALYST" required:"" help:"Who resolves."`
 	JSON       bool   `name:"json" help:"Print JSON (the API's resolve answer)."`
 }
 

@@ -25,11 +25,11 @@ import (
 // devCmd is the sandbox: everything settle needs, in one process, with
 // sample traffic, on loopback.
 type devCmd struct {
-	KafkaAddr   string `name:"kafka-addr" env:"SETTLE_DEV_KAFKA_ADDR" default:"127.0.0.1:9092" help:"Loopback address of the embedded Kafka broker (${env})."`
-	DatabaseURL string `name:"database-url" env:"SETTLE_DATABASE_URL,DATABASE_URL" default:"postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable" help:"PostgreSQL server to use; dev (re)creates database --database on it. When none answers, dev starts a private throwaway server if PostgreSQL is installed (SETTLE_DATABASE_URL, else DATABASE_URL)."`
-	Database    string `name:"database" env:"SETTLE_DEV_DATABASE" default:"settle_dev" help:"Database dev drops and recreates on each start: the embedded broker starts empty, so old data would not match it (${env})."`
-	AdminAddr   string `name:"admin-addr" env:"SETTLE_ADMIN_ADDR" default:"127.0.0.1:8080" help:"Listen address of /livez and /readyz (${env})."`
-	NoSample    bool   `name:"no-sample" env:"SETTLE_DEV_NO_SAMPLE" help:"Do not produce sample traffic (${env})."`
+	KafkaAddr   string `name:"kafka-addr" env:"SETTLE_DEV_KAFKA_ADDR" default:"127.0.0.1:9092" help:"Loopback address of the embedded Kafka broker."`
+	DatabaseURL string `name:"database-url" env:"SETTLE_DATABASE_URL,DATABASE_URL" default:"postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable" help:"PostgreSQL server to use; dev (re)creates database --database on it. When none answers, dev starts a private throwaway server if PostgreSQL is installed."`
+	Database    string `name:"database" env:"SETTLE_DEV_DATABASE" default:"settle_dev" help:"Database dev drops and recreates on each start: the embedded broker starts empty, so old data would not match it."`
+	AdminAddr   string `name:"admin-addr" env:"SETTLE_ADMIN_ADDR" default:"127.0.0.1:8080" help:"Listen address of /livez and /readyz."`
+	NoSample    bool   `name:"no-sample" env:"SETTLE_DEV_NO_SAMPLE" help:"Do not produce sample traffic."`
 }
 
 // Run starts the sandbox and runs until Ctrl-C.

@@ -14,8 +14,8 @@ import (
 
 // dlqCmd inspects and replays dead letters.
 type dlqCmd struct {
-	List   dlqListCmd   `cmd:"" help:"List dead letters: reasons, source coordinates, attempts."`
-	Replay dlqReplayCmd `cmd:"" help:"Produce dead letters' original bytes and headers back to their source topic, to go through the pipeline again."`
+	List   dlqListCmd   `cmd:"" help:"List dead letters: reasons, coordinates, attempts."`
+	Replay dlqReplayCmd `cmd:"" help:"Send dead letters back to their source topic."`
 }
 
 type dlqListCmd struct {

@@ -4,14 +4,14 @@ import "fmt"
 
 // periodCmd groups period commands.
 type periodCmd struct {
-	Close periodCloseCmd `cmd:"" help:"Close a period: its later records still settle, flagged late."`
+	Close periodCloseCmd `cmd:"" help:"Close a period: its later records settle, flagged late."`
 }
 
 type periodCloseCmd struct {
 	storeFlags `embed:""`
 	Tenant     string `arg:"" help:"Tenant id."`
 	Period     string `arg:"" help:"Account period, YYYY-MM."`
-	As         string `name:"as" env:"SETTLE_OPERATOR" help:"Who closes it, for the record (${env})."`
+	As         string `name:"as" env:"SETTLE_OPERATOR" help:"Who closes it, for the record."`
 }
 
 // Run closes the period.

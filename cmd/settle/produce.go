@@ -19,8 +19,8 @@ import (
 type produceCmd struct {
 	kafkaFlags `embed:""`
 
-	Topic        string `name:"topic" env:"SETTLE_PRODUCE_TOPIC" default:"usage" help:"Topic to publish to (${env})."`
-	LineBytesMax int    `name:"line-bytes-max" env:"SETTLE_LINE_BYTES_MAX" default:"1048576" help:"Longest line accepted, in bytes (${env})."`
+	Topic        string `name:"topic" env:"SETTLE_PRODUCE_TOPIC" default:"usage" help:"Topic to publish to."`
+	LineBytesMax int    `name:"line-bytes-max" env:"SETTLE_LINE_BYTES_MAX" default:"1048576" help:"Longest line accepted, in bytes."`
 	File         string `arg:"" optional:"" default:"-" help:"File of JSON lines; - or absent reads stdin."`
 }
 
