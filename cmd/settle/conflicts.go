@@ -107,7 +107,7 @@ func dash(s string) string {
 
 // caseArg is a case id argument.
 type caseArg struct {
-	Case int64 `arg:"" name:"case" help:"Case id."`
+	Case caseID `arg:"" name:"case" help:"Case id, e.g. 42."`
 }
 
 type conflictsShowCmd struct {
@@ -117,7 +117,7 @@ type conflictsShowCmd struct {
 }
 
 func (c *conflictsShowCmd) Run(a *app) error {
-	cs, err := loadCase(a, c.storeFlags, c.Case)
+	cs, err := loadCase(a, c.storeFlags, int64(c.Case))
 	if err != nil || c.JSON {
 		if err == nil {
 			err = printJSON(a, cs)
@@ -160,7 +160,7 @@ type conflictsDiffCmd struct {
 }
 
 func (c *conflictsDiffCmd) Run(a *app) error {
-	cs, err := loadCase(a, c.storeFlags, c.Case)
+	cs, err := loadCase(a, c.storeFlags, int64(c.Case))
 	if err != nil || c.JSON {
 		if err == nil {
 			err = printJSON(a, cs)
@@ -234,7 +234,7 @@ type conflictsResolveCmd struct {
 }
 
 func (c *conflictsResolveCmd) Run(a *app) error {
-	req := settle.ResolveRequest{CaseID: c.Case, Decision: "accept", Amount: strings.TrimSpace(c.Amount),
+	req := settle.ResolveRequest{CaseID: int64(c.Case), Decision: "accept", Amount: strings.TrimSpace(c.Amount),
 		Reason: strings.TrimSpace(c.Reason), By: strings.TrimSpace(c.As)}
 	if c.Reject {
 		req.Decision = "reject"
@@ -253,6 +253,11 @@ func (c *conflictsResolveCmd) Run(a *app) error {
 	res, err := store.Resolve(a.ctx, req)
 	if err != nil {
 		return err
+	}
+	if res.Replayed && res.Decision != req.Decision {
+		// As the API's 409: a case is resolved once.
+		return fmt.Errorf("case %d was already resolved (%s, status %s); a case is resolved once, so --%s changed nothing (settle conflicts show %d)",
+			res.CaseID, res.Decision, res.Status, req.Decision, res.CaseID)
 	}
 	if c.JSON {
 		return printJSON(a, res)

@@ -38,8 +38,8 @@ func (c *reconcileCmd) Run(a *app) error {
 		return usageError{"--period needs --tenant"}
 	}
 	if c.Period != "" {
-		if _, err := time.Parse("2006-01", c.Period); err != nil {
-			return usageError{fmt.Sprintf("--period %q: want YYYY-MM", c.Period)}
+		if err := checkPeriod("--period", c.Period); err != nil {
+			return err
 		}
 	}
 	kopts, err := c.kafkaSecurityFlags.clientOpts()

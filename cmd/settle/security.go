@@ -32,12 +32,13 @@ type kafkaSecurityFlags struct {
 
 // producer opens a client that produces to brokers with every in-sync
 // replica acknowledging, with these security settings.
-func (f kafkaSecurityFlags) producer(a *app, brokers []string) (*kgo.Client, error) {
+func (f kafkaSecurityFlags) producer(a *app, brokers []string, extra ...kgo.Opt) (*kgo.Client, error) {
 	sec, err := f.clientOpts()
 	if err != nil {
 		return nil, err
 	}
-	return kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...), kgo.RequiredAcks(kgo.AllISRAcks()), kafkaLogger(a)}, sec...)...)
+	opts := append([]kgo.Opt{kgo.SeedBrokers(brokers...), kgo.RequiredAcks(kgo.AllISRAcks()), kafkaLogger(a)}, sec...)
+	return kgo.NewClient(append(opts, extra...)...)
 }
 
 // clientOpts validates the settings and returns the franz-go options they
