@@ -50,10 +50,11 @@ func TestMain(m *testing.M) {
 // proc is one running `settle` process, its output kept in a file (and
 // in memory, for tests that read it).
 type proc struct {
-	t    *testing.T
-	name string
-	cmd  *exec.Cmd
-	log  string // path of the combined stdout+stderr
+	t     *testing.T
+	name  string
+	cmd   *exec.Cmd
+	group bool   // signals go to the process group (startProc)
+	log   string // path of the combined stdout+stderr
 
 	stdout testnet.SyncBuffer // stdout only
 
@@ -79,14 +80,27 @@ func cleanEnv(extra ...string) []string {
 // log is printed when the test failed.
 func startSettle(t *testing.T, name string, env []string, args ...string) *proc {
 	t.Helper()
-	p := &proc{t: t, name: name, done: make(chan struct{}),
+	return startProc(t, name, env, "", false, settleBin, args...)
+}
+
+// startProc starts bin with args in dir ("" = here) as startSettle does.
+// With group, the process leads a process group of its own and signals go
+// to the whole group, as a terminal's Ctrl-C does (for `go run`, which
+// leaves its child to handle the signal).
+func startProc(t *testing.T, name string, env []string, dir string, group bool, bin string, args ...string) *proc {
+	t.Helper()
+	p := &proc{t: t, name: name, done: make(chan struct{}), group: group,
 		log: filepath.Join(t.TempDir(), strings.ReplaceAll(name, "/", "_")+".log")}
 	f, err := os.Create(p.log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.cmd = exec.Command(settleBin, args...)
+	p.cmd = exec.Command(bin, args...)
+	p.cmd.Dir = dir
 	p.cmd.Env = cleanEnv(env...)
+	if group {
+		p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	}
 	p.cmd.Stderr = f
 	p.cmd.Stdout = io.MultiWriter(&p.stdout, f)
 	if err := p.cmd.Start(); err != nil {
@@ -102,7 +116,11 @@ func startSettle(t *testing.T, name string, env []string, args ...string) *proc 
 		select {
 		case <-p.done:
 		default:
-			p.cmd.Process.Kill()
+			if p.group {
+				syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+			} else {
+				p.cmd.Process.Kill()
+			}
 			<-p.done
 		}
 		if t.Failed() {
@@ -121,6 +139,12 @@ func (p *proc) Stdout() string { return p.stdout.String() }
 
 func (p *proc) signal(sig syscall.Signal) {
 	p.t.Helper()
+	if p.group {
+		if err := syscall.Kill(-p.cmd.Process.Pid, sig); err != nil {
+			p.t.Errorf("signal %v to the process group of %s: %v", sig, p.name, err)
+		}
+		return
+	}
 	if err := p.cmd.Process.Signal(sig); err != nil {
 		p.t.Errorf("signal %v to settle %s: %v", sig, p.name, err)
 	}
