@@ -84,9 +84,11 @@ func startSettle(t *testing.T, name string, env []string, args ...string) *proc 
 }
 
 // startProc starts bin with args in dir ("" = here) as startSettle does.
-// With group, the process leads a process group of its own and signals go
-// to the whole group, as a terminal's Ctrl-C does (for `go run`, which
-// leaves its child to handle the signal).
+// With group (for `go run`), the process leads a process group of its own,
+// killed whole at cleanup, and signals go to its children: the program go
+// run started. (A terminal's Ctrl-C reaches both, and the go command then
+// exits 1 of its own accord whatever the program did; signalled alone, the
+// program's exit code is go run's.)
 func startProc(t *testing.T, name string, env []string, dir string, group bool, bin string, args ...string) *proc {
 	t.Helper()
 	p := &proc{t: t, name: name, done: make(chan struct{}), group: group,
@@ -140,8 +142,23 @@ func (p *proc) Stdout() string { return p.stdout.String() }
 func (p *proc) signal(sig syscall.Signal) {
 	p.t.Helper()
 	if p.group {
-		if err := syscall.Kill(-p.cmd.Process.Pid, sig); err != nil {
-			p.t.Errorf("signal %v to the process group of %s: %v", sig, p.name, err)
+		// Any thread of the go command may have started the program.
+		tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", p.cmd.Process.Pid))
+		var children []string
+		for _, f := range tasks {
+			b, _ := os.ReadFile(f)
+			children = append(children, strings.Fields(string(b))...)
+		}
+		if len(children) == 0 {
+			p.t.Errorf("signal %v to the program %s started: it has no child", sig, p.name)
+			return
+		}
+		for _, c := range children {
+			var child int
+			fmt.Sscan(c, &child)
+			if err := syscall.Kill(child, sig); err != nil {
+				p.t.Errorf("signal %v to pid %d, child of %s: %v", sig, child, p.name, err)
+			}
 		}
 		return
 	}

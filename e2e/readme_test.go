@@ -65,7 +65,7 @@ func readmeCommands(t *testing.T, root string) (tryIt []string, build string) {
 	return tryIt, m
 }
 
-// run runs a shell command line in dir, failing the test unless it exits 0.
+// shell runs a command line with sh in dir, failing the test unless it exits 0.
 func shell(t *testing.T, dir, line string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -101,14 +101,16 @@ func TestReadmeCommands(t *testing.T) {
 		t.Errorf("README's \"Try it\" commands: %q, want [go run ./cmd/settle dev, .ci/run]", tryIt)
 	}
 	if fi, err := os.Stat(filepath.Join(clone, ".ci", "run")); err != nil || fi.Mode()&0o111 == 0 {
-		t.Errorf(".ci/run in a fresh clone: %v, mode %v: want an executable file", err, fi)
+		t.Errorf(".ci/run in a fresh clone: want an executable file (%v)", err)
 	}
 	shell(t, clone, "bash -n .ci/run && bash -n .ci/postgres.bash")
 
 	shell(t, clone, build)
 	bin := filepath.Join(clone, buildLine.FindStringSubmatch(build)[1])
-	if fi, err := os.Stat(bin); err != nil || !fi.Mode().IsRegular() {
-		t.Fatalf("%q wrote %s: %v, %v; want a regular file", build, bin, err, fi)
+	if fi, err := os.Stat(bin); err != nil {
+		t.Fatalf("%q did not write %s: %v", build, bin, err)
+	} else if !fi.Mode().IsRegular() {
+		t.Fatalf("after %q, %s is not a binary but %v (go build wrote into it)", build, bin, fi.Mode())
 	}
 	out, err := exec.Command(bin, "--help").CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "Usage: settle <command>") {
