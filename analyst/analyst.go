@@ -349,7 +349,7 @@ func ParseAge(s string) (time.Duration, error) {
 func status(err error) int {
 	var re *settle.ResolveError
 	switch {
-	case errors.Is(err, settle.ErrBadFilter):
+	case errors.Is(err, settle.ErrBadFilter), errors.Is(err, errBadRequest):
 		return http.StatusBadRequest
 	case errors.Is(err, settle.ErrCaseNotFound), errors.Is(err, settle.ErrNoSuchDeadLetter):
 		return http.StatusNotFound
@@ -401,7 +401,7 @@ func (h *handler) render(w http.ResponseWriter, name string, data any) {
 func caseID(r *http.Request) (int64, error) {
 	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
 	if err != nil || id <= 0 {
-		return 0, fmt.Errorf("%w: case id %q", settle.ErrBadFilter, r.PathValue("id"))
+		return 0, fmt.Errorf("%w: case id must be a number, e.g. 42 (got %q)", errBadRequest, r.PathValue("id"))
 	}
 	return id, nil
 }

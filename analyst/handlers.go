@@ -2,6 +2,7 @@ package analyst
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -104,7 +105,11 @@ func (h *handler) overviewPage(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *handler) apiCases(w http.ResponseWriter, r *http.Request) {
-	f, err := filterFrom(r.URL.Query(), time.Now())
+	q := r.URL.Query()
+	if !q.Has("status") {
+		q.Set("status", settle.CaseOpen) // as the queue page and the CLI: what is left to do
+	}
+	f, err := filterFrom(q, time.Now())
 	if err != nil {
 		h.fail(w, r, err, true)
 		return
@@ -249,6 +254,10 @@ func (h *handler) showCase(w http.ResponseWriter, r *http.Request, code int, for
 		"FormError": formErr, "Form": form, "Resolved": r.URL.Query().Get("resolved") != "", "Analyst": analystOf(r)})
 }
 
+// errBadRequest labels a request that cannot be carried out as sent and
+// says what to send instead (400); filters have settle.ErrBadFilter.
+var errBadRequest = errors.New("bad request")
+
 // resolveInput is the body of POST /api/cases/{id}/resolve.
 type resolveInput struct {
 	Decision string `json:"decision"` // accept or reject
@@ -264,15 +273,15 @@ func (in resolveInput) request(id int64) (settle.ResolveRequest, error) {
 	in.Reason, in.By, in.Amount = strings.TrimSpace(in.Reason), strings.TrimSpace(in.By), strings.TrimSpace(in.Amount)
 	switch {
 	case in.Decision != "accept" && in.Decision != "reject":
-		return settle.ResolveRequest{}, fmt.Errorf("%w: decision %q: want accept or reject", settle.ErrBadFilter, in.Decision)
+		return settle.ResolveRequest{}, fmt.Errorf("%w: decision %q: want accept or reject", errBadRequest, in.Decision)
 	case in.Reason == "":
-		return settle.ResolveRequest{}, fmt.Errorf("%w: a reason is required", settle.ErrBadFilter)
+		return settle.ResolveRequest{}, fmt.Errorf("%w: a reason is required", errBadRequest)
 	case in.By == "":
-		return settle.ResolveRequest{}, fmt.Errorf("%w: a name (by) is required", settle.ErrBadFilter)
+		return settle.ResolveRequest{}, fmt.Errorf("%w: a name (by) is required", errBadRequest)
 	case len(in.Reason) > resolveFieldMax || len(in.By) > resolveFieldMax || len(in.Amount) > 64:
-		return settle.ResolveRequest{}, fmt.Errorf("%w: reason, name or amount too long", settle.ErrBadFilter)
+		return settle.ResolveRequest{}, fmt.Errorf("%w: reason, name or amount too long", errBadRequest)
 	case in.Decision == "reject" && in.Amount != "":
-		return settle.ResolveRequest{}, fmt.Errorf("%w: an amount goes with accept only", settle.ErrBadFilter)
+		return settle.ResolveRequest{}, fmt.Errorf("%w: an amount goes with accept only", errBadRequest)
 	}
 	return settle.ResolveRequest{CaseID: id, Decision: in.Decision, Amount: in.Amount, Reason: in.Reason, By: in.By}, nil
 }
@@ -287,7 +296,7 @@ func (h *handler) apiResolve(w http.ResponseWriter, r *http.Request) {
 	dec := json.NewDecoder(io.LimitReader(r.Body, 64<<10))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&in); err != nil {
-		h.fail(w, r, fmt.Errorf("%w: body: %v", settle.ErrBadFilter, err), true)
+		h.fail(w, r, fmt.Errorf("%w: body: %v (send {\"decision\": \"accept\" or \"reject\", \"reason\": ..., \"by\": ...})", errBadRequest, err), true)
 		return
 	}
 	if name := analystOf(r); name != "" {
@@ -303,6 +312,16 @@ func (h *handler) apiResolve(w http.ResponseWriter, r *http.Request) {
 	res, err := h.cfg.Store.Resolve(ctx, req)
 	if err != nil {
 		h.fail(w, r, err, true)
+		return
+	}
+	// A repeat of the same decision is a double submit and gets the stored
+	// resolution; another decision cannot be carried out: a case is
+	// resolved once.
+	if res.Replayed && res.Decision != req.Decision {
+		writeJSON(w, http.StatusConflict, map[string]any{
+			"error": fmt.Sprintf("case %d was already resolved (%s, status %s); a case is resolved once, so %s changed nothing",
+				res.CaseID, res.Decision, res.Status, req.Decision),
+			"resolution": res})
 		return
 	}
 	writeJSON(w, http.StatusOK, res)

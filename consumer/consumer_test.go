@@ -416,11 +416,12 @@ func cloneDatabase(t *testing.T, src string) string {
 func TestDatabaseOutagePauses(t *testing.T) {
 	t.Parallel()
 	k := kafkatest.NewCluster(t, 1)
-	px := testnet.NewProxy(t, "127.0.0.1:5432")
 	u, err := url.Parse(pgtest.NewDatabase(t))
 	if err != nil {
 		t.Fatal(err)
 	}
+	// In front of the test server, wherever SETTLE_TEST_DATABASE_URL puts it.
+	px := testnet.NewProxy(t, u.Host)
 	direct, err := pgxpool.New(context.Background(), u.String())
 	if err != nil {
 		t.Fatal(err)

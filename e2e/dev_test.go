@@ -55,16 +55,24 @@ func waitOutput(t *testing.T, p *proc, timeout time.Duration, patterns ...*regex
 	}
 }
 
-// TestFreshUser runs the README's first command as a new user would (the
-// built binary, no flags, no environment of ours), and expects it to show
-// records settled, duplicate, quarantined and dead-lettered within a
-// minute, then to stop cleanly on Ctrl-C (SIGINT) with exit code 0.
+// TestFreshUser runs the README's first command exactly as written there
+// (`go run ./cmd/settle dev`, in the repository, no flags, no environment
+// of ours), and expects it to print every sample record's outcome —
+// settled, duplicate, quarantined and dead-lettered among them — and the
+// README's build command among its hints, then to stop cleanly on Ctrl-C
+// (SIGINT to its process group, as a terminal sends it) with exit code 0.
 //
 // When the defaults' ports (9092, 8080) are taken on this machine (a
 // developer's own `settle dev`), it moves to free ports and a database of
 // its own instead of disturbing it, and says so.
 func TestFreshUser(t *testing.T) {
 	t.Parallel()
+	root := repoRoot(t)
+	tryIt, build := readmeCommands(t, root)
+	argv := strings.Fields(tryIt[0])
+	if len(argv) < 3 || argv[0] != "go" || argv[1] != "run" {
+		t.Fatalf("the README's first command is %q: this test runs a `go run ...` command", tryIt[0])
+	}
 	var env []string
 	if !portFree("127.0.0.1:9092") || !portFree("127.0.0.1:8080") {
 		db := fmt.Sprintf("settle_e2e_fresh_%d", os.Getpid())
@@ -73,11 +81,20 @@ func TestFreshUser(t *testing.T) {
 		t.Logf("127.0.0.1:9092 or :8080 is taken: running settle dev with %v", env)
 	}
 	began := time.Now()
-	p := startSettle(t, "dev", env, "dev")
-	line := func(outcome string) *regexp.Regexp { return regexp.MustCompile(`(?m)^\s+` + outcome + `\s+[1-9]`) }
-	out := waitOutput(t, p, time.Minute, regexp.MustCompile(`outcomes of the sample:`),
-		line("settled"), line("duplicate"), line("quarantined"), line("dead_lettered"), regexp.MustCompile(`try next`))
+	p := startProc(t, "dev", env, root, true, argv[0], argv[1:]...)
+	line := func(outcome string) *regexp.Regexp {
+		return regexp.MustCompile(`(?m)^\s+\d+\s+.+ -> ` + outcome + `\b`)
+	}
+	out := waitOutput(t, p, 3*time.Minute, regexp.MustCompile(`the sample, record by record`),
+		line("settled"), line("duplicate"), line("quarantined"), line("dead_lettered"),
+		regexp.MustCompile(`(?m)^\s+16 records: `), regexp.MustCompile(`try next`))
 	t.Logf("settle dev showed every outcome %s after start:\n%s", time.Since(began).Round(time.Millisecond), out)
+	if !strings.Contains(out, build) {
+		t.Errorf("settle dev's hints do not give the README's build command %q:\n%s", build, out)
+	}
+	if bin := buildLine.FindStringSubmatch(build)[1]; !strings.Contains(out, "  "+bin+" conflicts list") {
+		t.Errorf("settle dev's hints do not call %s, the binary the README builds:\n%s", bin, out)
+	}
 	p.signal(syscall.SIGINT)
 	if code := p.wait(30 * time.Second); code != 0 {
 		t.Errorf("settle dev after SIGINT: exit %d, want 0", code)

@@ -50,10 +50,11 @@ func TestMain(m *testing.M) {
 // proc is one running `settle` process, its output kept in a file (and
 // in memory, for tests that read it).
 type proc struct {
-	t    *testing.T
-	name string
-	cmd  *exec.Cmd
-	log  string // path of the combined stdout+stderr
+	t     *testing.T
+	name  string
+	cmd   *exec.Cmd
+	group bool   // signals go to the process group (startProc)
+	log   string // path of the combined stdout+stderr
 
 	stdout testnet.SyncBuffer // stdout only
 
@@ -79,14 +80,29 @@ func cleanEnv(extra ...string) []string {
 // log is printed when the test failed.
 func startSettle(t *testing.T, name string, env []string, args ...string) *proc {
 	t.Helper()
-	p := &proc{t: t, name: name, done: make(chan struct{}),
+	return startProc(t, name, env, "", false, settleBin, args...)
+}
+
+// startProc starts bin with args in dir ("" = here) as startSettle does.
+// With group (for `go run`), the process leads a process group of its own,
+// killed whole at cleanup, and signals go to its children: the program go
+// run started. (A terminal's Ctrl-C reaches both, and the go command then
+// exits 1 of its own accord whatever the program did; signalled alone, the
+// program's exit code is go run's.)
+func startProc(t *testing.T, name string, env []string, dir string, group bool, bin string, args ...string) *proc {
+	t.Helper()
+	p := &proc{t: t, name: name, done: make(chan struct{}), group: group,
 		log: filepath.Join(t.TempDir(), strings.ReplaceAll(name, "/", "_")+".log")}
 	f, err := os.Create(p.log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.cmd = exec.Command(settleBin, args...)
+	p.cmd = exec.Command(bin, args...)
+	p.cmd.Dir = dir
 	p.cmd.Env = cleanEnv(env...)
+	if group {
+		p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	}
 	p.cmd.Stderr = f
 	p.cmd.Stdout = io.MultiWriter(&p.stdout, f)
 	if err := p.cmd.Start(); err != nil {
@@ -102,7 +118,11 @@ func startSettle(t *testing.T, name string, env []string, args ...string) *proc 
 		select {
 		case <-p.done:
 		default:
-			p.cmd.Process.Kill()
+			if p.group {
+				syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+			} else {
+				p.cmd.Process.Kill()
+			}
 			<-p.done
 		}
 		if t.Failed() {
@@ -121,6 +141,27 @@ func (p *proc) Stdout() string { return p.stdout.String() }
 
 func (p *proc) signal(sig syscall.Signal) {
 	p.t.Helper()
+	if p.group {
+		// Any thread of the go command may have started the program.
+		tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", p.cmd.Process.Pid))
+		var children []string
+		for _, f := range tasks {
+			b, _ := os.ReadFile(f)
+			children = append(children, strings.Fields(string(b))...)
+		}
+		if len(children) == 0 {
+			p.t.Errorf("signal %v to the program %s started: it has no child", sig, p.name)
+			return
+		}
+		for _, c := range children {
+			var child int
+			fmt.Sscan(c, &child)
+			if err := syscall.Kill(child, sig); err != nil {
+				p.t.Errorf("signal %v to pid %d, child of %s: %v", sig, child, p.name, err)
+			}
+		}
+		return
+	}
 	if err := p.cmd.Process.Signal(sig); err != nil {
 		p.t.Errorf("signal %v to settle %s: %v", sig, p.name, err)
 	}

@@ -15,11 +15,11 @@ import (
 // the probes, /metrics, and the analysts' page and API, which read every
 // tenant's cases (subjects are personal data) and resolve them.
 type adminFlags struct {
-	AdminAddr         string   `name:"admin-addr" env:"SETTLE_ADMIN_ADDR" default:"127.0.0.1:8080" help:"Listen address of /livez, /readyz, /metrics and the analysts' page; beyond loopback it needs a token (${env})."`
-	AdminTokens       []string `name:"admin-token" env:"SETTLE_ADMIN_TOKEN" sep:"," placeholder:"NAME=TOKEN" help:"An analyst's bearer token, repeatable; resolutions record NAME. A bare TOKEN is NAME admin (${env})."`
-	AdminTokensFile   string   `name:"admin-tokens-file" env:"SETTLE_ADMIN_TOKENS_FILE" type:"path" placeholder:"PATH" help:"File of analysts' tokens, NAME=TOKEN a line, # comments (${env})."`
-	AdminAllowedHosts []string `name:"admin-allowed-hosts" env:"SETTLE_ADMIN_ALLOWED_HOSTS" sep:"," placeholder:"HOST[:PORT]" help:"Host names the analysts' page answers besides the listener's own address (${env})."`
-	AdminInsecure     bool     `name:"admin-insecure" env:"SETTLE_ADMIN_INSECURE" help:"Serve the analysts' page beyond loopback without a token: whoever reaches the port reads and resolves every case (${env})."`
+	AdminAddr         string   `name:"admin-addr" env:"SETTLE_ADMIN_ADDR" default:"127.0.0.1:8080" help:"Address of /livez, /readyz, /metrics and the analysts' page (beyond loopback: needs a token)."`
+	AdminTokens       []string `name:"admin-token" env:"SETTLE_ADMIN_TOKEN" sep:"," placeholder:"NAME=TOKEN" help:"An analyst's bearer token, repeatable; resolutions record NAME."`
+	AdminTokensFile   string   `name:"admin-tokens-file" hidden:"" env:"SETTLE_ADMIN_TOKENS_FILE" type:"path" placeholder:"PATH" help:"File of analysts' tokens, NAME=TOKEN a line, # comments."`
+	AdminAllowedHosts []string `name:"admin-allowed-hosts" hidden:"" env:"SETTLE_ADMIN_ALLOWED_HOSTS" sep:"," placeholder:"HOST[:PORT]" help:"Host names the analysts' page answers besides the listener's own address."`
+	AdminInsecure     bool     `name:"admin-insecure" hidden:"" env:"SETTLE_ADMIN_INSECURE" help:"Serve the analysts' page beyond loopback without a token: whoever reaches the port reads and resolves every case."`
 }
 
 // Limits of the analysts' tokens.

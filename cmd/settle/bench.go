@@ -14,39 +14,39 @@ import (
 // benchCmd is the benchmark: workload, end-to-end and core-only runs, the
 // baselines, the exactly-once checks, the report and its plots.
 type benchCmd struct {
-	DatabaseURL string `name:"database-url" env:"SETTLE_BENCH_DATABASE_URL" default:"postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable" help:"PostgreSQL server (an admin URL): every run creates its own database there and drops it afterwards (${env})."`
-	Keep        bool   `name:"keep" help:"Keep the runs' databases instead of dropping them."`
+	DatabaseURL string `name:"database-url" env:"SETTLE_BENCH_DATABASE_URL" default:"postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable" help:"PostgreSQL server (an admin URL): every run creates its own database there and drops it afterwards."`
+	Keep        bool   `name:"keep" hidden:"" help:"Keep the runs' databases instead of dropping them."`
 
 	Records     int     `name:"records" default:"1000000" help:"Input records of the main runs, repeats included."`
-	Tenants     int     `name:"tenants" default:"10" help:"Tenants."`
-	Subjects    int     `name:"subjects" default:"10000" help:"Subjects (accounts)."`
-	Partitions  int     `name:"partitions" default:"6" help:"Partitions of the usage topic."`
+	Tenants     int     `name:"tenants" hidden:"" default:"10" help:"Tenants."`
+	Subjects    int     `name:"subjects" hidden:"" default:"10000" help:"Subjects (accounts)."`
+	Partitions  int     `name:"partitions" hidden:"" default:"6" help:"Partitions of the usage topic."`
 	BatchSize   int     `name:"batch-size" default:"1000" help:"Records per settling transaction."`
-	Writers     int     `name:"writers" default:"4" help:"Concurrent writers of the core-only runs."`
-	PoolConns   int32   `name:"pool-max-conns" default:"16" help:"Connections of the end-to-end service."`
-	Duplicates  float64 `name:"duplicates" default:"0.30" help:"Share of exact repeats."`
-	Conflicts   float64 `name:"conflicts" default:"0.01" help:"Share of repeats with another payload (quarantined)."`
-	Corrections float64 `name:"corrections" default:"0.05" help:"Share of corrections."`
-	Refunds     float64 `name:"refunds" default:"0.05" help:"Share of refunds."`
-	Holds       float64 `name:"holds" default:"0.05" help:"Share of holds."`
-	Seed        uint64  `name:"seed" default:"1" help:"Workload seed."`
+	Writers     int     `name:"writers" hidden:"" default:"4" help:"Concurrent writers of the core-only runs."`
+	PoolConns   int32   `name:"pool-max-conns" hidden:"" default:"16" help:"Connections of the end-to-end service."`
+	Duplicates  float64 `name:"duplicates" hidden:"" default:"0.30" help:"Share of exact repeats."`
+	Conflicts   float64 `name:"conflicts" hidden:"" default:"0.01" help:"Share of repeats with another payload (quarantined)."`
+	Corrections float64 `name:"corrections" hidden:"" default:"0.05" help:"Share of corrections."`
+	Refunds     float64 `name:"refunds" hidden:"" default:"0.05" help:"Share of refunds."`
+	Holds       float64 `name:"holds" hidden:"" default:"0.05" help:"Share of holds."`
+	Seed        uint64  `name:"seed" hidden:"" default:"1" help:"Workload seed."`
 
-	Broker           string        `name:"broker" default:"auto" enum:"auto,process,inproc" help:"Where the broker runs: process (a child 'settle bench --broker-only', so the service's memory is its own), inproc, or auto (process above 100,000 records)."`
-	PerRecordRecords int           `name:"per-record-records" default:"100000" help:"Records of the per-record baseline (it is slow)."`
+	Broker           string        `name:"broker" hidden:"" default:"auto" enum:"auto,process,inproc" help:"Where the broker runs: process (a child 'settle bench --broker-only', so the service's memory is its own), inproc, or auto (process above 100,000 records)."`
+	PerRecordRecords int           `name:"per-record-records" hidden:"" default:"100000" help:"Records of the per-record baseline (it is slow)."`
 	LatencySeconds   time.Duration `name:"latency-duration" default:"15s" help:"Length of the half-rate latency run."`
-	LatencyRate      float64       `name:"latency-rate" help:"Records/s offered in the latency run instead of half the end-to-end rate (5000 when end-to-end is not run)."`
-	LatencyWarmup    time.Duration `name:"latency-warmup" default:"3s" help:"First part of the latency run (empty database, cold caches) left out of its percentiles; its own p99 is reported apart. Part of --latency-duration."`
-	SweepRecords     int           `name:"sweep-records" default:"100000" help:"Records per point of the batch-size sweep."`
-	SweepBatches     []int         `name:"sweep-batches" default:"50,100,250,500,1000,2000" sep:"," help:"Batch sizes of the sweep."`
-	GrowthIdentities int           `name:"growth-identities" default:"1000000" help:"Identities the growth run settles (10000000 for the issue's target; takes long)."`
-	Repeat           int           `name:"repeat" default:"1" help:"Runs of end-to-end, core-only and the baselines; the median run is reported (the issue's baselines are medians of 3)."`
-	ScaleRecords     int           `name:"scale-records" default:"100000" help:"Records per end-to-end run of the scale grid (partitions x service instances)."`
-	ScalePartitions  []int         `name:"scale-partitions" default:"3,6,12,24" sep:"," help:"Partitions of the scale grid."`
-	ScaleInstances   []int         `name:"scale-instances" default:"1,2,3" sep:"," help:"Service instances (one consumer group; each its own pool, consumer and relay) of the scale grid."`
+	LatencyRate      float64       `name:"latency-rate" hidden:"" help:"Records/s offered in the latency run instead of half the end-to-end rate (5000 when end-to-end is not run)."`
+	LatencyWarmup    time.Duration `name:"latency-warmup" hidden:"" default:"3s" help:"First part of the latency run (empty database, cold caches) left out of its percentiles; its own p99 is reported apart. Part of --latency-duration."`
+	SweepRecords     int           `name:"sweep-records" hidden:"" default:"100000" help:"Records per point of the batch-size sweep."`
+	SweepBatches     []int         `name:"sweep-batches" hidden:"" default:"50,100,250,500,1000,2000" sep:"," help:"Batch sizes of the sweep."`
+	GrowthIdentities int           `name:"growth-identities" default:"1000000" help:"Identities the growth run settles (10000000 for the growth figure of BENCHMARKS.md; takes long)."`
+	Repeat           int           `name:"repeat" default:"1" help:"Runs of end-to-end, core-only and the baselines; the median run is reported (BENCHMARKS.md reports medians of 3)."`
+	ScaleRecords     int           `name:"scale-records" hidden:"" default:"100000" help:"Records per end-to-end run of the scale grid (partitions x service instances)."`
+	ScalePartitions  []int         `name:"scale-partitions" hidden:"" default:"3,6,12,24" sep:"," help:"Partitions of the scale grid."`
+	ScaleInstances   []int         `name:"scale-instances" hidden:"" default:"1,2,3" sep:"," help:"Service instances (one consumer group; each its own pool, consumer and relay) of the scale grid."`
 	Only             []string      `name:"only" sep:"," enum:"e2e,latency,core,per-record,batched,copy,sweep,growth,scale" help:"Run only these parts (default: all): e2e,latency,core,per-record,batched,copy,sweep,growth,scale."`
 	Out              string        `name:"out" default:"bench-out" help:"Directory for bench.json, bench.md and the PNG plots."`
 
-	CPUProfile string `name:"cpuprofile" help:"Write a CPU profile (pprof) of the whole bench to this file."`
+	CPUProfile string `name:"cpuprofile" hidden:"" help:"Write a CPU profile (pprof) of the whole bench to this file."`
 
 	BrokerOnly bool `name:"broker-only" hidden:"" help:"Serve the Kafka-protocol broker until stdin closes (the bench's child process)."`
 }

@@ -19,11 +19,11 @@ import (
 // conflictsCmd is the analysts' command line over conflict cases; the same
 // data as the analyst page and its JSON API.
 type conflictsCmd struct {
-	List    conflictsListCmd    `cmd:"" help:"List conflict cases, newest first, one page at a time."`
-	Show    conflictsShowCmd    `cmd:"" help:"Show one case: payloads side by side, deliveries, resolution."`
-	Diff    conflictsDiffCmd    `cmd:"" help:"Show the fields of one case side by side, differing ones marked, and every delivery's coordinates."`
-	Resolve conflictsResolveCmd `cmd:"" help:"Accept a case as a linked adjustment, or reject it. Needs a reason and a name; a second submit changes nothing."`
-	Export  conflictsExportCmd  `cmd:"" help:"Export every case matching the filters as CSV (safe for spreadsheets) or JSON."`
+	List    conflictsListCmd    `cmd:"" help:"List cases, newest first, a page at a time."`
+	Show    conflictsShowCmd    `cmd:"" help:"One case: payloads, deliveries, resolution."`
+	Diff    conflictsDiffCmd    `cmd:"" help:"One case's fields side by side, differences marked."`
+	Resolve conflictsResolveCmd `cmd:"" help:"Accept a case as a linked adjustment, or reject it."`
+	Export  conflictsExportCmd  `cmd:"" help:"Export the matching cases as CSV or JSON."`
 }
 
 // caseFilterFlags select cases, like the queue page's filter form.
@@ -107,7 +107,7 @@ func dash(s string) string {
 
 // caseArg is a case id argument.
 type caseArg struct {
-	Case int64 `arg:"" name:"case" help:"Case id."`
+	Case caseID `arg:"" name:"case" help:"Case id, e.g. 42."`
 }
 
 type conflictsShowCmd struct {
@@ -117,7 +117,7 @@ type conflictsShowCmd struct {
 }
 
 func (c *conflictsShowCmd) Run(a *app) error {
-	cs, err := loadCase(a, c.storeFlags, c.Case)
+	cs, err := loadCase(a, c.storeFlags, int64(c.Case))
 	if err != nil || c.JSON {
 		if err == nil {
 			err = printJSON(a, cs)
@@ -160,7 +160,7 @@ type conflictsDiffCmd struct {
 }
 
 func (c *conflictsDiffCmd) Run(a *app) error {
-	cs, err := loadCase(a, c.storeFlags, c.Case)
+	cs, err := loadCase(a, c.storeFlags, int64(c.Case))
 	if err != nil || c.JSON {
 		if err == nil {
 			err = printJSON(a, cs)
@@ -229,12 +229,12 @@ type conflictsResolveCmd struct {
 	Reject     bool   `name:"reject" xor:"decision" required:"" help:"Reject: no effect, the stored record stands."`
 	Amount     string `name:"amount" help:"The chain's new total you state (accept only); default: the incoming payload's amount."`
 	Reason     string `name:"reason" required:"" help:"Why (kept forever with the resolution)."`
-	As         string `name:"as" env:"SETTLE_ANALYST" required:"" help:"Who resolves (${env})."`
+	As         string `name:"as" env:"SETTLE_ANALYST" required:"" help:"Who resolves."`
 	JSON       bool   `name:"json" help:"Print JSON (the API's resolve answer)."`
 }
 
 func (c *conflictsResolveCmd) Run(a *app) error {
-	req := settle.ResolveRequest{CaseID: c.Case, Decision: "accept", Amount: strings.TrimSpace(c.Amount),
+	req := settle.ResolveRequest{CaseID: int64(c.Case), Decision: "accept", Amount: strings.TrimSpace(c.Amount),
 		Reason: strings.TrimSpace(c.Reason), By: strings.TrimSpace(c.As)}
 	if c.Reject {
 		req.Decision = "reject"
@@ -253,6 +253,11 @@ func (c *conflictsResolveCmd) Run(a *app) error {
 	res, err := store.Resolve(a.ctx, req)
 	if err != nil {
 		return err
+	}
+	if res.Replayed && res.Decision != req.Decision {
+		// As the API's 409: a case is resolved once.
+		return fmt.Errorf("case %d was already resolved (%s, status %s); a case is resolved once, so --%s changed nothing (settle conflicts show %d)",
+			res.CaseID, res.Decision, res.Status, req.Decision, res.CaseID)
 	}
 	if c.JSON {
 		return printJSON(a, res)

@@ -1,16 +1,16 @@
 package main
 
 import (
-	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -25,10 +25,10 @@ import (
 // devCmd is the sandbox: everything settle needs, in one process, with
 // sample traffic, on loopback.
 type devCmd struct {
-	KafkaAddr   string `name:"kafka-addr" env:"SETTLE_DEV_KAFKA_ADDR" default:"127.0.0.1:9092" help:"Loopback address of the embedded Kafka broker (${env})."`
-	DatabaseURL string `name:"database-url" env:"SETTLE_DATABASE_URL,DATABASE_URL" default:"postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable" help:"PostgreSQL server to use; dev (re)creates database --database on it. When none answers, dev starts a private throwaway server if PostgreSQL is installed (SETTLE_DATABASE_URL, else DATABASE_URL)."`
-	Database    string `name:"database" env:"SETTLE_DEV_DATABASE" default:"settle_dev" help:"Database dev drops and recreates on each start: the embedded broker starts empty, so old data would not match it (${env})."`
-	NoSample    bool   `name:"no-sample" env:"SETTLE_DEV_NO_SAMPLE" help:"Do not produce sample traffic (${env})."`
+	KafkaAddr   string `name:"kafka-addr" env:"SETTLE_DEV_KAFKA_ADDR" default:"127.0.0.1:9092" help:"Loopback address of the embedded Kafka broker."`
+	DatabaseURL string `name:"database-url" env:"SETTLE_DATABASE_URL,DATABASE_URL" default:"postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable" help:"PostgreSQL server to use; dev (re)creates database --database on it. When none answers, dev starts a private throwaway server if PostgreSQL is installed."`
+	Database    string `name:"database" env:"SETTLE_DEV_DATABASE" default:"settle_dev" help:"Database dev drops and recreates on each start: the embedded broker starts empty, so old data would not match it."`
+	NoSample    bool   `name:"no-sample" env:"SETTLE_DEV_NO_SAMPLE" help:"Do not produce sample traffic."`
 	adminFlags  `embed:""`
 }
 
@@ -95,7 +95,7 @@ func (c *devCmd) Run(a *app) error {
 	go func() { done <- p.run(a.ctx, a) }()
 
 	if !c.NoSample {
-		if err := c.sample(a, store, brokers); err != nil {
+		if err := c.sample(a, brokers); err != nil {
 			a.log.Warn("sample traffic", "err", err)
 		}
 	}
@@ -179,9 +179,14 @@ func validDatabaseName(s string) bool {
 }
 
 // sample produces the sample traffic, waits for the pipeline to handle it,
-// and prints a summary of outcomes.
-func (c *devCmd) sample(a *app, store *settle.Store, brokers []string) error {
-	lines := sampleTraffic(time.Now())
+// and prints one line per sample record with its outcome, read from the
+// results topic as a producer would read it.
+func (c *devCmd) sample(a *app, brokers []string) error {
+	records := sampleTraffic(time.Now())
+	lines := make([]string, len(records))
+	for i, r := range records {
+		lines[i] = r.value
+	}
 	path := filepath.Join(os.TempDir(), "settle-dev-sample.jsonl")
 	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
 		return err
@@ -190,66 +195,136 @@ func (c *devCmd) sample(a *app, store *settle.Store, brokers []string) error {
 	if err != nil {
 		return err
 	}
-	n, err := produceLines(a.ctx, cl, "usage", bytes.NewReader([]byte(strings.Join(lines, "\n"))), 1<<20)
+	var mu sync.Mutex
+	lineAt := map[settle.Coordinates]int{} // where each sample line landed
+	n, err := produceLines(a.ctx, cl, "usage", strings.NewReader(strings.Join(lines, "\n")), produceOptions{LineBytesMax: 1 << 20,
+		Acked: func(line int, r *kgo.Record, err error) {
+			if err == nil {
+				mu.Lock()
+				lineAt[settle.Coordinates{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}] = line
+				mu.Unlock()
+			}
+		}})
 	cl.Close()
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(a.stdout, "sample:     produced %d records to usage (also in %s)\n", n.published.Load(), path)
 
-	deadline := time.Now().Add(60 * time.Second)
-	var counts []settle.OutcomeCount
-	for {
-		counts, err = store.OutcomeCounts(a.ctx)
-		var total int64
-		for _, c := range counts {
-			total += c.Count
-		}
-		backlog, _, berr := store.OutboxBacklog(a.ctx)
-		if err == nil && berr == nil && total >= n.published.Load() && backlog == 0 {
-			break
-		}
-		if time.Now().After(deadline) || a.ctx.Err() != nil {
-			return fmt.Errorf("the pipeline handled %d of %d sample records within a minute; see the log above", total, n.published.Load())
-		}
-		time.Sleep(200 * time.Millisecond)
+	results, err := c.sampleResults(a, brokers, lineAt, len(records))
+	if err != nil {
+		return err
 	}
-	sort.Slice(counts, func(i, j int) bool { return counts[i].Outcome < counts[j].Outcome })
-	fmt.Fprintln(a.stdout, "\noutcomes of the sample:")
-	for _, c := range counts {
-		reason := ""
-		if c.Reason != "" {
-			reason = " (" + c.Reason + ")"
+	fmt.Fprintln(a.stdout, "\nthe sample, record by record (outcomes as published on usage.results):")
+	counts := map[settle.Outcome]int{}
+	for i, r := range records {
+		res, ok := results[i+1]
+		outcome := "no result yet"
+		if ok {
+			counts[res.Outcome]++
+			outcome = string(res.Outcome)
+			if res.Reason != "" {
+				outcome += " " + res.Reason
+			}
+			if res.CaseID != 0 {
+				outcome += fmt.Sprintf(" (case %d)", res.CaseID)
+			}
 		}
-		fmt.Fprintf(a.stdout, "  %-14s %4d%s\n", c.Outcome, c.Count, reason)
+		fmt.Fprintf(a.stdout, "  %2d  %-46s -> %s\n", i+1, r.note, outcome)
 	}
+	var sum []string
+	for _, o := range []settle.Outcome{settle.OutcomeSettled, settle.OutcomeDuplicate, settle.OutcomeQuarantined,
+		settle.OutcomeWaiting, settle.OutcomeRefused, settle.OutcomeDeadLettered} {
+		if counts[o] > 0 {
+			sum = append(sum, fmt.Sprintf("%d %s", counts[o], o))
+		}
+	}
+	fmt.Fprintf(a.stdout, "  %d records: %s\n", len(records), strings.Join(sum, ", "))
 	return nil
 }
+
+// sampleResults reads usage.results until every sample line has a final
+// result (a waiting record's final result follows its first) and returns
+// them by line number.
+func (c *devCmd) sampleResults(a *app, brokers []string, lineAt map[settle.Coordinates]int, want int) (map[int]settle.Result, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kafkaLogger(a),
+		kgo.ConsumeTopics("usage.results"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	out := map[int]settle.Result{}
+	final := func() bool {
+		if len(out) < want {
+			return false
+		}
+		for _, r := range out {
+			if r.Outcome == settle.OutcomeWaiting {
+				return false
+			}
+		}
+		return true
+	}
+	deadline := time.Now().Add(time.Minute)
+	for !final() {
+		if time.Now().After(deadline) {
+			return out, fmt.Errorf("the pipeline gave %d of %d sample records a result within a minute; see the log above", len(out), want)
+		}
+		pctx, cancel := context.WithTimeout(a.ctx, time.Second)
+		fetches := cl.PollFetches(pctx)
+		cancel()
+		if a.ctx.Err() != nil {
+			return out, a.ctx.Err()
+		}
+		fetches.EachRecord(func(rec *kgo.Record) {
+			var r settle.Result
+			if json.Unmarshal(rec.Value, &r) != nil {
+				return
+			}
+			if line, ok := lineAt[r.Source]; ok {
+				out[line] = r
+			}
+		})
+	}
+	return out, nil
+}
+
+// buildCommand is the README's build command; the commands dev suggests
+// call the binary it writes (TestDevHintsMatchReadme keeps them in step).
+const (
+	buildCommand = "go build -o bin/settle ./cmd/settle"
+	builtBinary  = "bin/settle"
+)
 
 func (c *devCmd) nextSteps(a *app, psqlConn string) {
 	b := c.KafkaAddr
 	fmt.Fprintf(a.stdout, `
 analyst:    http://%[5]s/  (conflict queue, cases, explain; JSON: /api/cases, /api/overview, /api/dlq)
 
-try next (Ctrl-C stops everything):
-  settle conflicts list --status all --database-url '%[6]s'   # the same cases from the command line
-  kcat -b %[1]s -L                                        # the broker's topics
+try next, in another terminal (Ctrl-C here stops everything):
+  %[7]s                 # once: the binary the commands below call
+  %[8]s conflicts list --database-url '%[6]s'
+  %[8]s explain acme %[2]s u-2 --database-url '%[6]s'
+  %[8]s produce --brokers %[1]s --publish-invalid %[4]s   # the sample again: duplicates
+  curl -s http://%[5]s/readyz
   kcat -b %[1]s -C -t settlements -o beginning -e -J      # what finance reads
   kcat -b %[1]s -C -t usage.results -o beginning -e       # one result per input record
   kcat -b %[1]s -C -t usage.dlq -o beginning -e -J        # dead letters, with dlq_* headers
   echo '{"tenant_id":"acme","account_period":"%[2]s","record_id":"mine-1","kind":"grant","subject":"cust-9","amount":"10","currency":"USD","occurred_at":"%[3]s"}' \
     | kcat -b %[1]s -P -t usage -k acme/cust-9 -X topic.partitioner=murmur2_random
-  settle produce --brokers %[1]s %[4]s                     # the sample again: duplicates; the conflict and the poison records end as before
-  curl -s http://%[5]s/readyz
   psql '%[6]s' -c 'SELECT outcome, reason, count(*) FROM deliveries GROUP BY 1, 2'
-`, b, time.Now().UTC().Format("2006-01"), time.Now().UTC().Format(time.RFC3339), filepath.Join(os.TempDir(), "settle-dev-sample.jsonl"), c.AdminAddr, psqlConn)
+`, b, time.Now().UTC().Format("2006-01"), time.Now().UTC().Format(time.RFC3339), filepath.Join(os.TempDir(), "settle-dev-sample.jsonl"),
+		c.AdminAddr, psqlConn, buildCommand, builtBinary)
 }
+
+// sampleRecord is one line of the sample traffic and what it is meant to show.
+type sampleRecord struct{ value, note string }
 
 // sampleTraffic is a small day of usage: grants, charges, a duplicate
 // under other coordinates, a conflict, a correction, a refund and its
 // reclaim, holds with a capture and a release, and records that are not
-// valid. Kinds the core does not handle yet get whatever outcome it gives.
-func sampleTraffic(now time.Time) []string {
+// valid.
+func sampleTraffic(now time.Time) []sampleRecord {
 	period := now.UTC().Format("2006-01")
 	at := now.UTC().Add(-time.Hour).Format(time.RFC3339)
 	expires := now.UTC().Add(time.Hour).Format(time.RFC3339)
@@ -260,22 +335,22 @@ func sampleTraffic(now time.Time) []string {
 		return r(`"record_id":"` + id + `","kind":"usage","subject":"` + subject + `","amount":"` + amount +
 			`","currency":"USD","meter":"gpu_seconds","quantity":"` + amount + `","unit":"s","finalization_version":1`)
 	}
-	return []string{
-		r(`"record_id":"grant-1","kind":"grant","subject":"cust-1","amount":"100","currency":"USD"`),
-		r(`"record_id":"grant-2","kind":"grant","subject":"cust-2","amount":"50","currency":"USD"`),
-		use("u-1", "cust-1", "12.5"),
-		use("u-2", "cust-1", "7"),
-		use("u-3", "cust-2", "20"),
-		use("u-1", "cust-1", "12.50"), // duplicate: same identity, same fingerprint
-		use("u-2", "cust-1", "8"),     // conflict: same identity, another amount
-		r(`"record_id":"c-1","kind":"correction","subject":"cust-1","amount":"10","currency":"USD","meter":"gpu_seconds","quantity":"10","unit":"s","finalization_version":2,"corrects":"u-1"`),
-		r(`"record_id":"u-3","kind":"refund","subject":"cust-2"`),
-		r(`"record_id":"u-3","kind":"reclaim","subject":"cust-2"`),
-		r(`"record_id":"h-1","kind":"hold","subject":"cust-1","amount":"30","currency":"USD","expires_at":"` + expires + `"`),
-		r(`"record_id":"u-4","kind":"usage","subject":"cust-1","amount":"25","currency":"USD","meter":"gpu_seconds","quantity":"25","unit":"s","finalization_version":1,"hold_id":"h-1"`),
-		r(`"record_id":"h-2","kind":"hold","subject":"cust-2","amount":"5","currency":"USD"`),
-		r(`"record_id":"h-2","kind":"hold_release","subject":"cust-2"`),
-		`{"tenant_id":"acme","subject":"cust-1", this is not JSON`,                            // dead letter: invalid_json
-		r(`"record_id":"u-5","kind":"usage","subject":"cust-1","amount":12,"currency":"USD"`), // dead letter: invalid_field
+	return []sampleRecord{
+		{r(`"record_id":"grant-1","kind":"grant","subject":"cust-1","amount":"100","currency":"USD"`), "grant-1: grant 100 USD to cust-1"},
+		{r(`"record_id":"grant-2","kind":"grant","subject":"cust-2","amount":"50","currency":"USD"`), "grant-2: grant 50 USD to cust-2"},
+		{use("u-1", "cust-1", "12.5"), "u-1: usage 12.5 by cust-1"},
+		{use("u-2", "cust-1", "7"), "u-2: usage 7 by cust-1"},
+		{use("u-3", "cust-2", "20"), "u-3: usage 20 by cust-2"},
+		{use("u-1", "cust-1", "12.50"), "u-1 again, same payload (12.50 = 12.5)"},
+		{use("u-2", "cust-1", "8"), "u-2 again with another amount (8, not 7)"},
+		{r(`"record_id":"c-1","kind":"correction","subject":"cust-1","amount":"10","currency":"USD","meter":"gpu_seconds","quantity":"10","unit":"s","finalization_version":2,"corrects":"u-1"`), "c-1: correction of u-1 to 10"},
+		{r(`"record_id":"u-3","kind":"refund","subject":"cust-2"`), "refund of u-3"},
+		{r(`"record_id":"u-3","kind":"reclaim","subject":"cust-2"`), "reclaim of u-3's refund"},
+		{r(`"record_id":"h-1","kind":"hold","subject":"cust-1","amount":"30","currency":"USD","expires_at":"` + expires + `"`), "h-1: hold 30 on cust-1"},
+		{r(`"record_id":"u-4","kind":"usage","subject":"cust-1","amount":"25","currency":"USD","meter":"gpu_seconds","quantity":"25","unit":"s","finalization_version":1,"hold_id":"h-1"`), "u-4: usage 25 captured from hold h-1"},
+		{r(`"record_id":"h-2","kind":"hold","subject":"cust-2","amount":"5","currency":"USD"`), "h-2: hold 5 on cust-2"},
+		{r(`"record_id":"h-2","kind":"hold_release","subject":"cust-2"`), "release of hold h-2"},
+		{`{"tenant_id":"acme","subject":"cust-1", this is not JSON`, "a line that is not JSON"},
+		{r(`"record_id":"u-5","kind":"usage","subject":"cust-1","amount":12,"currency":"USD"`), "u-5: amount as a JSON number, not a string"},
 	}
 }

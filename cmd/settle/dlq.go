@@ -19,9 +19,9 @@ import (
 
 // dlqCmd inspects and replays dead letters.
 type dlqCmd struct {
-	List   dlqListCmd   `cmd:"" help:"List dead letters: reasons, source coordinates, attempts. --parked lists the outbox messages the broker refused for good instead."`
+	List   dlqListCmd   `cmd:"" help:"List dead letters (--parked: outbox messages the broker refused for good)."`
 	Show   dlqShowCmd   `cmd:"" help:"Print one dead letter with its original headers and bytes."`
-	Replay dlqReplayCmd `cmd:"" help:"Produce dead letters' original bytes and headers back to their source topic, to go through the pipeline again."`
+	Replay dlqReplayCmd `cmd:"" help:"Send dead letters back to their source topic."`
 }
 
 type dlqListCmd struct {

@@ -15,19 +15,19 @@ import (
 // edgeFlags configure the HTTP edge (package edge): POST /v1/records on its
 // own listener, and webhook delivery of settlements.
 type edgeFlags struct {
-	APIAddr            string        `name:"api-addr" env:"SETTLE_API_ADDR" default:"127.0.0.1:8081" help:"Listen address of the records API (POST /v1/records); loopback by default. Served only when --api-token is given (${env})."`
-	APITokens          []string      `name:"api-token" env:"SETTLE_API_TOKENS" sep:"," help:"API bearer tokens, tenant=token, comma-separated; each token writes for its one tenant (${env})."`
-	APIBatchRecordsMax int           `name:"api-batch-records-max" env:"SETTLE_API_BATCH_RECORDS_MAX" default:"100" help:"Most records in one API request (${env})."`
-	APIBodyBytesMax    int64         `name:"api-body-bytes-max" env:"SETTLE_API_BODY_BYTES_MAX" default:"1048576" help:"Largest API request body, in bytes (${env})."`
-	APILease           time.Duration `name:"api-lease" env:"SETTLE_API_LEASE" default:"30s" help:"How long a claimed Idempotency-Key is its request's alone; a retry after it takes the key over (${env})."`
+	APIAddr            string        `name:"api-addr" hidden:"" env:"SETTLE_API_ADDR" default:"127.0.0.1:8081" help:"Listen address of the records API (POST /v1/records); loopback by default. Served only when --api-token is given."`
+	APITokens          []string      `name:"api-token" env:"SETTLE_API_TOKENS" sep:"," help:"Serve the records API with these tokens, tenant=token,..."`
+	APIBatchRecordsMax int           `name:"api-batch-records-max" hidden:"" env:"SETTLE_API_BATCH_RECORDS_MAX" default:"100" help:"Most records in one API request."`
+	APIBodyBytesMax    int64         `name:"api-body-bytes-max" hidden:"" env:"SETTLE_API_BODY_BYTES_MAX" default:"1048576" help:"Largest API request body, in bytes."`
+	APILease           time.Duration `name:"api-lease" hidden:"" env:"SETTLE_API_LEASE" default:"30s" help:"How long a claimed Idempotency-Key is its request's alone; a retry after it takes the key over."`
 
-	WebhookURL            string        `name:"webhook-url" env:"SETTLE_WEBHOOK_URL" help:"Deliver every settlement written from now on to this URL by POST, with Idempotency-Key: <settlement_id> (${env})."`
-	WebhookWorkers        int           `name:"webhook-workers" env:"SETTLE_WEBHOOK_WORKERS" default:"4" help:"Webhook deliveries sent at once (${env})."`
-	WebhookAttemptsMax    int           `name:"webhook-attempts-max" env:"SETTLE_WEBHOOK_ATTEMPTS_MAX" default:"10" help:"Failed attempts of a webhook delivery (a non-2xx answer, or none within --webhook-request-timeout) before it is dead-lettered (table webhook_dead_letters) (${env})."`
-	WebhookBackoffMin     time.Duration `name:"webhook-backoff-min" env:"SETTLE_WEBHOOK_BACKOFF_MIN" default:"1s" help:"Wait before the first webhook retry; it doubles per attempt (${env})."`
-	WebhookBackoffMax     time.Duration `name:"webhook-backoff-max" env:"SETTLE_WEBHOOK_BACKOFF_MAX" default:"5m" help:"Longest wait between webhook retries (${env})."`
-	WebhookLease          time.Duration `name:"webhook-lease" env:"SETTLE_WEBHOOK_LEASE" default:"30s" help:"How long a webhook attempt owns its delivery; it is renewed right before each POST, and past it another attempt takes the delivery over (${env})."`
-	WebhookRequestTimeout time.Duration `name:"webhook-request-timeout" env:"SETTLE_WEBHOOK_REQUEST_TIMEOUT" help:"Longest webhook POST, answer included; at most nine tenths of --webhook-lease (default a third of it) (${env})."`
+	WebhookURL            string        `name:"webhook-url" env:"SETTLE_WEBHOOK_URL" help:"POST every settlement written from now on to this URL."`
+	WebhookWorkers        int           `name:"webhook-workers" hidden:"" env:"SETTLE_WEBHOOK_WORKERS" default:"4" help:"Webhook deliveries sent at once."`
+	WebhookAttemptsMax    int           `name:"webhook-attempts-max" hidden:"" env:"SETTLE_WEBHOOK_ATTEMPTS_MAX" default:"10" help:"Failed attempts of a webhook delivery (a non-2xx answer, or none within --webhook-request-timeout) before it is dead-lettered (table webhook_dead_letters)."`
+	WebhookBackoffMin     time.Duration `name:"webhook-backoff-min" hidden:"" env:"SETTLE_WEBHOOK_BACKOFF_MIN" default:"1s" help:"Wait before the first webhook retry; it doubles per attempt."`
+	WebhookBackoffMax     time.Duration `name:"webhook-backoff-max" hidden:"" env:"SETTLE_WEBHOOK_BACKOFF_MAX" default:"5m" help:"Longest wait between webhook retries."`
+	WebhookLease          time.Duration `name:"webhook-lease" hidden:"" env:"SETTLE_WEBHOOK_LEASE" default:"30s" help:"How long a webhook attempt owns its delivery; it is renewed right before each POST, and past it another attempt takes the delivery over."`
+	WebhookRequestTimeout time.Duration `name:"webhook-request-timeout" hidden:"" env:"SETTLE_WEBHOOK_REQUEST_TIMEOUT" help:"Longest webhook POST, answer included; at most nine tenths of --webhook-lease (default a third of it)."`
 }
 
 // webhookConfig is the webhook delivery the flags ask for.

@@ -17,6 +17,9 @@ type explainCmd struct {
 }
 
 func (c *explainCmd) Run(a *app) error {
+	if err := checkPeriod("period", c.Period); err != nil {
+		return err
+	}
 	store, done, err := c.openStore(a)
 	if err != nil {
 		return err

@@ -18,8 +18,8 @@ import (
 
 // databaseFlags are the service's database settings.
 type databaseFlags struct {
-	DatabaseURL  string `name:"database-url" env:"SETTLE_DATABASE_URL,DATABASE_URL" default:"postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable" help:"PostgreSQL URL the service connects with (SETTLE_DATABASE_URL, else DATABASE_URL)."`
-	PoolMaxConns int32  `name:"pool-max-conns" env:"SETTLE_POOL_MAX_CONNS" default:"16" help:"Most connections the service opens (${env})."`
+	DatabaseURL  string `name:"database-url" env:"SETTLE_DATABASE_URL,DATABASE_URL" default:"postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable" help:"PostgreSQL URL."`
+	PoolMaxConns int32  `name:"pool-max-conns" hidden:"" env:"SETTLE_POOL_MAX_CONNS" default:"16" help:"Most connections the service opens."`
 }
 
 // pool opens a connection pool and checks that the server answers.
@@ -55,25 +55,25 @@ func (f databaseFlags) pool(ctx context.Context) (*pgxpool.Pool, error) {
 // kafkaFlags are the broker settings.
 type kafkaFlags struct {
 	kafkaSecurityFlags `embed:""`
-	Brokers            []string `name:"brokers" env:"SETTLE_KAFKA_BROKERS,KAFKA_BROKERS" default:"127.0.0.1:9092" sep:"," help:"Kafka seed brokers, host:port, comma-separated (SETTLE_KAFKA_BROKERS, else KAFKA_BROKERS)."`
+	Brokers            []string `name:"brokers" env:"SETTLE_KAFKA_BROKERS,KAFKA_BROKERS" default:"127.0.0.1:9092" sep:"," help:"Kafka seed brokers, host:port,..."`
 }
 
 // topicFlags name the pipeline's topics.
 type topicFlags struct {
-	Topic            string `name:"topic" env:"SETTLE_TOPIC" default:"usage" help:"Usage topic consumed (${env})."`
-	ResultsTopic     string `name:"results-topic" env:"SETTLE_RESULTS_TOPIC" default:"usage.results" help:"Topic for one result per input record (${env})."`
-	SettlementsTopic string `name:"settlements-topic" env:"SETTLE_SETTLEMENTS_TOPIC" default:"settlements" help:"Topic for settlements, relayed from the outbox (${env})."`
-	DeadLetterTopic  string `name:"dlq-topic" env:"SETTLE_DLQ_TOPIC" default:"usage.dlq" help:"Dead-letter topic (${env})."`
+	Topic            string `name:"topic" env:"SETTLE_TOPIC" default:"usage" help:"Usage topic consumed."`
+	ResultsTopic     string `name:"results-topic" hidden:"" env:"SETTLE_RESULTS_TOPIC" default:"usage.results" help:"Topic for one result per input record."`
+	SettlementsTopic string `name:"settlements-topic" hidden:"" env:"SETTLE_SETTLEMENTS_TOPIC" default:"settlements" help:"Topic for settlements, relayed from the outbox."`
+	DeadLetterTopic  string `name:"dlq-topic" hidden:"" env:"SETTLE_DLQ_TOPIC" default:"usage.dlq" help:"Dead-letter topic."`
 }
 
 // settleFlags configure the settlement core.
 type settleFlags struct {
-	BatchRecordsMax int           `name:"batch-records-max" env:"SETTLE_BATCH_RECORDS_MAX" default:"1000" help:"Most records settled in one transaction (${env})."`
-	RecordBytesMax  int           `name:"record-bytes-max" env:"SETTLE_RECORD_BYTES_MAX" default:"65536" help:"Largest record value accepted, in bytes; larger ones are dead-lettered too_large (${env})."`
-	DLQValueBytes   int           `name:"dlq-value-bytes-max" env:"SETTLE_DLQ_VALUE_BYTES_MAX" default:"262144" help:"Largest original value a dead-letter message carries; a larger one goes without it, with header dlq_value_truncated (its length), and stays whole in the database (${env})."`
-	Tenants         []string      `name:"tenants" env:"SETTLE_TENANTS" sep:"," help:"Tenants records may name, comma-separated; empty accepts any (${env})."`
-	OrphanAfter     time.Duration `name:"orphan-after" env:"SETTLE_ORPHAN_AFTER" default:"24h" help:"How long an operation waits for its target before it opens an orphan case (a capture is charged as plain usage instead) (${env})."`
-	SweepInterval   time.Duration `name:"sweep-interval" env:"SETTLE_SWEEP_INTERVAL" default:"10s" help:"How often expired holds and orphans are swept (${env})."`
+	BatchRecordsMax int           `name:"batch-records-max" hidden:"" env:"SETTLE_BATCH_RECORDS_MAX" default:"1000" help:"Most records settled in one transaction."`
+	RecordBytesMax  int           `name:"record-bytes-max" hidden:"" env:"SETTLE_RECORD_BYTES_MAX" default:"65536" help:"Largest record value accepted, in bytes; larger ones are dead-lettered too_large."`
+	DLQValueBytes   int           `name:"dlq-value-bytes-max" hidden:"" env:"SETTLE_DLQ_VALUE_BYTES_MAX" default:"262144" help:"Largest original value a dead-letter message carries; a larger one goes without it, with header dlq_value_truncated (its length), and stays whole in the database."`
+	Tenants         []string      `name:"tenants" env:"SETTLE_TENANTS" sep:"," help:"Tenants records may name, comma-separated; empty accepts any."`
+	OrphanAfter     time.Duration `name:"orphan-after" hidden:"" env:"SETTLE_ORPHAN_AFTER" default:"24h" help:"How long an operation waits for its target before it opens an orphan case (a capture is charged as plain usage instead)."`
+	SweepInterval   time.Duration `name:"sweep-interval" hidden:"" env:"SETTLE_SWEEP_INTERVAL" default:"10s" help:"How often expired holds, orphans and operations whose target settled are swept."`
 }
 
 func (f settleFlags) config(t topicFlags) settle.Config {

@@ -35,21 +35,22 @@ const (
 
 // cli lists the commands; each is one struct in its own file.
 type cli struct {
-	LogLevel       string `name:"log-level" env:"SETTLE_LOG_LEVEL" default:"info" enum:"debug,info,warn,error" help:"Log level: debug, info, warn or error (${env})."`
-	MemoryLimitMiB int64  `name:"memory-limit-mib" env:"SETTLE_MEMORY_LIMIT_MIB" default:"384" help:"Soft memory limit of the process in MiB: below it the garbage collector runs 4x less often than Go's default (GOGC=400), which saves a fifth of the service's CPU; near it, it collects harder. 0 = Go's defaults. GOMEMLIMIT and GOGC in the environment win (${env})."`
+	HelpAll        helpAllFlag `name:"help-all" help:"Show every flag, the rarely changed ones too."`
+	LogLevel       string      `name:"log-level" env:"SETTLE_LOG_LEVEL" default:"info" enum:"debug,info,warn,error" help:"debug, info, warn or error."`
+	MemoryLimitMiB int64       `name:"memory-limit-mib" env:"SETTLE_MEMORY_LIMIT_MIB" default:"384" hidden:"" help:"Soft memory limit of the process in MiB: below it the garbage collector runs 4x less often than Go's default (GOGC=400), which saves a fifth of the service's CPU; near it, it collects harder. 0 = Go's defaults. GOMEMLIMIT and GOGC in the environment win."`
 
-	Dev       devCmd       `cmd:"" help:"Run a sandbox: embedded Kafka broker, PostgreSQL, sample traffic, the whole pipeline."`
-	Run       runCmd       `cmd:"" help:"Run the service: consumers, outbox relay, /livez and /readyz."`
-	Migrate   migrateCmd   `cmd:"" help:"Apply the embedded schema migrations with the owner's credentials."`
-	Produce   produceCmd   `cmd:"" help:"Publish JSON lines from a file or stdin to a topic, keyed tenant_id/subject."`
-	Balance   balanceCmd   `cmd:"" help:"Show a tenant's accounts: balance, holds, available, chains and the rows behind them."`
-	Statement statementCmd `cmd:"" help:"A tenant's statement for one period: per account and currency the opening balance, charges by meter, corrections, refunds, reclaims, holds, grants and the closing balance, each tied to its ledger rows."`
+	Dev       devCmd       `cmd:"" help:"A sandbox: embedded broker, PostgreSQL, sample traffic."`
+	Run       runCmd       `cmd:"" help:"Run the service: consumer, outbox relay, admin listener."`
+	Migrate   migrateCmd   `cmd:"" help:"Apply the schema migrations (as the schema owner)."`
+	Produce   produceCmd   `cmd:"" help:"Publish JSON lines (a file or stdin) to the usage topic."`
+	Balance   balanceCmd   `cmd:"" help:"A tenant's accounts: balances, holds, ledger rows."`
+	Statement statementCmd `cmd:"" help:"A tenant's statement for one period, per account, tied to its ledger rows."`
 	Period    periodCmd    `cmd:"" help:"Close a period (its later records are flagged late)."`
 	Conflicts conflictsCmd `cmd:"" help:"Analysts' conflict cases: list, show, diff, resolve, export."`
-	Explain   explainCmd   `cmd:"" help:"The whole history of one record: operations, deliveries, ledger rows, links, publication, cases."`
+	Explain   explainCmd   `cmd:"" help:"The whole history of one record."`
 	Dlq       dlqCmd       `cmd:"" help:"Inspect and replay dead letters."`
-	Bench     benchCmd     `cmd:"" help:"Benchmark: a generated workload end to end, core-only and against baselines, with the exactly-once checks; writes JSON, Markdown and PNG plots."`
-	Reconcile reconcileCmd `cmd:"" help:"Check invariants (balances, one effect per identity, outbox published, offsets) and compare the topics with what was settled; exit 3 when anything is found."`
+	Bench     benchCmd     `cmd:"" help:"Measure throughput and latency (BENCHMARKS.md)."`
+	Reconcile reconcileCmd `cmd:"" help:"Check invariants and topics; exit 3 on findings."`
 }
 
 // app is what every command's Run receives: the process's context (ended
@@ -99,7 +100,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	parser, err := kong.New(&c,
 		kong.Name("settle"),
 		kong.Description("settle consumes usage records from Kafka, settles each exactly once in PostgreSQL, and publishes the results.\n\n"+
-			"Every flag can also be set by the environment variable shown beside it; a flag beats the environment, which beats the default."),
+			"Each flag can also be set by the environment variable shown beside it (of two, the first set wins); a flag beats the environment, which beats the default. --help-all shows the rarely changed flags too."),
 		kong.Writers(stdout, stderr),
 		kong.Exit(func(code int) { exited, exitCode = true, code }),
 		kong.UsageOnError(),
@@ -109,6 +110,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "settle: %v\n", err)
 		return exitFailure
 	}
+	if len(args) == 0 {
+		printShortUsage(stderr, parser)
+		return exitUsage
+	}
 	kctx, err := parser.Parse(args)
 	if exited { // --help
 		if exitCode != 0 {
@@ -117,7 +122,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitOK
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "settle: %v\n", err)
+		fmt.Fprintf(stderr, "settle: %v; %s\n", err, helpHint(err))
 		return exitUsage
 	}
 	tuneGC(c.MemoryLimitMiB)

@@ -1,23 +1,29 @@
 package main
 
-import "fmt"
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/alecthomas/kong"
+)
 
 // periodCmd groups period commands.
 type periodCmd struct {
-	Close periodCloseCmd `cmd:"" help:"Close a period: its later records still settle, flagged late."`
+	Close periodCloseCmd `cmd:"" help:"Close a period: its later records settle, flagged late."`
 }
 
 type periodCloseCmd struct {
 	storeFlags `embed:""`
 	Tenant     string `arg:"" help:"Tenant id."`
 	Period     string `arg:"" help:"Account period, YYYY-MM."`
-	As         string `name:"as" env:"SETTLE_OPERATOR" help:"Who closes it, for the record (${env})."`
+	As         string `name:"as" env:"SETTLE_OPERATOR" help:"Who closes it, for the record."`
 }
 
 // Run closes the period.
 func (c *periodCloseCmd) Run(a *app) error {
-	if len(c.Period) != 7 || c.Period[4] != '-' {
-		return usageError{fmt.Sprintf("period %q: use YYYY-MM", c.Period)}
+	if err := checkPeriod("period", c.Period); err != nil {
+		return err
 	}
 	store, closeDB, err := c.openStore(a)
 	if err != nil {
@@ -33,5 +39,33 @@ func (c *periodCloseCmd) Run(a *app) error {
 	} else {
 		fmt.Fprintf(a.stdout, "closed period %s of %s: later records settle flagged late\n", c.Period, c.Tenant)
 	}
+	return nil
+}
+
+// checkPeriod refuses what is not an account period (YYYY-MM, month 01 to
+// 12, as the input grammar has it) before anything connects; what names the
+// argument or flag.
+func checkPeriod(what, s string) error {
+	if _, err := time.Parse("2006-01", s); err != nil || len(s) != 7 {
+		return usageError{fmt.Sprintf("%s %q: want YYYY-MM with a month from 01 to 12, e.g. %s", what, s, time.Now().UTC().Format("2006-01"))}
+	}
+	return nil
+}
+
+// caseID is a conflict case id argument; its parse error says what one
+// looks like instead of kong's "expected a valid 64 bit int".
+type caseID int64
+
+// Decode reads a positive decimal case id.
+func (c *caseID) Decode(ctx *kong.DecodeContext) error {
+	var s string
+	if err := ctx.Scan.PopValueInto("case", &s); err != nil {
+		return err
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n <= 0 {
+		return fmt.Errorf("case id must be a number, e.g. 42 (got %q; settle conflicts list shows the ids)", s)
+	}
+	*c = caseID(n)
 	return nil
 }

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/settlehq/settle/analyst"
 	"github.com/settlehq/settle/consumer"
 	"github.com/settlehq/settle/relay"
@@ -132,6 +134,23 @@ func (p *pipeline) run(ctx context.Context, a *app) error {
 	return runErr
 }
 
+// brokersDown returns why no seed broker answers, or "" when one does. It
+// uses a client of its own, with the service's TLS and SASL settings, for
+// the length of one readiness check.
+func (p *pipeline) brokersDown(ctx context.Context) string {
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(p.brokers...)}, p.kafkaOpts...)...)
+	if err != nil {
+		return "kafka: " + err.Error()
+	}
+	defer cl.Close()
+	pctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if err := cl.Ping(pctx); err != nil {
+		return fmt.Sprintf("kafka: no broker reachable at %s (%v): start the brokers or fix --brokers", strings.Join(p.brokers, ","), err)
+	}
+	return ""
+}
+
 // adminHandler serves /livez (the process answers) and /readyz (it can do
 // its work: database reachable, schema current, group joined and not
 // paused by an outage).
@@ -160,6 +179,11 @@ func (p *pipeline) adminHandler(a *app) http.Handler {
 			reasons = append(reasons, err.Error())
 		}
 		if why := p.consumer.NotReadyReason(); why != "" {
+			// "Not joined" alone does not say whether the brokers are
+			// down or the group is slow: ask the brokers.
+			if down := p.brokersDown(ctx); down != "" {
+				reasons = append(reasons, down)
+			}
 			reasons = append(reasons, why)
 		}
 		w.Header().Set("Content-Type", "application/json")

@@ -4,14 +4,19 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/settlehq/settle/fingerprint"
 )
 
 // produceCmd publishes JSON lines to a topic, keyed like producers key
@@ -19,53 +24,139 @@ import (
 type produceCmd struct {
 	kafkaFlags `embed:""`
 
-	Topic        string `name:"topic" env:"SETTLE_PRODUCE_TOPIC" default:"usage" help:"Topic to publish to (${env})."`
-	LineBytesMax int    `name:"line-bytes-max" env:"SETTLE_LINE_BYTES_MAX" default:"1048576" help:"Longest line accepted, in bytes (${env})."`
-	File         string `arg:"" optional:"" default:"-" help:"File of JSON lines; - or absent reads stdin."`
+	Topic          string        `name:"topic" env:"SETTLE_PRODUCE_TOPIC" default:"usage" help:"Topic to publish to."`
+	Timeout        time.Duration `name:"timeout" env:"SETTLE_PRODUCE_TIMEOUT" default:"30s" help:"Give up when the brokers have not taken every record by then."`
+	PublishInvalid bool          `name:"publish-invalid" help:"Publish lines that are not valid records too (the service dead-letters them); by default they are reported and left out."`
+	LineBytesMax   int           `name:"line-bytes-max" hidden:"" env:"SETTLE_LINE_BYTES_MAX" default:"1048576" help:"Longest line accepted, in bytes."`
+	RecordBytesMax int           `name:"record-bytes-max" hidden:"" env:"SETTLE_RECORD_BYTES_MAX" default:"65536" help:"Largest record value the service accepts; longer lines are reported as not valid."`
+	File           string        `arg:"" optional:"" default:"-" help:"File of JSON lines; - or absent reads stdin."`
 }
 
-// Run publishes every non-empty line as one record.
+// Run checks every non-empty line with the service's decoder and publishes
+// it as one record; lines that are not valid records are reported with
+// their line number and, unless --publish-invalid, left out (exit 1).
 func (c *produceCmd) Run(a *app) error {
+	if c.Timeout <= 0 {
+		return usageError{fmt.Sprintf("--timeout %s: must be positive", c.Timeout)}
+	}
+	dec, err := fingerprint.NewDecoder(fingerprint.Config{RecordBytesMax: c.RecordBytesMax})
+	if err != nil {
+		return usageError{fmt.Sprintf("--record-bytes-max: %v", err)}
+	}
 	in := io.Reader(os.Stdin)
 	name := "stdin"
 	if c.File != "-" {
 		f, err := os.Open(c.File)
 		if err != nil {
-			return usageError{fmt.Sprintf("open %s: %v", c.File, err)}
+			// The *PathError already reads "open FILE: ...".
+			return usageError{fmt.Sprintf("%v (give a file of JSON lines, or - to read stdin)", err)}
 		}
 		defer f.Close()
 		in, name = f, c.File
 	}
-	cl, err := c.kafkaSecurityFlags.producer(a, c.Brokers)
+	// franz-go refuses a delivery timeout under 1s; the wait for a broker
+	// below holds to --timeout itself.
+	cl, err := c.kafkaSecurityFlags.producer(a, c.Brokers, kgo.RecordDeliveryTimeout(max(c.Timeout, time.Second)))
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
-	n, err := produceLines(a.ctx, cl, c.Topic, in, c.LineBytesMax)
-	fmt.Fprintf(a.stdout, "published %d records from %s to %s (%d without a tenant_id/subject key), %d failed\n",
-		n.published.Load(), name, c.Topic, n.unkeyed.Load(), n.failed.Load())
+	if err := awaitBroker(a.ctx, cl, c.Brokers, c.Timeout); err != nil {
+		return err
+	}
+	n, err := produceLines(a.ctx, cl, c.Topic, in, produceOptions{LineBytesMax: c.LineBytesMax, Timeout: c.Timeout,
+		Decoder: dec, PublishInvalid: c.PublishInvalid, Warn: a.stderr})
+	fmt.Fprintf(a.stdout, "published %d records from %s to %s (%d without a tenant_id/subject key), %d failed, %d not valid records %s\n",
+		n.published.Load(), name, c.Topic, n.unkeyed.Load(), n.failed.Load(), len(n.invalid), map[bool]string{true: "(published anyway)", false: "(left out)"}[c.PublishInvalid])
 	if err != nil {
 		return err
 	}
 	if n.failed.Load() > 0 {
-		return fmt.Errorf("%d records failed to publish (last error: %v); check --brokers and that topic %s exists", n.failed.Load(), n.lastErr, c.Topic)
+		return fmt.Errorf("%d records failed to publish to %s at %s (last error: %v); check --brokers, that topic %s exists, or raise --timeout %s",
+			n.failed.Load(), c.Topic, strings.Join(c.Brokers, ","), n.lastErr, c.Topic, c.Timeout)
+	}
+	if len(n.invalid) > 0 && !c.PublishInvalid {
+		return fmt.Errorf("%d lines are not valid records and were not published (lines %s, reasons above): fix them, or pass --publish-invalid to send them to the service's dead-letter path",
+			len(n.invalid), lineList(n.invalid))
 	}
 	return nil
+}
+
+// awaitBroker waits until a seed broker answers, for at most timeout, so
+// an unreachable cluster fails once, by name, instead of retrying for as
+// long as there are records to send.
+func awaitBroker(ctx context.Context, cl *kgo.Client, brokers []string, timeout time.Duration) error {
+	wctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for {
+		err := cl.Ping(wctx)
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		select {
+		case <-wctx.Done():
+			return fmt.Errorf("kafka: no broker answered at %s within --timeout %s (last error: %v): start the broker or fix --brokers",
+				strings.Join(brokers, ","), timeout, err)
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// lineList prints line numbers for a message: the first ten, then how many more.
+func lineList(lines []int) string {
+	const shownMax = 10
+	var b strings.Builder
+	for i, l := range lines {
+		if i == shownMax {
+			fmt.Fprintf(&b, " and %d more", len(lines)-shownMax)
+			break
+		}
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(strconv.Itoa(l))
+	}
+	return b.String()
+}
+
+// produceOptions say how produceLines treats the lines it reads.
+type produceOptions struct {
+	LineBytesMax int
+	// Timeout bounds the wait for the last acknowledgements. 0 = 30s.
+	Timeout time.Duration
+	// Decoder checks each line as the service will; nil publishes every
+	// line unchecked.
+	Decoder *fingerprint.Decoder
+	// PublishInvalid publishes lines the Decoder refuses, after reporting
+	// them; otherwise they are reported and left out.
+	PublishInvalid bool
+	// Warn gets one line per line the Decoder refuses.
+	Warn io.Writer
+	// Acked, when set, is called once per published line (1-based) with
+	// its record (partition and offset set) or its error.
+	Acked func(line int, r *kgo.Record, err error)
 }
 
 // produceCounts counts what produceLines did.
 type produceCounts struct {
 	published, failed, unkeyed atomic.Int64
+	invalid                    []int // line numbers the Decoder refused
 	mu                         sync.Mutex
 	lastErr                    error
 }
 
 // produceLines publishes each non-empty line of in to topic and waits until
 // every record is acknowledged or failed.
-func produceLines(ctx context.Context, cl *kgo.Client, topic string, in io.Reader, lineBytesMax int) (*produceCounts, error) {
+func produceLines(ctx context.Context, cl *kgo.Client, topic string, in io.Reader, o produceOptions) (*produceCounts, error) {
 	n := &produceCounts{}
+	if o.Timeout <= 0 {
+		o.Timeout = 30 * time.Second
+	}
 	sc := bufio.NewScanner(in)
-	sc.Buffer(make([]byte, 64<<10), lineBytesMax)
+	sc.Buffer(make([]byte, 64<<10), o.LineBytesMax)
 	line := 0
 	for sc.Scan() {
 		line++
@@ -74,11 +165,35 @@ func produceLines(ctx context.Context, cl *kgo.Client, topic string, in io.Reade
 			continue
 		}
 		value := append([]byte(nil), b...)
+		if o.Decoder != nil {
+			if _, err := o.Decoder.Decode(value, nil); err != nil {
+				n.invalid = append(n.invalid, line)
+				reason := "invalid"
+				var de *fingerprint.DecodeError
+				if errors.As(err, &de) {
+					reason = de.Reason
+				}
+				action := "left out"
+				if o.PublishInvalid {
+					action = "published anyway: the service will dead-letter it"
+				}
+				if o.Warn != nil {
+					fmt.Fprintf(o.Warn, "line %d: not a valid record (%s: %v); %s\n", line, reason, err, action)
+				}
+				if !o.PublishInvalid {
+					continue
+				}
+			}
+		}
 		key := recordKey(value)
 		if key == nil {
 			n.unkeyed.Add(1)
 		}
-		cl.Produce(ctx, &kgo.Record{Topic: topic, Key: key, Value: value}, func(_ *kgo.Record, err error) {
+		at := line
+		cl.Produce(ctx, &kgo.Record{Topic: topic, Key: key, Value: value}, func(r *kgo.Record, err error) {
+			if o.Acked != nil {
+				o.Acked(at, r, err)
+			}
 			if err != nil {
 				n.failed.Add(1)
 				n.mu.Lock()
@@ -89,10 +204,10 @@ func produceLines(ctx context.Context, cl *kgo.Client, topic string, in io.Reade
 			n.published.Add(1)
 		})
 	}
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.Timeout)
 	defer cancel()
 	if err := cl.Flush(fctx); err != nil {
-		return n, fmt.Errorf("flush: %w", err)
+		return n, fmt.Errorf("the brokers did not acknowledge every record within %s: %w", o.Timeout, err)
 	}
 	if err := sc.Err(); err != nil {
 		return n, fmt.Errorf("line %d: %w (raise --line-bytes-max for longer lines)", line+1, err)

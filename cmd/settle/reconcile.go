@@ -22,13 +22,13 @@ type reconcileCmd struct {
 	storeFlags         `embed:""`
 	kafkaSecurityFlags `embed:""`
 
-	Brokers     []string      `name:"brokers" env:"SETTLE_KAFKA_BROKERS,KAFKA_BROKERS" sep:"," help:"Kafka seed brokers; with them, reconcile compares the group's Kafka offsets and reads the usage and settlements topics; without, it checks the database alone (SETTLE_KAFKA_BROKERS, else KAFKA_BROKERS)."`
-	Group       string        `name:"group" env:"SETTLE_GROUP" default:"settle" help:"Consumer group whose offsets are compared (${env})."`
+	Brokers     []string      `name:"brokers" env:"SETTLE_KAFKA_BROKERS,KAFKA_BROKERS" sep:"," help:"Kafka seed brokers; with them, reconcile compares the group's Kafka offsets and reads the usage and settlements topics; without, it checks the database alone."`
+	Group       string        `name:"group" env:"SETTLE_GROUP" default:"settle" help:"Consumer group whose offsets are compared."`
 	Tenant      string        `name:"tenant" help:"Tenant to check; with --period, compares the topics with the settled identities for it."`
 	Period      string        `name:"period" help:"Account period (YYYY-MM) to compare; needs --tenant."`
-	OutboxGrace time.Duration `name:"outbox-grace" default:"5m" help:"How old an unpublished outbox row must be to count as a discrepancy."`
-	ReadTimeout time.Duration `name:"read-timeout" default:"2m" help:"Longest time spent reading the topics."`
-	RecordBytes int           `name:"record-bytes-max" env:"SETTLE_RECORD_BYTES_MAX" default:"65536" help:"Largest record value the service accepts; larger ones are dead letters, not identities (${env})."`
+	OutboxGrace time.Duration `name:"outbox-grace" hidden:"" default:"5m" help:"How old an unpublished outbox row must be to count as a discrepancy."`
+	ReadTimeout time.Duration `name:"read-timeout" hidden:"" default:"2m" help:"Longest time spent reading the topics."`
+	RecordBytes int           `name:"record-bytes-max" hidden:"" env:"SETTLE_RECORD_BYTES_MAX" default:"65536" help:"Largest record value the service accepts; larger ones are dead letters, not identities."`
 	JSON        bool          `name:"json" help:"Print the report as JSON."`
 
 	Source       string   `name:"source" placeholder:"FILE|-" help:"Compare the source system's own export of its final records (a file, or - for stdin) with what settle holds, for --tenant and --period (to --to); checks nothing else."`
@@ -43,8 +43,8 @@ func (c *reconcileCmd) Run(a *app) error {
 		return usageError{"--period needs --tenant"}
 	}
 	if c.Period != "" {
-		if _, err := time.Parse("2006-01", c.Period); err != nil {
-			return usageError{fmt.Sprintf("--period %q: want YYYY-MM", c.Period)}
+		if err := checkPeriod("--period", c.Period); err != nil {
+			return err
 		}
 	}
 	if c.Source != "" {

@@ -23,19 +23,19 @@ type runCmd struct {
 	telemetryFlags `embed:""`
 	edgeFlags      `embed:""`
 
-	OwnerURL string `name:"owner-url" env:"SETTLE_OWNER_URL" help:"Schema owner's PostgreSQL URL: when given, run migrates the schema before starting; without it, run refuses a schema that is behind (${env})."`
+	OwnerURL string `name:"owner-url" env:"SETTLE_OWNER_URL" help:"Schema owner's URL: migrate before starting (else a schema behind is refused)."`
 }
 
 // serviceFlags configure the long-running pipeline.
 type serviceFlags struct {
 	adminFlags       `embed:""`
-	Group            string        `name:"group" env:"SETTLE_GROUP" default:"settle" help:"Kafka consumer group (${env})."`
-	ShutdownTimeout  time.Duration `name:"shutdown-timeout" env:"SETTLE_SHUTDOWN_TIMEOUT" default:"30s" help:"Longest a stop may take: finish the batch, commit, leave the group, flush the outbox (${env})."`
-	SessionTimeout   time.Duration `name:"session-timeout" env:"SETTLE_SESSION_TIMEOUT" default:"45s" help:"Consumer group session timeout (${env})."`
-	RebalanceTimeout time.Duration `name:"rebalance-timeout" env:"SETTLE_REBALANCE_TIMEOUT" default:"60s" help:"How long the group waits for members to rejoin during a rebalance; a killed member stalls the group this long (${env})."`
-	PollRecordsMax   int           `name:"poll-records-max" env:"SETTLE_POLL_RECORDS_MAX" default:"50000" help:"Most records taken per poll across partitions; a poll is settled (each partition in order, the partitions in parallel) before the offsets are committed (${env})."`
-	RecordAttempts   int           `name:"record-attempts-max" env:"SETTLE_RECORD_ATTEMPTS_MAX" default:"5" help:"Attempts of a record that fails on its own before it is dead-lettered transient_exhausted (${env})."`
-	BackoffMax       time.Duration `name:"backoff-max" env:"SETTLE_BACKOFF_MAX" default:"10s" help:"Longest wait between retries during an outage (${env})."`
+	Group            string        `name:"group" env:"SETTLE_GROUP" default:"settle" help:"Kafka consumer group."`
+	ShutdownTimeout  time.Duration `name:"shutdown-timeout" hidden:"" env:"SETTLE_SHUTDOWN_TIMEOUT" default:"30s" help:"Longest a stop may take: finish the batch, commit, leave the group, flush the outbox."`
+	SessionTimeout   time.Duration `name:"session-timeout" hidden:"" env:"SETTLE_SESSION_TIMEOUT" default:"45s" help:"Consumer group session timeout."`
+	RebalanceTimeout time.Duration `name:"rebalance-timeout" hidden:"" env:"SETTLE_REBALANCE_TIMEOUT" default:"60s" help:"How long the group waits for members to rejoin during a rebalance; a killed member stalls the group this long."`
+	PollRecordsMax   int           `name:"poll-records-max" hidden:"" env:"SETTLE_POLL_RECORDS_MAX" default:"50000" help:"Most records taken per poll across partitions; a poll is settled (each partition in order, the partitions in parallel) before the offsets are committed."`
+	RecordAttempts   int           `name:"record-attempts-max" hidden:"" env:"SETTLE_RECORD_ATTEMPTS_MAX" default:"5" help:"Attempts of a record that fails on its own before it is dead-lettered transient_exhausted."`
+	BackoffMax       time.Duration `name:"backoff-max" hidden:"" env:"SETTLE_BACKOFF_MAX" default:"10s" help:"Longest wait between retries during an outage."`
 
 	// Set by the command before pipeline(), not flags: the checked admin
 	// flags, the brokers' TLS/SASL options and the process's telemetry

@@ -19,25 +19,26 @@ import (
 // The password is read from the environment or a file in production (a
 // flag shows in the process list); it is never logged.
 type kafkaSecurityFlags struct {
-	KafkaTLS           bool   `name:"kafka-tls" env:"SETTLE_KAFKA_TLS" help:"Connect to the brokers over TLS (implied by --kafka-tls-ca or a client certificate) (${env})."`
-	KafkaTLSCA         string `name:"kafka-tls-ca" env:"SETTLE_KAFKA_TLS_CA" type:"path" help:"PEM file of the CA that signed the brokers' certificates; empty = the system roots (${env})."`
-	KafkaTLSCert       string `name:"kafka-tls-cert" env:"SETTLE_KAFKA_TLS_CERT" type:"path" help:"PEM client certificate for mutual TLS, with --kafka-tls-key (${env})."`
-	KafkaTLSKey        string `name:"kafka-tls-key" env:"SETTLE_KAFKA_TLS_KEY" type:"path" help:"PEM private key of --kafka-tls-cert (${env})."`
-	KafkaTLSServerName string `name:"kafka-tls-server-name" env:"SETTLE_KAFKA_TLS_SERVER_NAME" help:"Name to verify in the brokers' certificates; empty = the host of each broker address (${env})."`
-	SASLMechanism      string `name:"kafka-sasl-mechanism" env:"SETTLE_KAFKA_SASL_MECHANISM" enum:",PLAIN,SCRAM-SHA-256,SCRAM-SHA-512" default:"" help:"SASL mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512; empty = no SASL (${env})."`
-	SASLUser           string `name:"kafka-sasl-user" env:"SETTLE_KAFKA_SASL_USER" help:"SASL user name (${env})."`
-	SASLPassword       string `name:"kafka-sasl-password" env:"SETTLE_KAFKA_SASL_PASSWORD" help:"SASL password; prefer the environment or --kafka-sasl-password-file over this flag (${env})."`
-	SASLPasswordFile   string `name:"kafka-sasl-password-file" env:"SETTLE_KAFKA_SASL_PASSWORD_FILE" type:"path" help:"File holding the SASL password (a mounted secret) (${env})."`
+	KafkaTLS           bool   `name:"kafka-tls" hidden:"" env:"SETTLE_KAFKA_TLS" help:"Connect to the brokers over TLS (implied by --kafka-tls-ca or a client certificate)."`
+	KafkaTLSCA         string `name:"kafka-tls-ca" hidden:"" env:"SETTLE_KAFKA_TLS_CA" type:"path" help:"PEM file of the CA that signed the brokers' certificates; empty = the system roots."`
+	KafkaTLSCert       string `name:"kafka-tls-cert" hidden:"" env:"SETTLE_KAFKA_TLS_CERT" type:"path" help:"PEM client certificate for mutual TLS, with --kafka-tls-key."`
+	KafkaTLSKey        string `name:"kafka-tls-key" hidden:"" env:"SETTLE_KAFKA_TLS_KEY" type:"path" help:"PEM private key of --kafka-tls-cert."`
+	KafkaTLSServerName string `name:"kafka-tls-server-name" hidden:"" env:"SETTLE_KAFKA_TLS_SERVER_NAME" help:"Name to verify in the brokers' certificates; empty = the host of each broker address."`
+	SASLMechanism      string `name:"kafka-sasl-mechanism" hidden:"" env:"SETTLE_KAFKA_SASL_MECHANISM" enum:",PLAIN,SCRAM-SHA-256,SCRAM-SHA-512" default:"" help:"SASL mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512; empty = no SASL."`
+	SASLUser           string `name:"kafka-sasl-user" hidden:"" env:"SETTLE_KAFKA_SASL_USER" help:"SASL user name."`
+	SASLPassword       string `name:"kafka-sasl-password" hidden:"" env:"SETTLE_KAFKA_SASL_PASSWORD" help:"SASL password; prefer the environment or --kafka-sasl-password-file over this flag."`
+	SASLPasswordFile   string `name:"kafka-sasl-password-file" hidden:"" env:"SETTLE_KAFKA_SASL_PASSWORD_FILE" type:"path" help:"File holding the SASL password (a mounted secret)."`
 }
 
 // producer opens a client that produces to brokers with every in-sync
 // replica acknowledging, with these security settings.
-func (f kafkaSecurityFlags) producer(a *app, brokers []string) (*kgo.Client, error) {
+func (f kafkaSecurityFlags) producer(a *app, brokers []string, extra ...kgo.Opt) (*kgo.Client, error) {
 	sec, err := f.clientOpts()
 	if err != nil {
 		return nil, err
 	}
-	return kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...), kgo.RequiredAcks(kgo.AllISRAcks()), kafkaLogger(a)}, sec...)...)
+	opts := append([]kgo.Opt{kgo.SeedBrokers(brokers...), kgo.RequiredAcks(kgo.AllISRAcks()), kafkaLogger(a)}, sec...)
+	return kgo.NewClient(append(opts, extra...)...)
 }
 
 // clientOpts validates the settings and returns the franz-go options they

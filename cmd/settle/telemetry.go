@@ -13,8 +13,8 @@ import (
 
 // telemetryFlags configure traces (metrics are always on /metrics).
 type telemetryFlags struct {
-	OTLPEndpoint     string  `name:"otlp-endpoint" env:"SETTLE_OTLP_ENDPOINT,OTEL_EXPORTER_OTLP_ENDPOINT" help:"OTLP/HTTP endpoint traces are exported to, e.g. http://otel-collector:4318; empty = not exported (SETTLE_OTLP_ENDPOINT, else OTEL_EXPORTER_OTLP_ENDPOINT)."`
-	TraceSampleRatio float64 `name:"trace-sample-ratio" env:"SETTLE_TRACE_SAMPLE_RATIO" default:"1" help:"Share of new traces sampled, 0..1; a record with a sampled parent is always sampled (${env})."`
+	OTLPEndpoint     string  `name:"otlp-endpoint" env:"SETTLE_OTLP_ENDPOINT,OTEL_EXPORTER_OTLP_ENDPOINT" help:"OTLP/HTTP endpoint for traces, e.g. http://otel-collector:4318."`
+	TraceSampleRatio float64 `name:"trace-sample-ratio" hidden:"" env:"SETTLE_TRACE_SAMPLE_RATIO" default:"1" help:"Share of new traces sampled, 0..1; a record with a sampled parent is always sampled."`
 }
 
 func (f telemetryFlags) telemetry(ctx context.Context) (*telemetry.Telemetry, error) {

@@ -1,0 +1,92 @@
+package main
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/alecthomas/kong"
+)
+
+// helpLinesMax is what fits a terminal of 24x80 with some scrolling: the
+// help of settle and of each command must not run past it.
+const helpLinesMax = 40
+
+// leafCommands lists every command path a user can run ("run",
+// "conflicts list", ...), from the same model the parser uses.
+func leafCommands(t *testing.T) []string {
+	t.Helper()
+	var c cli
+	k, err := kong.New(&c, kong.Name("settle"), kong.Exit(func(int) {}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, n := range k.Model.Leaves(true) {
+		out = append(out, n.Path())
+	}
+	if len(out) < 10 {
+		t.Fatalf("found %d commands (%v): the model walk is broken", len(out), out)
+	}
+	return out
+}
+
+// envName matches an environment variable name as help prints it.
+var envName = regexp.MustCompile(`\b(SETTLE_[A-Z0-9_]+|DATABASE_URL|KAFKA_BROKERS|OTEL_[A-Z_]+)\b`)
+
+// TestHelpFitsAScreen: `settle --help` and every command's --help fit
+// helpLinesMax lines, and no environment variable is named twice (kong
+// prints it beside its flag; a help text that names it again doubles it).
+// --help-all shows the flags the short help leaves out, each variable once
+// there too.
+func TestHelpFitsAScreen(t *testing.T) {
+	t.Parallel()
+	cmds := append([]string{""}, leafCommands(t)...)
+	for _, cmd := range cmds {
+		for _, flag := range []string{"--help", "--help-all"} {
+			args := append(strings.Fields(cmd), flag)
+			code, out := runArgs(t, args...)
+			if code != exitOK {
+				t.Errorf("settle %s: exit %d, want 0\n%s", strings.Join(args, " "), code, out)
+				continue
+			}
+			lines := strings.Count(out, "\n")
+			if flag == "--help" && lines > helpLinesMax {
+				t.Errorf("settle %s: %d lines, want at most %d:\n%s", strings.Join(args, " "), lines, helpLinesMax, out)
+			}
+			seen := map[string]int{}
+			for _, m := range envName.FindAllString(out, -1) {
+				seen[m]++
+			}
+			for name, n := range seen {
+				if n > 1 {
+					t.Errorf("settle %s names %s %d times, want once", strings.Join(args, " "), name, n)
+				}
+			}
+		}
+	}
+}
+
+// TestHelpAllShowsEveryFlag: every flag of run is in `settle run
+// --help-all`, hidden from the short help or not.
+func TestHelpAllShowsEveryFlag(t *testing.T) {
+	t.Parallel()
+	var c cli
+	k, err := kong.New(&c, kong.Name("settle"), kong.Exit(func(int) {}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, out := runArgs(t, "run", "--help-all")
+	for _, n := range k.Model.Leaves(true) {
+		if n.Path() != "run" {
+			continue
+		}
+		for _, group := range n.AllFlags(false) {
+			for _, f := range group {
+				if !strings.Contains(out, "--"+f.Name) {
+					t.Errorf("settle run --help-all does not show --%s", f.Name)
+				}
+			}
+		}
+	}
+}
