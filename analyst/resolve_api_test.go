@@ -17,7 +17,7 @@ import (
 // 200 (a double submit).
 func TestResolveAPIErrors(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, "")
+	f := newFixture(t, nil)
 	post := func(path, body string) (int, string) {
 		t.Helper()
 		req, _ := http.NewRequest("POST", f.srv.URL+path, strings.NewReader(body))
@@ -72,7 +72,7 @@ func TestResolveAPIErrors(t *testing.T) {
 // lists every case.
 func TestAPICasesDefaultsToOpen(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, "")
+	f := newFixture(t, nil)
 	if _, err := f.store.Resolve(t.Context(), settle.ResolveRequest{CaseID: f.globexCase, Decision: "reject", Reason: "x", By: "ana"}); err != nil {
 		t.Fatal(err)
 	}
