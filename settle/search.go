@@ -229,7 +229,7 @@ func (s *Store) CaseLinks(ctx context.Context, id int64) (*CaseLinks, error) {
 		adjPeriod, adjRec, adjOp string
 	)
 	err := s.pool.QueryRow(ctx, sqlConflictCaseLinks, id).Scan(&fp, &has, &st.AccountPeriod, &st.RecordID, &st.Operation,
-		&st.SettlementID, &st.FirstDelivery.Topic, &st.FirstDelivery.Partition, &st.FirstDelivery.Offset,
+		&st.Outcome, &st.SettlementID, &st.FirstDelivery.Topic, &st.FirstDelivery.Partition, &st.FirstDelivery.Offset,
 		&adjPeriod, &adjRec, &adjOp)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("case %d: %w", id, ErrCaseNotFound)

@@ -1,7 +1,7 @@
 -- What a case page links to: the stored identity (its fingerprint and first
 -- delivery) and the identity a resolution settled (its adjustment).
 SELECT coalesce(i.fingerprint, 0), i.id IS NOT NULL, coalesce(i.account_period, ''), coalesce(i.record_id, ''),
-       coalesce(i.operation, ''), coalesce(i.settlement_id, ''), coalesce(i.topic, ''),
+       coalesce(i.operation, ''), coalesce(i.outcome, ''), coalesce(i.settlement_id, ''), coalesce(i.topic, ''),
        coalesce(i.partition, 0), coalesce(i."offset", 0),
        coalesce(a.account_period, ''), coalesce(a.record_id, ''), coalesce(a.operation, '')
   FROM conflict_cases c
