@@ -138,10 +138,17 @@ func outcomeChart(hours []*hourRow, names []string) template.HTML {
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg id="outcome-chart" class="chart" viewBox="0 0 %d %d" role="img" aria-labelledby="outcome-chart-title">`, chartW, chartH)
 	fmt.Fprintf(&b, `<title id="outcome-chart-title">Deliveries per hour by outcome, last %d hours (UTC)</title>`, overviewHours)
-	for i := 0; i <= 4; i++ {
-		y := float64(chartTB) + plotH - plotH*float64(i)/4
+	ticks := int64(1) // gridlines on whole numbers
+	for _, k := range []int64{5, 4, 2} {
+		if top%k == 0 {
+			ticks = k
+			break
+		}
+	}
+	for i := int64(0); i <= ticks; i++ {
+		y := float64(chartTB) + plotH - plotH*float64(i)/float64(ticks)
 		fmt.Fprintf(&b, `<line class="grid" x1="%d" y1="%.1f" x2="%d" y2="%.1f"/>`, chartLeft, y, chartW-8, y)
-		fmt.Fprintf(&b, `<text class="axis" x="%d" y="%.1f" text-anchor="end">%d</text>`, chartLeft-6, y+4, top*int64(i)/4)
+		fmt.Fprintf(&b, `<text class="axis" x="%d" y="%.1f" text-anchor="end">%d</text>`, chartLeft-6, y+4, top*i/ticks)
 	}
 	n := max(len(hours), 1)
 	slot := plotW / float64(n)
@@ -226,7 +233,7 @@ func ageChart(ages []settle.AgeBucket) template.HTML {
 			q += "&amp;newer_than=" + durationParam(a.To)
 		}
 		// An <a> in SVG is a link like any other: no script needed.
-		fmt.Fprintf(&b, `<a href="%s"><g class="age" data-count="%d"><title>%s: %d open</title>`, q, a.Count, ageLabel(a), a.Count)
+		fmt.Fprintf(&b, `<a href="%s"><g class="age" data-count="%d"><title>%s: %d open</title>`, q, a.Count, template.HTMLEscapeString(ageLabel(a)), a.Count)
 		fmt.Fprintf(&b, `<text class="axis" x="%d" y="%.1f" text-anchor="end">%s</text>`, labelW-8, y+rowH/2+2, template.HTMLEscapeString(ageLabel(a)))
 		fmt.Fprintf(&b, `<rect class="age-bar b%d" x="%d" y="%.1f" width="%.1f" height="%d"/>`, i, labelW, y+3, max(bw, 1), rowH-8)
 		fmt.Fprintf(&b, `<text class="value" x="%.1f" y="%.1f">%d</text>`, float64(labelW)+max(bw, 1)+6, y+rowH/2+2, a.Count)
