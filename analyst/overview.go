@@ -102,26 +102,24 @@ func containsString(xs []string, x string) bool {
 
 // Chart geometry, in SVG user units (the SVG scales to its box).
 const (
-	chartW, chartH     = 900, 240
+	chartW, chartH     = 900, 200
 	chartLeft, chartTB = 48, 24 // room for the y labels; top and bottom margins
 )
 
-// niceMax rounds a chart's maximum up to 1, 2 or 5 times a power of ten,
-// so the gridlines fall on round numbers.
-func niceMax(v int64) int64 {
-	if v <= 0 {
-		return 1
-	}
-	p := int64(1)
-	for p*10 <= v {
-		p *= 10
-	}
-	for _, m := range []int64{1, 2, 5, 10} {
-		if m*p >= v {
-			return m * p
+// niceScale picks a chart's gridline step (1, 2 or 5 times a power of ten,
+// about four lines up to peak) and its top (a whole number of steps).
+func niceScale(peak int64) (top, step int64) {
+	step = 1
+	for _, p := range []int64{1, 10, 100, 1000, 10000, 100000, 1000000, 10000000, 100000000} {
+		for _, m := range []int64{1, 2, 5} {
+			if m*p*4 >= peak {
+				step = m * p
+				top = (max(peak, 1) + step - 1) / step * step
+				return top, step
+			}
 		}
 	}
-	return 10 * p
+	return (peak + step - 1) / step * step, step
 }
 
 // outcomeChart is an inline SVG of stacked bars, one per hour, one colour
@@ -133,18 +131,12 @@ func outcomeChart(hours []*hourRow, names []string) template.HTML {
 	for _, r := range hours {
 		peak = max(peak, r.Total)
 	}
-	top := niceMax(peak)
+	top, step := niceScale(peak)
 	plotW, plotH := float64(chartW-chartLeft-8), float64(chartH-2*chartTB)
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg id="outcome-chart" class="chart" viewBox="0 0 %d %d" role="img" aria-labelledby="outcome-chart-title">`, chartW, chartH)
 	fmt.Fprintf(&b, `<title id="outcome-chart-title">Deliveries per hour by outcome, last %d hours (UTC)</title>`, overviewHours)
-	ticks := int64(1) // gridlines on whole numbers
-	for _, k := range []int64{5, 4, 2} {
-		if top%k == 0 {
-			ticks = k
-			break
-		}
-	}
+	ticks := top / step
 	for i := int64(0); i <= ticks; i++ {
 		y := float64(chartTB) + plotH - plotH*float64(i)/float64(ticks)
 		fmt.Fprintf(&b, `<line class="grid" x1="%d" y1="%.1f" x2="%d" y2="%.1f"/>`, chartLeft, y, chartW-8, y)
@@ -212,12 +204,12 @@ func ageLabel(a settle.AgeBucket) string {
 // ageChart is an inline SVG of horizontal bars: open cases per age bucket,
 // each a link to the queue of those cases.
 func ageChart(ages []settle.AgeBucket) template.HTML {
-	const rowH, labelW, w = 30, 90, 900
+	const rowH, labelW, w = 26, 90, 900
 	var peak int64
 	for _, a := range ages {
 		peak = max(peak, a.Count)
 	}
-	top := niceMax(peak)
+	top, _ := niceScale(peak)
 	h := rowH*len(ages) + 8
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg id="age-chart" class="chart" viewBox="0 0 %d %d" role="img" aria-labelledby="age-chart-title">`, w, h)
