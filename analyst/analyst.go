@@ -1,12 +1,14 @@
-// Package analyst serves the analysts' surface over HTTP: a JSON API and
-// server-rendered HTML pages (the conflict queue, a case with its payloads
-// side by side and the resolve actions, the explain view of one record, an
-// overview). Templates and CSS are embedded; there is no script and no
-// build step.
+// Package analyst serves the analysts' surface over HTTP: a JSON API
+// described by an embedded OpenAPI document, and server-rendered HTML pages
+// (the conflict queue and its CSV export, a case with its payloads side by
+// side and the resolve actions, the explain view of one record, search,
+// accounts, dead letters and their replay, an overview with charts).
+// Templates and CSS are embedded; there is no script and no build step.
 //
 // It owns presentation only: every read and every resolution goes through
 // package settle, which owns the SQL and the transaction. It never settles
-// anything itself, and it never talks to Kafka.
+// anything itself, and it never talks to Kafka: a replay goes through the
+// Replayer its caller passes.
 package analyst
 
 import (
