@@ -249,8 +249,15 @@ func (h *handler) replayPreview(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err, false)
 		return
 	}
-	h.render(w, "replay", map[string]any{"Title": "Replay dead letters", "Nav": "dlq", "DryRun": true, "DLQ": ds,
-		"CanReplay": h.cfg.Replayer != nil, "Max": ReplayDeadLettersMax, "Filters": dlqFilterSummary(r.URL.Query())})
+	data := map[string]any{"Title": "Replay dead letters", "Nav": "dlq", "DryRun": true, "DLQ": ds,
+		"CanReplay": h.cfg.Replayer != nil, "Max": ReplayDeadLettersMax, "Filters": dlqFilterSummary(r.URL.Query())}
+	if q := r.URL.Query(); len(q["id"]) == 0 && len(ds) == ReplayDeadLettersMax {
+		// Dead letters stay after a replay: the next ones are after the last.
+		next := cloneValues(q)
+		next.Set("after", strconv.FormatInt(ds[len(ds)-1].ID, 10))
+		data["NextURL"] = "/dlq/replay?" + next.Encode()
+	}
+	h.render(w, "replay", data)
 }
 
 // replayForm is the confirmation: it replays exactly the ids the dry run
@@ -355,8 +362,10 @@ func (h *handler) dlqPage(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err, false)
 		return
 	}
+	// The replay starts where this page starts (its filters and after);
+	// it takes at most ReplayDeadLettersMax, whatever the page's limit.
 	base := cloneValues(q)
-	base.Del("after")
+	base.Del("limit")
 	data := map[string]any{"Title": "Dead letters", "Nav": "dlq", "DLQ": ds, "Q": q, "Reasons": dlqReasons,
 		"ReplayURL": "/dlq/replay?" + base.Encode(), "CanReplay": h.cfg.Replayer != nil, "Max": ReplayDeadLettersMax}
 	if len(ds) > 0 && len(ds) == limitOr(f.Limit, 100) {

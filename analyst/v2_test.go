@@ -295,3 +295,31 @@ func TestOverviewChartsAndExport(t *testing.T) {
 		t.Errorf("export of open acme cases: %d %q", code, body)
 	}
 }
+
+// TestReplayDryRunPages: a dry run takes at most ReplayDeadLettersMax dead
+// letters and links to the next ones, which start after the last it listed
+// (dead letters stay after a replay, so "again" would list the same).
+func TestReplayDryRunPages(t *testing.T) {
+	t.Parallel()
+	f := newV2Fixture(t)
+	n := analyst.ReplayDeadLettersMax + 1 - len(f.dead)
+	ins := make([]settle.Input, n)
+	for i := range ins {
+		ins[i] = settle.Input{Topic: "usage", Partition: 5, Offset: int64(i), Value: []byte(`nope`)}
+	}
+	if _, err := f.store.Settle(context.Background(), "g", ins); err != nil {
+		t.Fatal(err)
+	}
+	code, body := get(t, f.srv.URL+"/dlq/replay")
+	hidden := strings.Count(body, `<input type="hidden" name="id"`)
+	i := strings.Index(body, `id="next-replay" href="`)
+	if code != 200 || hidden != analyst.ReplayDeadLettersMax || i < 0 {
+		t.Fatalf("first dry run: %d, %d ids, next link at %d", code, hidden, i)
+	}
+	next := body[i+len(`id="next-replay" href="`):]
+	next = strings.ReplaceAll(next[:strings.Index(next, `"`)], "&amp;", "&")
+	code, body = get(t, f.srv.URL+next)
+	if code != 200 || strings.Count(body, `<input type="hidden" name="id"`) != 1 || strings.Contains(body, `id="next-replay"`) {
+		t.Errorf("second dry run (%s): %d\n%s", next, code, body)
+	}
+}
