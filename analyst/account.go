@@ -66,10 +66,11 @@ func (h *handler) accountPage(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err, false)
 		return
 	}
+	code := http.StatusOK
 	if len(accounts) == 0 {
-		w.WriteHeader(http.StatusNotFound)
+		code = http.StatusNotFound
 	}
-	h.render(w, "account", map[string]any{"Title": "Account " + subject, "Nav": "search", "Tenant": tenant,
+	h.renderCode(w, code, "account", map[string]any{"Title": "Account " + subject, "Nav": "search", "Tenant": tenant,
 		"Subject": subject, "Accounts": accounts, "RowsMax": accountRowsMax})
 }
 
