@@ -1,12 +1,14 @@
-// Package analyst serves the analysts' surface over HTTP: a JSON API and
-// server-rendered HTML pages (the conflict queue, a case with its payloads
-// side by side and the resolve actions, the explain view of one record, an
-// overview). Templates and CSS are embedded; there is no script and no
-// build step.
+// Package analyst serves the analysts' surface over HTTP: a JSON API
+// described by an embedded OpenAPI document, and server-rendered HTML pages
+// (the conflict queue and its CSV export, a case with its payloads side by
+// side and the resolve actions, the explain view of one record, search,
+// accounts, dead letters and their replay, an overview with charts).
+// Templates and CSS are embedded; there is no script and no build step.
 //
 // It owns presentation only: every read and every resolution goes through
 // package settle, which owns the SQL and the transaction. It never settles
-// anything itself, and it never talks to Kafka.
+// anything itself, and it never talks to Kafka: a replay goes through the
+// Replayer its caller passes.
 package analyst
 
 import (
@@ -39,6 +41,7 @@ type Store interface {
 	Explain(ctx context.Context, tenant, period, recordID string) (*settle.Explanation, error)
 	OutcomeTimeline(ctx context.Context, since time.Time) ([]settle.OutcomeBucket, error)
 	DeadLetters(ctx context.Context, f settle.DeadLetterFilter) ([]settle.DeadLetter, error)
+	PageStore // search, accounts, dead letters, exports (pagestore.go)
 }
 
 // Config configures the handler. The zero value of every field but Store
@@ -65,6 +68,15 @@ type Config struct {
 
 	// RequestTimeout bounds one request's database work. 0 = 10 s.
 	RequestTimeout time.Duration
+
+	// Replayer produces dead letters back to their source topic for the
+	// dead-letter page's replay. nil = the page shows what a replay would
+	// do and points to `settle dlq replay`.
+	Replayer Replayer
+
+	// TimeZone is the zone pages show beside UTC when a time is hovered.
+	// nil = UTC only (with the age, "3 h ago").
+	TimeZone *time.Location
 }
 
 // Validate reports a configuration that cannot work.
@@ -122,9 +134,10 @@ var pages = template.Must(template.New("").Funcs(template.FuncMap{
 		}
 		return n * 100 / max
 	},
-}).ParseFS(assets, "templates/*.html"))
+}).Funcs(pageFuncs).ParseFS(assets, "templates/*.html"))
 
 type handler struct {
+	pages  *template.Template // pages with this handler's time zone
 	cfg    Config
 	log    *slog.Logger
 	tokens []namedToken // Config.Tokens, hashed
@@ -145,6 +158,13 @@ func Handler(cfg Config) http.Handler {
 	if err := cfg.Validate(); err != nil {
 		panic(err) // a wiring defect: cmd/settle always passes a store
 	}
+	h, _ := newHandler(cfg)
+	return h
+}
+
+// newHandler builds the surface and the mux it routes with (whose patterns
+// the OpenAPI test reads).
+func newHandler(cfg Config) (http.Handler, *routeMux) {
 	if cfg.RequestTimeout == 0 {
 		cfg.RequestTimeout = 10 * time.Second
 	}
@@ -163,7 +183,9 @@ func Handler(cfg Config) http.Handler {
 		name, port, _ := splitHost(e)
 		h.hosts[name+":"+port] = true
 	}
-	mux := http.NewServeMux()
+	h.pages = h.withTimes(pages)
+	mux := newRouteMux()
+	h.routesV2(mux)
 	mux.Handle("GET /static/", http.FileServerFS(assets))
 	mux.HandleFunc("GET /{$}", h.overviewPage)
 	mux.HandleFunc("GET /cases", h.queuePage)
@@ -186,7 +208,7 @@ func Handler(cfg Config) http.Handler {
 	// Sec-Fetch-Site or Origin must name this origin. Clients that send
 	// neither (curl, the CLI) are not browsers and are let through.
 	csrf := http.NewCrossOriginProtection()
-	return h.checkHost(h.auth(csrf.Handler(securityHeaders(mux))))
+	return h.checkHost(h.auth(csrf.Handler(securityHeaders(mux)))), mux
 }
 
 func securityHeaders(next http.Handler) http.Handler {
@@ -387,7 +409,7 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 // a clean 500 rather than half a page.
 func (h *handler) render(w http.ResponseWriter, name string, data any) {
 	var buf bytes.Buffer
-	if err := pages.ExecuteTemplate(&buf, name, data); err != nil {
+	if err := h.pages.ExecuteTemplate(&buf, name, data); err != nil {
 		h.log.Error("render page", "page", name, "err", err)
 		http.Error(w, "internal error rendering "+name+": see the service log", http.StatusInternalServerError)
 		return

@@ -13,7 +13,7 @@ import (
 	"github.com/chromedp/chromedp"
 )
 
-var updateScreenshot = flag.Bool("update-screenshot", false, "rewrite docs/img/case-page.png from the browser test")
+var updateScreenshot = flag.Bool("update-screenshot", false, "rewrite the screenshots in docs/img/ from the browser tests")
 
 // chromium finds Debian's chromium. Under CI (env CI set) a missing
 // browser fails the test; elsewhere it skips.

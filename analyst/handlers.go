@@ -7,8 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -27,6 +25,7 @@ const overviewHours = 24
 // overview is what the overview shows.
 type overview struct {
 	OpenByReason []settle.CaseCount     `json:"open_by_reason"`
+	OpenByAge    []settle.AgeBucket     `json:"open_by_age"`
 	Outcomes     []settle.OutcomeBucket `json:"outcomes"`
 }
 
@@ -47,6 +46,9 @@ func (h *handler) overview(r *http.Request) (*overview, error) {
 	if o.Outcomes, err = h.cfg.Store.OutcomeTimeline(ctx, since); err != nil {
 		return nil, err
 	}
+	if o.OpenByAge, err = h.cfg.Store.OpenCaseAges(ctx, time.Now(), openAgeBounds); err != nil {
+		return nil, err
+	}
 	return o, nil
 }
 
@@ -57,51 +59,6 @@ func (h *handler) apiOverview(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, o)
-}
-
-// hourRow is one hour of the overview's chart.
-type hourRow struct {
-	Hour   time.Time
-	Counts map[string]int64
-	Total  int64
-}
-
-func (h *handler) overviewPage(w http.ResponseWriter, r *http.Request) {
-	o, err := h.overview(r)
-	if err != nil {
-		h.fail(w, r, err, false)
-		return
-	}
-	byHour := map[time.Time]*hourRow{}
-	outcomes := map[string]bool{}
-	var peak int64
-	for _, b := range o.Outcomes {
-		row := byHour[b.Hour]
-		if row == nil {
-			row = &hourRow{Hour: b.Hour, Counts: map[string]int64{}}
-			byHour[b.Hour] = row
-		}
-		row.Counts[b.Outcome] += b.Count
-		row.Total += b.Count
-		peak = max(peak, row.Total)
-		outcomes[b.Outcome] = true
-	}
-	rows := make([]*hourRow, 0, len(byHour))
-	for _, row := range byHour {
-		rows = append(rows, row)
-	}
-	sort.Slice(rows, func(i, j int) bool { return rows[i].Hour.After(rows[j].Hour) })
-	names := make([]string, 0, len(outcomes))
-	for k := range outcomes {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	var open int64
-	for _, c := range o.OpenByReason {
-		open += c.Count
-	}
-	h.render(w, "overview", map[string]any{"Title": "Overview", "Nav": "overview", "O": o, "Hours": rows,
-		"Outcomes": names, "Max": peak, "Open": open, "Window": overviewHours})
 }
 
 func (h *handler) apiCases(w http.ResponseWriter, r *http.Request) {
@@ -245,12 +202,17 @@ func (h *handler) showCase(w http.ResponseWriter, r *http.Request, code int, for
 		h.fail(w, r, err, false)
 		return
 	}
+	links, err := h.cfg.Store.CaseLinks(ctx, id)
+	if err != nil {
+		h.fail(w, r, err, false)
+		return
+	}
 	if form == nil {
 		form = url.Values{}
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(code)
-	h.render(w, "case", map[string]any{"Title": fmt.Sprintf("Case %d", c.ID), "Nav": "cases", "C": c,
+	h.render(w, "case", map[string]any{"Title": fmt.Sprintf("Case %d", c.ID), "Nav": "cases", "C": c, "Links": links,
 		"FormError": formErr, "Form": form, "Resolved": r.URL.Query().Get("resolved") != "", "Analyst": analystOf(r)})
 }
 
@@ -388,68 +350,4 @@ func (h *handler) explainPage(w http.ResponseWriter, r *http.Request) {
 		data["E"] = e
 	}
 	h.render(w, "explain", data)
-}
-
-func dlqFilter(q url.Values) (settle.DeadLetterFilter, error) {
-	f := settle.DeadLetterFilter{Reason: q.Get("reason")}
-	for name, dst := range map[string]*int64{"after": &f.AfterID} {
-		if v := q.Get(name); v != "" {
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil {
-				return f, fmt.Errorf("%w: %s %q", settle.ErrBadFilter, name, v)
-			}
-			*dst = n
-		}
-	}
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			return f, fmt.Errorf("%w: limit %q", settle.ErrBadFilter, v)
-		}
-		f.Limit = n
-	}
-	return f, nil
-}
-
-func (h *handler) apiDLQ(w http.ResponseWriter, r *http.Request) {
-	f, err := dlqFilter(r.URL.Query())
-	if err != nil {
-		h.fail(w, r, err, true)
-		return
-	}
-	ctx, cancel := h.ctx(r)
-	defer cancel()
-	ds, err := h.cfg.Store.DeadLetters(ctx, f)
-	if err != nil {
-		h.fail(w, r, err, true)
-		return
-	}
-	writeJSON(w, http.StatusOK, ds)
-}
-
-func (h *handler) dlqPage(w http.ResponseWriter, r *http.Request) {
-	f, err := dlqFilter(r.URL.Query())
-	if err != nil {
-		h.fail(w, r, err, false)
-		return
-	}
-	ctx, cancel := h.ctx(r)
-	defer cancel()
-	ds, err := h.cfg.Store.DeadLetters(ctx, f)
-	if err != nil {
-		h.fail(w, r, err, false)
-		return
-	}
-	data := map[string]any{"Title": "Dead letters", "Nav": "dlq", "DLQ": ds}
-	if len(ds) > 0 && len(ds) == limitOr(f.Limit, 100) {
-		data["NextURL"] = fmt.Sprintf("/dlq?reason=%s&after=%d", url.QueryEscape(f.Reason), ds[len(ds)-1].ID)
-	}
-	h.render(w, "dlq", data)
-}
-
-func limitOr(n, def int) int {
-	if n == 0 {
-		return def
-	}
-	return n
 }

@@ -43,10 +43,12 @@ type DeadLetter struct {
 
 // DeadLetterFilter selects dead letters, oldest first.
 type DeadLetterFilter struct {
-	Reason  string // "" = any
-	AfterID int64  // keyset: ids above this one
-	UpToID  int64  // ids up to this one; 0 = any
-	Limit   int    // 0 = 100; at most DeadLetterPageRowsMax
+	Reason     string // "" = any
+	Topic      string // source topic; "" = any
+	ErrorClass string // "" = any
+	AfterID    int64  // keyset: ids above this one
+	UpToID     int64  // ids up to this one; 0 = any
+	Limit      int    // 0 = 100; at most DeadLetterPageRowsMax
 }
 
 // ErrNoSuchDeadLetter is returned by DeadLetter for an id that does not exist.
@@ -65,7 +67,7 @@ func (s *Store) DeadLetters(ctx context.Context, f DeadLetterFilter) ([]DeadLett
 	if upTo == 0 {
 		upTo = 1<<63 - 1
 	}
-	rows, err := s.pool.Query(ctx, sqlDeadLetterList, pgx.QueryExecModeExec, f.Reason, f.AfterID, upTo, limit)
+	rows, err := s.pool.Query(ctx, sqlDeadLetterList, pgx.QueryExecModeExec, f.Reason, f.AfterID, upTo, limit, f.Topic, f.ErrorClass)
 	if err != nil {
 		return nil, wrapStoreErr("list dead letters", err)
 	}

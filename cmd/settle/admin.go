@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // adminFlags configure the admin listener of `settle run` and `settle dev`:
@@ -19,6 +20,7 @@ type adminFlags struct {
 	AdminTokens       []string `name:"admin-token" env:"SETTLE_ADMIN_TOKEN" sep:"," placeholder:"NAME=TOKEN" help:"An analyst's bearer token, repeatable; resolutions record NAME."`
 	AdminTokensFile   string   `name:"admin-tokens-file" hidden:"" env:"SETTLE_ADMIN_TOKENS_FILE" type:"path" placeholder:"PATH" help:"File of analysts' tokens, NAME=TOKEN a line, # comments."`
 	AdminAllowedHosts []string `name:"admin-allowed-hosts" hidden:"" env:"SETTLE_ADMIN_ALLOWED_HOSTS" sep:"," placeholder:"HOST[:PORT]" help:"Host names the analysts' page answers besides the listener's own address."`
+	AdminTimeZone     string   `name:"admin-time-zone" hidden:"" env:"SETTLE_ADMIN_TIME_ZONE" placeholder:"ZONE" help:"IANA zone (Europe/Paris) the analysts' page shows, beside UTC, when a time is hovered; empty = UTC and the age only."`
 	AdminInsecure     bool     `name:"admin-insecure" hidden:"" env:"SETTLE_ADMIN_INSECURE" help:"Serve the analysts' page beyond loopback without a token: whoever reaches the port reads and resolves every case."`
 }
 
@@ -38,6 +40,7 @@ type adminSettings struct {
 	tokens   map[string]string // token → analyst
 	hosts    []string          // --admin-allowed-hosts
 	insecure bool              // beyond loopback without a token, asked for
+	zone     *time.Location    // --admin-time-zone; nil = none
 }
 
 // settings checks the flags before anything is bound or connected, so a
@@ -99,6 +102,13 @@ func (f adminFlags) settings() (adminSettings, error) {
 			return s, usageError{fmt.Sprintf("--admin-allowed-hosts %q: %v", h, err)}
 		}
 		s.hosts = append(s.hosts, h)
+	}
+	if f.AdminTimeZone != "" {
+		zone, err := time.LoadLocation(f.AdminTimeZone)
+		if err != nil {
+			return s, usageError{fmt.Sprintf("--admin-time-zone %q: %v (an IANA name such as Europe/Paris)", f.AdminTimeZone, err)}
+		}
+		s.zone = zone
 	}
 	host, _, err := net.SplitHostPort(f.AdminAddr)
 	if err != nil {

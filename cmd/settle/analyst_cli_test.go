@@ -184,6 +184,13 @@ func TestConflictsCLI(t *testing.T) {
 	if out := d.cli(t, 0, "conflicts", "resolve", fmt.Sprint(globex), "--reject", "--reason", "bad meter", "--as", "bo"); !strings.Contains(out, "rejected") {
 		t.Errorf("reject: %s", out)
 	}
+	// export after resolving: the resolution columns name who, why and
+	// what it settled.
+	out = d.cli(t, 0, "conflicts", "export", "--status", "accepted")
+	if rows, err := csv.NewReader(strings.NewReader(out)).ReadAll(); err != nil || len(rows) != 2 || len(rows[1]) != len(analyst.CaseCSVHeader) ||
+		rows[1][14] != "accept" || rows[1][15] != "ana" || rows[1][16] != "meter re-read" || rows[1][19] != first.SettlementID {
+		t.Errorf("export of the accepted case: %v\n%s", err, out)
+	}
 	var rows2 int
 	d.store.Pool().QueryRow(context.Background(), `SELECT count(*) FROM ledger_entries e JOIN identities i ON i.id = e.identity_id WHERE i.operation = 'resolution'`).Scan(&rows2)
 	if rows2 != 1 {

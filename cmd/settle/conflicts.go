@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -309,8 +308,7 @@ func (c *conflictsExportCmd) Run(a *app) error {
 	)
 	if c.Format == "csv" {
 		cw = csv.NewWriter(out)
-		cw.Write([]string{"case", "opened_at", "closed_at", "tenant_id", "account_period", "record_id", "operation",
-			"reason", "status", "subject", "currency", "stored_amount", "incoming_amount", "detail"})
+		cw.Write(analyst.CaseCSVHeader)
 	} else {
 		io.WriteString(out, "[")
 	}
@@ -320,20 +318,24 @@ func (c *conflictsExportCmd) Run(a *app) error {
 		if err != nil {
 			return usageIfBad(err)
 		}
+		var resolutions map[int64]settle.CaseResolution
+		if cw != nil {
+			ids := make([]int64, len(page.Cases))
+			for i, cs := range page.Cases {
+				ids[i] = cs.ID
+			}
+			if resolutions, err = store.CaseResolutions(a.ctx, ids); err != nil {
+				return err
+			}
+		}
 		for _, cs := range page.Cases {
 			n++
 			if cw != nil {
-				closed := ""
-				if cs.ClosedAt != nil {
-					closed = cs.ClosedAt.UTC().Format(time.RFC3339Nano)
+				var res *settle.CaseResolution
+				if r, ok := resolutions[cs.ID]; ok {
+					res = &r
 				}
-				row := []string{strconv.FormatInt(cs.ID, 10), cs.OpenedAt.UTC().Format(time.RFC3339Nano), closed, cs.TenantID,
-					cs.AccountPeriod, cs.RecordID, cs.Operation, cs.Reason, cs.Status, cs.Subject, cs.Currency,
-					cs.StoredAmount, cs.IncomingAmount, cs.Detail}
-				for i := range row {
-					row[i] = spreadsheetSafe(row[i])
-				}
-				if err := cw.Write(row); err != nil {
+				if err := cw.Write(analyst.CaseCSVRow(cs, res)); err != nil {
 					return err
 				}
 				continue
@@ -360,16 +362,6 @@ func (c *conflictsExportCmd) Run(a *app) error {
 	}
 	_, err = io.WriteString(out, "\n]\n")
 	return err
-}
-
-// spreadsheetSafe neutralises a cell a spreadsheet would read as a formula
-// (OWASP "CSV injection"): a leading =, +, -, @, tab or carriage return
-// gets a leading apostrophe, which spreadsheets show as text.
-func spreadsheetSafe(s string) string {
-	if s != "" && strings.ContainsRune("=+-@\t\r", rune(s[0])) {
-		return "'" + s
-	}
-	return s
 }
 
 // jsonLine writes v as one line of JSON.

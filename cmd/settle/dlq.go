@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
-	"strconv"
 	"text/tabwriter"
 	"time"
 	"unicode"
@@ -223,30 +222,22 @@ func (c *dlqReplayCmd) Run(a *app) error {
 	}
 	n := 0
 	for len(batch) > 0 {
-		recs := make([]*kgo.Record, len(batch))
-		for i, d := range batch {
-			r := &kgo.Record{Topic: d.Source.Topic, Key: d.Key, Value: d.Value}
-			for _, h := range d.Headers {
-				r.Headers = append(r.Headers, kgo.RecordHeader{Key: h.Key, Value: h.Value})
-			}
-			r.Headers = append(r.Headers, kgo.RecordHeader{Key: replayHeader,
-				Value: []byte(d.Source.Topic + "/" + strconv.Itoa(int(d.Source.Partition)) + "/" + strconv.FormatInt(d.Source.Offset, 10))})
-			recs[i] = r
-		}
-		var results kgo.ProduceResults
+		var (
+			to  []settle.Coordinates
+			err error
+		)
 		if cl != nil {
 			pctx, cancel := context.WithTimeout(a.ctx, 30*time.Second)
-			results = cl.ProduceSync(pctx, recs...)
+			to, err = produceDeadLetters(pctx, cl, batch)
 			cancel()
 		}
 		for i, d := range batch {
 			out := replayed{ID: d.ID, Reason: d.Reason, From: d.Source, DryRun: c.DryRun}
 			if cl != nil {
-				if err := results[i].Err; err != nil {
-					return fmt.Errorf("replay dead letter %d to %s: %w (%d replayed before it)", d.ID, d.Source.Topic, err, n)
+				if i >= len(to) {
+					return fmt.Errorf("%w (%d replayed before this batch)", err, n)
 				}
-				r := results[i].Record
-				out.To = &settle.Coordinates{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}
+				out.To = &to[i]
 			}
 			n++
 			switch {

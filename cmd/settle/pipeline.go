@@ -29,6 +29,8 @@ type pipeline struct {
 	admin           net.Listener      // bound when the pipeline is built, so a taken port fails before anything starts
 	adminTokens     map[string]string // the analysts' bearer tokens → their names; empty = none
 	adminHosts      []string          // the Host values the analysts' surface answers
+	adminZone       *time.Location    // the analysts' page's hover zone; nil = UTC only
+	replayer        *kgo.Client       // the analysts' page's dead-letter replays; closed by run
 	shutdownTimeout time.Duration
 
 	// The HTTP edge (cmd/settle/edge.go): records API and webhook delivery.
@@ -48,6 +50,7 @@ type pipeline struct {
 // group; then the relay publishes what is left; then the admin listener
 // closes. The whole stop is bounded by shutdownTimeout.
 func (p *pipeline) run(ctx context.Context, a *app) error {
+	defer p.replayer.Close()
 	srv := &http.Server{Handler: p.adminHandler(a), ReadHeaderTimeout: 5 * time.Second}
 	httpDone := make(chan error, 1)
 	go func() { httpDone <- srv.Serve(p.admin) }()
@@ -162,7 +165,8 @@ func (p *pipeline) adminHandler(a *app) http.Handler {
 	// by IP or by whatever name their configuration holds, and send no
 	// token; what these paths tell (up, ready, counts by kind and reason)
 	// names no tenant, subject or case, and changes nothing.
-	mux.Handle("/", analyst.Handler(analyst.Config{Store: p.store, Tokens: p.adminTokens, Hosts: p.adminHosts, Logger: a.log}))
+	mux.Handle("/", analyst.Handler(analyst.Config{Store: p.store, Tokens: p.adminTokens, Hosts: p.adminHosts, Logger: a.log,
+		Replayer: kafkaReplayer{p.replayer}, TimeZone: p.adminZone}))
 	if p.telemetry != nil {
 		mux.Handle("GET /metrics", p.telemetry.Handler())
 	}

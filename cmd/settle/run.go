@@ -7,6 +7,8 @@ import (
 	"net"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/settlehq/settle/consumer"
 	"github.com/settlehq/settle/relay"
 	"github.com/settlehq/settle/settle"
@@ -148,8 +150,16 @@ func (f serviceFlags) pipeline(a *app, store *settle.Store, brokers []string, t 
 		ln.Close()
 		return nil, usageError{fmt.Sprintf("--admin-addr %s bound %s, beyond loopback, and no analyst has a token: give --admin-token NAME=TOKEN or --admin-insecure", f.AdminAddr, ln.Addr())}
 	}
+	// The analysts' page replays dead letters with a producer of its own,
+	// with the service's Kafka settings; it connects on first use.
+	replay, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...), kgo.RequiredAcks(kgo.AllISRAcks())}, kopts...)...)
+	if err != nil {
+		ln.Close()
+		return nil, usageError{fmt.Sprintf("--brokers: %v", err)}
+	}
 	p := &pipeline{store: store, consumer: cons, relay: rel, admin: ln, adminTokens: f.admin.tokens,
-		adminHosts: adminHosts(ln.Addr(), f.admin.hosts), shutdownTimeout: f.ShutdownTimeout}
+		adminHosts: adminHosts(ln.Addr(), f.admin.hosts), adminZone: f.admin.zone, replayer: replay,
+		shutdownTimeout: f.ShutdownTimeout}
 	p.telemetry, p.brokers, p.kafkaOpts, p.group = tel, brokers, f.kafkaOpts, f.Group
 	return p, nil
 }

@@ -1,0 +1,91 @@
+package analyst
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/settlehq/settle/settle"
+)
+
+// accountRowsMax caps the ledger rows, chains and settlements an account
+// page lists (newest first); the CLI's `settle balance` reads further.
+const accountRowsMax = 200
+
+// Account is one account (a subject in one currency) with the settlement
+// sequence behind its balance.
+type Account struct {
+	settle.AccountView
+	Settlements []settle.AccountSettlement `json:"settlements"`
+}
+
+func (h *handler) account(r *http.Request) (tenant, subject string, accounts []Account, err error) {
+	tenant, subject = r.PathValue("tenant"), r.PathValue("subject")
+	rows := accountRowsMax
+	if v := r.URL.Query().Get("rows"); v != "" {
+		if rows, err = strconv.Atoi(v); err != nil || rows < 1 || rows > settle.AccountSettlementsMax {
+			return tenant, subject, nil, settleBadFilter("rows %q: want 1 to %d", v, settle.AccountSettlementsMax)
+		}
+	}
+	ctx, cancel := h.ctx(r)
+	defer cancel()
+	views, err := h.cfg.Store.Balances(ctx, tenant, subject, rows)
+	if err != nil {
+		return tenant, subject, nil, err
+	}
+	currency := r.URL.Query().Get("currency")
+	accounts = []Account{}
+	for _, v := range views {
+		if currency != "" && v.Currency != currency {
+			continue
+		}
+		seq, err := h.cfg.Store.AccountSettlements(ctx, tenant, subject, v.Currency, rows)
+		if err != nil {
+			return tenant, subject, nil, err
+		}
+		accounts = append(accounts, Account{AccountView: v, Settlements: seq})
+	}
+	return tenant, subject, accounts, nil
+}
+
+func (h *handler) apiAccount(w http.ResponseWriter, r *http.Request) {
+	tenant, subject, accounts, err := h.account(r)
+	if err != nil {
+		h.fail(w, r, err, true)
+		return
+	}
+	if len(accounts) == 0 {
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": "no account of subject " + strconv.Quote(subject) + " for tenant " + strconv.Quote(tenant)})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"tenant_id": tenant, "subject": subject, "accounts": accounts})
+}
+
+func (h *handler) accountPage(w http.ResponseWriter, r *http.Request) {
+	tenant, subject, accounts, err := h.account(r)
+	if err != nil {
+		h.fail(w, r, err, false)
+		return
+	}
+	code := http.StatusOK
+	if len(accounts) == 0 {
+		code = http.StatusNotFound
+	}
+	h.renderCode(w, code, "account", map[string]any{"Title": "Account " + subject, "Nav": "search", "Tenant": tenant,
+		"Subject": subject, "Accounts": accounts, "RowsMax": accountRowsMax})
+}
+
+func (h *handler) apiCaseLinks(w http.ResponseWriter, r *http.Request) {
+	id, err := caseID(r)
+	if err != nil {
+		h.fail(w, r, err, true)
+		return
+	}
+	ctx, cancel := h.ctx(r)
+	defer cancel()
+	l, err := h.cfg.Store.CaseLinks(ctx, id)
+	if err != nil {
+		h.fail(w, r, err, true)
+		return
+	}
+	writeJSON(w, http.StatusOK, l)
+}

@@ -1,0 +1,329 @@
+package settle
+
+// The analysts' search and the views the page links between: one box that
+// takes a record_id, a subject, a settlement id or a case id; an account's
+// settlement sequence; what a case links to; resolutions for the export;
+// open cases by age. Nothing here writes.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+var (
+	sqlIdentitySearch        = mustQuery("identity_search.sql")
+	sqlConflictCaseSearch    = mustQuery("conflict_case_search.sql")
+	sqlAccountSearch         = mustQuery("account_search.sql")
+	sqlAccountSettlements    = mustQuery("account_settlements.sql")
+	sqlConflictCaseLinks     = mustQuery("conflict_case_links.sql")
+	sqlCaseResolutionOfCases = mustQuery("case_resolution_of_cases.sql")
+	sqlConflictCaseOpenAges  = mustQuery("conflict_case_open_ages.sql")
+)
+
+// Limits of the search.
+const (
+	// SearchHitsMax caps the hits of each kind one search returns.
+	SearchHitsMax = 50
+	// SearchTextMax caps a search term: record ids, subjects and
+	// settlement ids are shorter.
+	SearchTextMax = 512
+	// AccountSettlementsMax caps the settlements listed for one account.
+	AccountSettlementsMax = 1000
+)
+
+// Kinds of search hits.
+const (
+	HitCase       = "case"       // a conflict case, by its id or its record_id
+	HitRecord     = "record"     // an operation of a record_id
+	HitSettlement = "settlement" // the operation that a settlement id names
+	HitAccount    = "account"    // an account of a subject
+)
+
+// SearchQuery is what the analyst typed: one term, optionally narrowed to a
+// tenant and a period.
+type SearchQuery struct {
+	Text   string // a record_id, subject, settlement id, or case id ("123" or "#123")
+	Tenant string // "" = any
+	Period string // "" = any
+}
+
+// SearchHit is one thing the term names.
+type SearchHit struct {
+	Kind          string `json:"kind"`
+	TenantID      string `json:"tenant_id"`
+	AccountPeriod string `json:"account_period,omitempty"`
+	RecordID      string `json:"record_id,omitempty"`
+	Operation     string `json:"operation,omitempty"`
+	Outcome       string `json:"outcome,omitempty"` // of a record or settlement
+	SettlementID  string `json:"settlement_id,omitempty"`
+	Subject       string `json:"subject,omitempty"`
+	Currency      string `json:"currency,omitempty"`
+	Balance       string `json:"balance,omitempty"` // of an account
+	CaseID        int64  `json:"case_id,omitempty"`
+	Reason        string `json:"reason,omitempty"` // of a case
+	Status        string `json:"status,omitempty"` // of a case
+}
+
+// Search finds what q.Text names, every kind at once: cases (by id or
+// record_id), operations (by record_id or settlement id) and accounts (by
+// subject). Hits come cases first, then settlements, records and accounts.
+func (s *Store) Search(ctx context.Context, q SearchQuery) ([]SearchHit, error) {
+	text := strings.TrimSpace(q.Text)
+	switch {
+	case text == "":
+		return nil, fmt.Errorf("%w: search: an empty term", ErrBadFilter)
+	case len(text) > SearchTextMax || len(q.Tenant) > caseFilterTextMax || len(q.Period) > caseFilterTextMax:
+		return nil, fmt.Errorf("%w: search: term, tenant or period too long", ErrBadFilter)
+	}
+	var caseID int64
+	if n, err := strconv.ParseInt(strings.TrimPrefix(text, "#"), 10, 64); err == nil && n > 0 {
+		caseID = n
+	}
+	what := fmt.Sprintf("search %q", text)
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return nil, wrapStoreErr(what, err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	hits := []SearchHit{}
+	// QueryExecModeExec: planned with the values, so the "any tenant"
+	// branches fold away and the scope key is used when a tenant is given.
+	rows, err := tx.Query(ctx, sqlConflictCaseSearch, pgx.QueryExecModeExec, q.Tenant, q.Period, text, caseID, SearchHitsMax)
+	if err != nil {
+		return nil, wrapStoreErr(what, err)
+	}
+	cases, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (SearchHit, error) {
+		h := SearchHit{Kind: HitCase}
+		err := r.Scan(&h.CaseID, &h.TenantID, &h.AccountPeriod, &h.RecordID, &h.Operation, &h.Reason, &h.Status)
+		return h, err
+	})
+	if err != nil {
+		return nil, wrapStoreErr(what, err)
+	}
+	hits = append(hits, cases...)
+
+	rows, err = tx.Query(ctx, sqlIdentitySearch, pgx.QueryExecModeExec, q.Tenant, q.Period, text, SearchHitsMax)
+	if err != nil {
+		return nil, wrapStoreErr(what, err)
+	}
+	var settlements, records []SearchHit
+	seen := map[[3]string]bool{}
+	err = func() error {
+		defer rows.Close()
+		for rows.Next() {
+			var (
+				h       SearchHit
+				bySttlm bool
+			)
+			if err := rows.Scan(&h.TenantID, &h.AccountPeriod, &h.RecordID, &h.Operation, &h.Outcome, &h.SettlementID,
+				&h.Subject, &h.Currency, &bySttlm); err != nil {
+				return err
+			}
+			if bySttlm {
+				h.Kind = HitSettlement
+				settlements = append(settlements, h)
+				continue
+			}
+			// A record is one hit however many operations it has.
+			k := [3]string{h.TenantID, h.AccountPeriod, h.RecordID}
+			if !seen[k] {
+				seen[k] = true
+				h.Kind = HitRecord
+				records = append(records, h)
+			}
+		}
+		return rows.Err()
+	}()
+	if err != nil {
+		return nil, wrapStoreErr(what, err)
+	}
+	hits = append(append(hits, settlements...), records...)
+
+	rows, err = tx.Query(ctx, sqlAccountSearch, pgx.QueryExecModeExec, q.Tenant, text, SearchHitsMax)
+	if err != nil {
+		return nil, wrapStoreErr(what, err)
+	}
+	accounts, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (SearchHit, error) {
+		h := SearchHit{Kind: HitAccount}
+		err := r.Scan(&h.TenantID, &h.Subject, &h.Currency, &h.Balance)
+		return h, err
+	})
+	if err != nil {
+		return nil, wrapStoreErr(what, err)
+	}
+	return append(hits, accounts...), nil
+}
+
+// AccountSettlement is one settlement in an account's sequence.
+type AccountSettlement struct {
+	Sequence      int64     `json:"sequence"`
+	SettlementID  string    `json:"settlement_id"`
+	AccountPeriod string    `json:"account_period"`
+	RecordID      string    `json:"record_id"`
+	Operation     string    `json:"operation"`
+	BalanceAfter  string    `json:"balance_after,omitempty"`
+	HeldAfter     string    `json:"held_after,omitempty"`
+	CommittedAt   time.Time `json:"committed_at"`
+}
+
+// AccountSettlements returns the newest limit settlements that wrote rows to
+// one account, newest first: its gapless per-account sequence with the
+// balance after each (limit 0 = 100, at most AccountSettlementsMax).
+func (s *Store) AccountSettlements(ctx context.Context, tenant, subject, currency string, limit int) ([]AccountSettlement, error) {
+	if limit == 0 {
+		limit = 100
+	}
+	if limit < 0 || limit > AccountSettlementsMax {
+		return nil, fmt.Errorf("%w: limit %d: want 1 to %d", ErrBadFilter, limit, AccountSettlementsMax)
+	}
+	what := fmt.Sprintf("settlements of account tenant=%s subject=%s currency=%s", tenant, subject, currency)
+	rows, err := s.pool.Query(ctx, sqlAccountSettlements, tenant, subject, currency, limit)
+	if err != nil {
+		return nil, wrapStoreErr(what, err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (AccountSettlement, error) {
+		var a AccountSettlement
+		err := r.Scan(&a.Sequence, &a.SettlementID, &a.AccountPeriod, &a.RecordID, &a.Operation, &a.BalanceAfter,
+			&a.HeldAfter, &a.CommittedAt)
+		return a, err
+	})
+	if err != nil {
+		return nil, wrapStoreErr(what, err)
+	}
+	if out == nil {
+		out = []AccountSettlement{}
+	}
+	return out, nil
+}
+
+// CaseLinks is what a case page links to beyond the case itself.
+type CaseLinks struct {
+	// Stored is the identity the incoming record conflicted with; nil for a
+	// rule-based case (an orphan, an invalid link), which has none.
+	Stored *StoredIdentity `json:"stored,omitempty"`
+	// Adjustment is the identity an accepted resolution settled; nil
+	// otherwise.
+	Adjustment *IdentityRef `json:"adjustment,omitempty"`
+}
+
+// StoredIdentity is the stored side of a conflict: its fingerprint and the
+// delivery that first brought it.
+type StoredIdentity struct {
+	IdentityRef
+	Fingerprint   string      `json:"fingerprint"` // xxhash, hex
+	FirstDelivery Coordinates `json:"first_delivery"`
+}
+
+// CaseLinks returns what case id links to, or ErrCaseNotFound.
+func (s *Store) CaseLinks(ctx context.Context, id int64) (*CaseLinks, error) {
+	var (
+		fp                       int64
+		has                      bool
+		st                       StoredIdentity
+		adjPeriod, adjRec, adjOp string
+	)
+	err := s.pool.QueryRow(ctx, sqlConflictCaseLinks, id).Scan(&fp, &has, &st.AccountPeriod, &st.RecordID, &st.Operation,
+		&st.Outcome, &st.SettlementID, &st.FirstDelivery.Topic, &st.FirstDelivery.Partition, &st.FirstDelivery.Offset,
+		&adjPeriod, &adjRec, &adjOp)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("case %d: %w", id, ErrCaseNotFound)
+	}
+	if err != nil {
+		return nil, wrapStoreErr(fmt.Sprintf("read links of case %d", id), err)
+	}
+	l := &CaseLinks{}
+	if has {
+		st.Fingerprint = fmt.Sprintf("%016x", uint64(fp))
+		l.Stored = &st
+	}
+	if adjRec != "" {
+		l.Adjustment = &IdentityRef{AccountPeriod: adjPeriod, RecordID: adjRec, Operation: adjOp}
+	}
+	return l, nil
+}
+
+// CaseResolutions returns the resolutions of the cases ids, by case id (a
+// case without one is absent): the export's resolution columns.
+func (s *Store) CaseResolutions(ctx context.Context, ids []int64) (map[int64]CaseResolution, error) {
+	out := make(map[int64]CaseResolution, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	rows, err := s.pool.Query(ctx, sqlCaseResolutionOfCases, ids)
+	if err != nil {
+		return nil, wrapStoreErr("read resolutions", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			id int64
+			r  CaseResolution
+		)
+		if err := rows.Scan(&id, &r.Decision, &r.Amount, &r.Reason, &r.By, &r.At, &r.IdentityID, &r.SettlementID); err != nil {
+			return nil, wrapStoreErr("read resolutions", err)
+		}
+		out[id] = r
+	}
+	if err := rows.Err(); err != nil {
+		return nil, wrapStoreErr("read resolutions", err)
+	}
+	return out, nil
+}
+
+// AgeBucket is the number of open cases whose age is at least From and,
+// when To is not zero, less than To.
+type AgeBucket struct {
+	From        time.Duration `json:"-"`
+	To          time.Duration `json:"-"`
+	FromSeconds int64         `json:"from_seconds"`
+	ToSeconds   int64         `json:"to_seconds,omitempty"` // absent: no upper bound
+	Count       int64         `json:"count"`
+}
+
+// OpenCaseAges counts open cases by age at now: one bucket below the first
+// bound, one between each pair of bounds, one from the last up. bounds must
+// be positive and increasing.
+func (s *Store) OpenCaseAges(ctx context.Context, now time.Time, bounds []time.Duration) ([]AgeBucket, error) {
+	cut := make([]time.Time, len(bounds))
+	for i, b := range bounds {
+		if b <= 0 || (i > 0 && b <= bounds[i-1]) {
+			return nil, fmt.Errorf("%w: age bounds %v: want positive and increasing", ErrBadFilter, bounds)
+		}
+		cut[i] = now.Add(-b)
+	}
+	out := make([]AgeBucket, len(bounds)+1)
+	for i := range out {
+		if i > 0 {
+			out[i].From = bounds[i-1]
+		}
+		if i < len(bounds) {
+			out[i].To = bounds[i]
+		}
+		out[i].FromSeconds, out[i].ToSeconds = int64(out[i].From/time.Second), int64(out[i].To/time.Second)
+	}
+	rows, err := s.pool.Query(ctx, sqlConflictCaseOpenAges, cut)
+	if err != nil {
+		return nil, wrapStoreErr("count open cases by age", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			older int
+			n     int64
+		)
+		if err := rows.Scan(&older, &n); err != nil {
+			return nil, wrapStoreErr("count open cases by age", err)
+		}
+		out[older].Count = n // older: how many bounds the case is past
+	}
+	if err := rows.Err(); err != nil {
+		return nil, wrapStoreErr("count open cases by age", err)
+	}
+	return out, nil
+}

@@ -1,0 +1,6 @@
+-- The resolutions of a page of cases ($1: their ids), for the export.
+SELECT r.case_id, r.decision, coalesce(r.amount::text, ''), r.reason, r.resolved_by, r.resolved_at,
+       coalesce(r.identity_id, 0), coalesce(i.settlement_id, '')
+  FROM case_resolutions r
+  LEFT JOIN identities i ON i.id = r.identity_id
+ WHERE r.case_id = ANY ($1::bigint[])
