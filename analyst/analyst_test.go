@@ -28,7 +28,7 @@ type fixture struct {
 	acmeSubject string
 }
 
-func record(tenant, id, subject, amount, at string) []byte {
+func usageRecord(tenant, id, subject, amount, at string) []byte {
 	return []byte(`{"tenant_id":"` + tenant + `","account_period":"2026-11","record_id":"` + id + `","kind":"usage","subject":"` + subject +
 		`","amount":"` + amount + `","currency":"USD","meter":"gpu_seconds","quantity":"` + amount + `","unit":"s","occurred_at":"` + at + `","finalization_version":1}`)
 }
@@ -39,10 +39,10 @@ func newFixture(t *testing.T, tokens map[string]string) *fixture {
 	at := "2026-11-03T10:00:00Z"
 	ins := []settle.Input{
 		{Value: []byte(`{"tenant_id":"acme","account_period":"2026-11","record_id":"g-1","kind":"grant","subject":"cust-1","amount":"100","currency":"USD","occurred_at":"` + at + `"}`)},
-		{Value: record("acme", "u-1", "cust-1", "40", at)},
-		{Value: record("acme", "u-1", "cust-1", "55", at)},
-		{Value: record("globex", "u-7", "cust-9", "3", at)},
-		{Value: record("globex", "u-7", "cust-9", "3", "2026-11-03T11:00:00Z")},
+		{Value: usageRecord("acme", "u-1", "cust-1", "40", at)},
+		{Value: usageRecord("acme", "u-1", "cust-1", "55", at)},
+		{Value: usageRecord("globex", "u-7", "cust-9", "3", at)},
+		{Value: usageRecord("globex", "u-7", "cust-9", "3", "2026-11-03T11:00:00Z")},
 	}
 	for i := range ins {
 		ins[i].Topic, ins[i].Offset = "usage", int64(i)

@@ -43,12 +43,12 @@ func busyFixture(t *testing.T) *v2Fixture {
 	for i := range 180 {
 		tenant := []string{"acme", "globex", "initech"}[i%3]
 		id, subject, amount := fmt.Sprintf("ev-%03d", i), fmt.Sprintf("sub-%d", 1+i%4), fmt.Sprint(3+i%11)
-		add(record(tenant, id, subject, amount, at))
+		add(usageRecord(tenant, id, subject, amount, at))
 		switch {
 		case i%5 == 0: // a redelivery by the producer: a duplicate
-			add(record(tenant, id, subject, amount, at))
+			add(usageRecord(tenant, id, subject, amount, at))
 		case i%29 == 3: // the same record_id with another amount: a conflict
-			add(record(tenant, id, subject, amount+"1", at))
+			add(usageRecord(tenant, id, subject, amount+"1", at))
 		}
 		if i%37 == 5 { // a refund that arrives before its usage: waiting
 			add([]byte(`{"tenant_id":"` + tenant + `","account_period":"2026-11","record_id":"late-` + fmt.Sprint(i) + `","kind":"refund","subject":"` + subject +

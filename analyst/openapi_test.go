@@ -126,7 +126,7 @@ func TestOpenAPIDescribesEveryRoute(t *testing.T) {
 		}
 		return out
 	}
-	rec := string(record("acme", "h-1", "cust-1", "5", "2026-11-03T10:00:00Z"))
+	rec := string(usageRecord("acme", "h-1", "cust-1", "5", "2026-11-03T10:00:00Z"))
 	admin, acc := f.srv.URL, accepted.srv.URL
 	calls := []apiCall{
 		{method: "GET", path: admin + "/api/overview", want: 200},
@@ -186,14 +186,14 @@ func TestOpenAPIDescribesEveryRoute(t *testing.T) {
 
 		{method: "POST", path: edgeSrv.URL + "/v1/records", body: rec, contentType: "application/json", header: bearer, want: 200},
 		{method: "POST", path: edgeSrv.URL + "/v1/records", body: rec, contentType: "application/json", header: bearer, want: 200}, // replayed
-		{method: "POST", path: edgeSrv.URL + "/v1/records", body: "[" + rec + "," + string(record("acme", "h-2", "cust-1", "6", "2026-11-03T10:00:00Z")) + "]",
+		{method: "POST", path: edgeSrv.URL + "/v1/records", body: "[" + rec + "," + string(usageRecord("acme", "h-2", "cust-1", "6", "2026-11-03T10:00:00Z")) + "]",
 			contentType: "application/json", header: with(bearer, "Idempotency-Key", "k-2"), want: 200},
-		{method: "POST", path: edgeSrv.URL + "/v1/records", body: string(record("acme", "h-1", "cust-1", "7", "2026-11-03T10:00:00Z")),
+		{method: "POST", path: edgeSrv.URL + "/v1/records", body: string(usageRecord("acme", "h-1", "cust-1", "7", "2026-11-03T10:00:00Z")),
 			contentType: "application/json", header: bearer, want: 409},
 		{method: "POST", path: edgeSrv.URL + "/v1/records", body: rec, contentType: "application/json", header: map[string]string{"Idempotency-Key": "k-3"}, want: 401},
 		{method: "POST", path: edgeSrv.URL + "/v1/records", body: rec, contentType: "application/json", header: map[string]string{"Authorization": "Bearer " + token}, want: 400, badRequest: true},
 		{method: "POST", path: edgeSrv.URL + "/v1/records", body: `{"tenant_id":"acme","record_id":"bad"}`, contentType: "application/json", header: with(bearer, "Idempotency-Key", "k-4"), want: 422},
-		{method: "POST", path: edgeSrv.URL + "/v1/records", body: string(record("globex", "h-9", "cust-9", "1", "2026-11-03T10:00:00Z")),
+		{method: "POST", path: edgeSrv.URL + "/v1/records", body: string(usageRecord("globex", "h-9", "cust-9", "1", "2026-11-03T10:00:00Z")),
 			contentType: "application/json", header: with(bearer, "Idempotency-Key", "k-5"), want: 403},
 		{method: "POST", path: edgeSrv.URL + "/v1/records", body: "[" + rec + "," + rec + "," + rec + "," + rec + "]", contentType: "application/json",
 			header: with(bearer, "Idempotency-Key", "k-6"), want: 413},

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/settlehq/settle/analyst"
-	"github.com/settlehq/settle/fingerprint"
+	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/settle"
 )
 
@@ -63,7 +63,7 @@ func newV2Fixture(t *testing.T) *v2Fixture {
 	f := newFixture(t, nil)
 	_, err := f.store.Settle(context.Background(), "g", []settle.Input{
 		{Topic: "usage", Partition: 2, Offset: 7, Key: []byte("acme/cust-1"), Value: []byte(`{"tenant_id":"acme",`),
-			Headers: []fingerprint.Header{{Key: "traceparent", Value: []byte("00-abc-01")}, {Key: "bin", Value: []byte{0xff, 0x00}}}},
+			Headers: []record.Header{{Key: "traceparent", Value: []byte("00-abc-01")}, {Key: "bin", Value: []byte{0xff, 0x00}}}},
 		{Topic: "usage-eu", Partition: 0, Offset: 3, Value: []byte{0xde, 0xad, 0xbe, 0xef}},
 	})
 	if err != nil {

@@ -15,12 +15,12 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/settlehq/settle/fingerprint"
+	"github.com/settlehq/settle/record"
 )
 
 // baselineRecord is one input record decoded as the baselines need it.
 type baselineRecord struct {
-	id        fingerprint.Identity
+	id        record.Identity
 	fp        int64
 	canonical []byte
 	response  []byte
@@ -33,12 +33,12 @@ type baselineRecord struct {
 // decodeForBaseline decodes, canonicalises and hashes a record as settle
 // does, and builds a response of the same shape, so the baselines pay the
 // same CPU per record before they write.
-func decodeForBaseline(dec *fingerprint.Decoder, g Gen) (baselineRecord, error) {
+func decodeForBaseline(dec *record.Decoder, g Gen) (baselineRecord, error) {
 	rec, err := dec.Decode(g.Value, nil)
 	if err != nil {
 		return baselineRecord{}, err
 	}
-	canon := fingerprint.Canonical(&rec)
+	canon := record.Canonical(&rec)
 	amount := rec.Amount
 	if amount == "" {
 		amount = "0"
@@ -46,7 +46,7 @@ func decodeForBaseline(dec *fingerprint.Decoder, g Gen) (baselineRecord, error) 
 	id := rec.Identity()
 	resp, _ := json.Marshal(map[string]any{"version": 1, "outcome": "settled", "identity": id, "kind": rec.Kind,
 		"subject": rec.Subject, "currency": rec.Currency, "entries": []map[string]string{{"bucket": "balance", "amount": "-" + amount}}})
-	return baselineRecord{id: id, fp: int64(fingerprint.Sum(canon)), canonical: canon, response: resp,
+	return baselineRecord{id: id, fp: int64(record.Sum(canon)), canonical: canon, response: resp,
 		account: rec.TenantID + "/" + rec.Subject + "/" + rec.Currency, amount: amount, key: g.Key, isNew: g.New}, nil
 }
 
@@ -64,7 +64,7 @@ func liftMemoryLimit() (restore func()) {
 // baselineWriter is what each worker of a pooled baseline writes with.
 type baselineWriter struct {
 	pool          *pgxpool.Pool
-	dec           *fingerprint.Decoder
+	dec           *record.Decoder
 	done, claimed atomic.Int64 // records written, identities claimed
 }
 
@@ -88,7 +88,7 @@ func (c *Config) runPooled(ctx context.Context, name string, w Workload, workers
 		return res, err
 	}
 	defer bw.pool.Close()
-	if bw.dec, err = fingerprint.NewDecoder(fingerprint.Config{}); err != nil {
+	if bw.dec, err = record.NewDecoder(record.Config{}); err != nil {
 		return res, err
 	}
 	gen := newGenerator(w)
@@ -181,7 +181,7 @@ func (c *Config) runBatched(ctx context.Context, w Workload) (RunResult, error) 
 				fps                                []int64
 				canon, keys                        [][]byte
 				resps                              []string
-				seen                               = make(map[fingerprint.Identity]bool, len(part))
+				seen                               = make(map[record.Identity]bool, len(part))
 			)
 			for _, gr := range part {
 				r, err := decodeForBaseline(bw.dec, gr)
@@ -226,7 +226,7 @@ func (c *Config) runCopy(ctx context.Context, w Workload) (RunResult, error) {
 		return res, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	dec, err := fingerprint.NewDecoder(fingerprint.Config{})
+	dec, err := record.NewDecoder(record.Config{})
 	if err != nil {
 		return res, err
 	}

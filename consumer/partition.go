@@ -10,8 +10,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/settlehq/settle/fingerprint"
 	"github.com/settlehq/settle/internal/crashpoint"
+	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/telemetry"
 	"go.opentelemetry.io/otel/trace"
@@ -178,9 +178,9 @@ func closed(ch <-chan struct{}) bool {
 
 // input turns a Kafka record into the settlement core's input.
 func input(r *kgo.Record) settle.Input {
-	hs := make([]fingerprint.Header, len(r.Headers))
+	hs := make([]record.Header, len(r.Headers))
 	for i, h := range r.Headers {
-		hs[i] = fingerprint.Header{Key: h.Key, Value: h.Value}
+		hs[i] = record.Header{Key: h.Key, Value: h.Value}
 	}
 	return settle.Input{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value,
 		Headers: hs, Timestamp: r.Timestamp}

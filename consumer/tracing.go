@@ -8,7 +8,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/settlehq/settle/fingerprint"
+	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/telemetry"
 )
@@ -42,7 +42,7 @@ func (c *Consumer) startSpans(ctx context.Context, recs []*kgo.Record, ins []set
 		}
 		carrier := &kgo.Record{}
 		telemetry.Inject(sctx, carrier)
-		hs := make([]fingerprint.Header, 0, len(ins[i].Headers)+2)
+		hs := make([]record.Header, 0, len(ins[i].Headers)+2)
 		for _, h := range ins[i].Headers {
 			if !traceHeaders[h.Key] {
 				hs = append(hs, h)
@@ -50,7 +50,7 @@ func (c *Consumer) startSpans(ctx context.Context, recs []*kgo.Record, ins []set
 		}
 		for _, h := range carrier.Headers {
 			if traceHeaders[h.Key] {
-				hs = append(hs, fingerprint.Header{Key: h.Key, Value: h.Value})
+				hs = append(hs, record.Header{Key: h.Key, Value: h.Value})
 			}
 		}
 		ins[i].Headers = hs

@@ -26,7 +26,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/settlehq/settle/fingerprint"
+	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/settle"
 )
 
@@ -107,7 +107,7 @@ func (c Config) Validate() error {
 type API struct {
 	store *settle.Store
 	cfg   Config
-	dec   *fingerprint.Decoder
+	dec   *record.Decoder
 	log   *slog.Logger
 	mux   *http.ServeMux
 
@@ -126,7 +126,7 @@ func NewAPI(store *settle.Store, cfg Config) (*API, error) {
 	if max := store.Config().BatchRecordsMax; cfg.BatchRecordsMax > max {
 		return nil, fmt.Errorf("edge: batch records max %d is more than the store's %d", cfg.BatchRecordsMax, max)
 	}
-	dec, err := fingerprint.NewDecoder(store.Config().Decoder)
+	dec, err := record.NewDecoder(store.Config().Decoder)
 	if err != nil {
 		return nil, err
 	}
@@ -202,7 +202,7 @@ func (a *API) postRecords(w http.ResponseWriter, r *http.Request) {
 	hash := sha256.Sum256(body)
 	canon := make([][]byte, len(recs))
 	for i := range recs {
-		canon[i] = fingerprint.Canonical(&recs[i])
+		canon[i] = record.Canonical(&recs[i])
 	}
 	// Claiming and the answer are the request's business; a client that
 	// hangs up must not leave a settled key without its stored answer.
@@ -246,7 +246,7 @@ func (a *API) postRecords(w http.ResponseWriter, r *http.Request) {
 // settle does the work of a claimed key and stores its answer by the
 // fenced write.
 func (a *API) settle(ctx context.Context, w http.ResponseWriter, tenant, key string, claim settle.IdempotencyClaim,
-	raws []json.RawMessage, recs []fingerprint.Record, batch bool) {
+	raws []json.RawMessage, recs []record.Record, batch bool) {
 	log := a.log.With("tenant", tenant, "key", key, "key_id", claim.KeyID, "attempt", claim.Attempts)
 	if claim.TakenOver {
 		log.Info("took over an idempotency key whose lease expired")
@@ -387,14 +387,14 @@ func (a *API) split(body []byte) ([]json.RawMessage, bool, *apiError) {
 
 // decode validates every record before anything is claimed, so that a
 // client can fix a request and resend it under the same key.
-func (a *API) decode(raws []json.RawMessage, tenant string) ([]fingerprint.Record, *apiError) {
-	recs := make([]fingerprint.Record, len(raws))
+func (a *API) decode(raws []json.RawMessage, tenant string) ([]record.Record, *apiError) {
+	recs := make([]record.Record, len(raws))
 	var bad []RecordError
 	for i, raw := range raws {
 		rec, err := a.dec.Decode(raw, nil)
 		if err != nil {
-			re := RecordError{Index: i, Reason: fingerprint.ReasonInvalidJSON, Message: err.Error()}
-			var de *fingerprint.DecodeError
+			re := RecordError{Index: i, Reason: record.ReasonInvalidJSON, Message: err.Error()}
+			var de *record.DecodeError
 			if errors.As(err, &de) {
 				re.Reason, re.Field, re.Message = de.Reason, de.Field, de.Error()
 			}

@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/settlehq/settle/fingerprint"
 	"github.com/settlehq/settle/internal/kafkatest"
 	"github.com/settlehq/settle/internal/pgtest"
 	"github.com/settlehq/settle/internal/testnet"
+	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/relay"
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/telemetry"
@@ -139,7 +139,7 @@ func TestRelayParksWhatTheBrokerRefuses(t *testing.T) {
 
 func b64(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
 
-func kafkaHeader(hs []fingerprint.Header, key string) string {
+func kafkaHeader(hs []record.Header, key string) string {
 	for _, h := range hs {
 		if h.Key == key {
 			return string(h.Value)

@@ -14,17 +14,17 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/settlehq/settle/corrections"
-	"github.com/settlehq/settle/fingerprint"
 	"github.com/settlehq/settle/internal/crashpoint"
 	"github.com/settlehq/settle/internal/money"
+	"github.com/settlehq/settle/record"
 )
 
 // decoded is an input record after decoding, before the transaction.
 type decoded struct {
 	in        *Input
-	rec       fingerprint.Record
-	err       *fingerprint.DecodeError // nil when rec is valid
-	id        fingerprint.Identity
+	rec       record.Record
+	err       *record.DecodeError // nil when rec is valid
+	id        record.Identity
 	canonical []byte
 	fp        uint64
 }
@@ -110,17 +110,17 @@ func (s *Store) decode(in *Input) decoded {
 	}
 	rec, err := s.dec.Decode(in.Value, in.Headers)
 	if err != nil {
-		var de *fingerprint.DecodeError
+		var de *record.DecodeError
 		if !errors.As(err, &de) {
-			de = &fingerprint.DecodeError{Reason: fingerprint.ReasonInvalidJSON, Field: "record", Msg: err.Error()}
+			de = &record.DecodeError{Reason: record.ReasonInvalidJSON, Field: "record", Msg: err.Error()}
 		}
 		d.err = de
 		return d
 	}
 	d.rec = rec
 	d.id = rec.Identity()
-	d.canonical = fingerprint.Canonical(&d.rec)
-	d.fp = fingerprint.Sum(d.canonical)
+	d.canonical = record.Canonical(&d.rec)
+	d.fp = record.Sum(d.canonical)
 	return d
 }
 
@@ -199,7 +199,7 @@ type account struct {
 // claimed by an earlier record of this batch.
 type identity struct {
 	id                int64
-	key               fingerprint.Identity
+	key               record.Identity
 	fp                uint64
 	version           int
 	canonical         []byte
@@ -232,7 +232,7 @@ type chain struct {
 // hold is a hold locked by the transaction.
 type hold struct {
 	identityID        int64
-	key               fingerprint.Identity
+	key               record.Identity
 	settlementID      string
 	tenant            string
 	accountID         int64
@@ -297,13 +297,13 @@ type txState struct {
 	attemptStart  time.Time
 
 	redelivered     map[Coordinates]Result
-	identities      map[fingerprint.Identity]*identity
+	identities      map[record.Identity]*identity
 	byRecord        map[recKey][]*identity
 	accounts        map[accountKey]*account
 	accountsByID    map[int64]*account
 	chains          map[int64]*chain
 	holds           map[int64]*hold
-	waitingByID     map[fingerprint.Identity]*waitingOp
+	waitingByID     map[record.Identity]*waitingOp
 	waitingByTarget map[recKey][]*waitingOp
 	closed          map[[2]string]bool
 	ids             []int64
@@ -337,13 +337,13 @@ func (s *Store) newTxState(tx pgx.Tx, attempt int, firstSeen time.Time, carried 
 		firstSeen:       firstSeen,
 		attemptStart:    s.now(),
 		redelivered:     map[Coordinates]Result{},
-		identities:      map[fingerprint.Identity]*identity{},
+		identities:      map[record.Identity]*identity{},
 		byRecord:        map[recKey][]*identity{},
 		accounts:        map[accountKey]*account{},
 		accountsByID:    map[int64]*account{},
 		chains:          map[int64]*chain{},
 		holds:           map[int64]*hold{},
-		waitingByID:     map[fingerprint.Identity]*waitingOp{},
+		waitingByID:     map[record.Identity]*waitingOp{},
 		waitingByTarget: map[recKey][]*waitingOp{},
 		closed:          map[[2]string]bool{},
 		offsets:         map[Coordinates]int64{},
@@ -382,7 +382,7 @@ func (st *txState) advanceOffset(c Coordinates) {
 
 // settlementID derives the settlement id from the identity, so that every
 // redelivery and every environment names a settlement the same way.
-func settlementID(id fingerprint.Identity) string {
+func settlementID(id record.Identity) string {
 	h := sha256.New()
 	for _, s := range []string{id.TenantID, id.AccountPeriod, id.RecordID, string(id.Operation)} {
 		h.Write([]byte(s))

@@ -17,7 +17,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/settlehq/settle/fingerprint"
+	"github.com/settlehq/settle/record"
 )
 
 var (
@@ -360,8 +360,8 @@ func readCase(ctx context.Context, q querier, id int64) (*Case, error) {
 			c.Differing = append(c.Differing, f.Field)
 		}
 	}
-	in, _ := fingerprint.CanonicalFields(incoming)
-	st, _ := fingerprint.CanonicalFields(stored)
+	in, _ := record.CanonicalFields(incoming)
+	st, _ := record.CanonicalFields(stored)
 	c.Subject, c.Currency, c.IncomingAmount, c.StoredAmount = in["subject"], in["currency"], in["amount"], st["amount"]
 	if c.Chain, err = readCaseChain(ctx, q, c, in); err != nil {
 		return nil, wrapStoreErr(what, err)
@@ -430,13 +430,13 @@ func readDeliveries(ctx context.Context, q querier, sql string, args ...any) ([]
 // the ones that differ. A rule-based case has no stored form: its fields
 // are the incoming ones and none differ.
 func sideBySide(stored, incoming []byte) ([]CaseField, error) {
-	in, err := fingerprint.CanonicalFields(incoming)
+	in, err := record.CanonicalFields(incoming)
 	if err != nil {
 		return nil, fmt.Errorf("incoming payload: %w", err)
 	}
 	var st map[string]string
 	if stored != nil {
-		if st, err = fingerprint.CanonicalFields(stored); err != nil {
+		if st, err = record.CanonicalFields(stored); err != nil {
 			return nil, fmt.Errorf("stored payload: %w", err)
 		}
 	}

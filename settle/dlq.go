@@ -14,7 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/settlehq/settle/fingerprint"
+	"github.com/settlehq/settle/record"
 )
 
 var (
@@ -29,16 +29,16 @@ const DeadLetterPageRowsMax = 1000
 
 // DeadLetter is one dead-lettered input record with its original bytes.
 type DeadLetter struct {
-	ID         int64                `json:"id"`
-	Source     Coordinates          `json:"source"`
-	Key        []byte               `json:"key"`   // base64 in JSON
-	Value      []byte               `json:"value"` // base64 in JSON
-	Headers    []fingerprint.Header `json:"headers"`
-	Reason     string               `json:"reason"`
-	ErrorClass string               `json:"error_class"`
-	Error      string               `json:"error"`
-	Attempts   int                  `json:"attempts"`
-	At         time.Time            `json:"at"`
+	ID         int64           `json:"id"`
+	Source     Coordinates     `json:"source"`
+	Key        []byte          `json:"key"`   // base64 in JSON
+	Value      []byte          `json:"value"` // base64 in JSON
+	Headers    []record.Header `json:"headers"`
+	Reason     string          `json:"reason"`
+	ErrorClass string          `json:"error_class"`
+	Error      string          `json:"error"`
+	Attempts   int             `json:"attempts"`
+	At         time.Time       `json:"at"`
 }
 
 // DeadLetterFilter selects dead letters, oldest first.
@@ -122,7 +122,7 @@ func scanDeadLetter(r pgx.CollectableRow) (DeadLetter, error) {
 		return d, fmt.Errorf("dead letter %d: headers: %w", d.ID, err)
 	}
 	if d.Headers == nil {
-		d.Headers = []fingerprint.Header{}
+		d.Headers = []record.Header{}
 	}
 	return d, nil
 }

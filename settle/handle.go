@@ -9,7 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/settlehq/settle/fingerprint"
+	"github.com/settlehq/settle/record"
 )
 
 // handle decides the outcome of one input record against the state so far,
@@ -43,7 +43,7 @@ func (st *txState) handle(ctx context.Context, d *decoded) (Result, error) {
 		return st.repeat(ctx, d, prior.id, prior.version, prior.canonical, prior.fp, prior.response, res)
 	}
 	if w, ok := st.waitingByID[d.id]; ok && w.status != "applied" {
-		return st.repeat(ctx, d, 0, fingerprint.CanonicalVersion, w.canonical, w.fp, w.response, res)
+		return st.repeat(ctx, d, 0, record.CanonicalVersion, w.canonical, w.fp, w.response, res)
 	}
 	r, err := st.process(ctx, d)
 	if err != nil {
@@ -78,7 +78,7 @@ func (st *txState) waitingResult(target recKey, r Result) {
 // queueResult puts a result on the results topic through the outbox.
 func (st *txState) queueResult(key []byte, r Result) {
 	st.outbox = append(st.outbox, outboxRow{topic: st.s.cfg.ResultsTopic, key: key, value: r.AppendJSON(nil),
-		headers: encodeHeaders([]fingerprint.Header{{Key: "version", Value: []byte(strconv.Itoa(SchemaVersionOutput))}})})
+		headers: encodeHeaders([]record.Header{{Key: "version", Value: []byte(strconv.Itoa(SchemaVersionOutput))}})})
 }
 
 // processed is what process decided for a new identity.
@@ -191,14 +191,14 @@ func (st *txState) waitingResponse(d *decoded, t recKey) []byte {
 // quarantine case when they do not.
 func (st *txState) repeat(ctx context.Context, d *decoded, priorID int64, version int, canonical []byte, fp uint64, response []byte, res Result) (Result, error) {
 	incoming := d.canonical
-	if version != fingerprint.CanonicalVersion {
+	if version != record.CanonicalVersion {
 		var err error
-		if incoming, err = fingerprint.CanonicalAt(version, &d.rec); err != nil {
+		if incoming, err = record.CanonicalAt(version, &d.rec); err != nil {
 			return res, fmt.Errorf("%s: canonical version %d: %w", d.id, version, err)
 		}
 	}
 	same := string(incoming) == string(canonical)
-	if version == fingerprint.CanonicalVersion && (d.fp == fp) != same {
+	if version == record.CanonicalVersion && (d.fp == fp) != same {
 		// The hash is a filter; the bytes decide. Equal bytes with
 		// different hashes would be a defect in Sum.
 		panic(fmt.Sprintf("settle: %s: fingerprint %x vs %x disagrees with canonical bytes", d.id, d.fp, fp))
@@ -223,10 +223,10 @@ func (st *txState) repeat(ctx context.Context, d *decoded, priorID int64, versio
 // openCase opens (or joins) the conflict case of one record. stored is the
 // canonical payload it conflicts with, or nil for a rule-based quarantine.
 func (st *txState) openCase(ctx context.Context, d *decoded, reason string, priorID int64, stored, incoming []byte, detail string) (int64, error) {
-	diff := []fingerprint.FieldDiff{}
+	diff := []record.FieldDiff{}
 	if stored != nil {
 		var err error
-		if diff, err = fingerprint.Diff(stored, incoming); err != nil {
+		if diff, err = record.Diff(stored, incoming); err != nil {
 			return 0, fmt.Errorf("%s: diff: %w", d.id, err)
 		}
 	}
@@ -251,7 +251,7 @@ func (st *txState) claim(d *decoded, idNum int64, eff *effect) []byte {
 	body := resp.AppendJSON(make([]byte, 0, 640))
 	st.need.add(recordLock(d.id.TenantID, d.id.AccountPeriod, d.id.RecordID), false)
 	id := &identity{
-		id: idNum, key: d.id, fp: d.fp, version: fingerprint.CanonicalVersion, canonical: d.canonical,
+		id: idNum, key: d.id, fp: d.fp, version: record.CanonicalVersion, canonical: d.canonical,
 		outcome: resp.Outcome, reason: resp.Reason, response: body, subject: d.rec.Subject, currency: d.rec.Currency,
 		rootID: eff.rootID, targetID: eff.targetID, isNew: true, d: d,
 	}
@@ -272,7 +272,7 @@ func (st *txState) claim(d *decoded, idNum int64, eff *effect) []byte {
 			topic:      st.s.cfg.SettlementsTopic,
 			key:        []byte(a.key.tenant + "/" + a.key.subject + "/" + a.key.currency),
 			identityID: idNum,
-			headers: encodeHeaders(append([]fingerprint.Header{
+			headers: encodeHeaders(append([]record.Header{
 				{Key: "settlement_id", Value: []byte(resp.SettlementID)},
 				{Key: "tenant_id", Value: []byte(a.key.tenant)},
 				{Key: "sequence", Value: strconv.AppendInt(nil, resp.Sequence, 10)},

@@ -7,8 +7,8 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/settlehq/settle/fingerprint"
 	"github.com/settlehq/settle/internal/pgtest"
+	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/settle"
 )
 
@@ -47,9 +47,9 @@ func TestDecodeHeadersFast(t *testing.T) {
 		if err := pool.QueryRow(context.Background(), `SELECT $1::jsonb::text`, string(in)).Scan(&printed); err != nil {
 			t.Fatal(err)
 		}
-		want := make([]fingerprint.Header, len(hs)) // what was stored, not what came back
+		want := make([]record.Header, len(hs)) // what was stored, not what came back
 		for i, h := range hs {
-			want[i] = fingerprint.Header{Key: h.Key, Value: h.Value}
+			want[i] = record.Header{Key: h.Key, Value: h.Value}
 		}
 		if all, err := settle.DecodeHeaders(printed); err != nil || !sameHeaders(all, want) {
 			t.Errorf("trial %d: DecodeHeaders(%s) = %q, %v", trial, printed, all, err)
@@ -64,7 +64,7 @@ func TestDecodeHeadersFast(t *testing.T) {
 	}
 }
 
-func sameHeaders(a, b []fingerprint.Header) bool {
+func sameHeaders(a, b []record.Header) bool {
 	if len(a) != len(b) {
 		return false
 	}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/settlehq/settle/fingerprint"
+	"github.com/settlehq/settle/record"
 )
 
 // Idempotency keys of the HTTP edge (package edge), after the design in
@@ -229,9 +229,9 @@ func (s *Store) ReleaseIdempotencyKey(ctx context.Context, keyID int64, attemptI
 // KeyConflict is one record of a request that reused an Idempotency-Key
 // with a different body.
 type KeyConflict struct {
-	Index  int                     `json:"index"`
-	CaseID int64                   `json:"case_id,omitempty"`
-	Diff   []fingerprint.FieldDiff `json:"diff"`
+	Index  int                `json:"index"`
+	CaseID int64              `json:"case_id,omitempty"`
+	Diff   []record.FieldDiff `json:"diff"`
 }
 
 // OpenKeyConflictCases opens (or joins) a fingerprint_mismatch case for each
@@ -252,17 +252,17 @@ func (s *Store) OpenKeyConflictCases(ctx context.Context, keyID int64, stored, i
 		}
 		k := KeyConflict{Index: i}
 		if st == nil {
-			fields, err := fingerprint.CanonicalFields(in)
+			fields, err := record.CanonicalFields(in)
 			if err != nil {
 				return nil, fmt.Errorf("key conflict %d record %d: %w", keyID, i, err)
 			}
 			for f, v := range fields {
-				k.Diff = append(k.Diff, fingerprint.FieldDiff{Field: f, Incoming: v})
+				k.Diff = append(k.Diff, record.FieldDiff{Field: f, Incoming: v})
 			}
 			out = append(out, k)
 			continue
 		}
-		diff, err := fingerprint.Diff(st, in)
+		diff, err := record.Diff(st, in)
 		if err != nil {
 			return nil, fmt.Errorf("key conflict %d record %d: %w", keyID, i, err)
 		}
@@ -275,8 +275,8 @@ func (s *Store) OpenKeyConflictCases(ctx context.Context, keyID int64, stored, i
 	return out, nil
 }
 
-func (s *Store) openKeyConflictCase(ctx context.Context, keyID int64, index int, stored, incoming []byte, diff []fingerprint.FieldDiff) (int64, error) {
-	f, err := fingerprint.CanonicalFields(stored)
+func (s *Store) openKeyConflictCase(ctx context.Context, keyID int64, index int, stored, incoming []byte, diff []record.FieldDiff) (int64, error) {
+	f, err := record.CanonicalFields(stored)
 	if err != nil {
 		return 0, fmt.Errorf("key conflict %d record %d: %w", keyID, index, err)
 	}
@@ -289,7 +289,7 @@ func (s *Store) openKeyConflictCase(ctx context.Context, keyID int64, index int,
 			return 0, wrapStoreErr(what, err)
 		}
 		err := s.pool.QueryRow(ctx, sqlConflictCaseOpen, f["tenant_id"], f["account_period"], f["record_id"], f["kind"],
-			ReasonFingerprintMismatch, int64(fingerprint.Sum(incoming)), priorID, stored, incoming, diffJSON, detail,
+			ReasonFingerprintMismatch, int64(record.Sum(incoming)), priorID, stored, incoming, diffJSON, detail,
 			HTTPTopic, HTTPConflictPartition, HTTPOffset(keyID, index)).Scan(&caseID)
 		if errors.Is(err, pgx.ErrNoRows) {
 			continue // a concurrent request is opening the same case: read it again

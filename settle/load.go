@@ -9,8 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/settlehq/settle/fingerprint"
 	"github.com/settlehq/settle/internal/money"
+	"github.com/settlehq/settle/record"
 )
 
 var (
@@ -44,9 +44,9 @@ var (
 )
 
 // ownAccount is the account a record moves by its own fields, if any.
-func ownAccount(r *fingerprint.Record) (accountKey, bool) {
+func ownAccount(r *record.Record) (accountKey, bool) {
 	switch r.Kind {
-	case fingerprint.KindUsage, fingerprint.KindGrant, fingerprint.KindHold, fingerprint.KindCorrection:
+	case record.KindUsage, record.KindGrant, record.KindHold, record.KindCorrection:
 		// A resolution's correction has no subject until its chain is
 		// found: it moves the chain's account.
 		return accountKey{r.TenantID, r.Subject, r.Currency}, r.Subject != ""
@@ -55,13 +55,13 @@ func ownAccount(r *fingerprint.Record) (accountKey, bool) {
 }
 
 // target is the record an operation names, if it has one.
-func target(r *fingerprint.Record) (recKey, bool) {
+func target(r *record.Record) (recKey, bool) {
 	switch r.Kind {
-	case fingerprint.KindCorrection, fingerprint.KindReversal:
+	case record.KindCorrection, record.KindReversal:
 		return recKey{r.TenantID, r.TargetPeriod(), r.Corrects}, true
-	case fingerprint.KindRefund, fingerprint.KindReclaim, fingerprint.KindHoldRelease:
+	case record.KindRefund, record.KindReclaim, record.KindHoldRelease:
 		return recKey{r.TenantID, r.AccountPeriod, r.RecordID}, true
-	case fingerprint.KindUsage:
+	case record.KindUsage:
 		if r.HoldID != "" {
 			return recKey{r.TenantID, r.HoldTargetPeriod(), r.HoldID}, true
 		}
@@ -72,9 +72,9 @@ func target(r *fingerprint.Record) (recKey, bool) {
 // canBeTarget says whether a settled record of this kind is looked up by
 // waiting operations (as their target, or as a record of the wrong kind
 // at their target's record_id).
-func canBeTarget(k fingerprint.Kind) bool {
+func canBeTarget(k record.Kind) bool {
 	switch k {
-	case fingerprint.KindRefund, fingerprint.KindReclaim, fingerprint.KindHoldRelease:
+	case record.KindRefund, record.KindReclaim, record.KindHoldRelease:
 		return false
 	}
 	return true
@@ -102,7 +102,7 @@ func (st *txState) load(ctx context.Context, ds []decoded, wake []recKey) error 
 		st.locks.add(recordLock(k.tenant, k.period, k.record), false)
 	}
 	accKeys := accountList{known: &st.s.accountIDs}
-	seenID := map[fingerprint.Identity]bool{}
+	seenID := map[record.Identity]bool{}
 	var reserving []accountKey // accounts whose available funds the batch looks at
 	for i := range ds {
 		d := &ds[i]
@@ -124,7 +124,7 @@ func (st *txState) load(ctx context.Context, ds []decoded, wake []recKey) error 
 		}
 		if k, ok := ownAccount(&d.rec); ok {
 			accKeys.add(k)
-			if d.rec.Kind == fingerprint.KindHold {
+			if d.rec.Kind == record.KindHold {
 				reserving = append(reserving, k)
 			}
 		}
@@ -221,7 +221,7 @@ func (st *txState) loadLinked(ctx context.Context, waits []*waitingOp, reserving
 		for _, id := range ids {
 			switch {
 			case id.outcome == OutcomeQuarantined:
-			case id.key.Operation == fingerprint.KindHold:
+			case id.key.Operation == record.KindHold:
 				holdIDs = append(holdIDs, id.id)
 			case id.rootID != 0:
 				if _, ok := st.chains[id.rootID]; !ok {
@@ -302,7 +302,7 @@ func (st *txState) loadLinked(ctx context.Context, waits []*waitingOp, reserving
 		if locked[ch.rootID] {
 			continue
 		}
-		fields, err := fingerprint.CanonicalFields(canonical)
+		fields, err := record.CanonicalFields(canonical)
 		if err != nil {
 			return fmt.Errorf("chain root %d: %w", ch.rootID, err)
 		}
@@ -370,7 +370,7 @@ func (st *txState) readHolds(br pgx.BatchResults) error {
 			return fmt.Errorf("lock holds: %w", err)
 		}
 		h.amount, h.remaining = money.MustParse(amount), money.MustParse(remaining)
-		h.key.TenantID, h.key.Operation = h.tenant, fingerprint.KindHold
+		h.key.TenantID, h.key.Operation = h.tenant, record.KindHold
 		if st.holds[h.identityID] == nil {
 			st.holds[h.identityID] = &h
 		}
@@ -424,7 +424,7 @@ func (st *txState) readIdentities(br pgx.BatchResults, byIdentity bool) error {
 			&id.accountID, &id.rootID); err != nil {
 			return fmt.Errorf("read identities: %w", err)
 		}
-		id.key.Operation, id.fp, id.outcome = fingerprint.Kind(op), uint64(fp), Outcome(out)
+		id.key.Operation, id.fp, id.outcome = record.Kind(op), uint64(fp), Outcome(out)
 		if prior, ok := st.identities[id.key]; ok {
 			// Found by both look-ups: keep one value.
 			if !byIdentity {
@@ -445,7 +445,7 @@ func (st *txState) readIdentities(br pgx.BatchResults, byIdentity bool) error {
 
 // index makes an identity findable as a target.
 func (st *txState) index(id *identity) {
-	if !canBeTarget(id.key.Operation) || id.key.Operation == fingerprint.KindExpire {
+	if !canBeTarget(id.key.Operation) || id.key.Operation == record.KindExpire {
 		return
 	}
 	k := recKey{id.key.TenantID, id.key.AccountPeriod, id.key.RecordID}
@@ -464,7 +464,7 @@ func (st *txState) readWaiting(br pgx.BatchResults) ([]*waitingOp, error) {
 		var (
 			w       waitingOp
 			in      Input
-			id      fingerprint.Identity
+			id      record.Identity
 			op      string
 			fp      int64
 			headers []byte
@@ -474,7 +474,7 @@ func (st *txState) readWaiting(br pgx.BatchResults) ([]*waitingOp, error) {
 			&w.response, &w.status, &w.caseID); err != nil {
 			return nil, fmt.Errorf("read waiting operations: %w", err)
 		}
-		id.Operation, w.fp, w.target.tenant = fingerprint.Kind(op), uint64(fp), id.TenantID
+		id.Operation, w.fp, w.target.tenant = record.Kind(op), uint64(fp), id.TenantID
 		if _, seen := st.waitingByID[id]; seen {
 			continue
 		}

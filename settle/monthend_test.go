@@ -15,7 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/settlehq/settle/fingerprint"
+	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/sourcefile"
 )
@@ -161,7 +161,7 @@ func asCloudEvents(recs []map[string]any) []byte {
 
 func checkSource(t *testing.T, s *settle.Store, format string, src []byte) *settle.SourceReport {
 	t.Helper()
-	dec, err := fingerprint.NewDecoder(fingerprint.Config{})
+	dec, err := record.NewDecoder(record.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -316,7 +316,7 @@ func TestSourceInvalidLines(t *testing.T) {
 			t.Errorf("finding at the wrong line: %+v", f)
 		}
 	}
-	dec, _ := fingerprint.NewDecoder(fingerprint.Config{})
+	dec, _ := record.NewDecoder(record.Config{})
 	if _, err := sourcefile.New(strings.NewReader("tenant_id,ammount\nacme,1\n"), sourcefile.FormatCSV, dec, 0); err == nil {
 		t.Error("a CSV header with a field that is no record field was accepted")
 	}

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/settlehq/settle/corrections"
-	"github.com/settlehq/settle/fingerprint"
 	"github.com/settlehq/settle/internal/money"
+	"github.com/settlehq/settle/record"
 )
 
 const (
@@ -31,18 +31,18 @@ type effect struct {
 func (st *txState) apply(ctx context.Context, d *decoded, id int64) (*effect, error) {
 	r := &d.rec
 	switch r.Kind {
-	case fingerprint.KindGrant:
+	case record.KindGrant:
 		a := st.accounts[accountKey{r.TenantID, r.Subject, r.Currency}]
 		return st.settled(d, id, a, nil, Entry{bucketBalance, r.Amount}), nil
-	case fingerprint.KindUsage:
+	case record.KindUsage:
 		return st.applyUsage(ctx, d, id)
-	case fingerprint.KindCorrection, fingerprint.KindReversal:
+	case record.KindCorrection, record.KindReversal:
 		return st.applyCorrection(ctx, d, id)
-	case fingerprint.KindRefund, fingerprint.KindReclaim:
+	case record.KindRefund, record.KindReclaim:
 		return st.applyRefundOrReclaim(ctx, d, id)
-	case fingerprint.KindHold:
+	case record.KindHold:
 		return st.applyHold(ctx, d, id)
-	case fingerprint.KindHoldRelease:
+	case record.KindHoldRelease:
 		return st.applyHoldRelease(ctx, d, id)
 	}
 	return nil, fmt.Errorf("%s: unknown kind %q", d.id, r.Kind)
@@ -67,7 +67,7 @@ func (st *txState) resolveChain(k recKey) (*chain, resolved) {
 			continue
 		}
 		switch id.key.Operation {
-		case fingerprint.KindUsage, fingerprint.KindCorrection, fingerprint.KindReversal:
+		case record.KindUsage, record.KindCorrection, record.KindReversal:
 			if id.rootID == 0 || (root != 0 && root != id.rootID) {
 				return nil, targetInvalid
 			}
@@ -94,7 +94,7 @@ func (st *txState) resolveHold(k recKey) (*identity, *hold, resolved) {
 		if id.outcome == OutcomeQuarantined {
 			continue
 		}
-		if id.key.Operation != fingerprint.KindHold {
+		if id.key.Operation != record.KindHold {
 			return nil, nil, targetInvalid
 		}
 		found = id
@@ -174,7 +174,7 @@ func (st *txState) applyCorrection(ctx context.Context, d *decoded, id int64) (*
 	if ch == nil {
 		return early, err
 	}
-	if r.Subject != ch.rootSubject || (r.Kind == fingerprint.KindCorrection && r.Currency != ch.rootCurrency) {
+	if r.Subject != ch.rootSubject || (r.Kind == record.KindCorrection && r.Currency != ch.rootCurrency) {
 		return st.invalidLink(ctx, d, fmt.Sprintf("the chain is for %s in %s, the %s for %s in %s", ch.rootSubject, ch.rootCurrency, r.Kind, r.Subject, r.Currency))
 	}
 	total := money.MustParse(r.Amount) // "" for a reversal: zero
@@ -206,7 +206,7 @@ func (st *txState) applyRefundOrReclaim(ctx context.Context, d *decoded, id int6
 	}
 	var dec corrections.Decision
 	links := &Links{Root: ch.rootSettlement}
-	if r.Kind == fingerprint.KindRefund {
+	if r.Kind == record.KindRefund {
 		dec = corrections.RefundChain(ch.c)
 	} else {
 		dec = corrections.ReclaimChain(ch.c)
@@ -217,7 +217,7 @@ func (st *txState) applyRefundOrReclaim(ctx context.Context, d *decoded, id int6
 	}
 	ch.c, ch.dirty = dec.Next, true
 	switch {
-	case r.Kind == fingerprint.KindRefund:
+	case r.Kind == record.KindRefund:
 		ch.refundID, ch.refundSettlement = id, settlementID(d.id)
 	default:
 		ch.reclaimID = id
@@ -316,10 +316,10 @@ func (st *txState) expireIfDue(ctx context.Context, h *hold) error {
 	if err != nil {
 		return err
 	}
-	key := fingerprint.Identity{TenantID: h.key.TenantID, AccountPeriod: h.key.AccountPeriod, RecordID: h.key.RecordID, Operation: fingerprint.KindExpire}
-	rec := fingerprint.Record{TenantID: key.TenantID, AccountPeriod: key.AccountPeriod, RecordID: key.RecordID, Kind: fingerprint.KindExpire, Subject: h.a.key.subject, OccurredAt: *h.expiresAt}
-	canonical := fingerprint.Canonical(&rec)
-	d := &decoded{in: &Input{Topic: "", Partition: 0, Offset: 0}, id: key, canonical: canonical, fp: fingerprint.Sum(canonical), rec: rec}
+	key := record.Identity{TenantID: h.key.TenantID, AccountPeriod: h.key.AccountPeriod, RecordID: h.key.RecordID, Operation: record.KindExpire}
+	rec := record.Record{TenantID: key.TenantID, AccountPeriod: key.AccountPeriod, RecordID: key.RecordID, Kind: record.KindExpire, Subject: h.a.key.subject, OccurredAt: *h.expiresAt}
+	canonical := record.Canonical(&rec)
+	d := &decoded{in: &Input{Topic: "", Partition: 0, Offset: 0}, id: key, canonical: canonical, fp: record.Sum(canonical), rec: rec}
 	eff := st.settled(d, id, h.a, &Links{Hold: h.settlementID}, Entry{bucketHeld, h.remaining.Neg().String()})
 	eff.targetID = h.identityID
 	h.status, h.remaining, h.closedBy, h.dirty = "expired", money.Dec{}, id, true

@@ -8,7 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/settlehq/settle/fingerprint"
+	"github.com/settlehq/settle/record"
 )
 
 var (
@@ -30,7 +30,7 @@ type OutboxMessage struct {
 	Topic     string
 	Key       []byte
 	Value     []byte
-	Headers   []fingerprint.Header
+	Headers   []record.Header
 	CreatedAt time.Time
 }
 
@@ -202,7 +202,7 @@ func (l *OutboxLease) fail(what string, err error) error {
 
 // decodeOutboxHeaders reads the headers column: a JSON array of
 // {key, value(base64)}, or the column default '{}' for none.
-func decodeOutboxHeaders(b []byte) ([]fingerprint.Header, error) {
+func decodeOutboxHeaders(b []byte) ([]record.Header, error) {
 	if len(b) == 0 || string(b) == "{}" || string(b) == "null" {
 		return nil, nil
 	}
@@ -220,15 +220,15 @@ func (s *Store) OutboxBacklog(ctx context.Context) (rows int64, oldest time.Time
 
 // ParkedMessage is one outbox row the relay parked, without its value.
 type ParkedMessage struct {
-	ID         int64                `json:"id"`
-	Topic      string               `json:"topic"`
-	Key        []byte               `json:"key"` // base64 in JSON
-	ValueBytes int                  `json:"value_bytes"`
-	Headers    []fingerprint.Header `json:"headers"`
-	Reason     string               `json:"reason"`
-	Error      string               `json:"error"`
-	CreatedAt  time.Time            `json:"created_at"`
-	ParkedAt   time.Time            `json:"parked_at"`
+	ID         int64           `json:"id"`
+	Topic      string          `json:"topic"`
+	Key        []byte          `json:"key"` // base64 in JSON
+	ValueBytes int             `json:"value_bytes"`
+	Headers    []record.Header `json:"headers"`
+	Reason     string          `json:"reason"`
+	Error      string          `json:"error"`
+	CreatedAt  time.Time       `json:"created_at"`
+	ParkedAt   time.Time       `json:"parked_at"`
 }
 
 // OutboxParked returns one page of parked outbox rows with an id above
@@ -257,7 +257,7 @@ func (s *Store) OutboxParked(ctx context.Context, afterID int64, limit int) ([]P
 			return m, fmt.Errorf("parked outbox row %d: headers: %w", m.ID, err)
 		}
 		if m.Headers == nil {
-			m.Headers = []fingerprint.Header{}
+			m.Headers = []record.Header{}
 		}
 		return m, nil
 	})

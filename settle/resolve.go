@@ -9,8 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/settlehq/settle/fingerprint"
 	"github.com/settlehq/settle/internal/money"
+	"github.com/settlehq/settle/record"
 )
 
 var (
@@ -21,7 +21,7 @@ var (
 
 // OperationResolution is the operation of the identity an accepted case
 // settles as: (tenant, period, case id, resolution).
-const OperationResolution fingerprint.Kind = "resolution"
+const OperationResolution record.Kind = "resolution"
 
 // ResolveRequest is an analyst's decision on a conflict case.
 type ResolveRequest struct {
@@ -72,7 +72,7 @@ func (s *Store) Resolve(ctx context.Context, req ResolveRequest) (*Resolution, e
 		return nil, &ResolveError{"a name is required (--as)"}
 	}
 	if req.Amount != "" {
-		n, err := fingerprint.NormalizeDecimal(req.Amount, 18, 9)
+		n, err := record.NormalizeDecimal(req.Amount, 18, 9)
 		if err != nil {
 			return nil, &ResolveError{"amount: " + err.Error()}
 		}
@@ -102,7 +102,7 @@ func (s *Store) resolveAttempt(ctx context.Context, req ResolveRequest, locks pe
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
 	var (
-		key                fingerprint.Identity
+		key                record.Identity
 		op, reason, status string
 		incoming           []byte
 		src                Coordinates
@@ -117,7 +117,7 @@ func (s *Store) resolveAttempt(ctx context.Context, req ResolveRequest, locks pe
 	if err != nil {
 		return nil, err
 	}
-	key.Operation = fingerprint.Kind(op)
+	key.Operation = record.Kind(op)
 	if decided != "" {
 		return &Resolution{CaseID: req.CaseID, Decision: decided, Status: status, SettlementID: settledID, Response: storedResponse, Replayed: true}, nil
 	}
@@ -178,7 +178,7 @@ func (s *Store) resolveAttempt(ctx context.Context, req ResolveRequest, locks pe
 // the stored record), to the stated or incoming amount, against the chain
 // as it is when the resolution commits (load locks it), at the chain's
 // current version, which the resolution does not change.
-func (st *txState) resolutionRecord(ctx context.Context, req ResolveRequest, key fingerprint.Identity, reason string, incoming []byte) (*decoded, error) {
+func (st *txState) resolutionRecord(ctx context.Context, req ResolveRequest, key record.Identity, reason string, incoming []byte) (*decoded, error) {
 	in, err := st.s.dec.Decode(incoming, nil)
 	if err != nil && reason != ReasonFingerprintMismatch {
 		// Canonical payloads of refunds, reclaims and releases lack subject
@@ -190,7 +190,7 @@ func (st *txState) resolutionRecord(ctx context.Context, req ResolveRequest, key
 	switch reason {
 	case ReasonFingerprintMismatch:
 		switch key.Operation {
-		case fingerprint.KindUsage, fingerprint.KindCorrection, fingerprint.KindReversal:
+		case record.KindUsage, record.KindCorrection, record.KindReversal:
 		default:
 			return nil, &ResolveError{fmt.Sprintf("a %s cannot be corrected: reject the case", key.Operation)}
 		}
@@ -201,14 +201,14 @@ func (st *txState) resolutionRecord(ctx context.Context, req ResolveRequest, key
 	case ReasonOrphan:
 		return nil, &ResolveError{"an orphan is applied by itself when its target arrives: wait, or reject the case"}
 	default: // invalid_link, target_refunded, version_conflict
-		if in.Kind != fingerprint.KindCorrection && in.Kind != fingerprint.KindReversal && in.Kind != fingerprint.KindUsage {
+		if in.Kind != record.KindCorrection && in.Kind != record.KindReversal && in.Kind != record.KindUsage {
 			return nil, &ResolveError{fmt.Sprintf("a %s names no usage chain to correct: reject the case", in.Kind)}
 		}
 		if amount == "" {
 			return nil, &ResolveError{"state the chain's new total with --amount"}
 		}
 		target = recKey{in.TenantID, in.TargetPeriod(), in.Corrects}
-		if in.Kind == fingerprint.KindUsage {
+		if in.Kind == record.KindUsage {
 			return nil, &ResolveError{"a usage names no chain to correct: reject the case"}
 		}
 	}
@@ -217,9 +217,9 @@ func (st *txState) resolutionRecord(ctx context.Context, req ResolveRequest, key
 	}
 	d := &decoded{
 		in: &Input{},
-		id: fingerprint.Identity{TenantID: key.TenantID, AccountPeriod: key.AccountPeriod, RecordID: strconv.FormatInt(req.CaseID, 10), Operation: OperationResolution},
-		rec: fingerprint.Record{TenantID: key.TenantID, AccountPeriod: key.AccountPeriod, RecordID: strconv.FormatInt(req.CaseID, 10),
-			Kind: fingerprint.KindCorrection, Corrects: target.record, Amount: amount, OccurredAt: st.attemptStart.UTC()},
+		id: record.Identity{TenantID: key.TenantID, AccountPeriod: key.AccountPeriod, RecordID: strconv.FormatInt(req.CaseID, 10), Operation: OperationResolution},
+		rec: record.Record{TenantID: key.TenantID, AccountPeriod: key.AccountPeriod, RecordID: strconv.FormatInt(req.CaseID, 10),
+			Kind: record.KindCorrection, Corrects: target.record, Amount: amount, OccurredAt: st.attemptStart.UTC()},
 	}
 	if target.period != key.AccountPeriod {
 		d.rec.CorrectsPeriod = target.period
@@ -242,6 +242,6 @@ func (st *txState) resolutionRecord(ctx context.Context, req ResolveRequest, key
 	d.rec.Subject, d.rec.Currency, d.rec.FinalizationVersion = ch.rootSubject, ch.rootCurrency, ch.c.Version
 	d.canonical, _ = json.Marshal(map[string]any{"case_id": req.CaseID, "decision": req.Decision, "amount": amount,
 		"corrects": target.record, "corrects_period": target.period})
-	d.fp = fingerprint.Sum(d.canonical)
+	d.fp = record.Sum(d.canonical)
 	return d, nil
 }

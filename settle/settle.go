@@ -19,14 +19,14 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/settlehq/settle/fingerprint"
+	"github.com/settlehq/settle/record"
 )
 
 // Config configures a Store. The zero value of every field is a documented
 // default.
 type Config struct {
 	// Decoder configures input validation (record size, tenant list).
-	Decoder fingerprint.Config
+	Decoder record.Config
 
 	// BatchRecordsMax caps the records of one Settle call. 0 = 1,000: beyond
 	// that a transaction gains little and holds its locks longer.
@@ -107,7 +107,7 @@ func (c Config) Validate() error {
 type Store struct {
 	pool *pgxpool.Pool
 	cfg  Config
-	dec  *fingerprint.Decoder
+	dec  *record.Decoder
 	now  func() time.Time
 
 	// accountIDs maps an accountKey to its id, for accounts a committed
@@ -182,7 +182,7 @@ func Open(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Store, error) {
 		return nil, err
 	}
 	cfg.setDefaults()
-	dec, err := fingerprint.NewDecoder(cfg.Decoder)
+	dec, err := record.NewDecoder(cfg.Decoder)
 	if err != nil {
 		return nil, err
 	}

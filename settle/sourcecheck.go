@@ -24,8 +24,8 @@ import (
 	"github.com/cespare/xxhash/v2"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/settlehq/settle/fingerprint"
 	"github.com/settlehq/settle/internal/money"
+	"github.com/settlehq/settle/record"
 )
 
 var (
@@ -75,7 +75,7 @@ const (
 // caller with the settle decoder. Err is set when it does not decode.
 type SourceLine struct {
 	Line   int64
-	Record fingerprint.Record
+	Record record.Record
 	Err    error
 }
 
@@ -231,7 +231,7 @@ type sourceCheck struct {
 	seen      map[uint64]uint64 // identity hash -> fingerprint
 	chunk     []SourceLine
 	periods   map[string]*SourcePeriod
-	dead      map[fingerprint.Identity]deadLetterRef
+	dead      map[record.Identity]deadLetterRef
 	nodes     map[uint64]*chainNode
 	matchedOK int64 // source identities settle has settled (for the extra check)
 }
@@ -256,7 +256,7 @@ func (s *Store) CheckSource(ctx context.Context, in SourceCheckInput, src Source
 		return nil, fmt.Errorf("%w: a source check needs a tenant and a period range YYYY-MM to YYYY-MM (got %q, %q to %q)", ErrBadFilter, in.TenantID, in.From, in.To)
 	}
 	if in.Operations == nil {
-		for _, k := range fingerprint.Kinds {
+		for _, k := range record.Kinds {
 			in.Operations = append(in.Operations, string(k))
 		}
 	}
@@ -266,7 +266,7 @@ func (s *Store) CheckSource(ctx context.Context, in SourceCheckInput, src Source
 	c := &sourceCheck{s: s, in: in, ops: map[string]bool{},
 		r: &SourceReport{TenantID: in.TenantID, From: in.From, To: in.To, Periods: []SourcePeriod{},
 			Totals: []SourceTotal{}, Findings: []SourceFinding{}, Counts: map[string]int{}},
-		seen: map[uint64]uint64{}, periods: map[string]*SourcePeriod{}, dead: map[fingerprint.Identity]deadLetterRef{},
+		seen: map[uint64]uint64{}, periods: map[string]*SourcePeriod{}, dead: map[record.Identity]deadLetterRef{},
 		nodes: map[uint64]*chainNode{}}
 	for _, op := range in.Operations {
 		c.ops[op] = true
@@ -317,8 +317,8 @@ func (c *sourceCheck) run(ctx context.Context, src SourceLines) error {
 			continue
 		}
 		inScope++
-		canonical := fingerprint.Canonical(r)
-		h, fp := identityHash(r.Identity()), fingerprint.Sum(canonical)
+		canonical := record.Canonical(r)
+		h, fp := identityHash(r.Identity()), record.Sum(canonical)
 		if prev, ok := c.seen[h]; ok {
 			if prev == fp {
 				c.r.Duplicates++
@@ -344,7 +344,7 @@ func (c *sourceCheck) run(ctx context.Context, src SourceLines) error {
 	if err := c.scanExtra(ctx); err != nil {
 		return fmt.Errorf("settled identities: %w", err)
 	}
-	if c.ops[string(fingerprint.KindUsage)] {
+	if c.ops[string(record.KindUsage)] {
 		if err := c.compareChains(ctx); err != nil {
 			return fmt.Errorf("chains: %w", err)
 		}
@@ -357,7 +357,7 @@ func (c *sourceCheck) run(ctx context.Context, src SourceLines) error {
 // identityHash is the 64-bit hash an identity is remembered by. Two
 // identities of one export colliding (odds about n²/2⁶⁵) would hide one of
 // them; the extra scan's count check reports what it could not name.
-func identityHash(id fingerprint.Identity) uint64 {
+func identityHash(id record.Identity) uint64 {
 	d := xxhash.New()
 	d.WriteString(id.TenantID)
 	d.Write([]byte{0})
@@ -420,17 +420,17 @@ func (c *sourceCheck) chainMember(l *SourceLine) {
 		return n
 	}
 	switch r.Kind {
-	case fingerprint.KindUsage:
+	case record.KindUsage:
 		n := node(memberHash(r.AccountPeriod, r.RecordID))
 		n.version, n.amount, n.line = r.FinalizationVersion, r.Amount, l.Line
 		n.root = &chainRoot{period: r.AccountPeriod, recordID: r.RecordID, currency: r.Currency, line: l.Line}
-	case fingerprint.KindCorrection, fingerprint.KindReversal:
+	case record.KindCorrection, record.KindReversal:
 		n := node(memberHash(r.AccountPeriod, r.RecordID))
 		n.parent, n.version, n.amount, n.line = memberHash(r.TargetPeriod(), r.Corrects), r.FinalizationVersion, r.Amount, l.Line
-		n.reversal = r.Kind == fingerprint.KindReversal
-	case fingerprint.KindRefund:
+		n.reversal = r.Kind == record.KindReversal
+	case record.KindRefund:
 		node(memberHash(r.AccountPeriod, r.RecordID)).refund = true
-	case fingerprint.KindReclaim:
+	case record.KindReclaim:
 		node(memberHash(r.AccountPeriod, r.RecordID)).reclaim = true
 	}
 }
@@ -471,8 +471,8 @@ func (c *sourceCheck) loadDeadLetters(ctx context.Context) error {
 	}
 }
 
-func (c *sourceCheck) deadLetterIdentity(value []byte, hs []fingerprint.Header) (fingerprint.Identity, bool) {
-	var id fingerprint.Identity
+func (c *sourceCheck) deadLetterIdentity(value []byte, hs []record.Header) (record.Identity, bool) {
+	var id record.Identity
 	if rec, err := c.s.dec.Decode(value, hs); err == nil {
 		id = rec.Identity()
 	} else {
@@ -501,13 +501,13 @@ func (c *sourceCheck) deadLetterIdentity(value []byte, hs []fingerprint.Header) 
 			return ""
 		}
 		kind := str("kind", "type")
-		for _, k := range fingerprint.Kinds {
+		for _, k := range record.Kinds {
 			if kind == string(k) || (len(kind) > len(k) && kind[len(kind)-len(k)-1:] == "."+string(k)) {
 				kind = string(k)
 			}
 		}
-		id = fingerprint.Identity{TenantID: str("tenant_id", "tenantid"), AccountPeriod: str("account_period"),
-			RecordID: str("record_id", "id"), Operation: fingerprint.Kind(kind)}
+		id = record.Identity{TenantID: str("tenant_id", "tenantid"), AccountPeriod: str("account_period"),
+			RecordID: str("record_id", "id"), Operation: record.Kind(kind)}
 	}
 	in := id.TenantID == c.in.TenantID && id.AccountPeriod >= c.in.From && id.AccountPeriod <= c.in.To && c.ops[string(id.Operation)]
 	return id, in
@@ -613,12 +613,12 @@ func (c *sourceCheck) flush(ctx context.Context) error {
 			c.add(f)
 			continue
 		}
-		incoming, err := fingerprint.CanonicalAt(st.version, r)
+		incoming, err := record.CanonicalAt(st.version, r)
 		if err != nil {
 			return fmt.Errorf("%s: %w", r.Identity(), err)
 		}
 		if !bytes.Equal(incoming, st.canonical) {
-			ds, err := fingerprint.Diff(st.canonical, incoming)
+			ds, err := record.Diff(st.canonical, incoming)
 			if err != nil {
 				return fmt.Errorf("%s: %w", r.Identity(), err)
 			}
@@ -660,21 +660,21 @@ func (c *sourceCheck) scanExtra(ctx context.Context) error {
 		n := 0
 		for rows.Next() {
 			var (
-				id                               int64
-				period, record, op, sid, subject string
-				currency                         string
+				id                                 int64
+				period, recordID, op, sid, subject string
+				currency                           string
 			)
-			if err := rows.Scan(&id, &period, &record, &op, &sid, &subject, &currency); err != nil {
+			if err := rows.Scan(&id, &period, &recordID, &op, &sid, &subject, &currency); err != nil {
 				rows.Close()
 				return err
 			}
 			n, after, total = n+1, id, total+1
-			key := fingerprint.Identity{TenantID: c.in.TenantID, AccountPeriod: period, RecordID: record, Operation: fingerprint.Kind(op)}
+			key := record.Identity{TenantID: c.in.TenantID, AccountPeriod: period, RecordID: recordID, Operation: record.Kind(op)}
 			if _, ok := c.seen[identityHash(key)]; ok {
 				continue
 			}
 			extra++
-			c.add(SourceFinding{Class: ClassSourceExtra, Period: period, RecordID: record, Operation: op, SettlementID: sid, Currency: currency,
+			c.add(SourceFinding{Class: ClassSourceExtra, Period: period, RecordID: recordID, Operation: op, SettlementID: sid, Currency: currency,
 				Detail: fmt.Sprintf("settled for %s, absent from the source", subject)})
 		}
 		if err := rows.Err(); err != nil {
@@ -779,12 +779,12 @@ func (c *sourceCheck) compareChains(ctx context.Context) error {
 			return err
 		}
 		for rows.Next() {
-			var period, record, currency, net string
-			if err := rows.Scan(&period, &record, &currency, &net); err != nil {
+			var period, recordID, currency, net string
+			if err := rows.Scan(&period, &recordID, &currency, &net); err != nil {
 				rows.Close()
 				return err
 			}
-			r := byKey[[2]string{period, record}]
+			r := byKey[[2]string{period, recordID}]
 			if r == nil {
 				continue
 			}
@@ -797,7 +797,7 @@ func (c *sourceCheck) compareChains(ctx context.Context) error {
 				case r.refund:
 					state = ", refunded"
 				}
-				c.add(SourceFinding{Class: ClassSourceNetDiffers, Period: period, RecordID: record, Operation: string(fingerprint.KindUsage),
+				c.add(SourceFinding{Class: ClassSourceNetDiffers, Period: period, RecordID: recordID, Operation: string(record.KindUsage),
 					Line: r.line, Currency: r.currency, SourceAmount: want.String(), SettleAmount: got.String(),
 					Detail: fmt.Sprintf("the source's final amount is %s %s (version %d%s); settle's ledger rows for the chain charge %s %s",
 						want, r.currency, r.version, state, got, currency)})

@@ -7,7 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/settlehq/settle/fingerprint"
+	"github.com/settlehq/settle/record"
 )
 
 var (
@@ -45,14 +45,14 @@ func (s *Store) sweepOrphansOnce(ctx context.Context, orphanAfter time.Duration,
 	rows, _ := tx.Query(ctx, sqlWaitingDue, fmt.Sprintf("%d milliseconds", orphanAfter.Milliseconds()), sweepPageMax)
 	var ds []decoded
 	for rows.Next() {
-		var id fingerprint.Identity
+		var id record.Identity
 		var op string
 		if err := rows.Scan(&id.TenantID, &id.AccountPeriod, &id.RecordID, &op); err != nil {
 			return 0, err
 		}
-		id.Operation = fingerprint.Kind(op)
+		id.Operation = record.Kind(op)
 		// Stand-ins: load() finds the waiting operations by identity.
-		ds = append(ds, decoded{in: &Input{Topic: "settle.sweep"}, id: id, rec: fingerprint.Record{TenantID: id.TenantID,
+		ds = append(ds, decoded{in: &Input{Topic: "settle.sweep"}, id: id, rec: record.Record{TenantID: id.TenantID,
 			AccountPeriod: id.AccountPeriod, RecordID: id.RecordID, Kind: id.Operation}})
 	}
 	if err := rows.Err(); err != nil {
@@ -73,7 +73,7 @@ func (s *Store) sweepOrphansOnce(ctx context.Context, orphanAfter time.Duration,
 		final := Result{Version: SchemaVersionOutput, Source: Coordinates{w.d.in.Topic, w.d.in.Partition, w.d.in.Offset}}
 		idj := identityJSON(w.d.id)
 		final.Identity = &idj
-		if w.d.rec.Kind == fingerprint.KindUsage && w.d.rec.HoldID != "" {
+		if w.d.rec.Kind == record.KindUsage && w.d.rec.HoldID != "" {
 			// A capture whose hold never came is charged as plain usage.
 			w.d.rec.HoldID, w.d.rec.HoldPeriod = "", ""
 			p, err := st.process(ctx, w.d)

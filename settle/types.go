@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"time"
 
-	"github.com/settlehq/settle/fingerprint"
+	"github.com/settlehq/settle/record"
 )
 
 // Input is one input record as it arrived, named by its coordinates.
@@ -14,7 +14,7 @@ type Input struct {
 	Offset    int64
 	Key       []byte
 	Value     []byte
-	Headers   []fingerprint.Header
+	Headers   []record.Header
 	Timestamp time.Time // the record's own timestamp, for latency
 
 	// Exhausted, when set, dead-letters the record as transient_exhausted
@@ -58,9 +58,9 @@ const (
 	ReasonAlreadyRefunded   = "already_refunded"
 	ReasonAlreadyReclaimed  = "already_reclaimed"
 
-	ReasonInvalidJSON        = fingerprint.ReasonInvalidJSON
-	ReasonTooLarge           = fingerprint.ReasonTooLarge
-	ReasonInvalidField       = fingerprint.ReasonInvalidField
+	ReasonInvalidJSON        = record.ReasonInvalidJSON
+	ReasonTooLarge           = record.ReasonTooLarge
+	ReasonInvalidField       = record.ReasonInvalidField
 	ReasonTransientExhausted = "transient_exhausted"
 )
 
@@ -75,7 +75,7 @@ type IdentityJSON struct {
 	Operation     string `json:"operation"`
 }
 
-func identityJSON(id fingerprint.Identity) IdentityJSON {
+func identityJSON(id record.Identity) IdentityJSON {
 	return IdentityJSON{id.TenantID, id.AccountPeriod, id.RecordID, string(id.Operation)}
 }
 

@@ -11,7 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/settlehq/settle/fingerprint"
+	"github.com/settlehq/settle/record"
 )
 
 type deadLetterRow struct {
@@ -29,7 +29,7 @@ type headerJSON struct {
 	Value []byte `json:"value"`
 }
 
-func encodeHeaders(hs []fingerprint.Header) []byte {
+func encodeHeaders(hs []record.Header) []byte {
 	out := make([]headerJSON, len(hs))
 	for i, h := range hs {
 		out[i] = headerJSON{h.Key, h.Value}
@@ -39,7 +39,7 @@ func encodeHeaders(hs []fingerprint.Header) []byte {
 }
 
 // DecodeHeaders reads headers stored by the outbox or dead_letters.
-func DecodeHeaders(b []byte) ([]fingerprint.Header, error) {
+func DecodeHeaders(b []byte) ([]record.Header, error) {
 	if hs, ok := decodeHeadersFast(b); ok {
 		return hs, nil
 	}
@@ -47,9 +47,9 @@ func DecodeHeaders(b []byte) ([]fingerprint.Header, error) {
 	if err := json.Unmarshal(b, &in); err != nil {
 		return nil, err
 	}
-	out := make([]fingerprint.Header, len(in))
+	out := make([]record.Header, len(in))
 	for i, h := range in {
-		out[i] = fingerprint.Header{Key: h.Key, Value: h.Value}
+		out[i] = record.Header{Key: h.Key, Value: h.Value}
 	}
 	return out, nil
 }
@@ -58,14 +58,14 @@ func DecodeHeaders(b []byte) ([]fingerprint.Header, error) {
 // [{"key": "k", "value": "base64"}, ...], without reflection (it was a
 // sixteenth of the relay's CPU). Anything else, including a key with an
 // escape in it, is left to encoding/json: ok is false.
-func decodeHeadersFast(b []byte) (hs []fingerprint.Header, ok bool) {
+func decodeHeadersFast(b []byte) (hs []record.Header, ok bool) {
 	const keyPrefix, valuePrefix = `{"key": "`, `", "value": "`
 	if len(b) < 2 || b[0] != '[' {
 		return nil, false
 	}
 	b = b[1:]
 	if len(b) == 1 && b[0] == ']' {
-		return []fingerprint.Header{}, true
+		return []record.Header{}, true
 	}
 	for {
 		if !bytes.HasPrefix(b, []byte(keyPrefix)) {
@@ -90,7 +90,7 @@ func decodeHeadersFast(b []byte) (hs []fingerprint.Header, ok bool) {
 		if err != nil {
 			return nil, false
 		}
-		hs = append(hs, fingerprint.Header{Key: key, Value: v[:n]})
+		hs = append(hs, record.Header{Key: key, Value: v[:n]})
 		b = b[i+1:]
 		switch {
 		case len(b) == 2 && b[0] == '}' && b[1] == ']':
@@ -107,19 +107,19 @@ func decodeHeadersFast(b []byte) (hs []fingerprint.Header, ok bool) {
 // plus why, where from, how often it was tried and, for a message sent
 // without its value, the value's length.
 func (dl deadLetterRow) outboxHeaders(truncated bool) []byte {
-	hs := append([]fingerprint.Header(nil), dl.in.Headers...)
+	hs := append([]record.Header(nil), dl.in.Headers...)
 	hs = append(hs,
-		fingerprint.Header{Key: "dlq_reason", Value: []byte(dl.reason)},
-		fingerprint.Header{Key: "dlq_error_class", Value: []byte(dl.class)},
-		fingerprint.Header{Key: "dlq_error", Value: []byte(dl.err)},
-		fingerprint.Header{Key: "dlq_source_topic", Value: []byte(dl.in.Topic)},
-		fingerprint.Header{Key: "dlq_source_partition", Value: []byte(strconv.Itoa(int(dl.in.Partition)))},
-		fingerprint.Header{Key: "dlq_source_offset", Value: []byte(strconv.FormatInt(dl.in.Offset, 10))},
-		fingerprint.Header{Key: "dlq_attempts", Value: []byte(strconv.Itoa(dl.attempts))},
-		fingerprint.Header{Key: "version", Value: []byte(strconv.Itoa(SchemaVersionOutput))},
+		record.Header{Key: "dlq_reason", Value: []byte(dl.reason)},
+		record.Header{Key: "dlq_error_class", Value: []byte(dl.class)},
+		record.Header{Key: "dlq_error", Value: []byte(dl.err)},
+		record.Header{Key: "dlq_source_topic", Value: []byte(dl.in.Topic)},
+		record.Header{Key: "dlq_source_partition", Value: []byte(strconv.Itoa(int(dl.in.Partition)))},
+		record.Header{Key: "dlq_source_offset", Value: []byte(strconv.FormatInt(dl.in.Offset, 10))},
+		record.Header{Key: "dlq_attempts", Value: []byte(strconv.Itoa(dl.attempts))},
+		record.Header{Key: "version", Value: []byte(strconv.Itoa(SchemaVersionOutput))},
 	)
 	if truncated {
-		hs = append(hs, fingerprint.Header{Key: DeadLetterValueTruncatedHeader, Value: strconv.AppendInt(nil, int64(len(dl.in.Value)), 10)})
+		hs = append(hs, record.Header{Key: DeadLetterValueTruncatedHeader, Value: strconv.AppendInt(nil, int64(len(dl.in.Value)), 10)})
 	}
 	return encodeHeaders(hs)
 }

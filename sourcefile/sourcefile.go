@@ -2,7 +2,7 @@
 // metering system's final usage records, for month end) in the input
 // grammar: JSON lines, CSV with a header naming the contract's fields, or
 // CloudEvents (structured, one per line, or a JSON batch array). Every
-// record goes through the same fingerprint.Decoder as the usage topic's,
+// record goes through the same record.Decoder as the usage topic's,
 // so identities and canonical forms are settle's own.
 //
 // It reads a stream once, one record at a time, and holds one record in
@@ -19,7 +19,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/settlehq/settle/fingerprint"
+	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/settle"
 )
 
@@ -45,7 +45,7 @@ var csvFields = map[string]bool{
 
 // Reader yields the records of one export; it implements settle.SourceLines.
 type Reader struct {
-	dec      *fingerprint.Decoder
+	dec      *record.Decoder
 	br       *bufio.Reader
 	lineMax  int
 	line     int64
@@ -60,7 +60,7 @@ type Reader struct {
 // New returns a Reader of r in format, decoding with dec. lineBytesMax
 // bounds one line (a longer one is reported too_large and skipped); 0 =
 // 1 MiB.
-func New(r io.Reader, format string, dec *fingerprint.Decoder, lineBytesMax int) (*Reader, error) {
+func New(r io.Reader, format string, dec *record.Decoder, lineBytesMax int) (*Reader, error) {
 	if lineBytesMax == 0 {
 		lineBytesMax = 1 << 20
 	}
@@ -147,7 +147,7 @@ func (rd *Reader) nextLine() (settle.SourceLine, error) {
 		}
 		rd.line++
 		if tooLong {
-			return settle.SourceLine{Line: rd.line, Err: &fingerprint.DecodeError{Reason: fingerprint.ReasonTooLarge, Field: "record",
+			return settle.SourceLine{Line: rd.line, Err: &record.DecodeError{Reason: record.ReasonTooLarge, Field: "record",
 				Msg: fmt.Sprintf("line is longer than %d bytes", rd.lineMax)}}, nil
 		}
 		b := bytes.TrimSpace(rd.scratch.Bytes())
@@ -218,12 +218,12 @@ func (rd *Reader) nextCSV() (settle.SourceLine, error) {
 	if err != nil {
 		var pe *csv.ParseError
 		if errors.As(err, &pe) {
-			return settle.SourceLine{Line: rd.line, Err: &fingerprint.DecodeError{Reason: fingerprint.ReasonInvalidField, Field: "record", Msg: err.Error()}}, nil
+			return settle.SourceLine{Line: rd.line, Err: &record.DecodeError{Reason: record.ReasonInvalidField, Field: "record", Msg: err.Error()}}, nil
 		}
 		return settle.SourceLine{}, fmt.Errorf("csv line %d: %w", rd.line, err)
 	}
 	if len(row) != len(rd.header) {
-		return settle.SourceLine{Line: rd.line, Err: &fingerprint.DecodeError{Reason: fingerprint.ReasonInvalidField, Field: "record",
+		return settle.SourceLine{Line: rd.line, Err: &record.DecodeError{Reason: record.ReasonInvalidField, Field: "record",
 			Msg: fmt.Sprintf("row has %d cells, the header %d", len(row), len(rd.header))}}, nil
 	}
 	rd.scratch.Reset()

@@ -19,8 +19,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/settlehq/settle/analyst"
-	"github.com/settlehq/settle/fingerprint"
 	"github.com/settlehq/settle/internal/pgtest"
+	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/settle"
 )
 
@@ -235,7 +235,7 @@ func TestDLQReplayTwice(t *testing.T) {
 	good := usageRecord("acme", "u-1", "cust-1", "5")
 	rs := d.settle(t,
 		settle.Input{Topic: "usage", Offset: 1000, Key: []byte("acme/cust-1"), Value: good,
-			Headers: []fingerprint.Header{{Key: "trace", Value: []byte("abc")}}, Exhausted: &settle.Exhausted{Err: "timeout", Attempts: 5}},
+			Headers: []record.Header{{Key: "trace", Value: []byte("abc")}}, Exhausted: &settle.Exhausted{Err: "timeout", Attempts: 5}},
 		settle.Input{Topic: "usage", Offset: 1001, Value: []byte(`not json`)},
 	)
 	if rs[0].Reason != settle.ReasonTransientExhausted || rs[1].Reason != settle.ReasonInvalidJSON {
@@ -262,7 +262,7 @@ func TestDLQReplayTwice(t *testing.T) {
 			fs.EachRecord(func(r *kgo.Record) {
 				in := settle.Input{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value}
 				for _, h := range r.Headers {
-					in.Headers = append(in.Headers, fingerprint.Header{Key: h.Key, Value: h.Value})
+					in.Headers = append(in.Headers, record.Header{Key: h.Key, Value: h.Value})
 				}
 				ins = append(ins, in)
 			})

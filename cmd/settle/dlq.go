@@ -12,7 +12,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/settlehq/settle/fingerprint"
+	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/settle"
 )
 
@@ -94,7 +94,7 @@ func (c *dlqListCmd) parked(a *app, store *settle.Store) error {
 	return nil
 }
 
-func headerOf(hs []fingerprint.Header, key string) string {
+func headerOf(hs []record.Header, key string) string {
 	for _, h := range hs {
 		if h.Key == key {
 			return string(h.Value)

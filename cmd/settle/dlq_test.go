@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/settlehq/settle/fingerprint"
+	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/relay"
 	"github.com/settlehq/settle/settle"
 )
@@ -23,7 +23,7 @@ func TestDLQShowAndParked(t *testing.T) {
 	d := newAnalystDB(t)
 	big := []byte(`{"tenant_id":"acme","pad":"` + strings.Repeat("x", settle.DeadLetterValueBytesMaxDefault) + `"}`)
 	rs := d.settle(t, settle.Input{Topic: "usage", Partition: 0, Offset: 7, Key: []byte("acme/cust-1"), Value: big,
-		Headers: []fingerprint.Header{{Key: "origin", Value: []byte("test")}}})
+		Headers: []record.Header{{Key: "origin", Value: []byte("test")}}})
 	if rs[0].Outcome != settle.OutcomeDeadLettered || rs[0].Reason != "too_large" {
 		t.Fatalf("fixture: %+v", rs[0])
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/settlehq/settle/fingerprint"
+	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/settle"
 )
 
@@ -78,7 +78,7 @@ type settleFlags struct {
 
 func (f settleFlags) config(t topicFlags) settle.Config {
 	return settle.Config{
-		Decoder:          fingerprint.Config{RecordBytesMax: f.RecordBytesMax, Tenants: f.Tenants},
+		Decoder:          record.Config{RecordBytesMax: f.RecordBytesMax, Tenants: f.Tenants},
 		BatchRecordsMax:  f.BatchRecordsMax,
 		SettlementsTopic: t.SettlementsTopic,
 		ResultsTopic:     t.ResultsTopic,

@@ -16,7 +16,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/settlehq/settle/fingerprint"
+	"github.com/settlehq/settle/record"
 )
 
 // produceCmd publishes JSON lines to a topic, keyed like producers key
@@ -39,7 +39,7 @@ func (c *produceCmd) Run(a *app) error {
 	if c.Timeout <= 0 {
 		return usageError{fmt.Sprintf("--timeout %s: must be positive", c.Timeout)}
 	}
-	dec, err := fingerprint.NewDecoder(fingerprint.Config{RecordBytesMax: c.RecordBytesMax})
+	dec, err := record.NewDecoder(record.Config{RecordBytesMax: c.RecordBytesMax})
 	if err != nil {
 		return usageError{fmt.Sprintf("--record-bytes-max: %v", err)}
 	}
@@ -129,7 +129,7 @@ type produceOptions struct {
 	Timeout time.Duration
 	// Decoder checks each line as the service will; nil publishes every
 	// line unchecked.
-	Decoder *fingerprint.Decoder
+	Decoder *record.Decoder
 	// PublishInvalid publishes lines the Decoder refuses, after reporting
 	// them; otherwise they are reported and left out.
 	PublishInvalid bool
@@ -169,7 +169,7 @@ func produceLines(ctx context.Context, cl *kgo.Client, topic string, in io.Reade
 			if _, err := o.Decoder.Decode(value, nil); err != nil {
 				n.invalid = append(n.invalid, line)
 				reason := "invalid"
-				var de *fingerprint.DecodeError
+				var de *record.DecodeError
 				if errors.As(err, &de) {
 					reason = de.Reason
 				}

@@ -12,7 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/settlehq/settle/fingerprint"
+	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/settle"
 )
 
@@ -137,14 +137,14 @@ func (c *reconcileCmd) readKafka(a *app, kopts []kgo.Opt, in *settle.ReconcileIn
 	if c.Tenant == "" || c.Period == "" {
 		return nil
 	}
-	dec, err := fingerprint.NewDecoder(fingerprint.Config{RecordBytesMax: c.RecordBytes})
+	dec, err := record.NewDecoder(record.Config{RecordBytesMax: c.RecordBytes})
 	if err != nil {
 		return usageError{err.Error()}
 	}
 	starts, err := readTopic(ctx, adm, c.Brokers, kopts, c.Topic, func(r *kgo.Record) {
-		hs := make([]fingerprint.Header, len(r.Headers))
+		hs := make([]record.Header, len(r.Headers))
 		for i, h := range r.Headers {
-			hs[i] = fingerprint.Header{Key: h.Key, Value: h.Value}
+			hs[i] = record.Header{Key: h.Key, Value: h.Value}
 		}
 		rec, err := dec.Decode(r.Value, hs)
 		if err != nil || rec.TenantID != c.Tenant || rec.AccountPeriod != c.Period {

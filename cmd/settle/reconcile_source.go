@@ -9,7 +9,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/settlehq/settle/fingerprint"
+	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/sourcefile"
 )
@@ -33,8 +33,8 @@ func (c *reconcileCmd) runSource(a *app) error {
 		return usageError{fmt.Sprintf("--to %s is before --period %s", c.To, c.Period)}
 	}
 	for _, op := range c.Operations {
-		if !slices.Contains(fingerprint.Kinds, fingerprint.Kind(op)) {
-			return usageError{fmt.Sprintf("--operations: %q is not a kind (%v)", op, fingerprint.Kinds)}
+		if !slices.Contains(record.Kinds, record.Kind(op)) {
+			return usageError{fmt.Sprintf("--operations: %q is not a kind (%v)", op, record.Kinds)}
 		}
 	}
 	var in io.Reader = os.Stdin
@@ -46,7 +46,7 @@ func (c *reconcileCmd) runSource(a *app) error {
 		defer f.Close()
 		in = f
 	}
-	dec, err := fingerprint.NewDecoder(fingerprint.Config{RecordBytesMax: c.RecordBytes})
+	dec, err := record.NewDecoder(record.Config{RecordBytesMax: c.RecordBytes})
 	if err != nil {
 		return usageError{err.Error()}
 	}

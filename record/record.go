@@ -1,11 +1,11 @@
-// Package fingerprint turns the bytes of one input record into a validated
+// Package record turns the bytes of one input record into a validated
 // Record, its scoped Identity and its versioned canonical form with an xxhash
 // fingerprint.
 //
 // It owns the input grammar of CONTRACT.md section 2 and nothing else: it
 // knows nothing of Kafka, SQL or money movements, and it never uses floating
 // point. Every other package depends on it; it depends on none of them.
-package fingerprint
+package record
 
 import (
 	"encoding/json"
