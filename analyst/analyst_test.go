@@ -13,8 +13,8 @@ import (
 	"testing"
 
 	"github.com/settlehq/settle/analyst"
-	"github.com/settlehq/settle/internal/pgtest"
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/settletest"
 )
 
 // fixture settles a little traffic with two conflicts: acme's u-1 (amount
@@ -35,7 +35,7 @@ func usageRecord(tenant, id, subject, amount, at string) []byte {
 
 func newFixture(t *testing.T, tokens map[string]string) *fixture {
 	t.Helper()
-	s := pgtest.NewStore(t, settle.Config{})
+	s := settletest.NewStore(t, settle.Config{})
 	at := "2026-11-03T10:00:00Z"
 	ins := []settle.Input{
 		{Value: []byte(`{"tenant_id":"acme","account_period":"2026-11","record_id":"g-1","kind":"grant","subject":"cust-1","amount":"100","currency":"USD","occurred_at":"` + at + `"}`)},
@@ -250,7 +250,7 @@ func TestTokenNamesTheAnalyst(t *testing.T) {
 // default the loopback names, any port); others get 421.
 func TestHosts(t *testing.T) {
 	t.Parallel()
-	s := pgtest.NewStore(t, settle.Config{})
+	s := settletest.NewStore(t, settle.Config{})
 	for _, tc := range []struct {
 		hosts []string
 		host  string

@@ -10,8 +10,8 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/settlehq/settle/analyst"
-	"github.com/settlehq/settle/internal/pgtest"
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/settletest"
 )
 
 // TestBrowserStatement drives the statement page in headless chromium:
@@ -21,7 +21,7 @@ import (
 func TestBrowserStatement(t *testing.T) {
 	t.Parallel()
 	path := chromium(t)
-	s := pgtest.NewStore(t, settle.Config{})
+	s := settletest.NewStore(t, settle.Config{})
 	ctx := context.Background()
 	const at = `"account_period":"2026-11","occurred_at":"2026-11-03T10:00:00Z","tenant_id":"acme"`
 	vals := []string{

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/settlehq/settle/internal/pgtest"
+	"github.com/settlehq/settle/settle/settletest"
 )
 
 // TestTinyBench runs every part of the bench on 3,000 records (the
@@ -18,7 +18,7 @@ func TestTinyBench(t *testing.T) {
 	t.Parallel()
 	out := t.TempDir()
 	cfg := Config{
-		ServerURL: pgtest.ServerURL(),
+		ServerURL: settletest.ServerURL(),
 		Workload: Workload{Records: 3000, Tenants: 3, Subjects: 200, Partitions: 3,
 			Mix: Mix{Duplicates: 0.30, Conflicts: 0.01, Corrections: 0.05, Refunds: 0.05, Holds: 0.05}},
 		Writers: 2, PoolConns: 8, PerRecordConns: 4, PerRecordRecords: 300,

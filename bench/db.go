@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/schema"
 )
 
 // database is one run's own database on the server.
@@ -43,7 +43,7 @@ func newDatabase(ctx context.Context, serverURL, run string, keep bool) (*databa
 		return nil, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := settle.Migrate(ctx, conn); err != nil {
+	if _, err := schema.Migrate(ctx, conn); err != nil {
 		d.drop()
 		return nil, fmt.Errorf("migrate %s: %w", name, err)
 	}

@@ -13,9 +13,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/settlehq/settle/internal/kafkatest"
-	"github.com/settlehq/settle/internal/pgtest"
 	"github.com/settlehq/settle/internal/testnet"
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/settletest"
 )
 
 // failCommitResponse is req answered with code on every partition.
@@ -72,7 +72,7 @@ func failNextCommit(k *kafkatest.Cluster) *atomic.Int64 {
 func TestFailedCommitRetriedWhileIdle(t *testing.T) {
 	t.Parallel()
 	k := kafkatest.NewCluster(t, 1)
-	s := pgtest.NewStore(t, settle.Config{})
+	s := settletest.NewStore(t, settle.Config{})
 	const group = "idle-retry"
 	produce := func(from, to int) {
 		var recs []*kgo.Record
@@ -177,7 +177,7 @@ func (m *memberCommits) counts() (refused, passed int) {
 func TestOwedCommitDroppedOnRevoke(t *testing.T) {
 	t.Parallel()
 	k := kafkatest.NewCluster(t, 2)
-	s := pgtest.NewStore(t, settle.Config{})
+	s := settletest.NewStore(t, settle.Config{})
 	const group = "owed-revoke"
 	n := 0
 	produce := func(partition int32, count int) {
@@ -249,7 +249,7 @@ func TestOwedCommitDroppedOnRevoke(t *testing.T) {
 func TestZombieCommitFenced(t *testing.T) {
 	t.Parallel()
 	k := kafkatest.NewCluster(t, 1)
-	s := pgtest.NewStore(t, settle.Config{})
+	s := settletest.NewStore(t, settle.Config{})
 	const group = "zombie"
 	n := 0
 	produce := func(count int) {
@@ -332,7 +332,7 @@ func TestZombieCommitFenced(t *testing.T) {
 func TestRollingUpgradeFromCooperative(t *testing.T) {
 	t.Parallel()
 	k := kafkatest.NewCluster(t, 2)
-	s := pgtest.NewStore(t, settle.Config{})
+	s := settletest.NewStore(t, settle.Config{})
 	const group = "upgrade"
 	oldCfg := consumerConfig(t, k, group)
 	oldCfg.ClientOpts = []kgo.Opt{kgo.Balancers(kgo.CooperativeStickyBalancer())} // the old release

@@ -17,10 +17,10 @@ import (
 
 	"github.com/settlehq/settle/consumer"
 	"github.com/settlehq/settle/internal/kafkatest"
-	"github.com/settlehq/settle/internal/pgtest"
 	"github.com/settlehq/settle/internal/testnet"
 	"github.com/settlehq/settle/relay"
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/settletest"
 )
 
 // usage returns a valid usage record's JSON with fields overridden by kv
@@ -145,7 +145,7 @@ func checkOffsets(t *testing.T, k *kafkatest.Cluster, s *settle.Store, group str
 func TestPipelineEndToEnd(t *testing.T) {
 	t.Parallel()
 	k := kafkatest.NewCluster(t, 3)
-	s := pgtest.NewStore(t, settle.Config{})
+	s := settletest.NewStore(t, settle.Config{})
 	grant := usage("record_id", "g-1", "kind", "grant", "amount", "100", "meter", nil, "quantity", nil, "unit", nil, "finalization_version", nil)
 	oversize := usage("record_id", "big", "attributes", map[string]any{"pad": strings.Repeat("x", 70<<10)})
 	k.Produce(t,
@@ -262,7 +262,7 @@ func TestRecordFailingInTheDatabaseIsIsolated(t *testing.T) {
 
 func recordFailingInTheDatabaseIsIsolated(t *testing.T, partitions int32) {
 	k := kafkatest.NewCluster(t, partitions)
-	s := pgtest.NewStore(t, settle.Config{})
+	s := settletest.NewStore(t, settle.Config{})
 	if _, err := s.Pool().Exec(context.Background(), `
 		CREATE FUNCTION refuse_poison() RETURNS trigger LANGUAGE plpgsql AS $$
 		BEGIN
@@ -334,7 +334,7 @@ func recordFailingInTheDatabaseIsIsolated(t *testing.T, partitions int32) {
 func TestRestoredDatabaseIsReadAgain(t *testing.T) {
 	t.Parallel()
 	k := kafkatest.NewCluster(t, 1)
-	dbURL := pgtest.NewDatabase(t)
+	dbURL := settletest.NewDatabase(t)
 	cfg := consumerConfig(t, k, "restore")
 
 	phase := func(url string, produce []int, want int) *settle.Store {
@@ -392,7 +392,7 @@ func cloneDatabase(t *testing.T, src string) string {
 	name := strings.TrimPrefix(u.Path, "/")
 	clone := name + "_bak"
 	ctx := context.Background()
-	admin, err := pgx.Connect(ctx, pgtest.ServerURL())
+	admin, err := pgx.Connect(ctx, settletest.ServerURL())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -401,13 +401,13 @@ func cloneDatabase(t *testing.T, src string) string {
 		t.Fatalf("clone database: %v", err)
 	}
 	t.Cleanup(func() {
-		admin, err := pgx.Connect(context.Background(), pgtest.ServerURL())
+		admin, err := pgx.Connect(context.Background(), settletest.ServerURL())
 		if err == nil {
 			_, _ = admin.Exec(context.Background(), `DROP DATABASE IF EXISTS `+clone+` WITH (FORCE)`)
 			admin.Close(context.Background())
 		}
 	})
-	return pgtest.DatabaseURL(clone)
+	return settletest.DatabaseURL(clone)
 }
 
 // TestDatabaseOutagePauses: with PostgreSQL unreachable (a TCP proxy in
@@ -416,7 +416,7 @@ func cloneDatabase(t *testing.T, src string) string {
 func TestDatabaseOutagePauses(t *testing.T) {
 	t.Parallel()
 	k := kafkatest.NewCluster(t, 1)
-	u, err := url.Parse(pgtest.NewDatabase(t))
+	u, err := url.Parse(settletest.NewDatabase(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -486,7 +486,7 @@ func TestRebalanceDoesNotWaitForTheWholePoll(t *testing.T) {
 	t.Parallel()
 	const perPartition = 4000
 	k := kafkatest.NewCluster(t, 2)
-	s := pgtest.NewStore(t, settle.Config{BatchRecordsMax: 20})
+	s := settletest.NewStore(t, settle.Config{BatchRecordsMax: 20})
 	var recs []*kgo.Record
 	for p := range int32(2) {
 		for i := range perPartition {

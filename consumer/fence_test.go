@@ -10,8 +10,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/settlehq/settle/internal/kafkatest"
-	"github.com/settlehq/settle/internal/pgtest"
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/settletest"
 )
 
 // TestCommitFencedToItsMembership: a commit whose poll was made under
@@ -21,7 +21,7 @@ import (
 func TestCommitFencedToItsMembership(t *testing.T) {
 	t.Parallel()
 	k := kafkatest.NewCluster(t, 1)
-	c, err := New(pgtest.NewStore(t, settle.Config{}), Config{Brokers: k.Brokers, Group: "fence"})
+	c, err := New(settletest.NewStore(t, settle.Config{}), Config{Brokers: k.Brokers, Group: "fence"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,9 +11,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/settlehq/settle/internal/kafkatest"
-	"github.com/settlehq/settle/internal/pgtest"
 	"github.com/settlehq/settle/internal/testnet"
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/settletest"
 )
 
 // TestLaneStopsWhenResultsCannotBePublished: a small poll of two
@@ -26,7 +26,7 @@ import (
 func TestLaneStopsWhenResultsCannotBePublished(t *testing.T) {
 	t.Parallel()
 	k := kafkatest.NewCluster(t, 2)
-	s := pgtest.NewStore(t, settle.Config{})
+	s := settletest.NewStore(t, settle.Config{})
 	const group = "lane-publish"
 	var recs []*kgo.Record
 	for p := range int32(2) {

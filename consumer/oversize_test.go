@@ -12,8 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/settlehq/settle/internal/kafkatest"
-	"github.com/settlehq/settle/internal/pgtest"
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/settletest"
 )
 
 // TestOversizedRecordDoesNotPoisonTheRelay: a 2 MiB usage record (the
@@ -27,7 +27,7 @@ func TestOversizedRecordDoesNotPoisonTheRelay(t *testing.T) {
 	t.Parallel()
 	k := kafkatest.NewCluster(t, 1)
 	k.SetTopicConfig(t, "usage", "max.message.bytes", strconv.Itoa(8<<20))
-	s := pgtest.NewStore(t, settle.Config{})
+	s := settletest.NewStore(t, settle.Config{})
 
 	big := usage("record_id", "big", "attributes", map[string]any{"pad": strings.Repeat("x", 2<<20)})
 	cl, err := kgo.NewClient(kgo.SeedBrokers(k.Brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()),

@@ -12,10 +12,10 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/settlehq/settle/internal/kafkatest"
-	"github.com/settlehq/settle/internal/pgtest"
 	"github.com/settlehq/settle/internal/testnet"
 	"github.com/settlehq/settle/relay"
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/settletest"
 	"github.com/settlehq/settle/telemetry"
 )
 
@@ -27,7 +27,7 @@ import (
 func TestTraceFollowsRecord(t *testing.T) {
 	t.Parallel()
 	k := kafkatest.NewCluster(t, 1)
-	s := pgtest.NewStore(t, settle.Config{})
+	s := settletest.NewStore(t, settle.Config{})
 	rec := tracetest.NewSpanRecorder()
 	tel, err := telemetry.NewForTest(rec)
 	if err != nil {

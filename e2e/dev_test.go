@@ -17,8 +17,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/settlehq/settle/internal/pgtest"
 	"github.com/settlehq/settle/internal/testnet"
+	"github.com/settlehq/settle/settle/settletest"
 )
 
 // portFree reports whether addr can be listened on now.
@@ -169,7 +169,7 @@ func TestKcatInterop(t *testing.T) {
 	db := fmt.Sprintf("settle_e2e_kcat_%d", os.Getpid())
 	t.Cleanup(func() { dropDatabase(db) })
 	p := startSettle(t, "dev-kcat", nil, "dev", "--kafka-addr", broker, "--admin-addr", admin,
-		"--database-url", pgtest.ServerURL(), "--database", db, "--no-sample")
+		"--database-url", settletest.ServerURL(), "--database", db, "--no-sample")
 	waitOutput(t, p, time.Minute, regexp.MustCompile(`try next`))
 
 	// Metadata: the pipeline's topics, usage with 6 partitions.

@@ -21,8 +21,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/settlehq/settle/internal/pgtest"
 	"github.com/settlehq/settle/internal/testnet"
+	"github.com/settlehq/settle/settle/settletest"
 )
 
 // settleBin is the binary built once by TestMain.
@@ -199,9 +199,9 @@ func (p *proc) exited() bool {
 func emptyDatabase(t *testing.T) string {
 	t.Helper()
 	ctx := context.Background()
-	admin, err := pgx.Connect(ctx, pgtest.ServerURL())
+	admin, err := pgx.Connect(ctx, settletest.ServerURL())
 	if err != nil {
-		t.Fatalf("connect to %s: %v (start PostgreSQL, or set SETTLE_TEST_DATABASE_URL)", pgtest.ServerURL(), err)
+		t.Fatalf("connect to %s: %v (start PostgreSQL, or set SETTLE_TEST_DATABASE_URL)", settletest.ServerURL(), err)
 	}
 	defer admin.Close(ctx)
 	name := fmt.Sprintf("settle_e2e_%d_%d", os.Getpid(), time.Now().UnixNano()%1e9)
@@ -209,13 +209,13 @@ func emptyDatabase(t *testing.T) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { dropDatabase(name) })
-	return pgtest.DatabaseURL(name)
+	return settletest.DatabaseURL(name)
 }
 
 func dropDatabase(name string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	admin, err := pgx.Connect(ctx, pgtest.ServerURL())
+	admin, err := pgx.Connect(ctx, settletest.ServerURL())
 	if err != nil {
 		return
 	}

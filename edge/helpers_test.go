@@ -17,8 +17,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/settlehq/settle/internal/pgtest"
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/settletest"
 )
 
 const (
@@ -31,7 +31,7 @@ const (
 // exercised too.
 func newStore(t *testing.T, maxConns int32) *settle.Store {
 	t.Helper()
-	cfg, err := pgxpool.ParseConfig(pgtest.NewDatabase(t))
+	cfg, err := pgxpool.ParseConfig(settletest.NewDatabase(t))
 	if err != nil {
 		t.Fatal(err)
 	}

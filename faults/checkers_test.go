@@ -8,7 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/settlehq/settle/internal/pgtest"
+	"github.com/settlehq/settle/settle/settletest"
 )
 
 // TestCheckersCatchBrokenState shows every invariant checker failing once:
@@ -30,7 +30,7 @@ func TestCheckersCatchBrokenState(t *testing.T) {
 	defer conn.Release()
 	// Superuser, bypassing the append-only triggers: a corruption only a
 	// defect (or an operator) could cause.
-	exec := func(sql string, args ...any) { t.Helper(); pgtest.Bypass(t, conn, sql, args...) }
+	exec := func(sql string, args ...any) { t.Helper(); settletest.Bypass(t, conn, sql, args...) }
 	expect := func(what string, bad func(Report) bool) {
 		t.Helper()
 		rep, err := Check(ctx, r.tg, true, r.model)

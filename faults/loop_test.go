@@ -12,7 +12,7 @@ import (
 
 	"github.com/settlehq/settle/internal/crashpoint"
 	"github.com/settlehq/settle/internal/pgcluster"
-	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/schema"
 )
 
 // TestCrashLoop (full tier only) settles 100,000 records with duplicates,
@@ -44,7 +44,7 @@ func TestCrashLoop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := settle.Migrate(ctx, conn); err != nil {
+	if _, err := schema.Migrate(ctx, conn); err != nil {
 		t.Fatal(err)
 	}
 	conn.Close(ctx)

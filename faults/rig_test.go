@@ -10,7 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/settlehq/settle/internal/kafkatest"
-	"github.com/settlehq/settle/internal/pgtest"
+	"github.com/settlehq/settle/settle/settletest"
 )
 
 // full reports whether the full tier runs (SETTLE_FAULTS_FULL=1); the quick
@@ -29,7 +29,7 @@ type rig struct {
 
 func newRig(t *testing.T, seed uint64, brokers int, kopts ...kfake.Opt) *rig {
 	t.Helper()
-	url := pgtest.NewDatabase(t)
+	url := settletest.NewDatabase(t)
 	return newRigOn(t, url, seed, brokers, kopts...)
 }
 

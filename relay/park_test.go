@@ -14,11 +14,11 @@ import (
 	"time"
 
 	"github.com/settlehq/settle/internal/kafkatest"
-	"github.com/settlehq/settle/internal/pgtest"
 	"github.com/settlehq/settle/internal/testnet"
 	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/relay"
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/settletest"
 	"github.com/settlehq/settle/telemetry"
 )
 
@@ -34,7 +34,7 @@ func TestRelayParksWhatTheBrokerRefuses(t *testing.T) {
 	k := kafkatest.NewCluster(t, 1)
 	const dlqBytesMax = 4096
 	k.SetTopicConfig(t, "usage.dlq", "max.message.bytes", strconv.Itoa(dlqBytesMax))
-	s := pgtest.NewStore(t, settle.Config{})
+	s := settletest.NewStore(t, settle.Config{})
 	ctx := context.Background()
 
 	// Rows of the dead-letter topic, all with one key: small ones around a

@@ -11,10 +11,10 @@ import (
 	"time"
 
 	"github.com/settlehq/settle/internal/kafkatest"
-	"github.com/settlehq/settle/internal/pgtest"
 	"github.com/settlehq/settle/internal/testnet"
 	"github.com/settlehq/settle/relay"
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/settletest"
 )
 
 type testWriter struct{ t *testing.T }
@@ -65,7 +65,7 @@ func unpublished(t *testing.T, s *settle.Store) int64 {
 func TestRelayRepublishesUnmarkedRows(t *testing.T) {
 	t.Parallel()
 	k := kafkatest.NewCluster(t, 1)
-	s := pgtest.NewStore(t, settle.Config{})
+	s := settletest.NewStore(t, settle.Config{})
 	settleGrants(t, s, 0, 10)
 	r := newRelay(t, s, k)
 	stop := testnet.Background(t, r.Run)
@@ -108,7 +108,7 @@ func TestRelayRepublishesUnmarkedRows(t *testing.T) {
 func TestTwoRelaysDoNotBothPublish(t *testing.T) {
 	t.Parallel()
 	k := kafkatest.NewCluster(t, 1)
-	s := pgtest.NewStore(t, settle.Config{})
+	s := settletest.NewStore(t, settle.Config{})
 	r1, r2 := newRelay(t, s, k), newRelay(t, s, k)
 	stop1, stop2 := testnet.Background(t, r1.Run), testnet.Background(t, r2.Run)
 
@@ -159,7 +159,7 @@ func TestTwoRelaysDoNotBothPublish(t *testing.T) {
 func TestRelayWakesOnCommit(t *testing.T) {
 	t.Parallel()
 	k := kafkatest.NewCluster(t, 1)
-	s := pgtest.NewStore(t, settle.Config{})
+	s := settletest.NewStore(t, settle.Config{})
 	const poll = 9 * time.Second // under settle.OutboxLeaseIdleMax
 	r, err := relay.New(s, relay.Config{Brokers: k.Brokers, PollInterval: poll,
 		Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil))})

@@ -12,8 +12,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/settlehq/settle/internal/pgtest"
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/settletest"
 )
 
 // insertCases writes n synthetic cases straight into conflict_cases: 10
@@ -135,7 +135,7 @@ func TestCaseListPaging(t *testing.T) {
 // BenchmarkConflictList100k measures one filtered page (open cases of one
 // tenant and reason, 50 rows) over 100,000 cases.
 func BenchmarkConflictList100k(b *testing.B) {
-	s := pgtest.NewStore(b, settle.Config{})
+	s := settletest.NewStore(b, settle.Config{})
 	insertCases(b, s.Pool(), 100_000)
 	ctx := context.Background()
 	f := settle.CaseFilter{Status: "open", Tenant: "t3", Reason: "orphan"}

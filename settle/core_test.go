@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/settlehq/settle/internal/pgtest"
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/settletest"
 )
 
 func TestSettleUsageDuplicateConflict(t *testing.T) {
@@ -159,7 +159,7 @@ func TestAccountsReplacedUnderTheStore(t *testing.T) {
 	s := newStore(t)
 	mustSettle(t, s, batch(0, 0, grant("g-1", "cust-1", "100")))
 	// Empty every table behind the Store's back (triggers off: they refuse).
-	pgtest.Bypass(t, s.Pool(), `TRUNCATE accounts, identities, ledger_entries, deliveries, outbox, consumer_offsets, chains, holds CASCADE`)
+	settletest.Bypass(t, s.Pool(), `TRUNCATE accounts, identities, ledger_entries, deliveries, outbox, consumer_offsets, chains, holds CASCADE`)
 	rs := mustSettle(t, s, batch(0, 1, grant("g-2", "cust-1", "5")))
 	if got := outcomes(rs); !reflect.DeepEqual(got, []string{"settled"}) {
 		t.Fatalf("outcomes = %v, want [settled]", got)

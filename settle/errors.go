@@ -82,11 +82,6 @@ func isClosedConn(err error) bool {
 	return false
 }
 
-func isUndefinedTable(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == "42P01"
-}
-
 // BatchError is a failure of a whole batch that is neither an outage nor
 // contention: a defect, or a record the database refuses for a reason the
 // decoder did not catch. Callers bisect the batch to find the record.

@@ -7,9 +7,9 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/settlehq/settle/internal/pgtest"
 	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/settletest"
 )
 
 // TestDecodeHeadersFast: headers printed by PostgreSQL from a jsonb column
@@ -17,7 +17,7 @@ import (
 // fast path takes every plain key (a key with an escape falls back).
 func TestDecodeHeadersFast(t *testing.T) {
 	t.Parallel()
-	pool := pgtest.NewPool(t, 2)
+	pool := settletest.NewPool(t, 2)
 	rng := rand.New(rand.NewPCG(7, 11))
 	keys := []string{"settlement_id", "traceparent", "", "k", `quo"te`, `back\slash`, "ünï", "tab\tkey", "<&>"}
 	for trial := range 300 {

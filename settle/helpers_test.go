@@ -9,8 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/settlehq/settle/internal/pgtest"
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/settletest"
 )
 
 // rec builds a valid usage record with fields overridden by kv pairs
@@ -72,7 +72,7 @@ func clone(m map[string]any, kv ...any) map[string]any {
 
 func newStore(t *testing.T) *settle.Store {
 	t.Helper()
-	return pgtest.NewStore(t, settle.Config{})
+	return settletest.NewStore(t, settle.Config{})
 }
 
 func mustSettle(t *testing.T, s *settle.Store, ins []settle.Input) []settle.Result {

@@ -24,8 +24,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/settlehq/settle/internal/pgtest"
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/settletest"
 )
 
 func matrixTrials(scenario string) int {
@@ -51,7 +51,7 @@ func TestReplayMatrix(t *testing.T) {
 			for _, sc := range scenarios {
 				var h handler
 				if hn == "settle" {
-					h = settleHandler{pgtest.NewStore(t, settle.Config{})}
+					h = settleHandler{settletest.NewStore(t, settle.Config{})}
 				} else {
 					h = newStrawman(t, hn)
 				}

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/settlehq/settle/internal/pgtest"
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/settletest"
 )
 
 // reconcileFixture settles a small mixed history (grants, usage, a hold
@@ -127,7 +127,7 @@ func TestReconcileFindsInjectedDiscrepancies(t *testing.T) {
 		want   []string
 	}{
 		{"outbox row un-marked", func(t *testing.T, s *settle.Store, in *settle.ReconcileInput) {
-			pgtest.Bypass(t, s.Pool(), `UPDATE outbox SET created_at = now() - interval '1 hour'
+			settletest.Bypass(t, s.Pool(), `UPDATE outbox SET created_at = now() - interval '1 hour'
 			               WHERE id = (SELECT min(id) FROM outbox WHERE topic = 'settlements')`)
 			exec(t, s, `INSERT INTO outbox_queue SELECT min(id) FROM outbox WHERE topic = 'settlements'`)
 		}, []string{settle.ClassOutboxUnpublished}},
@@ -141,7 +141,7 @@ func TestReconcileFindsInjectedDiscrepancies(t *testing.T) {
 			in.Published = in.Published[:len(in.Published)-1]
 		}, []string{settle.ClassOutboxParked}},
 		{"settlement never written (outbox row deleted)", func(t *testing.T, s *settle.Store, in *settle.ReconcileInput) {
-			pgtest.Bypass(t, s.Pool(), `DELETE FROM outbox WHERE id = (SELECT max(id) FROM outbox WHERE topic = 'settlements')`)
+			settletest.Bypass(t, s.Pool(), `DELETE FROM outbox WHERE id = (SELECT max(id) FROM outbox WHERE topic = 'settlements')`)
 			// The topic then lacks it too.
 			in.Published = in.Published[:len(in.Published)-1]
 		}, []string{settle.ClassSettlementMissing}},
@@ -152,7 +152,7 @@ func TestReconcileFindsInjectedDiscrepancies(t *testing.T) {
 			in.Published = append(in.Published, settle.PublishedSettlement{SettlementID: "f00d", RecordID: "ghost", Operation: "usage"})
 		}, []string{settle.ClassSettlementNoIdentity}},
 		{"ledger row inserted by a superuser, triggers and keys bypassed", func(t *testing.T, s *settle.Store, in *settle.ReconcileInput) {
-			pgtest.Bypass(t, s.Pool(), `INSERT INTO ledger_entries (identity_id, account_id, tenant_id, bucket, amount)
+			settletest.Bypass(t, s.Pool(), `INSERT INTO ledger_entries (identity_id, account_id, tenant_id, bucket, amount)
 			               SELECT 999999, id, tenant_id, 'balance', 25 FROM accounts WHERE subject = 'cust-1'`)
 		}, []string{settle.ClassBalanceMismatch, settle.ClassLedgerNoIdentity, settle.ClassChainBroken}},
 		{"delivery naming an identity that does not exist", func(t *testing.T, s *settle.Store, in *settle.ReconcileInput) {
@@ -160,7 +160,7 @@ func TestReconcileFindsInjectedDiscrepancies(t *testing.T) {
 			            VALUES ('elsewhere', 0, 1, 'acme', 999999, 'duplicate')`)
 		}, []string{settle.ClassDeliveryNoIdentity}},
 		{"identity naming an account and a root that do not exist", func(t *testing.T, s *settle.Store, in *settle.ReconcileInput) {
-			pgtest.Bypass(t, s.Pool(), `UPDATE identities SET account_id = 999999 WHERE id = (SELECT min(id) FROM identities WHERE account_id IS NOT NULL);
+			settletest.Bypass(t, s.Pool(), `UPDATE identities SET account_id = 999999 WHERE id = (SELECT min(id) FROM identities WHERE account_id IS NOT NULL);
 				UPDATE identities SET root_id = 999999 WHERE id = (SELECT max(id) FROM identities WHERE root_id IS NOT NULL);`)
 		}, []string{settle.ClassIdentityNoAccount, settle.ClassIdentityRefMissing}},
 		{"second effect for a settled identity", func(t *testing.T, s *settle.Store, in *settle.ReconcileInput) {
@@ -171,11 +171,11 @@ func TestReconcileFindsInjectedDiscrepancies(t *testing.T) {
 		{"ledger row amount changed and the cache adjusted to hide it", func(t *testing.T, s *settle.Store, in *settle.ReconcileInput) {
 			// A superuser edits history and the cached balance together:
 			// only the hash chain notices.
-			pgtest.Bypass(t, s.Pool(), `UPDATE ledger_entries SET amount = amount - 1 WHERE id = (SELECT min(id) FROM ledger_entries);
+			settletest.Bypass(t, s.Pool(), `UPDATE ledger_entries SET amount = amount - 1 WHERE id = (SELECT min(id) FROM ledger_entries);
 				UPDATE accounts SET balance = balance - 1 WHERE id = (SELECT account_id FROM ledger_entries ORDER BY id LIMIT 1);`)
 		}, []string{settle.ClassChainBroken}},
 		{"newest ledger row removed and the cache adjusted to hide it", func(t *testing.T, s *settle.Store, in *settle.ReconcileInput) {
-			pgtest.Bypass(t, s.Pool(), `UPDATE accounts a SET balance = a.balance - e.amount FROM ledger_entries e
+			settletest.Bypass(t, s.Pool(), `UPDATE accounts a SET balance = a.balance - e.amount FROM ledger_entries e
 				 WHERE e.id = (SELECT max(id) FROM ledger_entries WHERE bucket = 'balance') AND a.id = e.account_id;
 				DELETE FROM ledger_entries WHERE id = (SELECT max(id) FROM ledger_entries WHERE bucket = 'balance');`)
 		}, []string{settle.ClassChainHeadMismatch}},

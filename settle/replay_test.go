@@ -19,8 +19,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/settlehq/settle/internal/pgtest"
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/settletest"
 )
 
 // handler is one way of applying usage records.
@@ -52,7 +52,7 @@ type strawman struct {
 }
 
 func newStrawman(t *testing.T, kind string) *strawman {
-	pool := pgtest.NewPool(t, 32)
+	pool := settletest.NewPool(t, 32)
 	_, err := pool.Exec(context.Background(), `
 		CREATE TABLE straw_claims (record_id text PRIMARY KEY);
 		CREATE TABLE straw_checked (record_id text);
@@ -241,7 +241,7 @@ func TestReplaySettleExactlyOnce(t *testing.T) {
 	for _, sc := range scenarios {
 		t.Run(sc.name, func(t *testing.T) {
 			t.Parallel()
-			s := pgtest.NewStore(t, settle.Config{})
+			s := settletest.NewStore(t, settle.Config{})
 			doubles, lost, _ := replay(t, settleHandler{s}, sc.run, trialsFor(sc.name))
 			if doubles != 0 || lost != 0 {
 				t.Errorf("%s: %d identities settled twice, %d lost; want exactly one effect each", sc.name, doubles, lost)

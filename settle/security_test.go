@@ -8,8 +8,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/settlehq/settle/internal/pgtest"
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/settletest"
 )
 
 // TestServiceRoleCannotRewriteHistory: as settle_app (the role the service
@@ -85,7 +85,7 @@ func asServiceRole(ctx context.Context, pool *pgxpool.Pool, stmt string) error {
 func TestServiceRoleIsEnough(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	cfg, err := pgxpool.ParseConfig(pgtest.NewDatabase(t))
+	cfg, err := pgxpool.ParseConfig(settletest.NewDatabase(t))
 	if err != nil {
 		t.Fatal(err)
 	}

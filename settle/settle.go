@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/settlehq/settle/record"
+	"github.com/settlehq/settle/settle/schema"
 )
 
 // Config configures a Store. The zero value of every field is a documented
@@ -176,7 +177,7 @@ func (c *accountCache) forget() {
 }
 
 // Open returns a Store over pool after checking that the database schema is
-// the one this binary needs (see CheckSchema).
+// the one this binary needs (see schema.Check).
 func Open(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Store, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -186,7 +187,7 @@ func Open(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := CheckSchema(ctx, pool); err != nil {
+	if err := schema.Check(ctx, pool); err != nil {
 		return nil, err
 	}
 	return &Store{pool: pool, cfg: cfg, dec: dec, now: time.Now, outboxSignal: make(chan struct{}, 1)}, nil

@@ -19,9 +19,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/settlehq/settle/analyst"
-	"github.com/settlehq/settle/internal/pgtest"
 	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/settletest"
 )
 
 func usageRecord(tenant, id, subject, amount string) []byte {
@@ -39,7 +39,7 @@ type analystDB struct {
 
 func newAnalystDB(t *testing.T) *analystDB {
 	t.Helper()
-	url := pgtest.NewDatabase(t)
+	url := settletest.NewDatabase(t)
 	pool, err := pgxpool.New(context.Background(), url)
 	if err != nil {
 		t.Fatal(err)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/settlehq/settle/internal/pgcluster"
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/schema"
 )
 
 // devCmd is the sandbox: everything settle needs, in one process, with
@@ -68,7 +69,7 @@ func (c *devCmd) Run(a *app) error {
 	if err != nil {
 		return err
 	}
-	_, err = settle.Migrate(a.ctx, conn)
+	_, err = schema.Migrate(a.ctx, conn)
 	conn.Close(a.ctx)
 	if err != nil {
 		return err

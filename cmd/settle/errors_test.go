@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/settlehq/settle/internal/kafkatest"
-	"github.com/settlehq/settle/internal/pgtest"
 	"github.com/settlehq/settle/internal/testnet"
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/settletest"
 )
 
 // TestFirstErrors: the mistakes a new user makes first end with a message
@@ -154,7 +154,7 @@ func TestConflictingResolveFails(t *testing.T) {
 // not joined.
 func TestReadyzNamesTheBroker(t *testing.T) {
 	t.Parallel()
-	db := pgtest.NewDatabase(t)
+	db := settletest.NewDatabase(t)
 	broker, admin := testnet.FreeAddr(t), testnet.FreeAddr(t)
 	var out testnet.SyncBuffer
 	stop := testnet.Background(t, func(ctx context.Context) error {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/schema"
 )
 
 // databaseFlags are the service's database settings.
@@ -96,14 +97,14 @@ func migrate(ctx context.Context, a *app, ownerURL string) error {
 		return fmt.Errorf("connect to PostgreSQL at %s with the owner URL: %w", redact(ownerURL), err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	applied, err := settle.Migrate(ctx, conn)
+	applied, err := schema.Migrate(ctx, conn)
 	if err != nil {
 		return err
 	}
 	if len(applied) == 0 {
-		a.log.Info("schema is current", "version", settle.SchemaVersion())
+		a.log.Info("schema is current", "version", schema.Version())
 	} else {
-		a.log.Info("schema migrated", "applied", applied, "version", settle.SchemaVersion())
+		a.log.Info("schema migrated", "applied", applied, "version", schema.Version())
 	}
 	return nil
 }

@@ -13,7 +13,7 @@ import (
 	"github.com/alecthomas/kong"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/settlehq/settle/internal/pgtest"
+	"github.com/settlehq/settle/settle/settletest"
 )
 
 func runArgs(t *testing.T, args ...string) (int, string) {
@@ -88,7 +88,7 @@ func TestRecordKey(t *testing.T) {
 func TestRunRefusesSchemaBehind(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	admin, err := pgx.Connect(ctx, pgtest.ServerURL())
+	admin, err := pgx.Connect(ctx, settletest.ServerURL())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func TestRunRefusesSchemaBehind(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { admin.Exec(context.Background(), `DROP DATABASE IF EXISTS `+name+` WITH (FORCE)`) })
-	code, out := runArgs(t, "run", "--database-url", pgtest.DatabaseURL(name), "--brokers", "127.0.0.1:1", "--admin-addr", "127.0.0.1:0")
+	code, out := runArgs(t, "run", "--database-url", settletest.DatabaseURL(name), "--brokers", "127.0.0.1:1", "--admin-addr", "127.0.0.1:0")
 	if code != exitFailure || !strings.Contains(out, "settle migrate") {
 		t.Errorf("run on an empty database: exit %d, want 1 naming `settle migrate`:\n%s", code, out)
 	}

@@ -12,8 +12,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/settlehq/settle/internal/pgtest"
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/settletest"
 )
 
 // TestMonthEndCommands: settle reconcile --source exits 0 on an export of
@@ -22,7 +22,7 @@ import (
 // the balance.
 func TestMonthEndCommands(t *testing.T) {
 	t.Parallel()
-	url := pgtest.NewDatabase(t)
+	url := settletest.NewDatabase(t)
 	ctx := context.Background()
 	pool, err := pgxpool.New(ctx, url)
 	if err != nil {

@@ -26,8 +26,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
-	"github.com/settlehq/settle/internal/pgtest"
 	"github.com/settlehq/settle/internal/testnet"
+	"github.com/settlehq/settle/settle/settletest"
 	"github.com/settlehq/settle/telemetry"
 )
 
@@ -99,7 +99,7 @@ func TestMetricsAndReadiness(t *testing.T) {
 	}
 	t.Cleanup(broker.Close)
 	brokers := broker.ListenAddrs()
-	dbURL := pgtest.NewDatabase(t)
+	dbURL := settletest.NewDatabase(t)
 	cfg, err := pgx.ParseConfig(dbURL)
 	if err != nil {
 		t.Fatal(err)
@@ -176,7 +176,7 @@ func TestMetricsAndReadiness(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close(context.Background())
-	pgtest.Bypass(t, conn, `DELETE FROM outbox WHERE id = (SELECT max(id) FROM outbox WHERE topic = 'settlements')`)
+	settletest.Bypass(t, conn, `DELETE FROM outbox WHERE id = (SELECT max(id) FROM outbox WHERE topic = 'settlements')`)
 	code, rout = runArgs(t, "reconcile", "--database-url", dbURL)
 	if code != exitMismatch || !strings.Contains(rout, "settlement_missing") {
 		t.Errorf("reconcile with a settlement missing: exit %d, want 3 naming settlement_missing\n%s", code, rout)
@@ -203,7 +203,7 @@ func TestSASLAndTLSSecretsNeverLogged(t *testing.T) {
 	brokers := broker.ListenAddrs()
 	// Trust authentication ignores the password, but it is in the URL the
 	// service parses and reports on.
-	cfg, _ := pgx.ParseConfig(pgtest.NewDatabase(t))
+	cfg, _ := pgx.ParseConfig(settletest.NewDatabase(t))
 	dbURL := fmt.Sprintf("postgres://postgres:%s@%s:%d/%s?sslmode=disable", dbPassword, cfg.Host, cfg.Port, cfg.Database)
 	admin := testnet.FreeAddr(t)
 	out, stop := service(t, "--log-level", "debug", "run", "--database-url", dbURL, "--brokers", strings.Join(brokers, ","),

@@ -16,6 +16,7 @@ import (
 	"github.com/settlehq/settle/consumer"
 	"github.com/settlehq/settle/relay"
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/schema"
 	"github.com/settlehq/settle/telemetry"
 )
 
@@ -179,7 +180,7 @@ func (p *pipeline) adminHandler(a *app) http.Handler {
 		var reasons []string
 		if err := p.store.Pool().Ping(ctx); err != nil {
 			reasons = append(reasons, "database unreachable: "+err.Error())
-		} else if err := settle.CheckSchema(ctx, p.store.Pool()); err != nil {
+		} else if err := schema.Check(ctx, p.store.Pool()); err != nil {
 			reasons = append(reasons, err.Error())
 		}
 		if why := p.consumer.NotReadyReason(); why != "" {

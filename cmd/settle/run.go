@@ -12,6 +12,7 @@ import (
 	"github.com/settlehq/settle/consumer"
 	"github.com/settlehq/settle/relay"
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/schema"
 	"github.com/settlehq/settle/telemetry"
 )
 
@@ -93,8 +94,8 @@ func (c *runCmd) run(a *app) error {
 		return err
 	}
 	defer pool.Close()
-	if err := settle.CheckSchema(a.ctx, pool); err != nil {
-		if errors.Is(err, settle.ErrSchemaBehind) {
+	if err := schema.Check(a.ctx, pool); err != nil {
+		if errors.Is(err, schema.ErrBehind) {
 			return fmt.Errorf("refusing to start: %w", err)
 		}
 		return err

@@ -16,7 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/settlehq/settle/internal/money"
-	"github.com/settlehq/settle/internal/pgtest"
+	"github.com/settlehq/settle/settle/settletest"
 )
 
 func randDec(rng *rand.Rand) string {
@@ -46,9 +46,9 @@ func randDec(rng *rand.Rand) string {
 func TestMoneyAgreesWithPostgresNumeric(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, pgtest.ServerURL())
+	conn, err := pgx.Connect(ctx, settletest.ServerURL())
 	if err != nil {
-		t.Fatalf("connect to %s: %v", pgtest.ServerURL(), err)
+		t.Fatalf("connect to %s: %v", settletest.ServerURL(), err)
 	}
 	defer conn.Close(ctx)
 	const n = 5000

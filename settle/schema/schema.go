@@ -1,4 +1,9 @@
-package settle
+// Package schema owns settle's database schema: the embedded, numbered,
+// forward-only migrations, each applied in its own transaction with its
+// version row, and the check that a database is at exactly the version this
+// binary needs. It never touches the rows the migrations create: only
+// settle's packages speak SQL to them.
+package schema
 
 import (
 	"context"
@@ -11,6 +16,7 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 //go:embed migrations/*.sql
@@ -53,9 +59,9 @@ func migrations() ([]migration, error) {
 	return ms, nil
 }
 
-// SchemaVersion is the schema version this binary needs: the number of its
+// Version is the schema version this binary needs: the number of its
 // embedded migrations.
-func SchemaVersion() int {
+func Version() int {
 	ms, err := migrations()
 	if err != nil {
 		panic(err) // embedded at build time: a broken set is a build defect
@@ -88,7 +94,7 @@ func Migrate(ctx context.Context, conn *pgx.Conn) ([]int, error) {
 			applied = append(applied, m.version)
 		}
 	}
-	current, err := DatabaseSchemaVersion(ctx, conn)
+	current, err := DatabaseVersion(ctx, conn)
 	if err != nil {
 		return applied, err
 	}
@@ -123,19 +129,20 @@ func migrateOne(ctx context.Context, conn *pgx.Conn, m migration) (bool, error) 
 	return true, tx.Commit(ctx)
 }
 
-// ErrSchemaBehind is returned by CheckSchema when the database lacks
+// ErrBehind is returned by Check when the database lacks
 // migrations this binary needs.
-var ErrSchemaBehind = errors.New("database schema is behind this binary")
+var ErrBehind = errors.New("database schema is behind this binary")
 
-// DatabaseSchemaVersion reads the highest applied migration (0 on an empty
+// DatabaseVersion reads the highest applied migration (0 on an empty
 // database).
-func DatabaseSchemaVersion(ctx context.Context, q interface {
+func DatabaseVersion(ctx context.Context, q interface {
 	QueryRow(context.Context, string, ...any) pgx.Row
 }) (int, error) {
 	var v int
 	err := q.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&v)
 	if err != nil {
-		if isUndefinedTable(err) {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "42P01" { // no schema_migrations: an empty database
 			return 0, nil
 		}
 		return 0, fmt.Errorf("read schema version: %w", err)
@@ -143,27 +150,27 @@ func DatabaseSchemaVersion(ctx context.Context, q interface {
 	return v, nil
 }
 
-// CheckSchema refuses a database whose schema is not exactly this binary's:
+// Check refuses a database whose schema is not exactly this binary's:
 // behind (run `settle migrate`) or ahead (run a newer settle).
-func CheckSchema(ctx context.Context, q interface {
+func Check(ctx context.Context, q interface {
 	QueryRow(context.Context, string, ...any) pgx.Row
 }) error {
-	have, err := DatabaseSchemaVersion(ctx, q)
+	have, err := DatabaseVersion(ctx, q)
 	if err != nil {
 		return err
 	}
-	want := SchemaVersion()
+	want := Version()
 	switch {
 	case have == 0:
-		return fmt.Errorf("%w: this database has no settle schema: point --database-url at settle's database (under `settle dev`: settle_dev), or create the schema with `settle migrate` and the owner's URL", ErrSchemaBehind)
+		return fmt.Errorf("%w: this database has no settle schema: point --database-url at settle's database (under `settle dev`: settle_dev), or create the schema with `settle migrate` and the owner's URL", ErrBehind)
 	case have < want:
-		return fmt.Errorf("%w: it is at version %d, this settle needs %d; run `settle migrate` with the owner's DATABASE_URL (or --owner-url)", ErrSchemaBehind, have, want)
+		return fmt.Errorf("%w: it is at version %d, this settle needs %d; run `settle migrate` with the owner's DATABASE_URL (or --owner-url)", ErrBehind, have, want)
 	case have > want:
 		return fmt.Errorf("database schema is at version %d, newer than this settle's %d: upgrade settle", have, want)
 	}
 	return nil
 }
 
-// MigrationFS exposes the embedded migrations (read-only), for tools that
+// FS exposes the embedded migrations (read-only), for tools that
 // fingerprint the schema.
-func MigrationFS() fs.FS { return migrationFiles }
+func FS() fs.FS { return migrationFiles }

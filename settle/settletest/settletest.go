@@ -1,11 +1,11 @@
-// Package pgtest gives each test its own PostgreSQL database, cloned from a
+// Package settletest gives each test its own PostgreSQL database, cloned from a
 // migrated template. It is test support only: production code must never
 // import it.
 //
 // The server is SETTLE_TEST_DATABASE_URL, else the machine's PostgreSQL at
 // postgres://postgres@127.0.0.1:5432/postgres. An unreachable server fails
 // the test: a test that needs PostgreSQL never skips silently.
-package pgtest
+package settletest
 
 import (
 	"context"
@@ -23,6 +23,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/schema"
 )
 
 // ServerURL is the admin URL of the test server.
@@ -44,9 +45,9 @@ var (
 func template(ctx context.Context) (string, error) {
 	templateOnce.Do(func() {
 		h := sha256.New()
-		_ = fs.WalkDir(settle.MigrationFS(), ".", func(p string, d fs.DirEntry, err error) error {
+		_ = fs.WalkDir(schema.FS(), ".", func(p string, d fs.DirEntry, err error) error {
 			if err == nil && !d.IsDir() {
-				b, _ := fs.ReadFile(settle.MigrationFS(), p)
+				b, _ := fs.ReadFile(schema.FS(), p)
 				h.Write([]byte(p))
 				h.Write(b)
 			}
@@ -61,7 +62,7 @@ func template(ctx context.Context) (string, error) {
 func createTemplate(ctx context.Context, name string) error {
 	admin, err := pgx.Connect(ctx, ServerURL())
 	if err != nil {
-		return fmt.Errorf("pgtest: connect to %s: %w (start PostgreSQL, or set SETTLE_TEST_DATABASE_URL)", ServerURL(), err)
+		return fmt.Errorf("settletest: connect to %s: %w (start PostgreSQL, or set SETTLE_TEST_DATABASE_URL)", ServerURL(), err)
 	}
 	defer admin.Close(ctx)
 	// Test packages run as parallel processes: one creates the template,
@@ -86,9 +87,9 @@ func createTemplate(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := settle.Migrate(ctx, conn); err != nil {
+	if _, err := schema.Migrate(ctx, conn); err != nil {
 		conn.Close(ctx)
-		return fmt.Errorf("pgtest: migrate template: %w", err)
+		return fmt.Errorf("settletest: migrate template: %w", err)
 	}
 	conn.Close(ctx)
 	_, err = admin.Exec(ctx, `ALTER DATABASE `+building+` RENAME TO `+name)
@@ -119,7 +120,7 @@ func NewDatabase(t testing.TB) string {
 	defer cancel()
 	tmpl, err := template(ctx)
 	if err != nil {
-		t.Fatalf("pgtest: %v", err)
+		t.Fatalf("settletest: %v", err)
 	}
 	seq.Lock()
 	seq.n++
@@ -127,11 +128,11 @@ func NewDatabase(t testing.TB) string {
 	seq.Unlock()
 	admin, err := pgx.Connect(ctx, ServerURL())
 	if err != nil {
-		t.Fatalf("pgtest: connect to %s: %v (start PostgreSQL, or set SETTLE_TEST_DATABASE_URL)", ServerURL(), err)
+		t.Fatalf("settletest: connect to %s: %v (start PostgreSQL, or set SETTLE_TEST_DATABASE_URL)", ServerURL(), err)
 	}
 	defer admin.Close(ctx)
 	if _, err := admin.Exec(ctx, `CREATE DATABASE `+name+` TEMPLATE `+tmpl); err != nil {
-		t.Fatalf("pgtest: create database: %v", err)
+		t.Fatalf("settletest: create database: %v", err)
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
