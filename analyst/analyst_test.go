@@ -47,7 +47,7 @@ func newFixture(t *testing.T, tokens map[string]string) *fixture {
 	for i := range ins {
 		ins[i].Topic, ins[i].Offset = "usage", int64(i)
 	}
-	rs, err := s.Settle(context.Background(), "g", ins)
+	rs, err := s.Settle(context.Background(), "g", s.Decode(ins))
 	if err != nil {
 		t.Fatal(err)
 	}

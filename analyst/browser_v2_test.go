@@ -63,7 +63,7 @@ func busyFixture(t *testing.T) *v2Fixture {
 		`"amount":"9","currency":"USD","meter":"gpu_seconds","quantity":"9","unit":"s","occurred_at":"` + at + `","finalization_version":2}`))
 	add([]byte(`{"tenant_id":"globex","account_period":"2026-11","record_id":"hold-7","kind":"hold","subject":"sub-2","amount":"250",` +
 		`"currency":"USD","occurred_at":"` + at + `","expires_at":"2027-01-01T00:00:00Z"}`))
-	rs, err := f.store.Settle(ctx, "g", ins)
+	rs, err := f.store.Settle(ctx, "g", f.store.Decode(ins))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -39,14 +39,14 @@ func TestBrowserStatement(t *testing.T) {
 	for i, v := range vals {
 		ins = append(ins, settle.Input{Topic: "usage", Offset: int64(i), Value: []byte(v)})
 	}
-	if _, err := s.Settle(ctx, "g", ins); err != nil {
+	if _, err := s.Settle(ctx, "g", s.Decode(ins)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.ClosePeriod(ctx, "acme", "2026-11", "fin"); err != nil {
 		t.Fatal(err)
 	}
 	late := `{` + at + `,"record_id":"g-late","kind":"grant","subject":"cust-1","amount":"5","currency":"USD"}`
-	if rs, err := s.Settle(ctx, "g", []settle.Input{{Topic: "usage", Offset: 99, Value: []byte(late)}}); err != nil || rs[0].Outcome != settle.OutcomeSettled {
+	if rs, err := s.Settle(ctx, "g", s.Decode([]settle.Input{{Topic: "usage", Offset: 99, Value: []byte(late)}})); err != nil || rs[0].Outcome != settle.OutcomeSettled {
 		t.Fatalf("late grant: %v %+v", err, rs)
 	}
 	srv := httptest.NewServer(analyst.Handler(analyst.Config{Store: s}))

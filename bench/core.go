@@ -110,7 +110,7 @@ func (c *Config) runCore(ctx context.Context, cr coreRun) (RunResult, error) {
 				outcomesMu.Unlock()
 			}()
 			for batch := range chans[wi] {
-				rs, err := store.Settle(gctx, "bench-core", batch)
+				rs, err := store.Settle(gctx, "bench-core", store.Decode(batch))
 				if err != nil {
 					return fmt.Errorf("settle batch of partition %d from offset %d: %w", batch[0].Partition, batch[0].Offset, err)
 				}

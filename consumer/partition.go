@@ -113,6 +113,7 @@ func (c *Consumer) handleLane(ctx context.Context, abandon <-chan struct{}, cl *
 		for i, r := range recs {
 			ins[i] = input(r)
 		}
+		c.store.Decode(ins)
 		crashpoint.Hit("after_decode")
 		spans := c.startSpans(ctx, recs, ins)
 		results, err := c.settleRange(ctx, abandon, ins)

@@ -202,7 +202,7 @@ func (a *API) postRecords(w http.ResponseWriter, r *http.Request) {
 	hash := sha256.Sum256(body)
 	canon := make([][]byte, len(recs))
 	for i := range recs {
-		canon[i] = record.Canonical(&recs[i])
+		canon[i] = recs[i].Canonical
 	}
 	// Claiming and the answer are the request's business; a client that
 	// hangs up must not leave a settled key without its stored answer.
@@ -246,7 +246,7 @@ func (a *API) postRecords(w http.ResponseWriter, r *http.Request) {
 // settle does the work of a claimed key and stores its answer by the
 // fenced write.
 func (a *API) settle(ctx context.Context, w http.ResponseWriter, tenant, key string, claim settle.IdempotencyClaim,
-	raws []json.RawMessage, recs []record.Record, batch bool) {
+	raws []json.RawMessage, recs []*record.Decoded, batch bool) {
 	log := a.log.With("tenant", tenant, "key", key, "key_id", claim.KeyID, "attempt", claim.Attempts)
 	if claim.TakenOver {
 		log.Info("took over an idempotency key whose lease expired")
@@ -256,7 +256,8 @@ func (a *API) settle(ctx context.Context, w http.ResponseWriter, tenant, key str
 	for i, raw := range raws {
 		inputs[i] = settle.Input{
 			Topic: settle.HTTPTopic, Partition: settle.HTTPSettlePartition, Offset: settle.HTTPOffset(claim.KeyID, i),
-			Key: []byte(recs[i].TenantID + "/" + recs[i].Subject), Value: raw, Timestamp: now,
+			Key: []byte(recs[i].Record.TenantID + "/" + recs[i].Record.Subject), Value: raw, Timestamp: now,
+			Decoded: recs[i],
 		}
 	}
 	sctx, cancel := context.WithTimeout(ctx, a.cfg.SettleTimeout)
@@ -275,8 +276,9 @@ func (a *API) settle(ctx context.Context, w http.ResponseWriter, tenant, key str
 	}
 	out := make([]RecordResult, len(results))
 	for i, res := range results {
-		out[i] = RecordResult{Index: i, Identity: settle.IdentityJSON{TenantID: recs[i].TenantID,
-			AccountPeriod: recs[i].AccountPeriod, RecordID: recs[i].RecordID, Operation: string(recs[i].Kind)},
+		id := recs[i].Identity
+		out[i] = RecordResult{Index: i, Identity: settle.IdentityJSON{TenantID: id.TenantID,
+			AccountPeriod: id.AccountPeriod, RecordID: id.RecordID, Operation: string(id.Operation)},
 			Outcome: res.Outcome, Reason: res.Reason, CaseID: res.CaseID, Replayed: res.Replayed, Response: res.Response}
 	}
 	var body []byte
@@ -386,31 +388,27 @@ func (a *API) split(body []byte) ([]json.RawMessage, bool, *apiError) {
 }
 
 // decode validates every record before anything is claimed, so that a
-// client can fix a request and resend it under the same key.
-func (a *API) decode(raws []json.RawMessage, tenant string) ([]record.Record, *apiError) {
-	recs := make([]record.Record, len(raws))
+// client can fix a request and resend it under the same key. What it
+// decodes is what settles: the records are not decoded again.
+func (a *API) decode(raws []json.RawMessage, tenant string) ([]*record.Decoded, *apiError) {
+	recs := make([]*record.Decoded, len(raws))
 	var bad []RecordError
 	for i, raw := range raws {
-		rec, err := a.dec.Decode(raw, nil)
-		if err != nil {
-			re := RecordError{Index: i, Reason: record.ReasonInvalidJSON, Message: err.Error()}
-			var de *record.DecodeError
-			if errors.As(err, &de) {
-				re.Reason, re.Field, re.Message = de.Reason, de.Field, de.Error()
-			}
-			bad = append(bad, re)
+		p := a.dec.Prepare(raw, nil)
+		if de := p.Err; de != nil {
+			bad = append(bad, RecordError{Index: i, Reason: de.Reason, Field: de.Field, Message: de.Error()})
 			continue
 		}
-		recs[i] = rec
+		recs[i] = &p
 	}
 	if len(bad) > 0 {
 		return nil, &apiError{status: http.StatusUnprocessableEntity, Code: CodeInvalidRecord, Errors: bad,
 			Message: fmt.Sprintf("%d of %d records are not valid: fix the fields named in errors and resend (nothing was settled)", len(bad), len(raws))}
 	}
 	for i := range recs {
-		if recs[i].TenantID != tenant {
+		if t := recs[i].Record.TenantID; t != tenant {
 			return nil, &apiError{status: http.StatusForbidden, Code: CodeTenantForbidden,
-				Message: fmt.Sprintf("record %d is for tenant %q, but this token writes only for tenant %q: nothing was settled", i, recs[i].TenantID, tenant)}
+				Message: fmt.Sprintf("record %d is for tenant %q, but this token writes only for tenant %q: nothing was settled", i, t, tenant)}
 		}
 	}
 	return recs, nil

@@ -45,7 +45,7 @@ func settleGrants(t *testing.T, s *settle.Store, from, n int) {
 			"amount": "5", "currency": "USD", "occurred_at": "2026-11-03T10:00:00Z"})
 		ins[i] = settle.Input{Topic: "usage", Partition: 0, Offset: int64(from + i), Value: v}
 	}
-	if _, err := s.Settle(context.Background(), "g", ins); err != nil {
+	if _, err := s.Settle(context.Background(), "g", s.Decode(ins)); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -52,7 +52,11 @@ func (s *Store) Settle(ctx context.Context, group string, inputs []Input) ([]Res
 	firstSeen := s.now()
 	ds := make([]decoded, len(inputs))
 	for i := range inputs {
-		ds[i] = s.decode(&inputs[i])
+		in := &inputs[i]
+		if in.Decoded == nil && in.Exhausted == nil {
+			return nil, fmt.Errorf("settle: input %d (%s/%d@%d) is not decoded: decode inputs first (Store.Decode)", i, in.Topic, in.Partition, in.Offset)
+		}
+		ds[i] = decodedOf(in, in.Decoded)
 	}
 	var results []Result
 	locks := periodLocks{}
@@ -103,24 +107,27 @@ func (s *Store) withRetries(ctx context.Context, records int, attempt func(n int
 	}
 }
 
-func (s *Store) decode(in *Input) decoded {
-	d := decoded{in: in}
-	if in.Exhausted != nil {
-		return d
-	}
-	rec, err := s.dec.Decode(in.Value, in.Headers)
-	if err != nil {
-		var de *record.DecodeError
-		if !errors.As(err, &de) {
-			de = &record.DecodeError{Reason: record.ReasonInvalidJSON, Field: "record", Msg: err.Error()}
+// Decode decodes, with the store's decoder (its Config.Decoder), every
+// input that is not decoded yet, so that it can be settled. The consumer
+// calls it as a poll's records become inputs; tools and tests that build
+// inputs by hand call it before Settle.
+func (s *Store) Decode(ins []Input) []Input {
+	for i := range ins {
+		if ins[i].Decoded == nil && ins[i].Exhausted == nil {
+			p := s.dec.Prepare(ins[i].Value, ins[i].Headers)
+			ins[i].Decoded = &p
 		}
-		d.err = de
+	}
+	return ins
+}
+
+// decodedOf is an input with its decoding, as the transaction works on it.
+func decodedOf(in *Input, p *record.Decoded) decoded {
+	d := decoded{in: in}
+	if in.Exhausted != nil || p == nil {
 		return d
 	}
-	d.rec = rec
-	d.id = rec.Identity()
-	d.canonical = record.Canonical(&d.rec)
-	d.fp = record.Sum(d.canonical)
+	d.rec, d.err, d.id, d.canonical, d.fp = p.Record, p.Err, p.Identity, p.Canonical, p.Sum
 	return d
 }
 

@@ -77,7 +77,7 @@ func newStore(t *testing.T) *settle.Store {
 
 func mustSettle(t *testing.T, s *settle.Store, ins []settle.Input) []settle.Result {
 	t.Helper()
-	rs, err := s.Settle(context.Background(), "g", ins)
+	rs, err := s.Settle(context.Background(), "g", s.Decode(ins))
 	if err != nil {
 		t.Fatalf("settle: %v", err)
 	}

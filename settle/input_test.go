@@ -28,7 +28,7 @@ func TestOneAccountManyWriters(t *testing.T) {
 					recs = append(recs, rec("record_id", fmt.Sprintf("w%d-%d-%d", w, b, i), "amount", "0.5"))
 				}
 				recs = append(recs, grant(fmt.Sprintf("g%d-%d", w, b), "cust-1", "1.25"))
-				if _, err := s.Settle(context.Background(), "", batch(int32(w), int64(b*10), recs...)); err != nil {
+				if _, err := s.Settle(context.Background(), "", s.Decode(batch(int32(w), int64(b*10), recs...))); err != nil {
 					errs <- err
 					return
 				}

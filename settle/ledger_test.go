@@ -55,7 +55,7 @@ func TestRefundThenRecover(t *testing.T) {
 						for _, k := range phase {
 							recs = append(recs, signal(k, usage, subject))
 						}
-						if _, err := s.Settle(ctx, "", batch(int32(100+w), int64(trial*1000+pi*100), recs...)); err != nil {
+						if _, err := s.Settle(ctx, "", s.Decode(batch(int32(100+w), int64(trial*1000+pi*100), recs...))); err != nil {
 							t.Error(err)
 						}
 					}()
@@ -97,7 +97,7 @@ func TestHoldsNeverOverReserve(t *testing.T) {
 					recs = append(recs, rec("kind", "hold", "record_id", fmt.Sprintf("h-%d-%d-%d", w, b, i), "amount", "7",
 						"meter", nil, "quantity", nil, "unit", nil, "finalization_version", nil))
 				}
-				rs, err := s.Settle(ctx, "", batch(int32(1+w), int64(b*10), recs...))
+				rs, err := s.Settle(ctx, "", s.Decode(batch(int32(1+w), int64(b*10), recs...)))
 				if err != nil {
 					t.Error(err)
 					return

@@ -482,7 +482,9 @@ func (st *txState) readWaiting(br pgx.BatchResults) ([]*waitingOp, error) {
 		if in.Headers, err = DecodeHeaders(headers); err != nil {
 			return nil, fmt.Errorf("waiting operation %s: headers: %w", id, err)
 		}
-		d := st.s.decode(&in)
+		// A waiting operation is stored as the bytes it arrived with.
+		p := st.s.dec.Prepare(in.Value, in.Headers)
+		d := decodedOf(&in, &p)
 		if d.err != nil {
 			return nil, fmt.Errorf("waiting operation %s no longer decodes: %v", id, d.err)
 		}

@@ -1284,7 +1284,7 @@ func settleCatching(ctx context.Context, s *settle.Store, ins []settle.Input) (r
 			err = fmt.Errorf("panic: %v", p)
 		}
 	}()
-	return s.Settle(ctx, "", ins)
+	return s.Settle(ctx, "", s.Decode(ins))
 }
 
 func mapsKeys(m map[string]bool) func(func(string) bool) {

@@ -47,7 +47,7 @@ func TestDependentRacesItsTarget(t *testing.T) {
 				pair.Add(1)
 				go func() {
 					defer pair.Done()
-					if _, err := s.Settle(ctx, "g", batch(int32(p), int64(i), r)); err != nil {
+					if _, err := s.Settle(ctx, "g", s.Decode(batch(int32(p), int64(i), r))); err != nil {
 						errs <- err
 					}
 				}()
@@ -203,7 +203,7 @@ func TestPeriodCloseWaitsForBatchesInFlight(t *testing.T) {
 	}
 	inFlight := make(chan settle.Result, 1)
 	go func() {
-		rs, err := s.Settle(ctx, "g", batch(0, 1, rec("record_id", "u-1")))
+		rs, err := s.Settle(ctx, "g", s.Decode(batch(0, 1, rec("record_id", "u-1"))))
 		if err != nil {
 			t.Error(err)
 			close(inFlight)
@@ -266,7 +266,7 @@ func TestSameWaitingOperationFromTwoWriters(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				<-start
-				rs, err := s.Settle(ctx, "g", batch(int32(w), int64(i), c))
+				rs, err := s.Settle(ctx, "g", s.Decode(batch(int32(w), int64(i), c)))
 				if err != nil {
 					t.Errorf("writer %d, correction %d: %v", w, i, err)
 					return

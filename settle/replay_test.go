@@ -36,7 +36,7 @@ type handler interface {
 type settleHandler struct{ s *settle.Store }
 
 func (h settleHandler) deliver(ctx context.Context, ins []settle.Input) error {
-	_, err := h.s.Settle(ctx, "", ins)
+	_, err := h.s.Settle(ctx, "", h.s.Decode(ins))
 	return err
 }
 

@@ -17,6 +17,11 @@ type Input struct {
 	Headers   []record.Header
 	Timestamp time.Time // the record's own timestamp, for latency
 
+	// Decoded is Value and Headers decoded (record.Decoder.Prepare, or
+	// Store.Decode): callers decode, settle settles. Settle refuses an
+	// input without it, unless Exhausted is set.
+	Decoded *record.Decoded
+
 	// Exhausted, when set, dead-letters the record as transient_exhausted
 	// instead of settling it: the caller retried it past its limit.
 	Exhausted *Exhausted

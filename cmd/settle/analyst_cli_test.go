@@ -56,7 +56,7 @@ func newAnalystDB(t *testing.T) *analystDB {
 
 func (d *analystDB) settle(t *testing.T, ins ...settle.Input) []settle.Result {
 	t.Helper()
-	rs, err := d.store.Settle(context.Background(), "g", ins)
+	rs, err := d.store.Settle(context.Background(), "g", d.store.Decode(ins))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,12 +30,12 @@ func TestBalanceAndPeriodClose(t *testing.T) {
 		return settle.Input{Topic: "usage", Offset: off, Value: []byte(js)}
 	}
 	const base = `"tenant_id":"acme","account_period":"2026-11","subject":"cust-1","occurred_at":"2026-11-03T10:00:00Z"`
-	if _, err := store.Settle(ctx, "", []settle.Input{
+	if _, err := store.Settle(ctx, "", store.Decode([]settle.Input{
 		in(0, `{`+base+`,"record_id":"g","kind":"grant","amount":"100","currency":"USD"}`),
 		in(1, `{`+base+`,"record_id":"u","kind":"usage","amount":"30","currency":"USD","meter":"m","quantity":"1","unit":"s","finalization_version":1}`),
 		in(2, `{`+base+`,"record_id":"h","kind":"hold","amount":"20","currency":"USD"}`),
 		in(3, `{`+base+`,"record_id":"c","kind":"correction","corrects":"u","amount":"25","currency":"USD","meter":"m","quantity":"1","unit":"s","finalization_version":2}`),
-	}); err != nil {
+	})); err != nil {
 		t.Fatal(err)
 	}
 	var out, errOut bytes.Buffer
@@ -58,7 +58,7 @@ func TestBalanceAndPeriodClose(t *testing.T) {
 	if code := run(ctx, []string{"period", "close", "acme", "2026-11", "--as", "fin", "--database-url", url}, &out, &errOut); code != exitOK {
 		t.Fatalf("period close: exit %d: %s", code, errOut.String())
 	}
-	rs, err := store.Settle(ctx, "", []settle.Input{in(4, `{`+base+`,"record_id":"late","kind":"grant","amount":"1","currency":"USD"}`)})
+	rs, err := store.Settle(ctx, "", store.Decode([]settle.Input{in(4, `{`+base+`,"record_id":"late","kind":"grant","amount":"1","currency":"USD"}`)}))
 	if err != nil {
 		t.Fatal(err)
 	}

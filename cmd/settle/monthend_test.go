@@ -43,7 +43,7 @@ func TestMonthEndCommands(t *testing.T) {
 	for i, r := range recs {
 		ins = append(ins, settle.Input{Topic: "usage", Offset: int64(i), Value: []byte(r)})
 	}
-	if _, err := store.Settle(ctx, "", ins); err != nil {
+	if _, err := store.Settle(ctx, "", store.Decode(ins)); err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
