@@ -71,7 +71,7 @@ func TestGeneratorDeterministic(t *testing.T) {
 	const records = 4000
 	a, b := mustNew(t, cfg), mustNew(t, cfg)
 	news := 0
-	partOf := map[string]int32{}  // identity's first record -> its partition
+	partOf := map[string]int32{} // identity's first record -> its partition
 	offsets := map[int32]int64{}
 	for range records {
 		x, y := a.Next(), b.Next()
