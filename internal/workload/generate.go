@@ -228,7 +228,7 @@ func (w *Workload) retryFirst() (Record, bool) {
 	}
 	s := spec{acct: acct, body: bodyUsage, recordID: "u-" + strconv.Itoa(w.n), kind: "usage", cents: int64(1 + w.rng.IntN(100_000))}
 	due := w.n + 1 + w.rng.IntN(RetryLeadMax)
-	r := w.retry(s, w.model.settle(s.acct, w.identity(&s), -Amount(s.cents), 0))
+	r := w.retry(s, false, w.model.settle(s.acct, w.identity(&s), -Amount(s.cents), 0))
 	w.pending = append(w.pending, pendingOriginal{due: due,
 		spec: s, ch: &chain{acct: s.acct, root: s.recordID, version: 1, cents: s.cents, net: Amount(s.cents)}})
 	// Due in order of arrival: keep the queue sorted by due.
@@ -317,11 +317,7 @@ func (w *Workload) duplicate(o sent) Record {
 		(o.spec.body == bodyUsage && o.spec.target == "" || o.spec.body == bodyGrant || o.spec.body == bodyFunding)
 	e := w.model.repeat(o.spec.acct, OutcomeDuplicate, "")
 	if cross {
-		r := w.retry(o.spec, e)
-		if reprovenance {
-			r.Value = w.encode(&o.spec, true)
-		}
-		return r
+		return w.retry(o.spec, reprovenance, e)
 	}
 	r := o.rec
 	if reprovenance {
@@ -335,11 +331,12 @@ func (w *Workload) duplicate(o sent) Record {
 }
 
 // retry makes the copy of s a producer sent through another route: keyed
-// "tenant/subject/retry", on another partition than its account's.
-func (w *Workload) retry(s spec, e Expect) Record {
+// "tenant/subject/retry", on another partition than its account's (with
+// another provenance when reprovenanced).
+func (w *Workload) retry(s spec, reprovenanced bool, e Expect) Record {
 	a := &w.accounts[s.acct]
 	p := (a.partition + 1 + int32(w.rng.IntN(w.cfg.Partitions-1))) % int32(w.cfg.Partitions)
-	r := Record{Key: []byte(a.key + "/retry"), Value: w.encode(&s, false), Partition: p, Offset: w.offsets[p],
+	r := Record{Key: []byte(a.key + "/retry"), Value: w.encode(&s, reprovenanced), Partition: p, Offset: w.offsets[p],
 		Identity: w.identity(&s), What: WhatRetry, Expect: e}
 	w.offsets[p]++
 	w.counts[WhatRetry]++

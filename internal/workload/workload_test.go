@@ -1,6 +1,7 @@
 package workload
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
@@ -60,62 +61,105 @@ func TestBenchStreamUnchanged(t *testing.T) {
 	}
 }
 
-// TestGeneratorDeterministic: one seed, one workload; dependent records
-// share their target's partition and follow it; offsets count each
-// partition's records; the mix gives about its shares.
+// TestGeneratorDeterministic: one seed, one workload; a repeat follows
+// its original, and every record that names a target (a conflict, a
+// correction, a refund, a capture, a release) follows it on its partition;
+// offsets count each partition's records; the mix gives about its shares.
 func TestGeneratorDeterministic(t *testing.T) {
 	t.Parallel()
-	cfg := Config{Tenants: 2, Subjects: 50, Partitions: 4, Seed: 7, Mix: Mix{Duplicates: 0.3, Conflicts: 0.01,
-		Corrections: 0.05, Refunds: 0.05, Holds: 0.05, Releases: 0.03, Captures: 0.03, Grants: 0.02, Poison: 0.01,
-		Reprovenanced: 0.5}}
-	const records = 4000
-	a, b := mustNew(t, cfg), mustNew(t, cfg)
-	news := 0
-	partOf := map[string]int32{} // identity's first record -> its partition
-	offsets := map[int32]int64{}
-	for range records {
-		x, y := a.Next(), b.Next()
-		if string(x.Value) != string(y.Value) || x.Partition != y.Partition || x.Expect != y.Expect {
-			t.Fatalf("same seed, different records: %s vs %s", x.Value, y.Value)
-		}
-		if x.Offset != offsets[x.Partition] {
-			t.Fatalf("record %s at offset %d of partition %d, want %d", x.Value, x.Offset, x.Partition, offsets[x.Partition])
-		}
-		offsets[x.Partition]++
-		if x.What != WhatPoison && string(x.Key) != x.Identity.Tenant+"/"+subjectOf(t, x.Value) {
-			t.Fatalf("record %s keyed %s", x.Value, x.Key)
-		}
-		if x.New() {
-			news++
-			partOf[x.Identity.String()] = x.Partition
-		}
-		if x.What == WhatDuplicate || x.What == WhatConflict {
-			p, ok := partOf[x.Identity.String()]
-			if !ok || p != x.Partition {
-				t.Fatalf("%s %s on partition %d before its original (on %d, seen %v)", x.What, x.Value, x.Partition, p, ok)
+	for _, cfg := range []Config{
+		{Tenants: 2, Subjects: 50, Partitions: 4, Seed: 7, Mix: Mix{Duplicates: 0.3, Conflicts: 0.01,
+			Corrections: 0.05, Refunds: 0.05, Holds: 0.05, Releases: 0.03, Captures: 0.03, Grants: 0.02, Poison: 0.01,
+			Reprovenanced: 0.5}},
+		{Tenants: 2, Subjects: 50, Partitions: 4, Seed: 8, Mix: Mix{Duplicates: 0.3, Conflicts: 0.01,
+			Corrections: 0.05, Refunds: 0.05, Grants: 0.02, Reprovenanced: 0.5, CrossPartition: 0.5}},
+	} {
+		const records = 4000
+		a, b := mustNew(t, cfg), mustNew(t, cfg)
+		news := 0
+		seen := map[string]bool{}    // identities sent
+		partOf := map[string]int32{} // identity -> partition of its first record keyed by its account
+		offsets := map[int32]int64{}
+		for range records {
+			x, y := a.Next(), b.Next()
+			if string(x.Value) != string(y.Value) || x.Partition != y.Partition || x.Expect != y.Expect {
+				t.Fatalf("same seed, different records: %s vs %s", x.Value, y.Value)
+			}
+			if x.Offset != offsets[x.Partition] {
+				t.Fatalf("record %s at offset %d of partition %d, want %d", x.Value, x.Offset, x.Partition, offsets[x.Partition])
+			}
+			offsets[x.Partition]++
+			f := fieldsOf(t, &x)
+			home := x.Identity.Tenant + "/" + f.Subject
+			if x.What == WhatRetry {
+				home += "/retry"
+			}
+			if x.What != WhatPoison && string(x.Key) != home {
+				t.Fatalf("record %s keyed %s", x.Value, x.Key)
+			}
+			id := x.Identity.String()
+			if (x.What == WhatDuplicate || x.What == WhatRetry) && !x.New() && !seen[id] {
+				t.Fatalf("%s %s before its original", x.What, x.Value)
+			}
+			var target string
+			switch {
+			case x.What == WhatConflict:
+				target = id
+			case f.Corrects != "" || x.What == WhatRefund:
+				target = Identity{x.Identity.Tenant, x.Identity.Period, cmp.Or(f.Corrects, f.RecordID), "usage"}.String()
+			case f.HoldID != "" || x.What == WhatHoldRelease:
+				target = Identity{x.Identity.Tenant, x.Identity.Period, cmp.Or(f.HoldID, f.RecordID), "hold"}.String()
+			}
+			if p, ok := partOf[target]; target != "" && (!ok || p != x.Partition) {
+				t.Fatalf("%s %s on partition %d before its target %s (on %d, seen %v)", x.What, x.Value, x.Partition, target, p, ok)
+			}
+			if x.New() {
+				news++
+			}
+			if x.New() || x.What == WhatDuplicate {
+				seen[id] = true
+				if _, ok := partOf[id]; !ok && x.What != WhatRetry {
+					partOf[id] = x.Partition
+				}
 			}
 		}
-	}
-	if news < records/2 || news > records*4/5 {
-		t.Fatalf("%d new identities of %d records: the mix is off", news, records)
-	}
-	for what, n := range a.Counts() {
-		t.Logf("%s: %d", what, n)
-	}
-	for _, what := range []string{WhatGrant, WhatUsage, WhatCapture, WhatCorrection, WhatRefund, WhatHold, WhatHoldRelease, WhatDuplicate, WhatConflict, WhatPoison} {
-		if a.Counts()[what] == 0 {
-			t.Errorf("no %s record in %d", what, records)
+		if news < records/2 || news > records*4/5 {
+			t.Fatalf("%d new identities of %d records: the mix is off", news, records)
+		}
+		t.Logf("%+v: %v", cfg.Mix, a.Counts())
+		for _, what := range []string{WhatGrant, WhatUsage, WhatCorrection, WhatRefund, WhatDuplicate, WhatConflict} {
+			if a.Counts()[what] == 0 {
+				t.Errorf("no %s record in %d", what, records)
+			}
+		}
+		m := cfg.Mix
+		for what, share := range map[string]float64{WhatCapture: m.Captures, WhatHold: m.Holds, WhatHoldRelease: m.Releases,
+			WhatPoison: m.Poison, WhatRetry: m.CrossPartition} {
+			if share > 0 && a.Counts()[what] == 0 {
+				t.Errorf("no %s record in %d", what, records)
+			}
 		}
 	}
 }
 
-func subjectOf(t *testing.T, v []byte) string {
+type fields struct {
+	RecordID string `json:"record_id"`
+	Subject  string `json:"subject"`
+	Corrects string `json:"corrects"`
+	HoldID   string `json:"hold_id"`
+}
+
+// fieldsOf decodes what a record names (nothing for poison).
+func fieldsOf(t *testing.T, r *Record) fields {
 	t.Helper()
-	var r struct{ Subject string }
-	if err := json.Unmarshal(v, &r); err != nil {
-		t.Fatalf("record %s: %v", v, err)
+	var f fields
+	if r.What == WhatPoison {
+		return f
 	}
-	return r.Subject
+	if err := json.Unmarshal(r.Value, &f); err != nil {
+		t.Fatalf("record %s: %v", r.Value, err)
+	}
+	return f
 }
 
 // TestConfigValidate: what cannot work is refused, with the reason.
