@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/settlehq/settle/internal/workload"
 	"github.com/settlehq/settle/record"
 )
 
@@ -33,7 +34,7 @@ type baselineRecord struct {
 // decodeForBaseline decodes, canonicalises and hashes a record as settle
 // does, and builds a response of the same shape, so the baselines pay the
 // same CPU per record before they write.
-func decodeForBaseline(dec *record.Decoder, g Gen) (baselineRecord, error) {
+func decodeForBaseline(dec *record.Decoder, g *workload.Record) (baselineRecord, error) {
 	rec, err := dec.Decode(g.Value, nil)
 	if err != nil {
 		return baselineRecord{}, err
@@ -47,7 +48,7 @@ func decodeForBaseline(dec *record.Decoder, g Gen) (baselineRecord, error) {
 	resp, _ := json.Marshal(map[string]any{"version": 1, "outcome": "settled", "identity": id, "kind": rec.Kind,
 		"subject": rec.Subject, "currency": rec.Currency, "entries": []map[string]string{{"bucket": "balance", "amount": "-" + amount}}})
 	return baselineRecord{id: id, fp: int64(record.Sum(canon)), canonical: canon, response: resp,
-		account: rec.TenantID + "/" + rec.Subject + "/" + rec.Currency, amount: amount, key: g.Key, isNew: g.New}, nil
+		account: rec.TenantID + "/" + rec.Subject + "/" + rec.Currency, amount: amount, key: g.Key, isNew: g.New()}, nil
 }
 
 // liftMemoryLimit lifts the process's soft memory limit until the returned
@@ -75,7 +76,7 @@ type baselineWriter struct {
 // fails unless the workers claimed exactly the workload's new identities,
 // so a baseline cannot flatter itself by losing or doubling rows.
 func (c *Config) runPooled(ctx context.Context, name string, w Workload, workers int,
-	write func(ctx context.Context, bw *baselineWriter, recs []Gen) error) (RunResult, error) {
+	write func(ctx context.Context, bw *baselineWriter, recs []workload.Record) error) (RunResult, error) {
 	defer liftMemoryLimit()()
 	res := RunResult{Name: name}
 	db, err := newDatabase(ctx, c.ServerURL, strings.ReplaceAll(name, "-", ""), c.Keep)
@@ -91,16 +92,16 @@ func (c *Config) runPooled(ctx context.Context, name string, w Workload, workers
 	if bw.dec, err = record.NewDecoder(record.Config{}); err != nil {
 		return res, err
 	}
-	gen := newGenerator(w)
-	work := make([][]Gen, workers)
-	var expectedNew int64
+	gen, err := w.generator()
+	if err != nil {
+		return res, err
+	}
+	work := make([][]workload.Record, workers)
 	for range w.Records {
-		r := gen.next()
-		if r.New {
-			expectedNew++
-		}
+		r := gen.Next()
 		work[int(r.Partition)%workers] = append(work[int(r.Partition)%workers], r)
 	}
+	expectedNew := gen.Model().ExpectedIdentities()
 	m, err := startMeter(ctx, c.ServerURL, db.name)
 	if err != nil {
 		return res, err
@@ -130,9 +131,9 @@ func (c *Config) runPooled(ctx context.Context, name string, w Workload, workers
 // writes its ledger row and its outbox row, on conns connections.
 func (c *Config) runPerRecord(ctx context.Context, w Workload, conns int) (RunResult, error) {
 	claim, ledger, outbox := mustSQL("baseline_identity_claim.sql"), mustSQL("baseline_ledger_insert.sql"), mustSQL("baseline_outbox_insert.sql")
-	res, err := c.runPooled(ctx, "per-record", w, conns, func(ctx context.Context, bw *baselineWriter, recs []Gen) error {
+	res, err := c.runPooled(ctx, "per-record", w, conns, func(ctx context.Context, bw *baselineWriter, recs []workload.Record) error {
 		for _, gr := range recs {
-			r, err := decodeForBaseline(bw.dec, gr)
+			r, err := decodeForBaseline(bw.dec, &gr)
 			if err != nil {
 				return err
 			}
@@ -173,7 +174,7 @@ func (c *Config) runPerRecord(ctx context.Context, w Workload, conns int) (RunRe
 // when batched.
 func (c *Config) runBatched(ctx context.Context, w Workload) (RunResult, error) {
 	settleBatch := mustSQL("baseline_batch_settle.sql")
-	res, err := c.runPooled(ctx, "batched", w, c.Writers, func(ctx context.Context, bw *baselineWriter, recs []Gen) error {
+	res, err := c.runPooled(ctx, "batched", w, c.Writers, func(ctx context.Context, bw *baselineWriter, recs []workload.Record) error {
 		for start := 0; start < len(recs); start += c.BatchSize {
 			part := recs[start:min(start+c.BatchSize, len(recs))]
 			var (
@@ -184,7 +185,7 @@ func (c *Config) runBatched(ctx context.Context, w Workload) (RunResult, error) 
 				seen                               = make(map[record.Identity]bool, len(part))
 			)
 			for _, gr := range part {
-				r, err := decodeForBaseline(bw.dec, gr)
+				r, err := decodeForBaseline(bw.dec, &gr)
 				if err != nil {
 					return err
 				}
@@ -230,11 +231,11 @@ func (c *Config) runCopy(ctx context.Context, w Workload) (RunResult, error) {
 	if err != nil {
 		return res, err
 	}
-	gen := newGenerator(w)
-	gens := make([]Gen, w.Records)
-	for i := range gens {
-		gens[i] = gen.next()
+	gen, err := w.generator()
+	if err != nil {
+		return res, err
 	}
+	gens := gen.Take(w.Records)
 	m, err := startMeter(ctx, c.ServerURL, db.name)
 	if err != nil {
 		return res, err
@@ -247,10 +248,10 @@ func (c *Config) runCopy(ctx context.Context, w Workload) (RunResult, error) {
 		part := gens[start:min(start+chunk, len(gens))]
 		var ids, ledger, outbox [][]any
 		for _, g := range part {
-			if !g.New {
+			if !g.New() {
 				continue
 			}
-			r, err := decodeForBaseline(dec, g)
+			r, err := decodeForBaseline(dec, &g)
 			if err != nil {
 				return res, err
 			}

@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/settlehq/settle/internal/workload"
 )
 
 // Report is everything one bench invocation measured.
@@ -226,7 +228,7 @@ func (cfg *Config) repeat(run func(i int) (RunResult, error)) (RunResult, error)
 }
 
 // newShare is the expected share of records that are new identities.
-func newShare(m Mix) float64 { return max(0.05, 1-m.Duplicates-m.Conflicts) }
+func newShare(m workload.Mix) float64 { return max(0.05, 1-m.Duplicates-m.Conflicts) }
 
 func ratios(r *Report) map[string]float64 {
 	out := map[string]float64{}

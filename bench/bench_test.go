@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/settlehq/settle/internal/workload"
 	"github.com/settlehq/settle/settle/settletest"
 )
 
@@ -19,8 +20,8 @@ func TestTinyBench(t *testing.T) {
 	out := t.TempDir()
 	cfg := Config{
 		ServerURL: settletest.ServerURL(),
-		Workload: Workload{Records: 3000, Tenants: 3, Subjects: 200, Partitions: 3,
-			Mix: Mix{Duplicates: 0.30, Conflicts: 0.01, Corrections: 0.05, Refunds: 0.05, Holds: 0.05}},
+		Workload: Workload{Records: 3000, Config: workload.Config{Tenants: 3, Subjects: 200, Partitions: 3,
+			Mix: workload.Mix{Duplicates: 0.30, Conflicts: 0.01, Corrections: 0.05, Refunds: 0.05, Holds: 0.05}}},
 		Writers: 2, PoolConns: 8, PerRecordConns: 4, PerRecordRecords: 300,
 		LatencySeconds: 2 * time.Second, LatencyWarmup: 500 * time.Millisecond, SweepBatches: []int{250, 1000}, SweepRecords: 1000,
 		GrowthIdentities: 1500, GrowthPoints: 2, OutDir: out,
@@ -64,7 +65,7 @@ func TestTinyBench(t *testing.T) {
 // TestLatencyWarmupShorterThanTheRun: a warm-up that covers the whole
 // latency run (given, or its 15 s default) would leave nothing to measure.
 func TestLatencyWarmupShorterThanTheRun(t *testing.T) {
-	base := Config{ServerURL: "postgres://x", Workload: Workload{Records: 10, Tenants: 1, Subjects: 1, Partitions: 1}}
+	base := Config{ServerURL: "postgres://x", Workload: Workload{Records: 10, Config: workload.Config{Tenants: 1, Subjects: 1, Partitions: 1}}}
 	for _, tc := range []struct {
 		run, warmup time.Duration
 		ok          bool
@@ -74,26 +75,5 @@ func TestLatencyWarmupShorterThanTheRun(t *testing.T) {
 		if err := c.Validate(); (err == nil) != tc.ok {
 			t.Errorf("run %s, warm-up %s: Validate = %v, want ok %v", tc.run, tc.warmup, err, tc.ok)
 		}
-	}
-}
-
-// TestGeneratorDeterministic: one seed, one workload; dependent records
-// share their target's partition.
-func TestGeneratorDeterministic(t *testing.T) {
-	w := Workload{Records: 2000, Tenants: 2, Subjects: 50, Partitions: 4, Period: "2026-07", Seed: 7,
-		Mix: Mix{Duplicates: 0.3, Conflicts: 0.01, Corrections: 0.05, Refunds: 0.05, Holds: 0.05}}
-	a, b := newGenerator(w), newGenerator(w)
-	news := 0
-	for range w.Records {
-		x, y := a.next(), b.next()
-		if string(x.Value) != string(y.Value) || x.Partition != y.Partition {
-			t.Fatalf("same seed, different records: %s vs %s", x.Value, y.Value)
-		}
-		if x.New {
-			news++
-		}
-	}
-	if news < w.Records/2 || news > w.Records*4/5 {
-		t.Fatalf("%d new identities of %d records: the mix is off", news, w.Records)
 	}
 }

@@ -73,6 +73,9 @@ func (c *Config) setDefaults() {
 	if w.Seed == 0 {
 		w.Seed = 1
 	}
+	if w.Source == "" {
+		w.Source = "bench"
+	}
 	if c.BatchSize == 0 {
 		c.BatchSize = 1000
 	}
@@ -145,6 +148,9 @@ func (c Config) Validate() error {
 		return fmt.Errorf("bench: latency rate %.0f must be positive (0 = half the end-to-end rate)", c.LatencyRate)
 	case c.BatchSize < 0 || c.BatchSize > 100_000:
 		return fmt.Errorf("bench: batch size %d must be between 1 and 100000", c.BatchSize)
+	}
+	if err := w.Config.Validate(); err != nil {
+		return fmt.Errorf("bench: %w", err)
 	}
 	for _, b := range c.SweepBatches {
 		if b < 1 || b > 100_000 {

@@ -67,18 +67,17 @@ func (c *Config) runCore(ctx context.Context, cr coreRun) (RunResult, error) {
 				close(ch)
 			}
 		}()
-		gen := newGenerator(cr.w)
-		offsets := make([]int64, cr.w.Partitions)
+		gen, err := cr.w.generator()
+		if err != nil {
+			return err
+		}
+		defer func() { expectedNew = gen.Model().ExpectedIdentities() }()
 		pending := make([][]settle.Input, cr.writers)
 		for i := 0; i < cr.w.Records; i++ {
-			r := gen.next()
-			if r.New {
-				expectedNew++
-			}
+			r := gen.Next()
 			wi := int(r.Partition) % cr.writers
 			pending[wi] = append(pending[wi], settle.Input{Topic: "usage", Partition: r.Partition,
-				Offset: offsets[r.Partition], Key: r.Key, Value: r.Value, Timestamp: time.Now()})
-			offsets[r.Partition]++
+				Offset: r.Offset, Key: r.Key, Value: r.Value, Timestamp: time.Now()})
 			if len(pending[wi]) == cr.batch {
 				select {
 				case chans[wi] <- pending[wi]:

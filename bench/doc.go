@@ -1,9 +1,10 @@
 // Package bench is settle's benchmark: it generates a realistic usage
-// workload and, in one run, measures the pipeline end to end (Kafka-protocol
-// broker → consumer → PostgreSQL → outbox relay → settlements topic), the
-// settlement core alone (batches straight into settle.Store.Settle), and two
-// baselines of the same rows on the same server: a per-record transaction
-// handler and a no-checks bulk COPY (the ceiling). It writes the figures as
+// workload (internal/workload, the generator the tests share) and, in one
+// run, measures the pipeline end to end (Kafka-protocol broker → consumer →
+// PostgreSQL → outbox relay → settlements topic), the settlement core alone
+// (batches straight into settle.Store.Settle), and two baselines of the same
+// rows on the same server: a per-record transaction handler and a no-checks
+// bulk COPY (the ceiling). It writes the figures as
 // JSON and Markdown and draws PNG plots.
 //
 // Every run gets its own fresh database (created from the server URL,

@@ -115,16 +115,19 @@ func (c *Config) runE2E(ctx context.Context, er e2eRun) (RunResult, error) {
 		produced    atomic.Int64
 		produceErr  atomic.Value
 	)
-	gen := newGenerator(er.w)
+	gen, err := er.w.generator()
+	if err != nil {
+		return res, err
+	}
 	produce := func(n int) {
 		for range n {
-			r := gen.next()
+			r := gen.Next()
 			now := time.Now()
-			if r.New {
+			if r.New() {
 				expectedNew++
 				if er.paced > 0 {
 					sentMu.Lock()
-					sent[r.ID] = now
+					sent[r.Identity.String()] = now
 					sentMu.Unlock()
 				}
 			}

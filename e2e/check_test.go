@@ -5,13 +5,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/settlehq/settle/internal/money"
+	gen "github.com/settlehq/settle/internal/workload"
 )
 
 // findings is what check saw: problems (each a broken invariant) and the
@@ -38,10 +40,11 @@ func (f *findings) bad(format string, args ...any) {
 // check verifies the contract's invariants over the database of a finished
 // run (no settle process running) and the broker's topics:
 //   - every input record (coordinates) has exactly one delivery row, and
-//     the outcomes add up to the workload's (originals settled, duplicates
-//     duplicate, conflicts quarantined);
-//   - every identity settled exactly once, with exactly the one ledger row
-//     of the expected amount, and no identity that was not in the input;
+//     the outcomes add up to the workload model's (originals settled,
+//     duplicates duplicate, conflicts quarantined);
+//   - every identity ended as the model expects (settled), exactly once,
+//     with exactly the one ledger row of the expected amount, and no
+//     identity that was not in the input;
 //   - the settlements topic deduplicated by settlement_id holds exactly one
 //     message per settled identity that wrote ledger rows, with a gapless
 //     per-account sequence; raw repeats are counted;
@@ -113,13 +116,13 @@ func check(t *testing.T, pool *pgxpool.Pool, brokers []string, group string, w *
 	if missing > 0 {
 		f.bad("deliveries: %d of %d input records have no delivery row", missing, len(w.coords))
 	}
-	for outcome, want := range map[string]int{"settled": w.originals, "duplicate": w.duplicates, "quarantined": w.conflicts} {
+	for outcome, want := range w.outcomes {
 		if f.outcomes[outcome] != want {
 			f.bad("outcomes: %d %s, want %d", f.outcomes[outcome], outcome, want)
 		}
 	}
 	for outcome, n := range f.outcomes {
-		if outcome != "settled" && outcome != "duplicate" && outcome != "quarantined" {
+		if _, ok := w.outcomes[outcome]; !ok {
 			f.bad("outcomes: %d unexpected %s", n, outcome)
 		}
 	}
@@ -141,17 +144,18 @@ func check(t *testing.T, pool *pgxpool.Pool, brokers []string, group string, w *
 		if err := rows.Scan(&tenant, &period, &record, &op, &outcome, &sid, &n, &other, &sum); err != nil {
 			t.Fatal(err)
 		}
-		name := identityKey(tenant, period, record, op)
-		want, ok := w.identities[name]
+		name := gen.Identity{Tenant: tenant, Period: period, RecordID: record, Operation: op}
+		want, ok := w.effects[name]
 		switch {
 		case !ok:
 			f.bad("identity %s: not in the input", name)
-		case outcome != "settled":
-			f.bad("identity %s: outcome %s, want settled", name, outcome)
+		case outcome != want.Outcome:
+			f.bad("identity %s: outcome %s, want %s", name, outcome, want.Outcome)
 		case n != 1 || other != 0:
+			// The workload's usage and grants each write one balance row.
 			f.bad("identity %s: %d ledger rows (%d not balance), want exactly one balance row", name, n, other)
-		case normDec(sum) != normDec(want.amount):
-			f.bad("identity %s: effect %s, want %s", name, sum, want.amount)
+		case money.MustParse(sum).Cmp(money.MustParse(want.Balance.String())) != 0:
+			f.bad("identity %s: effect %s, want %s", name, sum, want.Balance)
 		}
 		if ok {
 			found++
@@ -161,8 +165,8 @@ func check(t *testing.T, pool *pgxpool.Pool, brokers []string, group string, w *
 		}
 	}
 	rows.Close()
-	if found != len(w.identities) {
-		f.bad("identities: %d of the %d in the input are in the database", found, len(w.identities))
+	if found != len(w.effects) {
+		f.bad("identities: %d of the %d in the input are in the database", found, len(w.effects))
 	}
 
 	// Cached balances equal the sums of their rows.
@@ -261,15 +265,6 @@ func check(t *testing.T, pool *pgxpool.Pool, brokers []string, group string, w *
 		f.bad("results: %d input records have no message on usage.results", noResult)
 	}
 	return f
-}
-
-// normDec drops trailing fraction zeros, so "-5.070" and "-5.07" compare
-// equal.
-func normDec(s string) string {
-	if strings.Contains(s, ".") {
-		s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
-	}
-	return s
 }
 
 func header(r *kgo.Record, key string) string {

@@ -268,8 +268,8 @@ func TestKillMidStream(t *testing.T) {
 		return
 	}
 
-	// The checker must be able to fail: break three invariants by hand and
-	// see each caught.
+	// The checker must be able to fail: break four invariants by hand (and
+	// the model) and see each caught.
 	t.Run("BrokenVariant", func(t *testing.T) {
 		ctx := context.Background()
 		// An identity settled twice: a second copy of its ledger row (the
@@ -294,8 +294,19 @@ func TestKillMidStream(t *testing.T) {
 		k.Produce(t, &kgo.Record{Topic: "settlements", Value: []byte(`{"settlement_id":"forged","sequence":1}`),
 			Headers: []kgo.RecordHeader{{Key: "settlement_id", Value: []byte("forged")}}})
 
+		// A model that expects another effect: two identities one cent off
+		// (two, so that one is not the identity whose row was doubled).
+		moved := 0
+		for id, e := range w.effects {
+			if moved++; moved > 2 {
+				break
+			}
+			e.Balance++
+			w.effects[id] = e
+		}
+
 		broken := check(t, pool, k.Brokers, r.group, w)
-		for _, want := range []string{"ledger rows", "balances:", "offsets: partition 0: kafka committed", "settlements: forged"} {
+		for _, want := range []string{"ledger rows", "balances:", "offsets: partition 0: kafka committed", "settlements: forged", ": effect "} {
 			caught := false
 			for _, p := range broken.problems {
 				caught = caught || strings.Contains(p, want)

@@ -12,12 +12,12 @@
 //     PostgreSQL's recorded next offset has its delivery row; at the end,
 //     every record of the usage topic has one);
 //   - every account's cached balance, held amount and sequence equal its
-//     ledger rows, and (at the end) the balance and held amount a simple
-//     model of the generated workload predicts;
+//     ledger rows, and (at the end) the balance and held amount the exact
+//     model of the generated workload (internal/workload) predicts;
 //   - no Kafka committed offset ahead of PostgreSQL's.
 //
 // It is test support and tests only: production code must never import it.
-// The harness (Binary, Start, Check, Workload) is exported so that other
+// The harness (Binary, Start, Check, NewWorkload) is exported so that other
 // multi-process tests (e2e/) can share it. TESTING.md says how to run the
 // quick and the full tier.
 package faults

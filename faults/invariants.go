@@ -11,6 +11,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/settlehq/settle/internal/workload"
 )
 
 // Report is what Check found. Every count but Inputs, Deliveries and
@@ -56,8 +58,9 @@ type Target struct {
 
 // Check checks the invariants. With final, the run is over: every input
 // record must have its delivery row, every outbox row must be published, and
-// when model is not nil every account must hold the model's balance.
-func Check(ctx context.Context, tg Target, final bool, model *Model) (Report, error) {
+// every account of expect (the workload model's Accounts; nil: none) must
+// hold its balance and held amount.
+func Check(ctx context.Context, tg Target, final bool, expect []workload.Account) (Report, error) {
 	if tg.Group == "" {
 		tg.Group = "settle"
 	}
@@ -134,8 +137,8 @@ func Check(ctx context.Context, tg Target, final bool, model *Model) (Report, er
 		if err := q(&r.Unpublished, `SELECT count(*) FROM outbox_queue`); err != nil {
 			return r, err
 		}
-		if model != nil {
-			n, details, err := model.compare(ctx, tg.Pool)
+		if expect != nil {
+			n, details, err := compareAccounts(ctx, tg.Pool, expect)
 			if err != nil {
 				return r, err
 			}

@@ -51,7 +51,7 @@ func TestCrashLoop(t *testing.T) {
 
 	const records, killsMin = 100_000, 200
 	r := newRigOn(t, cl.DSN("settle_loop"), 4242, 1)
-	r.model = NewModel(4242, 400, UsagePartitions)
+	r.wl = newWorkload(t, 4242, 400)
 	for i := 0; i < records; i += 10_000 {
 		r.produce(10_000)
 	}
@@ -112,5 +112,5 @@ func TestCrashLoop(t *testing.T) {
 	rep := r.drain()
 	t.Logf("FIGURES crash_loop runs=%d exits_on_db_fault=%d", runs, faultExits)
 	t.Logf("FIGURES crash_loop records=%d kills=%d kills_by_point=%v backends_terminated=%d pg_restarts=%d deliveries=%d settled=%d double_effects=%d lost=%d offsets_ahead=%d model_mismatch=%d kinds=%v",
-		rep.Inputs, total, kills, terminated, restarts, rep.Deliveries, rep.Settled, rep.DoubleEffects, rep.Lost, rep.OffsetsAhead, rep.ModelMismatch, r.model.Kinds)
+		rep.Inputs, total, kills, terminated, restarts, rep.Deliveries, rep.Settled, rep.DoubleEffects, rep.Lost, rep.OffsetsAhead, rep.ModelMismatch, r.wl.Counts())
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/settlehq/settle/internal/kafkatest"
+	"github.com/settlehq/settle/internal/workload"
 	"github.com/settlehq/settle/settle/settletest"
 )
 
@@ -17,13 +18,13 @@ import (
 // tier, which `go test ./...` runs, does a few of each fault.
 func full() bool { return os.Getenv("SETTLE_FAULTS_FULL") == "1" }
 
-// rig is one broker, one fresh database and the workload's model.
+// rig is one broker, one fresh database and the workload with its model.
 type rig struct {
 	t      *testing.T
 	broker *Broker
 	url    string
 	pool   *pgxpool.Pool
-	model  *Model
+	wl     *workload.Workload
 	tg     Target
 }
 
@@ -48,11 +49,20 @@ func newRigOn(t *testing.T, url string, seed uint64, brokers int, kopts ...kfake
 	}
 	t.Cleanup(pool.Close)
 	b := NewBroker(t, brokers, kopts...)
-	return &rig{t: t, broker: b, url: url, pool: pool, model: NewModel(seed, 60, UsagePartitions),
+	return &rig{t: t, broker: b, url: url, pool: pool, wl: newWorkload(t, seed, 60),
 		tg: Target{Pool: pool, Brokers: b.Brokers}}
 }
 
-func (r *rig) produce(n int) { r.t.Helper(); r.broker.Produce(r.t, r.model.Next(n)) }
+func newWorkload(t *testing.T, seed uint64, accounts int) *workload.Workload {
+	t.Helper()
+	w, err := NewWorkload(seed, accounts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+func (r *rig) produce(n int) { r.t.Helper(); r.broker.Produce(r.t, KafkaRecords(r.wl.Take(n))) }
 
 func (r *rig) start(name, crashAt string) *Service {
 	r.t.Helper()
@@ -64,11 +74,11 @@ func (r *rig) check(final bool) Report {
 	r.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	var model *Model
+	var expect []workload.Account
 	if final {
-		model = r.model
+		expect = r.wl.Model().Accounts()
 	}
-	rep, err := Check(ctx, r.tg, final, model)
+	rep, err := Check(ctx, r.tg, final, expect)
 	if err != nil {
 		r.t.Fatalf("check: %v", err)
 	}

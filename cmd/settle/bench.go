@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/settlehq/settle/bench"
+	"github.com/settlehq/settle/internal/workload"
 )
 
 // benchCmd is the benchmark: workload, end-to-end and core-only runs, the
@@ -58,8 +59,8 @@ func (c *benchCmd) Run(a *app) error {
 	}
 	cfg := bench.Config{
 		ServerURL: c.DatabaseURL, Keep: c.Keep,
-		Workload: bench.Workload{Records: c.Records, Tenants: c.Tenants, Subjects: c.Subjects, Partitions: c.Partitions, Seed: c.Seed,
-			Mix: bench.Mix{Duplicates: c.Duplicates, Conflicts: c.Conflicts, Corrections: c.Corrections, Refunds: c.Refunds, Holds: c.Holds}},
+		Workload: bench.Workload{Records: c.Records, Config: workload.Config{Tenants: c.Tenants, Subjects: c.Subjects, Partitions: c.Partitions, Seed: c.Seed,
+			Mix: workload.Mix{Duplicates: c.Duplicates, Conflicts: c.Conflicts, Corrections: c.Corrections, Refunds: c.Refunds, Holds: c.Holds}}},
 		BatchSize: c.BatchSize, Writers: c.Writers, PoolConns: c.PoolConns,
 		PerRecordRecords: min(c.PerRecordRecords, c.Records), LatencySeconds: c.LatencySeconds, LatencyRate: c.LatencyRate, LatencyWarmup: c.LatencyWarmup,
 		SweepRecords: min(c.SweepRecords, c.Records), SweepBatches: c.SweepBatches, GrowthIdentities: c.GrowthIdentities,
