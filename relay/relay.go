@@ -35,10 +35,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/settlehq/settle/internal/backoff"
 	"github.com/settlehq/settle/internal/crashpoint"
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/telemetry"
-	"go.opentelemetry.io/otel/trace"
 )
 
 // LockKeyDefault is the advisory lock key of the relay's leadership when
@@ -181,16 +183,18 @@ func (r *Relay) Run(ctx context.Context) error {
 	}
 	defer cl.Close()
 
-	b := backoff{min: r.cfg.BackoffMin, max: r.cfg.BackoffMax}
+	// Unjittered: a failed lead costs each replica one lease query per
+	// wait, too little load for replicas retrying in step to matter.
+	b := backoff.New(backoff.Policy{Min: r.cfg.BackoffMin, Max: r.cfg.BackoffMax})
 	for ctx.Err() == nil {
 		err := r.lead(ctx, cl)
 		r.leader.Store(false)
 		if err == nil || ctx.Err() != nil {
-			b.reset()
+			b.Reset()
 			continue
 		}
 		r.log.Warn("outbox relay failed; retrying", "err", err)
-		sleep(ctx, b.next())
+		b.Wait(ctx, nil)
 	}
 	return nil
 }
@@ -211,7 +215,7 @@ func (r *Relay) lead(ctx context.Context, cl *kgo.Client) error {
 		if held {
 			break
 		}
-		if !sleep(ctx, r.cfg.StandbyInterval) {
+		if !backoff.Sleep(ctx, r.cfg.StandbyInterval, nil) {
 			return nil
 		}
 	}
@@ -404,32 +408,4 @@ func refusedForGood(err error) string {
 		return strings.ToLower(ke.Message)
 	}
 	return ""
-}
-
-// backoff is capped exponential backoff.
-type backoff struct {
-	min, max, cur time.Duration
-}
-
-func (b *backoff) next() time.Duration {
-	if b.cur == 0 {
-		b.cur = b.min
-	} else {
-		b.cur = min(b.cur*2, b.max)
-	}
-	return b.cur
-}
-
-func (b *backoff) reset() { b.cur = 0 }
-
-// sleep waits d or until ctx is done; it reports whether it waited d.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
