@@ -12,9 +12,9 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/settlehq/settle/fingerprint"
 	"github.com/settlehq/settle/internal/backoff"
 	"github.com/settlehq/settle/internal/crashpoint"
+	"github.com/settlehq/settle/internal/kafkahdr"
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/telemetry"
 )
@@ -180,12 +180,8 @@ func closed(ch <-chan struct{}) bool {
 
 // input turns a Kafka record into the settlement core's input.
 func input(r *kgo.Record) settle.Input {
-	hs := make([]fingerprint.Header, len(r.Headers))
-	for i, h := range r.Headers {
-		hs[i] = fingerprint.Header{Key: h.Key, Value: h.Value}
-	}
 	return settle.Input{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value,
-		Headers: hs, Timestamp: r.Timestamp}
+		Headers: kafkahdr.FromKafka(r.Headers), Timestamp: r.Timestamp}
 }
 
 // settleRange settles ins in order and returns the results of the prefix of

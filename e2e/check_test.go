@@ -12,6 +12,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/settlehq/settle/internal/kafkatest"
 )
 
 // findings is what check saw: problems (each a broken invariant) and the
@@ -197,7 +199,7 @@ func check(t *testing.T, pool *pgxpool.Pool, brokers []string, group string, w *
 	seqs := map[string][]int64{} // per account key, distinct settlements' sequences
 	for _, r := range readAll(ctx, t, brokers, "settlements") {
 		f.settlementsRaw++
-		sid := header(r, "settlement_id")
+		sid := kafkatest.Header(r, "settlement_id")
 		var body struct {
 			SettlementID string `json:"settlement_id"`
 			Sequence     int64  `json:"sequence"`
@@ -270,15 +272,6 @@ func normDec(s string) string {
 		s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
 	}
 	return s
-}
-
-func header(r *kgo.Record, key string) string {
-	for _, h := range r.Headers {
-		if h.Key == key {
-			return string(h.Value)
-		}
-	}
-	return ""
 }
 
 // committed returns group's committed offsets of the usage topic.

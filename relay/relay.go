@@ -39,6 +39,7 @@ import (
 
 	"github.com/settlehq/settle/internal/backoff"
 	"github.com/settlehq/settle/internal/crashpoint"
+	"github.com/settlehq/settle/internal/kafkahdr"
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/telemetry"
 )
@@ -287,11 +288,7 @@ func (r *Relay) round(ctx context.Context, cl *kgo.Client, lease *settle.OutboxL
 	}
 	recs := make([]*kgo.Record, len(msgs))
 	for i, m := range msgs {
-		rec := &kgo.Record{Topic: m.Topic, Key: m.Key, Value: m.Value}
-		for _, h := range m.Headers {
-			rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: h.Key, Value: h.Value})
-		}
-		recs[i] = rec
+		recs[i] = &kgo.Record{Topic: m.Topic, Key: m.Key, Value: m.Value, Headers: kafkahdr.ToKafka(m.Headers)}
 	}
 	spans := r.startSpans(ctx, recs)
 	results := inOrder(recs, cl.ProduceSync(ctx, recs...))

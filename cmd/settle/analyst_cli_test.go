@@ -20,6 +20,7 @@ import (
 
 	"github.com/settlehq/settle/analyst"
 	"github.com/settlehq/settle/fingerprint"
+	"github.com/settlehq/settle/internal/kafkahdr"
 	"github.com/settlehq/settle/internal/pgtest"
 	"github.com/settlehq/settle/settle"
 )
@@ -253,11 +254,8 @@ func TestDLQReplayTwice(t *testing.T) {
 				t.Fatalf("got %d of %d replayed records: %v", len(ins), n, err)
 			}
 			fs.EachRecord(func(r *kgo.Record) {
-				in := settle.Input{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value}
-				for _, h := range r.Headers {
-					in.Headers = append(in.Headers, fingerprint.Header{Key: h.Key, Value: h.Value})
-				}
-				ins = append(ins, in)
+				ins = append(ins, settle.Input{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value,
+					Headers: kafkahdr.FromKafka(r.Headers)})
 			})
 		}
 		if len(ins) != n {

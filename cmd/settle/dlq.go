@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/settlehq/settle/fingerprint"
+	"github.com/settlehq/settle/internal/kafkahdr"
 	"github.com/settlehq/settle/settle"
 )
 
@@ -225,10 +226,7 @@ func (c *dlqReplayCmd) Run(a *app) error {
 	for len(batch) > 0 {
 		recs := make([]*kgo.Record, len(batch))
 		for i, d := range batch {
-			r := &kgo.Record{Topic: d.Source.Topic, Key: d.Key, Value: d.Value}
-			for _, h := range d.Headers {
-				r.Headers = append(r.Headers, kgo.RecordHeader{Key: h.Key, Value: h.Value})
-			}
+			r := &kgo.Record{Topic: d.Source.Topic, Key: d.Key, Value: d.Value, Headers: kafkahdr.ToKafka(d.Headers)}
 			r.Headers = append(r.Headers, kgo.RecordHeader{Key: replayHeader,
 				Value: []byte(d.Source.Topic + "/" + strconv.Itoa(int(d.Source.Partition)) + "/" + strconv.FormatInt(d.Source.Offset, 10))})
 			recs[i] = r
