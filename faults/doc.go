@@ -18,6 +18,7 @@
 //
 // It is test support and tests only: production code must never import it.
 // The harness (Binary, Start, Check, Workload) is exported so that other
-// multi-process tests (e2e/) can share it. TESTING.md says how to run the
+// multi-process tests (e2e/) can share it; starting, stopping and killing
+// a child process is internal/proctest's, which e2e/ uses as well. TESTING.md says how to run the
 // quick and the full tier.
 package faults
