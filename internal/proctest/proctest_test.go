@@ -2,6 +2,8 @@ package proctest
 
 import (
 	"fmt"
+	"os/exec"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -112,6 +114,25 @@ func TestFailedTestShowsTheLog(t *testing.T) {
 		if !strings.Contains(got, "---- log of sh talker (pid ") || !strings.Contains(got, "...\n") ||
 			!strings.Contains(got, "last-line") || strings.Contains(got, "line 0 of the log") {
 			t.Errorf("failed test's log: want the marked, cut end of the log; got %d bytes:\n%.300s", len(got), got)
+		}
+	}
+}
+
+// TestNotInProduction: the settle binary does not link this package, nor
+// the other test-support packages.
+func TestNotInProduction(t *testing.T) {
+	t.Parallel()
+	out, err := exec.Command("go", "list", "-deps", "github.com/settlehq/settle/cmd/settle").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	deps := strings.Fields(string(out))
+	if !slices.Contains(deps, "github.com/settlehq/settle/settle") {
+		t.Fatalf("go list -deps of cmd/settle does not list the settle package: %q", deps)
+	}
+	for _, pkg := range []string{"internal/proctest", "internal/testnet", "internal/pgtest", "internal/kafkatest", "faults"} {
+		if slices.Contains(deps, "github.com/settlehq/settle/"+pkg) {
+			t.Errorf("cmd/settle imports the test-support package %s", pkg)
 		}
 	}
 }
