@@ -13,10 +13,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/settlehq/settle/internal/backoff"
 	"github.com/settlehq/settle/internal/crashpoint"
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/telemetry"
-	"go.opentelemetry.io/otel/trace"
 )
 
 // Config configures a Consumer. The zero value of every field but Brokers
@@ -128,6 +130,14 @@ func (c *Config) setDefaults() {
 	}
 }
 
+// retryPolicy is the backoff of every retry loop of the consumer. The
+// jitter only shortens a wait (to no less than half of it), so BackoffMax
+// stays the longest pause an outage causes, while members that failed
+// together fall out of step.
+func (c Config) retryPolicy() backoff.Policy {
+	return backoff.Policy{Min: c.BackoffMin, Max: c.BackoffMax, Jitter: backoff.Jitter{Below: 0.5}}
+}
+
 // Validate reports the first setting that cannot work, saying how to fix it.
 func (c Config) Validate() error {
 	switch {
@@ -179,7 +189,7 @@ func New(store *settle.Store, cfg Config) (*Consumer, error) {
 	}
 	cfg.setDefaults()
 	return &Consumer{store: store, cfg: cfg, log: cfg.Logger.With("component", "consumer", "group", cfg.Group),
-		counts: map[settle.Outcome]int64{}, commits: newCommitState(newBackoff(cfg.BackoffMin, cfg.BackoffMax))}, nil
+		counts: map[settle.Outcome]int64{}, commits: newCommitState(backoff.New(cfg.retryPolicy()))}, nil
 }
 
 // Ready reports whether the consumer is making progress: running, joined to

@@ -4,6 +4,8 @@ import (
 	"context"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/settlehq/settle/internal/backoff"
 )
 
 // adjustOffsets runs when the group assigns partitions, after Kafka's
@@ -17,7 +19,7 @@ import (
 // It waits out a database outage (ctx ends when the group session does):
 // starting from an offset that was not checked could skip records.
 func (c *Consumer) adjustOffsets(ctx context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
-	b := newBackoff(c.cfg.BackoffMin, c.cfg.BackoffMax)
+	b := backoff.New(c.cfg.retryPolicy())
 	var (
 		pg  map[string]map[int32]int64
 		err error
@@ -30,7 +32,7 @@ func (c *Consumer) adjustOffsets(ctx context.Context, offsets map[string]map[int
 		if tries == 1 || tries%10 == 0 {
 			c.log.Warn("reading consumer offsets from the database failed; retrying before consuming", "tries", tries, "err", err)
 		}
-		if !b.wait(ctx, nil) {
+		if !b.Wait(ctx, nil) {
 			return nil, err
 		}
 	}

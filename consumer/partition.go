@@ -10,11 +10,13 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/settlehq/settle/internal/backoff"
 	"github.com/settlehq/settle/internal/crashpoint"
-	"github.com/settlehq/settle/record"
+	"github.com/settlehq/settle/internal/kafkahdr"
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/telemetry"
-	"go.opentelemetry.io/otel/trace"
 )
 
 // errAbandoned stops work that was waiting out an outage when the group
@@ -179,12 +181,8 @@ func closed(ch <-chan struct{}) bool {
 
 // input turns a Kafka record into the settlement core's input.
 func input(r *kgo.Record) settle.Input {
-	hs := make([]record.Header, len(r.Headers))
-	for i, h := range r.Headers {
-		hs[i] = record.Header{Key: h.Key, Value: h.Value}
-	}
 	return settle.Input{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value,
-		Headers: hs, Timestamp: r.Timestamp}
+		Headers: kafkahdr.FromKafka(r.Headers), Timestamp: r.Timestamp}
 }
 
 // settleRange settles ins in order and returns the results of the prefix of
@@ -220,7 +218,7 @@ func (c *Consumer) settleRange(ctx context.Context, abandon <-chan struct{}, ins
 // pauses and starts the record's count again rather than blame it.
 func (c *Consumer) settleSuspect(ctx context.Context, abandon <-chan struct{}, in settle.Input, firstErr error) ([]settle.Result, error) {
 	attempts, lastErr := 1, firstErr
-	b := newBackoff(c.cfg.BackoffMin, c.cfg.BackoffMax)
+	b := backoff.New(c.cfg.retryPolicy())
 	for {
 		if attempts >= c.cfg.RecordAttemptsMax {
 			in.Exhausted = &settle.Exhausted{Err: lastErr.Error(), Attempts: attempts}
@@ -237,11 +235,11 @@ func (c *Consumer) settleSuspect(ctx context.Context, abandon <-chan struct{}, i
 			c.log.Error("dead-lettering a failing record failed too: the database refuses every write, not this record; pausing",
 				"topic", in.Topic, "partition", in.Partition, "offset", in.Offset, "err", err)
 			c.dbDown.Store(true)
-			if !b.wait(ctx, abandon) {
+			if !b.Wait(ctx, abandon) {
 				return nil, errAbandoned
 			}
 			in.Exhausted, attempts = nil, 0
-		} else if !b.wait(ctx, nil) {
+		} else if !b.Wait(ctx, nil) {
 			// Bounded: RecordAttemptsMax waits of at most BackoffMax.
 			return nil, ctx.Err()
 		}
@@ -264,7 +262,7 @@ func (c *Consumer) settleSuspect(ctx context.Context, abandon <-chan struct{}, i
 // contention with capped exponential backoff for as long as they last.
 // It returns nil, a *settle.BatchError, or why it gave up waiting.
 func (c *Consumer) settleWaiting(ctx context.Context, abandon <-chan struct{}, ins []settle.Input) ([]settle.Result, error) {
-	b := newBackoff(c.cfg.BackoffMin, c.cfg.BackoffMax)
+	b := backoff.New(c.cfg.retryPolicy())
 	for tries := 1; ; tries++ {
 		txStart := time.Now()
 		results, err := c.store.Settle(ctx, c.cfg.Group, ins)
@@ -295,7 +293,7 @@ func (c *Consumer) settleWaiting(ctx context.Context, abandon <-chan struct{}, i
 			}
 			return nil, fmt.Errorf("settle %d records from partition %d offset %d: %w", len(ins), ins[0].Partition, ins[0].Offset, err)
 		}
-		if !b.wait(ctx, abandon) {
+		if !b.Wait(ctx, abandon) {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
@@ -360,7 +358,7 @@ func (c *Consumer) publishAsync(ctx context.Context, cl *kgo.Client, results []s
 func (c *Consumer) awaitPublish(ctx context.Context, abandon <-chan struct{}, cl *kgo.Client, p *batchPublish) error {
 	p.wg.Wait()
 	pending, lastErr := p.failed, p.lastErr
-	b := newBackoff(c.cfg.BackoffMin, c.cfg.BackoffMax)
+	b := backoff.New(c.cfg.retryPolicy())
 	for len(pending) > 0 {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -369,7 +367,7 @@ func (c *Consumer) awaitPublish(ctx context.Context, abandon <-chan struct{}, cl
 		if !c.brokerDown.Swap(true) {
 			c.log.Warn("publishing results failed; pausing and retrying", "topic", c.cfg.ResultsTopic, "failed", len(pending), "err", lastErr)
 		}
-		if !b.wait(ctx, abandon) {
+		if !b.Wait(ctx, abandon) {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/settlehq/settle/internal/backoff"
 )
 
 // commitState is what this member owns and which offset commits it still
@@ -33,11 +35,11 @@ type commitState struct {
 	member  string // the group membership the owed commits were earned under
 	owned   map[string]map[int32]bool
 	pending map[string]map[int32]kgo.EpochOffset
-	backoff *backoff
+	backoff *backoff.Backoff
 	due     time.Time // next retry of pending; meaningless when pending is empty
 }
 
-func newCommitState(b *backoff) *commitState {
+func newCommitState(b *backoff.Backoff) *commitState {
 	return &commitState{owned: map[string]map[int32]bool{}, pending: map[string]map[int32]kgo.EpochOffset{}, backoff: b}
 }
 
@@ -137,9 +139,9 @@ func (s *commitState) committed(offsets map[string]map[int32]kgo.EpochOffset, fa
 	}
 	switch {
 	case len(s.pending) == 0:
-		s.backoff.reset()
+		s.backoff.Reset()
 	case anyFailed || !hadPending:
-		s.due = now.Add(s.backoff.delay())
+		s.due = now.Add(s.backoff.Next())
 	}
 }
 

@@ -5,13 +5,15 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/settlehq/settle/internal/backoff"
 )
 
 // TestOwedCommitsBelongToTheirMembership: commits owed under one group
 // membership are handed out with it, and dropped when a poll is made under
 // another (a member the group dropped that rejoined as a new member).
 func TestOwedCommitsBelongToTheirMembership(t *testing.T) {
-	s := newCommitState(newBackoff(time.Millisecond, time.Millisecond))
+	s := newCommitState(backoff.New(Config{BackoffMin: time.Millisecond, BackoffMax: time.Millisecond}.retryPolicy()))
 	if n := s.session("m1"); n != 0 {
 		t.Fatalf("first session dropped %d", n)
 	}

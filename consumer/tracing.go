@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/settlehq/settle/internal/kafkahdr"
 	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/telemetry"
@@ -48,9 +49,9 @@ func (c *Consumer) startSpans(ctx context.Context, recs []*kgo.Record, ins []set
 				hs = append(hs, h)
 			}
 		}
-		for _, h := range carrier.Headers {
+		for _, h := range kafkahdr.FromKafka(carrier.Headers) {
 			if traceHeaders[h.Key] {
-				hs = append(hs, record.Header{Key: h.Key, Value: h.Value})
+				hs = append(hs, h)
 			}
 		}
 		ins[i].Headers = hs

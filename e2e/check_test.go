@@ -14,6 +14,7 @@ import (
 
 	"github.com/settlehq/settle/internal/money"
 	gen "github.com/settlehq/settle/internal/workload"
+	"github.com/settlehq/settle/internal/kafkatest"
 )
 
 // findings is what check saw: problems (each a broken invariant) and the
@@ -201,7 +202,7 @@ func check(t *testing.T, pool *pgxpool.Pool, brokers []string, group string, w *
 	seqs := map[string][]int64{} // per account key, distinct settlements' sequences
 	for _, r := range readAll(ctx, t, brokers, "settlements") {
 		f.settlementsRaw++
-		sid := header(r, "settlement_id")
+		sid := kafkatest.Header(r, "settlement_id")
 		var body struct {
 			SettlementID string `json:"settlement_id"`
 			Sequence     int64  `json:"sequence"`
@@ -265,15 +266,6 @@ func check(t *testing.T, pool *pgxpool.Pool, brokers []string, group string, w *
 		f.bad("results: %d input records have no message on usage.results", noResult)
 	}
 	return f
-}
-
-func header(r *kgo.Record, key string) string {
-	for _, h := range r.Headers {
-		if h.Key == key {
-			return string(h.Value)
-		}
-	}
-	return ""
 }
 
 // committed returns group's committed offsets of the usage topic.

@@ -59,8 +59,8 @@ func TestDependentsAcrossPartitions(t *testing.T) {
 	r := runner{t: t, url: url, brokers: k.Brokers, group: "e2e-dependents"}
 	inst := r.start("one")
 	waitDeliveries(t, pool, 2*pairs, 2*time.Minute, func() error {
-		if inst.exited() {
-			t.Fatalf("settle exited on its own (code %d)", inst.wait(0))
+		if inst.Exited() {
+			t.Fatalf("settle exited on its own (code %d)", inst.ExitCode(0))
 		}
 		return nil
 	})

@@ -17,6 +17,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/settlehq/settle/internal/proctest"
 	"github.com/settlehq/settle/internal/testnet"
 	"github.com/settlehq/settle/settle/settletest"
 )
@@ -33,7 +34,7 @@ func portFree(addr string) bool {
 
 // waitOutput waits until the process's stdout matches every pattern, or
 // fails after timeout (or when the process exits first).
-func waitOutput(t *testing.T, p *proc, timeout time.Duration, patterns ...*regexp.Regexp) string {
+func waitOutput(t *testing.T, p *proctest.Process, timeout time.Duration, patterns ...*regexp.Regexp) string {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
@@ -45,11 +46,11 @@ func waitOutput(t *testing.T, p *proc, timeout time.Duration, patterns ...*regex
 		if ok {
 			return out
 		}
-		if p.exited() {
-			t.Fatalf("settle %s exited (code %d) before printing %v; stdout:\n%s", p.name, p.wait(0), patterns, out)
+		if p.Exited() {
+			t.Fatalf("settle %s exited (code %d) before printing %v; stdout:\n%s", p.Name, p.ExitCode(0), patterns, out)
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("settle %s did not print %v within %s; stdout:\n%s", p.name, patterns, timeout, out)
+			t.Fatalf("settle %s did not print %v within %s; stdout:\n%s", p.Name, patterns, timeout, out)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -81,7 +82,7 @@ func TestFreshUser(t *testing.T) {
 		t.Logf("127.0.0.1:9092 or :8080 is taken: running settle dev with %v", env)
 	}
 	began := time.Now()
-	p := startProc(t, "dev", env, root, true, argv[0], argv[1:]...)
+	p := proctest.Start(t, proctest.Options{Name: "dev", Bin: argv[0], Args: argv[1:], Env: env, Dir: root, Group: true})
 	line := func(outcome string) *regexp.Regexp {
 		return regexp.MustCompile(`(?m)^\s+\d+\s+.+ -> ` + outcome + `\b`)
 	}
@@ -95,8 +96,8 @@ func TestFreshUser(t *testing.T) {
 	if bin := buildLine.FindStringSubmatch(build)[1]; !strings.Contains(out, "  "+bin+" conflicts list") {
 		t.Errorf("settle dev's hints do not call %s, the binary the README builds:\n%s", bin, out)
 	}
-	p.signal(syscall.SIGINT)
-	if code := p.wait(30 * time.Second); code != 0 {
+	signal(t, p, syscall.SIGINT)
+	if code := p.ExitCode(30 * time.Second); code != 0 {
 		t.Errorf("settle dev after SIGINT: exit %d, want 0", code)
 	}
 }
@@ -285,8 +286,8 @@ func TestKcatInterop(t *testing.T) {
 	if len(partitions) != 1 {
 		t.Errorf("key kcat/cust-k landed on partitions %v from kcat (murmur2_random) and franz-go: want one", partitions)
 	}
-	p.signal(syscall.SIGINT)
-	if code := p.wait(30 * time.Second); code != 0 {
+	signal(t, p, syscall.SIGINT)
+	if code := p.ExitCode(30 * time.Second); code != 0 {
 		t.Errorf("settle dev after SIGINT: exit %d, want 0", code)
 	}
 }

@@ -17,12 +17,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/settlehq/settle/internal/kafkatest"
+	"github.com/settlehq/settle/internal/proctest"
 	"github.com/settlehq/settle/internal/testnet"
 )
 
 // instance is one `settle run` member of a group.
 type instance struct {
-	*proc
+	*proctest.Process
 	admin string
 	r     runner
 }
@@ -43,7 +44,7 @@ func (r runner) start(name string) *instance {
 		"--database-url", r.url, "--brokers", strings.Join(r.brokers, ","), "--group", r.group,
 		"--admin-addr", admin, "--session-timeout", "2s", "--backoff-max", "1s", "--shutdown-timeout", "20s",
 		"--pool-max-conns", "8")
-	return &instance{proc: p, admin: admin, r: r}
+	return &instance{Process: p, admin: admin, r: r}
 }
 
 // readiness returns /readyz's answer: ready, and whether it leads the relay.
@@ -59,9 +60,9 @@ func (i *instance) readiness() (ready, leader bool) {
 // stop sends SIGTERM and expects a clean exit (code 0) within a bound.
 func (i *instance) stop(t *testing.T) {
 	t.Helper()
-	i.signal(syscall.SIGTERM)
-	if code := i.wait(40 * time.Second); code != 0 {
-		t.Errorf("settle %s after SIGTERM: exit %d, want 0", i.name, code)
+	signal(t, i.Process, syscall.SIGTERM)
+	if code := i.ExitCode(40 * time.Second); code != 0 {
+		t.Errorf("settle %s after SIGTERM: exit %d, want 0", i.Name, code)
 	}
 }
 
@@ -175,8 +176,8 @@ func TestKillMidStream(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		for i := range running {
-			if i.exited() {
-				return fmt.Errorf("settle %s exited on its own (code %d)", i.name, i.wait(0))
+			if i.Exited() {
+				return fmt.Errorf("settle %s exited on its own (code %d)", i.Name, i.ExitCode(0))
 			}
 		}
 		return nil
@@ -203,12 +204,12 @@ func TestKillMidStream(t *testing.T) {
 	}
 	_, victimLed := victim.readiness()
 	setRunning(victim, false)
-	victim.signal(syscall.SIGKILL)
-	if code := victim.wait(10 * time.Second); code != -1 {
-		t.Fatalf("settle %s after SIGKILL: exit %d, want killed", victim.name, code)
+	signal(t, victim.Process, syscall.SIGKILL)
+	if code := victim.ExitCode(10 * time.Second); code != -1 {
+		t.Fatalf("settle %s after SIGKILL: exit %d, want killed", victim.Name, code)
 	}
 	atKill := countDeliveries(t, pool)
-	t.Logf("SIGKILL settle %s (relay leader: %v) at %d of %d deliveries, %s in", victim.name, victimLed, atKill, total, time.Since(began).Round(time.Millisecond))
+	t.Logf("SIGKILL settle %s (relay leader: %v) at %d of %d deliveries, %s in", victim.Name, victimLed, atKill, total, time.Since(began).Round(time.Millisecond))
 
 	// Force more rebalances: a third member joins, works a moment, leaves.
 	c := r.start("c")
@@ -221,7 +222,7 @@ func TestKillMidStream(t *testing.T) {
 	atLeave := countDeliveries(t, pool)
 	t.Logf("settle c joined at %d deliveries, left (SIGTERM, exit 0) at %d", atJoin, atLeave)
 
-	restarted := r.start(victim.name + "-restarted")
+	restarted := r.start(victim.Name + "-restarted")
 	setRunning(restarted, true)
 	// Ready before it is stopped: the run may well finish first now, and a
 	// SIGTERM before the process has its signal handler kills it outright.
@@ -355,10 +356,10 @@ func waitReady(t *testing.T, p *instance, alive func() error) {
 			slow = true
 			_, body := testnet.HTTPGet("http://" + p.admin + "/readyz")
 			t.Logf("settle %s not ready after %s: /readyz says %s\n%s\nthe broker's group goroutines (kfake runs in this process):\n%s",
-				p.name, waited.Round(time.Millisecond), body, kafkatest.DescribeGroup(context.Background(), p.r.brokers, p.r.group), brokerGoroutines())
+				p.Name, waited.Round(time.Millisecond), body, kafkatest.DescribeGroup(context.Background(), p.r.brokers, p.r.group), brokerGoroutines())
 		}
 		if waited > 30*time.Second {
-			t.Fatalf("settle %s not ready within 30s", p.name)
+			t.Fatalf("settle %s not ready within 30s", p.Name)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

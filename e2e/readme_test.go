@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/settlehq/settle/internal/proctest"
 )
 
 // repoRoot is the repository this test runs in (e2e's parent).
@@ -72,7 +74,7 @@ func shell(t *testing.T, dir, line string) string {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "sh", "-c", line)
 	cmd.Dir = dir
-	cmd.Env = cleanEnv()
+	cmd.Env = proctest.CleanEnv()
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {

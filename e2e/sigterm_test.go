@@ -28,8 +28,8 @@ func TestSigtermMidStream(t *testing.T) {
 	first := r.start("first")
 	alive := func(i *instance) func() error {
 		return func() error {
-			if i.exited() {
-				t.Fatalf("settle %s exited on its own (code %d)", i.name, i.wait(0))
+			if i.Exited() {
+				t.Fatalf("settle %s exited on its own (code %d)", i.Name, i.ExitCode(0))
 			}
 			return nil
 		}

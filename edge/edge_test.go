@@ -555,10 +555,10 @@ func TestWebhookDeadLetter(t *testing.T) {
 	var logBuf testnet.SyncBuffer
 	wh := newWebhook(t, s, rc.srv.URL, WebhookConfig{AttemptsMax: 3, BackoffMin: 5 * time.Millisecond, BackoffMax: 10 * time.Millisecond,
 		Logger: newTextLogger(&logBuf)})
-	if d := wh.backoff(1); d < 5*time.Millisecond || d > 6*time.Millisecond {
+	if d := wh.retry.Delay(1); d < 5*time.Millisecond || d > 6*time.Millisecond {
 		t.Errorf("backoff(1) = %s", d)
 	}
-	if d := wh.backoff(10); d < 10*time.Millisecond || d > 11*time.Millisecond {
+	if d := wh.retry.Delay(10); d < 10*time.Millisecond || d > 11*time.Millisecond {
 		t.Errorf("backoff(10) = %s, want capped at 10ms", d)
 	}
 	if r := post(srv, tokenAcme, "k-dead", usage("acme", "u-dead", "max", "1")); r.status != 200 {

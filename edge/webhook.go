@@ -7,12 +7,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"sync"
 	"time"
 
+	"github.com/settlehq/settle/internal/backoff"
 	"github.com/settlehq/settle/settle"
 )
 
@@ -162,6 +162,11 @@ type Webhook struct {
 	store *settle.Store
 	cfg   WebhookConfig
 	log   *slog.Logger
+	// retry is the wait after a delivery's attempt-th failure: doubling
+	// from BackoffMin, capped at BackoffMax, up to a tenth longer so the
+	// retries of a failed burst spread out. The attempt count is the
+	// delivery row's, so retries survive restarts.
+	retry backoff.Policy
 
 	// afterSend, when set (tests only), runs after the receiver answered
 	// and before the result is written. It returns false to simulate a
@@ -176,7 +181,8 @@ func NewWebhook(store *settle.Store, cfg WebhookConfig) (*Webhook, error) {
 		return nil, err
 	}
 	cfg.setDefaults()
-	return &Webhook{store: store, cfg: cfg, log: cfg.Logger.With("component", "webhook")}, nil
+	return &Webhook{store: store, cfg: cfg, log: cfg.Logger.With("component", "webhook"),
+		retry: backoff.Policy{Min: cfg.BackoffMin, Max: cfg.BackoffMax, Jitter: backoff.Jitter{Above: 0.1}}}, nil
 }
 
 // Subscribe queues every settlement written from now on for delivery.
@@ -199,7 +205,7 @@ func (wh *Webhook) Run(ctx context.Context) error {
 					wh.log.Warn("webhook round failed; retrying", "err", err)
 				}
 				if n == 0 || err != nil {
-					sleepCtx(ctx, wh.cfg.PollInterval)
+					backoff.Sleep(ctx, wh.cfg.PollInterval, nil)
 				}
 			}
 		})
@@ -275,9 +281,9 @@ func (wh *Webhook) deliver(ctx context.Context, d settle.WebhookDelivery) {
 		wh.deadLetter(wctx, log, d, status, err.Error())
 		return
 	}
-	backoff := wh.backoff(d.Failed + 1)
-	log.Info("webhook delivery failed; retrying", "err", err, "status", status, "retry_in", backoff)
-	if err := wh.store.RetryWebhookDelivery(wctx, d, backoff, status, err.Error()); err != nil {
+	wait := wh.retry.Delay(d.Failed + 1)
+	log.Info("webhook delivery failed; retrying", "err", err, "status", status, "retry_in", wait)
+	if err := wh.store.RetryWebhookDelivery(wctx, d, wait, status, err.Error()); err != nil {
 		wh.logWriteErr(log, err)
 	}
 }
@@ -323,28 +329,4 @@ func (wh *Webhook) send(ctx context.Context, d settle.WebhookDelivery, deadline 
 		return resp.StatusCode, fmt.Errorf("receiver answered %s", resp.Status)
 	}
 	return resp.StatusCode, nil
-}
-
-// backoff is the wait after the attempt-th failure: doubling from
-// BackoffMin, capped at BackoffMax, with up to 10% jitter so retries of a
-// failed burst spread out.
-func (wh *Webhook) backoff(attempt int) time.Duration {
-	b := wh.cfg.BackoffMin
-	for i := 1; i < attempt && b < wh.cfg.BackoffMax; i++ {
-		b *= 2
-	}
-	b = min(b, wh.cfg.BackoffMax)
-	if j := int64(b / 10); j > 0 {
-		b += time.Duration(rand.Int64N(j))
-	}
-	return b
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
 }

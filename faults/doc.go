@@ -17,7 +17,8 @@
 //   - no Kafka committed offset ahead of PostgreSQL's.
 //
 // It is test support and tests only: production code must never import it.
-// The harness (Binary, Start, Check, NewWorkload) is exported so that other
-// multi-process tests (e2e/) can share it. TESTING.md says how to run the
+// The harness (Binary, Start, Check, Workload) is exported so that other
+// multi-process tests (e2e/) can share it; starting, stopping and killing
+// a child process is internal/proctest's, which e2e/ uses as well. TESTING.md says how to run the
 // quick and the full tier.
 package faults

@@ -35,10 +35,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/settlehq/settle/internal/backoff"
 	"github.com/settlehq/settle/internal/crashpoint"
+	"github.com/settlehq/settle/internal/kafkahdr"
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/telemetry"
-	"go.opentelemetry.io/otel/trace"
 )
 
 // LockKeyDefault is the advisory lock key of the relay's leadership when
@@ -181,16 +184,18 @@ func (r *Relay) Run(ctx context.Context) error {
 	}
 	defer cl.Close()
 
-	b := backoff{min: r.cfg.BackoffMin, max: r.cfg.BackoffMax}
+	// Unjittered: a failed lead costs each replica one lease query per
+	// wait, too little load for replicas retrying in step to matter.
+	b := backoff.New(backoff.Policy{Min: r.cfg.BackoffMin, Max: r.cfg.BackoffMax})
 	for ctx.Err() == nil {
 		err := r.lead(ctx, cl)
 		r.leader.Store(false)
 		if err == nil || ctx.Err() != nil {
-			b.reset()
+			b.Reset()
 			continue
 		}
 		r.log.Warn("outbox relay failed; retrying", "err", err)
-		sleep(ctx, b.next())
+		b.Wait(ctx, nil)
 	}
 	return nil
 }
@@ -211,7 +216,7 @@ func (r *Relay) lead(ctx context.Context, cl *kgo.Client) error {
 		if held {
 			break
 		}
-		if !sleep(ctx, r.cfg.StandbyInterval) {
+		if !backoff.Sleep(ctx, r.cfg.StandbyInterval, nil) {
 			return nil
 		}
 	}
@@ -283,11 +288,7 @@ func (r *Relay) round(ctx context.Context, cl *kgo.Client, lease *settle.OutboxL
 	}
 	recs := make([]*kgo.Record, len(msgs))
 	for i, m := range msgs {
-		rec := &kgo.Record{Topic: m.Topic, Key: m.Key, Value: m.Value}
-		for _, h := range m.Headers {
-			rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: h.Key, Value: h.Value})
-		}
-		recs[i] = rec
+		recs[i] = &kgo.Record{Topic: m.Topic, Key: m.Key, Value: m.Value, Headers: kafkahdr.ToKafka(m.Headers)}
 	}
 	spans := r.startSpans(ctx, recs)
 	results := inOrder(recs, cl.ProduceSync(ctx, recs...))
@@ -404,32 +405,4 @@ func refusedForGood(err error) string {
 		return strings.ToLower(ke.Message)
 	}
 	return ""
-}
-
-// backoff is capped exponential backoff.
-type backoff struct {
-	min, max, cur time.Duration
-}
-
-func (b *backoff) next() time.Duration {
-	if b.cur == 0 {
-		b.cur = b.min
-	} else {
-		b.cur = min(b.cur*2, b.max)
-	}
-	return b.cur
-}
-
-func (b *backoff) reset() { b.cur = 0 }
-
-// sleep waits d or until ctx is done; it reports whether it waited d.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }

@@ -7,13 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"math/rand/v2"
 	"sort"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/settlehq/settle/corrections"
+	"github.com/settlehq/settle/internal/backoff"
 	"github.com/settlehq/settle/internal/crashpoint"
 	"github.com/settlehq/settle/internal/money"
 	"github.com/settlehq/settle/record"
@@ -68,10 +68,16 @@ func (s *Store) Settle(ctx context.Context, group string, inputs []Input) ([]Res
 	return results, err
 }
 
+// contentionBackoff is the wait between attempts of a batch that lost a
+// race: short (the race is over in a transaction's time), and jittered by
+// half either way so racing batches fall out of step.
+var contentionBackoff = backoff.Policy{Min: time.Millisecond, Max: 100 * time.Millisecond,
+	Jitter: backoff.Jitter{Below: 0.5, Above: 0.5}}
+
 // withRetries runs one transaction attempt after another while they lose
 // races, with jittered capped backoff, and classifies the final error.
 func (s *Store) withRetries(ctx context.Context, records int, attempt func(n int) error) error {
-	backoff := time.Millisecond
+	b := backoff.New(contentionBackoff)
 	for n := 1; ; n++ {
 		err := attempt(n)
 		if err == nil {
@@ -91,12 +97,7 @@ func (s *Store) withRetries(ctx context.Context, records int, attempt func(n int
 			if n >= s.cfg.ContentionRetriesMax {
 				return fmt.Errorf("settle batch of %d records: %w after %d attempts: %v", records, ErrContention, n, err)
 			}
-			// Jittered so racing batches fall out of step.
-			sleep := backoff/2 + rand.N(backoff)
-			backoff = min(backoff*2, 100*time.Millisecond)
-			select {
-			case <-time.After(sleep):
-			case <-ctx.Done():
+			if !b.Wait(ctx, nil) {
 				return ctx.Err()
 			}
 		case ErrUnavailable:

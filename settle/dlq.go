@@ -118,11 +118,8 @@ func scanDeadLetter(r pgx.CollectableRow) (DeadLetter, error) {
 	if err != nil {
 		return d, err
 	}
-	if d.Headers, err = decodeOutboxHeaders(headers); err != nil {
+	if d.Headers, err = DecodeHeaders(headers); err != nil {
 		return d, fmt.Errorf("dead letter %d: headers: %w", d.ID, err)
-	}
-	if d.Headers == nil {
-		d.Headers = []record.Header{}
 	}
 	return d, nil
 }

@@ -76,3 +76,22 @@ func sameHeaders(a, b []record.Header) bool {
 	}
 	return true
 }
+
+// TestDecodeHeadersNone: every form a headers column says "none" in (the
+// outbox default '{}', an empty array, null, nothing) decodes to no
+// headers, shown as [] in JSON; anything else that is not an array of
+// headers is an error.
+func TestDecodeHeadersNone(t *testing.T) {
+	t.Parallel()
+	for _, in := range []string{"", "{}", "null", "[]"} {
+		hs, err := settle.DecodeHeaders([]byte(in))
+		if b, _ := json.Marshal(hs); err != nil || string(b) != "[]" {
+			t.Errorf("DecodeHeaders(%q) = %s, %v; want [], nil", in, b, err)
+		}
+	}
+	for _, in := range []string{`{"key": "k"}`, `[1]`, `"k"`} {
+		if hs, err := settle.DecodeHeaders([]byte(in)); err == nil {
+			t.Errorf("DecodeHeaders(%q) = %q, want an error", in, hs)
+		}
+	}
+}

@@ -132,7 +132,7 @@ func (l *OutboxLease) Pending(ctx context.Context, limit int) ([]OutboxMessage, 
 		if err := rows.Scan(&m.ID, &m.Topic, &m.Key, &m.Value, &headers); err != nil {
 			return nil, l.fail("read outbox", err)
 		}
-		if m.Headers, err = decodeOutboxHeaders(headers); err != nil {
+		if m.Headers, err = DecodeHeaders(headers); err != nil {
 			return nil, fmt.Errorf("read outbox row %d: headers: %w", m.ID, err)
 		}
 		out = append(out, m)
@@ -200,15 +200,6 @@ func (l *OutboxLease) fail(what string, err error) error {
 	return wrapStoreErr(what, err)
 }
 
-// decodeOutboxHeaders reads the headers column: a JSON array of
-// {key, value(base64)}, or the column default '{}' for none.
-func decodeOutboxHeaders(b []byte) ([]record.Header, error) {
-	if len(b) == 0 || string(b) == "{}" || string(b) == "null" {
-		return nil, nil
-	}
-	return DecodeHeaders(b)
-}
-
 // OutboxBacklog reports how many outbox rows wait to be published and when
 // the oldest of them was written (now when none wait).
 func (s *Store) OutboxBacklog(ctx context.Context) (rows int64, oldest time.Time, err error) {
@@ -253,11 +244,8 @@ func (s *Store) OutboxParked(ctx context.Context, afterID int64, limit int) ([]P
 			return m, err
 		}
 		var err error
-		if m.Headers, err = decodeOutboxHeaders(headers); err != nil {
+		if m.Headers, err = DecodeHeaders(headers); err != nil {
 			return m, fmt.Errorf("parked outbox row %d: headers: %w", m.ID, err)
-		}
-		if m.Headers == nil {
-			m.Headers = []record.Header{}
 		}
 		return m, nil
 	})

@@ -456,7 +456,7 @@ func (c *sourceCheck) loadDeadLetters(ctx context.Context) error {
 				return err
 			}
 			n, after = n+1, ref.id
-			hs, _ := decodeOutboxHeaders(headers)
+			hs, _ := DecodeHeaders(headers)
 			id, ok := c.deadLetterIdentity(value, hs)
 			if ok {
 				c.dead[id] = ref

@@ -1,10 +1,7 @@
 package settle
 
 import (
-	"bytes"
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"time"
@@ -20,87 +17,6 @@ type deadLetterRow struct {
 	class    string
 	err      string
 	attempts int
-}
-
-// headerJSON is a Kafka header as stored in the outbox and dead_letters
-// (values are bytes, so base64 in JSON).
-type headerJSON struct {
-	Key   string `json:"key"`
-	Value []byte `json:"value"`
-}
-
-func encodeHeaders(hs []record.Header) []byte {
-	out := make([]headerJSON, len(hs))
-	for i, h := range hs {
-		out[i] = headerJSON{h.Key, h.Value}
-	}
-	b, _ := json.Marshal(out)
-	return b
-}
-
-// DecodeHeaders reads headers stored by the outbox or dead_letters.
-func DecodeHeaders(b []byte) ([]record.Header, error) {
-	if hs, ok := decodeHeadersFast(b); ok {
-		return hs, nil
-	}
-	var in []headerJSON
-	if err := json.Unmarshal(b, &in); err != nil {
-		return nil, err
-	}
-	out := make([]record.Header, len(in))
-	for i, h := range in {
-		out[i] = record.Header{Key: h.Key, Value: h.Value}
-	}
-	return out, nil
-}
-
-// decodeHeadersFast reads headers as PostgreSQL prints the jsonb column,
-// [{"key": "k", "value": "base64"}, ...], without reflection (it was a
-// sixteenth of the relay's CPU). Anything else, including a key with an
-// escape in it, is left to encoding/json: ok is false.
-func decodeHeadersFast(b []byte) (hs []record.Header, ok bool) {
-	const keyPrefix, valuePrefix = `{"key": "`, `", "value": "`
-	if len(b) < 2 || b[0] != '[' {
-		return nil, false
-	}
-	b = b[1:]
-	if len(b) == 1 && b[0] == ']' {
-		return []record.Header{}, true
-	}
-	for {
-		if !bytes.HasPrefix(b, []byte(keyPrefix)) {
-			return nil, false
-		}
-		b = b[len(keyPrefix):]
-		i := bytes.IndexByte(b, '"')
-		if i < 0 || bytes.IndexByte(b[:i], '\\') >= 0 {
-			return nil, false
-		}
-		key := string(b[:i])
-		b = b[i:]
-		if !bytes.HasPrefix(b, []byte(valuePrefix)) {
-			return nil, false
-		}
-		b = b[len(valuePrefix):]
-		if i = bytes.IndexByte(b, '"'); i < 0 {
-			return nil, false
-		}
-		v := make([]byte, base64.StdEncoding.DecodedLen(i))
-		n, err := base64.StdEncoding.Decode(v, b[:i])
-		if err != nil {
-			return nil, false
-		}
-		hs = append(hs, record.Header{Key: key, Value: v[:n]})
-		b = b[i+1:]
-		switch {
-		case len(b) == 2 && b[0] == '}' && b[1] == ']':
-			return hs, true
-		case len(b) > 3 && b[0] == '}' && b[1] == ',' && b[2] == ' ':
-			b = b[3:]
-		default:
-			return nil, false
-		}
-	}
 }
 
 // outboxHeaders are the dead-letter message's headers: the original ones

@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/settlehq/settle/analyst"
+	"github.com/settlehq/settle/internal/kafkahdr"
 	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/settletest"
@@ -260,11 +261,8 @@ func TestDLQReplayTwice(t *testing.T) {
 				t.Fatalf("got %d of %d replayed records: %v", len(ins), n, err)
 			}
 			fs.EachRecord(func(r *kgo.Record) {
-				in := settle.Input{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value}
-				for _, h := range r.Headers {
-					in.Headers = append(in.Headers, record.Header{Key: h.Key, Value: h.Value})
-				}
-				ins = append(ins, in)
+				ins = append(ins, settle.Input{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value,
+					Headers: kafkahdr.FromKafka(r.Headers)})
 			})
 		}
 		if len(ins) != n {

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/settlehq/settle/internal/kafkahdr"
 	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/settle"
 )
@@ -142,11 +143,7 @@ func (c *reconcileCmd) readKafka(a *app, kopts []kgo.Opt, in *settle.ReconcileIn
 		return usageError{err.Error()}
 	}
 	starts, err := readTopic(ctx, adm, c.Brokers, kopts, c.Topic, func(r *kgo.Record) {
-		hs := make([]record.Header, len(r.Headers))
-		for i, h := range r.Headers {
-			hs[i] = record.Header{Key: h.Key, Value: h.Value}
-		}
-		rec, err := dec.Decode(r.Value, hs)
+		rec, err := dec.Decode(r.Value, kafkahdr.FromKafka(r.Headers))
 		if err != nil || rec.TenantID != c.Tenant || rec.AccountPeriod != c.Period {
 			return // a dead letter, or another tenant's or period's
 		}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/settlehq/settle/internal/kafkahdr"
 	"github.com/settlehq/settle/settle"
 )
 
@@ -14,10 +15,7 @@ import (
 // value and headers, to its source topic, with replayHeader naming where
 // it came from.
 func replayRecord(d settle.DeadLetter) *kgo.Record {
-	r := &kgo.Record{Topic: d.Source.Topic, Key: d.Key, Value: d.Value}
-	for _, h := range d.Headers {
-		r.Headers = append(r.Headers, kgo.RecordHeader{Key: h.Key, Value: h.Value})
-	}
+	r := &kgo.Record{Topic: d.Source.Topic, Key: d.Key, Value: d.Value, Headers: kafkahdr.ToKafka(d.Headers)}
 	r.Headers = append(r.Headers, kgo.RecordHeader{Key: replayHeader,
 		Value: []byte(d.Source.Topic + "/" + strconv.Itoa(int(d.Source.Partition)) + "/" + strconv.FormatInt(d.Source.Offset, 10))})
 	return r
