@@ -4,7 +4,7 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/inspect"
 )
 
 // accountRowsMax caps the ledger rows, chains and settlements an account
@@ -14,16 +14,16 @@ const accountRowsMax = 200
 // Account is one account (a subject in one currency) with the settlement
 // sequence behind its balance.
 type Account struct {
-	settle.AccountView
-	Settlements []settle.AccountSettlement `json:"settlements"`
+	inspect.AccountView
+	Settlements []inspect.AccountSettlement `json:"settlements"`
 }
 
 func (h *handler) account(r *http.Request) (tenant, subject string, accounts []Account, err error) {
 	tenant, subject = r.PathValue("tenant"), r.PathValue("subject")
 	rows := accountRowsMax
 	if v := r.URL.Query().Get("rows"); v != "" {
-		if rows, err = strconv.Atoi(v); err != nil || rows < 1 || rows > settle.AccountSettlementsMax {
-			return tenant, subject, nil, settleBadFilter("rows %q: want 1 to %d", v, settle.AccountSettlementsMax)
+		if rows, err = strconv.Atoi(v); err != nil || rows < 1 || rows > inspect.AccountSettlementsMax {
+			return tenant, subject, nil, settleBadFilter("rows %q: want 1 to %d", v, inspect.AccountSettlementsMax)
 		}
 	}
 	ctx, cancel := h.ctx(r)

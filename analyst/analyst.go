@@ -30,19 +30,35 @@ import (
 	"time"
 
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/inspect"
 )
 
 // Store is what the analyst surface needs of the settlement store.
 type Store interface {
-	ListCases(ctx context.Context, f settle.CaseFilter) (*settle.CasePage, error)
-	CountCases(ctx context.Context, tenant, period string) ([]settle.CaseCount, error)
-	Case(ctx context.Context, id int64) (*settle.Case, error)
+	ListCases(ctx context.Context, f inspect.CaseFilter) (*inspect.CasePage, error)
+	CountCases(ctx context.Context, tenant, period string) ([]inspect.CaseCount, error)
+	Case(ctx context.Context, id int64) (*inspect.Case, error)
 	Resolve(ctx context.Context, req settle.ResolveRequest) (*settle.Resolution, error)
-	Explain(ctx context.Context, tenant, period, recordID string) (*settle.Explanation, error)
-	OutcomeTimeline(ctx context.Context, since time.Time) ([]settle.OutcomeBucket, error)
-	DeadLetters(ctx context.Context, f settle.DeadLetterFilter) ([]settle.DeadLetter, error)
+	Explain(ctx context.Context, tenant, period, recordID string) (*inspect.Explanation, error)
+	OutcomeTimeline(ctx context.Context, since time.Time) ([]inspect.OutcomeBucket, error)
+	DeadLetters(ctx context.Context, f inspect.DeadLetterFilter) ([]inspect.DeadLetter, error)
 	PageStore // search, accounts, dead letters, exports (pagestore.go)
 }
+
+// StoreOf is the Store of one settle database: its read side (inspect)
+// and its resolutions (settle).
+func StoreOf(s *settle.Store) Store {
+	return settleStore{inspect.New(s), s}
+}
+
+type (
+	readSide    = inspect.Store
+	writeSide   = settle.Store
+	settleStore struct {
+		*readSide
+		*writeSide
+	}
+)
 
 // Config configures the handler. The zero value of every field but Store
 // is a documented default.
@@ -303,7 +319,7 @@ func (h *handler) ctx(r *http.Request) (context.Context, context.CancelFunc) {
 
 // filterFrom reads the queue's filters from a query string. Ages are Go
 // durations ("2h", "30m") or days ("7d").
-func filterFrom(q url.Values, now time.Time) (settle.CaseFilter, error) {
+func filterFrom(q url.Values, now time.Time) (inspect.CaseFilter, error) {
 	f, err := Filter{Tenant: q.Get("tenant"), Period: q.Get("period"), Reason: q.Get("reason"), Status: q.Get("status"),
 		OlderThan: q.Get("older_than"), NewerThan: q.Get("newer_than")}.CaseFilter(now, "older_than", "newer_than")
 	if err != nil {
@@ -313,7 +329,7 @@ func filterFrom(q url.Values, now time.Time) (settle.CaseFilter, error) {
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil {
-			return f, fmt.Errorf("%w: limit %q", settle.ErrBadFilter, v)
+			return f, fmt.Errorf("%w: limit %q", inspect.ErrBadFilter, v)
 		}
 		f.Limit = n
 	}
@@ -330,8 +346,8 @@ type Filter struct {
 // CaseFilter is f as the store takes it, at now, not validated yet (the
 // caller adds the page or limit, then validates). A bad age is an
 // ErrBadFilter that names its field as olderName or newerName.
-func (f Filter) CaseFilter(now time.Time, olderName, newerName string) (settle.CaseFilter, error) {
-	cf := settle.CaseFilter{Tenant: f.Tenant, Period: f.Period, Reason: f.Reason, Status: f.Status}
+func (f Filter) CaseFilter(now time.Time, olderName, newerName string) (inspect.CaseFilter, error) {
+	cf := inspect.CaseFilter{Tenant: f.Tenant, Period: f.Period, Reason: f.Reason, Status: f.Status}
 	if cf.Status == "all" {
 		cf.Status = ""
 	}
@@ -344,7 +360,7 @@ func (f Filter) CaseFilter(now time.Time, olderName, newerName string) (settle.C
 		}
 		d, err := ParseAge(a.age)
 		if err != nil {
-			return cf, fmt.Errorf("%w: %s: %v", settle.ErrBadFilter, a.name, err)
+			return cf, fmt.Errorf("%w: %s: %v", inspect.ErrBadFilter, a.name, err)
 		}
 		*a.dst = now.Add(-d)
 	}
@@ -371,9 +387,9 @@ func ParseAge(s string) (time.Duration, error) {
 func status(err error) int {
 	var re *settle.ResolveError
 	switch {
-	case errors.Is(err, settle.ErrBadFilter), errors.Is(err, errBadRequest):
+	case errors.Is(err, inspect.ErrBadFilter), errors.Is(err, errBadRequest):
 		return http.StatusBadRequest
-	case errors.Is(err, settle.ErrCaseNotFound), errors.Is(err, settle.ErrNoSuchDeadLetter):
+	case errors.Is(err, settle.ErrCaseNotFound), errors.Is(err, inspect.ErrNoSuchDeadLetter):
 		return http.StatusNotFound
 	case errors.Is(err, settle.ErrCaseClosed), errors.As(err, &re):
 		return http.StatusConflict

@@ -14,6 +14,7 @@ import (
 
 	"github.com/settlehq/settle/analyst"
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/inspect"
 	"github.com/settlehq/settle/settle/settletest"
 )
 
@@ -55,7 +56,7 @@ func newFixture(t *testing.T, tokens map[string]string) *fixture {
 		t.Fatalf("fixture: no cases: %+v", rs)
 	}
 	f := &fixture{store: s, acmeCase: rs[2].CaseID, globexCase: rs[4].CaseID, period: "2026-11", acmeSubject: "cust-1"}
-	f.srv = httptest.NewServer(analyst.Handler(analyst.Config{Store: s, Tokens: tokens}))
+	f.srv = httptest.NewServer(analyst.Handler(analyst.Config{Store: analyst.StoreOf(s), Tokens: tokens}))
 	t.Cleanup(f.srv.Close)
 	return f
 }
@@ -82,12 +83,12 @@ func TestAPIAndPages(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, nil)
 	code, body := get(t, f.srv.URL+"/api/cases?status=open&tenant=acme")
-	var page settle.CasePage
+	var page inspect.CasePage
 	if code != 200 || json.Unmarshal([]byte(body), &page) != nil || len(page.Cases) != 1 || page.Cases[0].ID != f.acmeCase {
 		t.Fatalf("api cases: %d %s", code, body)
 	}
 	code, body = get(t, f.srv.URL+"/api/cases/counts")
-	var counts []settle.CaseCount
+	var counts []inspect.CaseCount
 	if code != 200 || json.Unmarshal([]byte(body), &counts) != nil || len(counts) != 1 || counts[0].Count != 2 {
 		t.Errorf("api counts: %d %s", code, body)
 	}
@@ -144,7 +145,7 @@ func TestAPIAndPages(t *testing.T) {
 	if code != 200 || json.Unmarshal([]byte(body), &second) != nil || !second.Replayed || second.SettlementID != first.SettlementID {
 		t.Fatalf("second resolve: %d %s", code, body)
 	}
-	var e settle.Explanation
+	var e inspect.Explanation
 	code, body = get(t, f.srv.URL+"/api/explain/acme/2026-11/"+itoa(f.acmeCase))
 	if code != 200 || json.Unmarshal([]byte(body), &e) != nil || len(e.Operations) != 1 || len(e.Operations[0].Entries) != 1 || e.Operations[0].Entries[0].Amount != "-15" {
 		t.Errorf("explain the adjustment: %d %s", code, body)
@@ -192,13 +193,13 @@ func TestFormResolveNeedsSameOrigin(t *testing.T) {
 	if code := send("http://evil.example"); code != http.StatusForbidden {
 		t.Errorf("cross-origin form post: %d, want 403", code)
 	}
-	if c, _ := f.store.Case(context.Background(), f.globexCase); c.Status != "open" {
+	if c, _ := inspect.New(f.store).Case(context.Background(), f.globexCase); c.Status != "open" {
 		t.Fatalf("case %s after a refused post", c.Status)
 	}
 	if code := send(f.srv.URL); code != http.StatusSeeOther {
 		t.Errorf("same-origin form post: %d, want 303", code)
 	}
-	c, _ := f.store.Case(context.Background(), f.globexCase)
+	c, _ := inspect.New(f.store).Case(context.Background(), f.globexCase)
 	if c.Status != "rejected" || c.Resolution == nil || c.Resolution.By != "ana" {
 		t.Errorf("case after reject: %+v", c)
 	}
@@ -224,7 +225,7 @@ func TestTokenNamesTheAnalyst(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if c, _ := f.store.Case(context.Background(), f.acmeCase); resp.StatusCode != 200 || c.Resolution == nil || c.Resolution.By != "alice" {
+	if c, _ := inspect.New(f.store).Case(context.Background(), f.acmeCase); resp.StatusCode != 200 || c.Resolution == nil || c.Resolution.By != "alice" {
 		t.Errorf("API resolve with alice's token, body by mallory: %d %+v, want by alice", resp.StatusCode, c.Resolution)
 	}
 	code, page := get(t, f.srv.URL+"/cases/"+itoa(f.globexCase), "Authorization", "Bearer bob-token")
@@ -241,7 +242,7 @@ func TestTokenNamesTheAnalyst(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if c, _ := f.store.Case(context.Background(), f.globexCase); resp.StatusCode != http.StatusSeeOther || c.Resolution == nil || c.Resolution.By != "bob" {
+	if c, _ := inspect.New(f.store).Case(context.Background(), f.globexCase); resp.StatusCode != http.StatusSeeOther || c.Resolution == nil || c.Resolution.By != "bob" {
 		t.Errorf("form resolve with bob's token and no name: %d %+v, want by bob", resp.StatusCode, c.Resolution)
 	}
 }
@@ -273,7 +274,7 @@ func TestHosts(t *testing.T) {
 		{[]string{"10.1.2.3:8080", "analysts.example", "[fd00::1]:8080"}, "localhost:8080", 421},
 		{[]string{"settle:80"}, "settle", 200},
 	} {
-		h := analyst.Handler(analyst.Config{Store: s, Hosts: tc.hosts})
+		h := analyst.Handler(analyst.Config{Store: analyst.StoreOf(s), Hosts: tc.hosts})
 		req := httptest.NewRequest("GET", "/api/cases/counts", nil)
 		req.Host = tc.host
 		rec := httptest.NewRecorder()
@@ -282,7 +283,7 @@ func TestHosts(t *testing.T) {
 			t.Errorf("hosts %v, Host %q: %d, want %d: %s", tc.hosts, tc.host, rec.Code, tc.want, rec.Body)
 		}
 	}
-	if err := (analyst.Config{Store: s, Hosts: []string{"http://x/"}}).Validate(); err == nil {
+	if err := (analyst.Config{Store: analyst.StoreOf(s), Hosts: []string{"http://x/"}}).Validate(); err == nil {
 		t.Error("a URL in Hosts is valid")
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/settlehq/settle/settle/inspect"
+
 	"github.com/chromedp/chromedp"
 )
 
@@ -119,7 +121,7 @@ func TestBrowserResolveCase(t *testing.T) {
 	if !strings.Contains(entries, "cust-1 USD") || !strings.Contains(entries, "-15") {
 		t.Errorf("adjustment rows on the explain page: %q (%s)", entries, note)
 	}
-	c, err := f.store.Case(context.Background(), f.acmeCase)
+	c, err := inspect.New(f.store).Case(context.Background(), f.acmeCase)
 	if err != nil || c.Status != "accepted" || c.Resolution == nil || c.Resolution.By != "ana" {
 		t.Errorf("case in the store: %+v, %v", c, err)
 	}

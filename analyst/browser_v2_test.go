@@ -16,6 +16,7 @@ import (
 
 	"github.com/settlehq/settle/analyst"
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/inspect"
 )
 
 // busyFixture is the v2 fixture with a day of traffic behind it: three
@@ -90,7 +91,7 @@ func busyFixture(t *testing.T) *v2Fixture {
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	dead, err := f.store.DeadLetters(ctx, settle.DeadLetterFilter{})
+	dead, err := inspect.New(f.store).DeadLetters(ctx, inspect.DeadLetterFilter{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +190,7 @@ func TestBrowserPageV2(t *testing.T) {
 
 	// The account page, from the search.
 	do("open globex's sub-2", chromedp.Navigate(f.srv.URL+"/search?q=sub-2&tenant=globex"), chromedp.WaitVisible(`#balance-USD`))
-	views, err := f.store.Balances(bg, "globex", "sub-2", 10)
+	views, err := inspect.New(f.store).Balances(bg, "globex", "sub-2", 10)
 	if err != nil || len(views) != 1 {
 		t.Fatalf("balances: %v %v", views, err)
 	}

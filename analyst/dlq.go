@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/inspect"
 )
 
 // ReplayDeadLettersMax caps the dead letters one replay produces: the dry
@@ -21,7 +22,7 @@ import (
 const ReplayDeadLettersMax = 100
 
 func settleBadFilter(format string, args ...any) error {
-	return fmt.Errorf("%w: "+format, append([]any{settle.ErrBadFilter}, args...)...)
+	return fmt.Errorf("%w: "+format, append([]any{inspect.ErrBadFilter}, args...)...)
 }
 
 // renderCode renders a page with a status other than 200.
@@ -122,14 +123,14 @@ func (h *handler) deadLetterPage(w http.ResponseWriter, r *http.Request) {
 
 // replaySelection is the dead letters a replay is about: named by id, or
 // the page of those matching the list's filters.
-func (h *handler) replaySelection(r *http.Request, q url.Values) ([]settle.DeadLetter, error) {
+func (h *handler) replaySelection(r *http.Request, q url.Values) ([]inspect.DeadLetter, error) {
 	ctx, cancel := h.ctx(r)
 	defer cancel()
 	if ids := q["id"]; len(ids) > 0 {
 		if len(ids) > ReplayDeadLettersMax {
 			return nil, settleBadFilter("%d dead letters: replay at most %d at a time", len(ids), ReplayDeadLettersMax)
 		}
-		out := make([]settle.DeadLetter, 0, len(ids))
+		out := make([]inspect.DeadLetter, 0, len(ids))
 		seen := map[int64]bool{}
 		for _, v := range ids {
 			id, err := strconv.ParseInt(v, 10, 64)
@@ -181,7 +182,7 @@ type ReplayRequest struct {
 var errNoReplayer = errors.New("replay is not available on this listener (no Kafka producer): use `settle dlq replay`")
 
 // replay produces ds (unless dryRun) and says what it did.
-func (h *handler) replay(r *http.Request, ds []settle.DeadLetter, dryRun bool) (*ReplayResult, error) {
+func (h *handler) replay(r *http.Request, ds []inspect.DeadLetter, dryRun bool) (*ReplayResult, error) {
 	res := &ReplayResult{DryRun: dryRun, Replayed: make([]Replayed, 0, len(ds))}
 	for _, d := range ds {
 		res.Replayed = append(res.Replayed, Replayed{ID: d.ID, Reason: d.Reason, From: d.Source})
@@ -310,8 +311,8 @@ func dlqFilterSummary(q url.Values) string {
 }
 
 // dlqFilter reads the dead-letter list's filters from a query string.
-func dlqFilter(q url.Values) (settle.DeadLetterFilter, error) {
-	f := settle.DeadLetterFilter{Reason: q.Get("reason"), Topic: q.Get("topic"), ErrorClass: q.Get("error_class")}
+func dlqFilter(q url.Values) (inspect.DeadLetterFilter, error) {
+	f := inspect.DeadLetterFilter{Reason: q.Get("reason"), Topic: q.Get("topic"), ErrorClass: q.Get("error_class")}
 	if v := q.Get("after"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/inspect"
 )
 
 // CaseExportRowsMax caps one export from the page; `settle conflicts
@@ -22,7 +22,7 @@ var CaseCSVHeader = []string{"case", "opened_at", "closed_at", "tenant_id", "acc
 
 // CaseCSVRow is one case as a row under CaseCSVHeader; r is its resolution,
 // nil when it has none. Every cell is SpreadsheetSafe.
-func CaseCSVRow(cs settle.CaseSummary, r *settle.CaseResolution) []string {
+func CaseCSVRow(cs inspect.CaseSummary, r *inspect.CaseResolution) []string {
 	closed := ""
 	if cs.ClosedAt != nil {
 		closed = cs.ClosedAt.UTC().Format(time.RFC3339Nano)
@@ -54,7 +54,7 @@ func SpreadsheetSafe(s string) string {
 func (h *handler) casesCSV(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	if !q.Has("status") {
-		q.Set("status", settle.CaseOpen)
+		q.Set("status", inspect.CaseOpen)
 	}
 	q.Del("after")
 	q.Del("limit")
@@ -63,7 +63,7 @@ func (h *handler) casesCSV(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err, false)
 		return
 	}
-	f.Limit = settle.CasePageRowsMax
+	f.Limit = inspect.CasePageRowsMax
 	ctx, cancel := h.ctx(r)
 	defer cancel()
 	// The first page before any byte: a bad filter or a database down is
@@ -88,7 +88,7 @@ func (h *handler) casesCSV(w http.ResponseWriter, r *http.Request) {
 			return // the response is cut short: a CSV without its end
 		}
 		for _, c := range page.Cases {
-			var rp *settle.CaseResolution
+			var rp *inspect.CaseResolution
 			if x, ok := res[c.ID]; ok {
 				rp = &x
 			}

@@ -11,12 +11,13 @@ import (
 	"time"
 
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/inspect"
 )
 
 // Reasons and statuses offered by the queue's filter.
 var (
 	caseReasons  = []string{settle.ReasonFingerprintMismatch, settle.ReasonOrphan, settle.ReasonInvalidLink, settle.ReasonTargetRefunded, settle.ReasonVersionConflict}
-	caseStatuses = []string{settle.CaseOpen, settle.CaseAccepted, settle.CaseRejected, settle.CaseAutoResolved}
+	caseStatuses = []string{inspect.CaseOpen, inspect.CaseAccepted, inspect.CaseRejected, inspect.CaseAutoResolved}
 )
 
 // overviewHours is how far back the overview's outcome chart looks.
@@ -24,9 +25,9 @@ const overviewHours = 24
 
 // overview is what the overview shows.
 type overview struct {
-	OpenByReason []settle.CaseCount     `json:"open_by_reason"`
-	OpenByAge    []settle.AgeBucket     `json:"open_by_age"`
-	Outcomes     []settle.OutcomeBucket `json:"outcomes"`
+	OpenByReason []inspect.CaseCount     `json:"open_by_reason"`
+	OpenByAge    []inspect.AgeBucket     `json:"open_by_age"`
+	Outcomes     []inspect.OutcomeBucket `json:"outcomes"`
 }
 
 func (h *handler) overview(r *http.Request) (*overview, error) {
@@ -36,9 +37,9 @@ func (h *handler) overview(r *http.Request) (*overview, error) {
 	if err != nil {
 		return nil, err
 	}
-	o := &overview{OpenByReason: []settle.CaseCount{}}
+	o := &overview{OpenByReason: []inspect.CaseCount{}}
 	for _, c := range counts {
-		if c.Status == settle.CaseOpen {
+		if c.Status == inspect.CaseOpen {
 			o.OpenByReason = append(o.OpenByReason, c)
 		}
 	}
@@ -64,7 +65,7 @@ func (h *handler) apiOverview(w http.ResponseWriter, r *http.Request) {
 func (h *handler) apiCases(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	if !q.Has("status") {
-		q.Set("status", settle.CaseOpen) // as the queue page and the CLI: what is left to do
+		q.Set("status", inspect.CaseOpen) // as the queue page and the CLI: what is left to do
 	}
 	f, err := filterFrom(q, time.Now())
 	if err != nil {
@@ -95,7 +96,7 @@ func (h *handler) apiCaseCounts(w http.ResponseWriter, r *http.Request) {
 func (h *handler) queuePage(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	if !q.Has("status") {
-		q.Set("status", settle.CaseOpen) // the queue is what is left to do
+		q.Set("status", inspect.CaseOpen) // the queue is what is left to do
 	}
 	f, ferr := filterFrom(q, time.Now())
 	ctx, cancel := h.ctx(r)
@@ -217,7 +218,7 @@ func (h *handler) showCase(w http.ResponseWriter, r *http.Request, code int, for
 }
 
 // errBadRequest labels a request that cannot be carried out as sent and
-// says what to send instead (400); filters have settle.ErrBadFilter.
+// says what to send instead (400); filters have inspect.ErrBadFilter.
 var errBadRequest = errors.New("bad request")
 
 // resolveInput is the body of POST /api/cases/{id}/resolve.

@@ -73,7 +73,7 @@ func TestOpenAPIDescribesEveryRoute(t *testing.T) {
 	// Every route the mux has is documented, and every documented admin
 	// route is one the mux has.
 	routes := map[string]bool{}
-	for _, p := range analyst.RoutePatterns(analyst.Config{Store: f.store}) {
+	for _, p := range analyst.RoutePatterns(analyst.Config{Store: analyst.StoreOf(f.store)}) {
 		m, path := muxPath(p)
 		routes[m+" "+path] = true
 		if item := doc.Paths.Value(path); item == nil || item.GetOperation(strings.ToUpper(m)) == nil {

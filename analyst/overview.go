@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/inspect"
 )
 
 // openAgeBounds are the overview's age buckets of open cases: under 1 h,
@@ -185,7 +186,7 @@ func prefixed(p, s string) string {
 }
 
 // ageLabel names an age bucket.
-func ageLabel(a settle.AgeBucket) string {
+func ageLabel(a inspect.AgeBucket) string {
 	d := func(x time.Duration) string {
 		if x%(24*time.Hour) == 0 {
 			return fmt.Sprintf("%d d", x/(24*time.Hour))
@@ -203,7 +204,7 @@ func ageLabel(a settle.AgeBucket) string {
 
 // ageChart is an inline SVG of horizontal bars: open cases per age bucket,
 // each a link to the queue of those cases.
-func ageChart(ages []settle.AgeBucket) template.HTML {
+func ageChart(ages []inspect.AgeBucket) template.HTML {
 	const rowH, labelW, w = 26, 90, 900
 	var peak int64
 	for _, a := range ages {

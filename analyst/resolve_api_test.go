@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/inspect"
 )
 
 // TestResolveAPIErrors: each way a resolve request can fail through the
@@ -79,7 +80,7 @@ func TestAPICasesDefaultsToOpen(t *testing.T) {
 	ids := func(query string) []int64 {
 		t.Helper()
 		code, body := get(t, f.srv.URL+"/api/cases"+query)
-		var page settle.CasePage
+		var page inspect.CasePage
 		if code != 200 || json.Unmarshal([]byte(body), &page) != nil {
 			t.Fatalf("GET /api/cases%s: %d %s", query, code, body)
 		}

@@ -8,18 +8,19 @@ import (
 	"time"
 
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/inspect"
 )
 
 // PageStore is what the page's search, account, dead-letter and export
 // views need of the settlement store, beside Store's queue and case reads.
 type PageStore interface {
-	Search(ctx context.Context, q settle.SearchQuery) ([]settle.SearchHit, error)
-	Balances(ctx context.Context, tenant, subject string, rowsMax int) ([]settle.AccountView, error)
-	AccountSettlements(ctx context.Context, tenant, subject, currency string, limit int) ([]settle.AccountSettlement, error)
-	CaseLinks(ctx context.Context, id int64) (*settle.CaseLinks, error)
-	CaseResolutions(ctx context.Context, ids []int64) (map[int64]settle.CaseResolution, error)
-	OpenCaseAges(ctx context.Context, now time.Time, bounds []time.Duration) ([]settle.AgeBucket, error)
-	DeadLetter(ctx context.Context, id int64) (*settle.DeadLetter, error)
+	Search(ctx context.Context, q inspect.SearchQuery) ([]inspect.SearchHit, error)
+	Balances(ctx context.Context, tenant, subject string, rowsMax int) ([]inspect.AccountView, error)
+	AccountSettlements(ctx context.Context, tenant, subject, currency string, limit int) ([]inspect.AccountSettlement, error)
+	CaseLinks(ctx context.Context, id int64) (*inspect.CaseLinks, error)
+	CaseResolutions(ctx context.Context, ids []int64) (map[int64]inspect.CaseResolution, error)
+	OpenCaseAges(ctx context.Context, now time.Time, bounds []time.Duration) ([]inspect.AgeBucket, error)
+	DeadLetter(ctx context.Context, id int64) (*inspect.DeadLetter, error)
 }
 
 // Replayer produces dead letters' original key, value and headers back to
@@ -29,7 +30,7 @@ type PageStore interface {
 // the first that failed. Declared here, implemented by cmd/settle with its
 // Kafka producer: this package never talks to Kafka.
 type Replayer interface {
-	Replay(ctx context.Context, ds []settle.DeadLetter) ([]settle.Coordinates, error)
+	Replay(ctx context.Context, ds []inspect.DeadLetter) ([]settle.Coordinates, error)
 }
 
 // openAPI is the description of the admin API and the HTTP edge, served at

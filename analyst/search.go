@@ -6,11 +6,11 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/inspect"
 )
 
-func searchQuery(q url.Values) settle.SearchQuery {
-	return settle.SearchQuery{Text: strings.TrimSpace(q.Get("q")), Tenant: strings.TrimSpace(q.Get("tenant")),
+func searchQuery(q url.Values) inspect.SearchQuery {
+	return inspect.SearchQuery{Text: strings.TrimSpace(q.Get("q")), Tenant: strings.TrimSpace(q.Get("tenant")),
 		Period: strings.TrimSpace(q.Get("period"))}
 }
 
@@ -46,16 +46,16 @@ func (h *handler) searchPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	data["Hits"] = hits
-	data["Capped"] = len(hits) >= settle.SearchHitsMax
+	data["Capped"] = len(hits) >= inspect.SearchHitsMax
 	h.render(w, "search", data)
 }
 
 // hitURL is the page of a search hit.
-func hitURL(hit settle.SearchHit) string {
+func hitURL(hit inspect.SearchHit) string {
 	switch hit.Kind {
-	case settle.HitCase:
+	case inspect.HitCase:
 		return fmt.Sprintf("/cases/%d", hit.CaseID)
-	case settle.HitAccount:
+	case inspect.HitAccount:
 		return accountURL(hit.TenantID, hit.Subject)
 	}
 	return explainURL(hit.TenantID, hit.AccountPeriod, hit.RecordID)

@@ -5,25 +5,25 @@ import (
 	"errors"
 	"net/http"
 
-	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/inspect"
 )
 
 // StatementStore is what the statement page needs of the store, beside
 // Store: a store without it serves no statements.
 type StatementStore interface {
-	Statement(ctx context.Context, in settle.StatementInput) (*settle.Statement, error)
+	Statement(ctx context.Context, in inspect.StatementInput) (*inspect.Statement, error)
 }
 
 var errNoStatements = errors.New("this store serves no statements")
 
-func (h *handler) statement(r *http.Request, tenant, period string) (*settle.Statement, error) {
+func (h *handler) statement(r *http.Request, tenant, period string) (*inspect.Statement, error) {
 	ss, ok := h.cfg.Store.(StatementStore)
 	if !ok {
 		return nil, errNoStatements
 	}
 	ctx, cancel := h.ctx(r)
 	defer cancel()
-	return ss.Statement(ctx, settle.StatementInput{TenantID: tenant, Period: period, Subject: r.URL.Query().Get("subject"),
+	return ss.Statement(ctx, inspect.StatementInput{TenantID: tenant, Period: period, Subject: r.URL.Query().Get("subject"),
 		Rows: r.URL.Query().Get("rows") == "1"})
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/settlehq/settle/analyst"
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/inspect"
 	"github.com/settlehq/settle/settle/settletest"
 )
 
@@ -49,7 +50,7 @@ func TestBrowserStatement(t *testing.T) {
 	if rs, err := s.Settle(ctx, "g", s.Decode([]settle.Input{{Topic: "usage", Offset: 99, Value: []byte(late)}})); err != nil || rs[0].Outcome != settle.OutcomeSettled {
 		t.Fatalf("late grant: %v %+v", err, rs)
 	}
-	srv := httptest.NewServer(analyst.Handler(analyst.Config{Store: s}))
+	srv := httptest.NewServer(analyst.Handler(analyst.Config{Store: analyst.StoreOf(s)}))
 	t.Cleanup(srv.Close)
 
 	opts := []chromedp.ExecAllocatorOption{
@@ -91,7 +92,7 @@ func TestBrowserStatement(t *testing.T) {
 	if err != nil {
 		t.Fatalf("browser: read the statement: %v", err)
 	}
-	views, err := s.Balances(ctx, "acme", "", 1)
+	views, err := inspect.New(s).Balances(ctx, "acme", "", 1)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/settlehq/settle/analyst"
 	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/inspect"
 )
 
 // recordingReplayer stands in for cmd/settle's Kafka producer (tested
@@ -29,7 +30,7 @@ type recordingReplayer struct {
 	failAfter int // -1: never
 }
 
-func (r *recordingReplayer) Replay(ctx context.Context, ds []settle.DeadLetter) ([]settle.Coordinates, error) {
+func (r *recordingReplayer) Replay(ctx context.Context, ds []inspect.DeadLetter) ([]settle.Coordinates, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var out []settle.Coordinates
@@ -53,7 +54,7 @@ func (r *recordingReplayer) ids() []int64 {
 // headers; one too large on another topic) and a server with a replayer.
 type v2Fixture struct {
 	*fixture
-	dead     []settle.DeadLetter
+	dead     []inspect.DeadLetter
 	replayer *recordingReplayer
 	srv      *httptest.Server
 }
@@ -69,12 +70,12 @@ func newV2Fixture(t *testing.T) *v2Fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dead, err := f.store.DeadLetters(context.Background(), settle.DeadLetterFilter{})
+	dead, err := inspect.New(f.store).DeadLetters(context.Background(), inspect.DeadLetterFilter{})
 	if err != nil || len(dead) != 2 {
 		t.Fatalf("dead letters: %+v, %v", dead, err)
 	}
 	v := &v2Fixture{fixture: f, dead: dead, replayer: &recordingReplayer{failAfter: -1}}
-	v.srv = httptest.NewServer(analyst.Handler(analyst.Config{Store: f.store, Replayer: v.replayer,
+	v.srv = httptest.NewServer(analyst.Handler(analyst.Config{Store: analyst.StoreOf(f.store), Replayer: v.replayer,
 		TimeZone: time.FixedZone("CET", 3600)}))
 	t.Cleanup(v.srv.Close)
 	return v
@@ -114,7 +115,7 @@ func TestSearchAndAccountPages(t *testing.T) {
 		t.Errorf("search for nothing: %d\n%s", code, body)
 	}
 	code, body = get(t, f.srv.URL+"/api/search?q=cust-1")
-	var hits struct{ Hits []settle.SearchHit }
+	var hits struct{ Hits []inspect.SearchHit }
 	if code != 200 || json.Unmarshal([]byte(body), &hits) != nil || len(hits.Hits) != 1 || hits.Hits[0].Kind != "account" {
 		t.Errorf("api search: %d %s", code, body)
 	}
@@ -136,7 +137,7 @@ func TestSearchAndAccountPages(t *testing.T) {
 		t.Errorf("api account: %d %s", code, body)
 	}
 
-	c, err := f.store.Case(context.Background(), f.acmeCase)
+	c, err := inspect.New(f.store).Case(context.Background(), f.acmeCase)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,7 +238,7 @@ func TestDeadLetterPagesAndReplay(t *testing.T) {
 		t.Errorf("api replay of a missing dead letter: %d", code)
 	}
 	// Without a replayer the dry run points to the CLI and the API says 503.
-	bare := httptest.NewServer(analyst.Handler(analyst.Config{Store: f.store}))
+	bare := httptest.NewServer(analyst.Handler(analyst.Config{Store: analyst.StoreOf(f.store)}))
 	defer bare.Close()
 	code, body = get(t, bare.URL+"/dlq/replay?id="+itoa(first.ID))
 	if code != 200 || !strings.Contains(body, "settle dlq replay --id "+itoa(first.ID)) || strings.Contains(body, `id="replay-form"`) {
@@ -264,7 +265,7 @@ func TestOverviewChartsAndExport(t *testing.T) {
 	}
 	code, body = get(t, f.srv.URL+"/api/overview")
 	var o struct {
-		OpenByAge []settle.AgeBucket `json:"open_by_age"`
+		OpenByAge []inspect.AgeBucket `json:"open_by_age"`
 	}
 	if code != 200 || json.Unmarshal([]byte(body), &o) != nil || len(o.OpenByAge) != 6 || o.OpenByAge[0].Count != 2 {
 		t.Errorf("api overview: %d %s", code, body)

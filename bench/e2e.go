@@ -18,6 +18,7 @@ import (
 	"github.com/settlehq/settle/consumer"
 	"github.com/settlehq/settle/relay"
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/inspect"
 )
 
 // e2eRun runs the whole pipeline against the broker.
@@ -231,7 +232,7 @@ func (c *Config) runE2E(ctx context.Context, er e2eRun) (RunResult, error) {
 			return res, fmt.Errorf("produce: %w", e.(error))
 		}
 		if settled() >= int64(er.w.Records) {
-			if n, _, err := store.OutboxBacklog(ctx); err == nil && n == 0 {
+			if n, _, err := inspect.New(store).OutboxBacklog(ctx); err == nil && n == 0 {
 				break
 			}
 		}
@@ -304,7 +305,7 @@ func createTopics(ctx context.Context, brokers []string, partitions int32, tp to
 }
 
 func outcomeCounts(ctx context.Context, store *settle.Store) (map[string]int64, error) {
-	cs, err := store.OutcomeCounts(ctx)
+	cs, err := inspect.New(store).OutcomeCounts(ctx)
 	if err != nil {
 		return nil, err
 	}

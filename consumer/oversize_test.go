@@ -13,6 +13,7 @@ import (
 
 	"github.com/settlehq/settle/internal/kafkatest"
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/inspect"
 	"github.com/settlehq/settle/settle/settletest"
 )
 
@@ -83,7 +84,7 @@ func TestOversizedRecordDoesNotPoisonTheRelay(t *testing.T) {
 	if got := kafkatest.Header(m, settle.DeadLetterValueTruncatedHeader); got != strconv.Itoa(len(big)) || len(m.Value) != 0 {
 		t.Errorf("dead-letter message: %d value bytes, %s=%q; want none and %d", len(m.Value), settle.DeadLetterValueTruncatedHeader, got, len(big))
 	}
-	ds, err := s.DeadLetters(context.Background(), settle.DeadLetterFilter{Reason: "too_large"})
+	ds, err := inspect.New(s).DeadLetters(context.Background(), inspect.DeadLetterFilter{Reason: "too_large"})
 	if err != nil {
 		t.Fatal(err)
 	}

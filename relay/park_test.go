@@ -18,6 +18,7 @@ import (
 	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/relay"
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/inspect"
 	"github.com/settlehq/settle/settle/settletest"
 	"github.com/settlehq/settle/telemetry"
 )
@@ -104,7 +105,7 @@ func TestRelayParksWhatTheBrokerRefuses(t *testing.T) {
 	if r.Parked() != 2 {
 		t.Errorf("relay parked %d rows, want 2", r.Parked())
 	}
-	parked, err := s.OutboxParked(ctx, 0, 0)
+	parked, err := inspect.New(s).OutboxParked(ctx, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/settlehq/settle/internal/testnet"
 	"github.com/settlehq/settle/relay"
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/inspect"
 	"github.com/settlehq/settle/settle/settletest"
 )
 
@@ -52,7 +53,7 @@ func settleGrants(t *testing.T, s *settle.Store, from, n int) {
 
 func unpublished(t *testing.T, s *settle.Store) int64 {
 	t.Helper()
-	n, _, err := s.OutboxBacklog(context.Background())
+	n, _, err := inspect.New(s).OutboxBacklog(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/inspect"
 	"github.com/settlehq/settle/settle/settletest"
 )
 
@@ -257,7 +258,7 @@ func TestEveryOutboxRowIsQueued(t *testing.T) {
 	if n := count(t, s.Pool(), `SELECT count(*) FROM outbox o WHERE NOT EXISTS (SELECT 1 FROM outbox_queue q WHERE q.id = o.id)`); n != 0 {
 		t.Errorf("%d outbox rows not on the relay's queue", n)
 	}
-	if n, _, err := s.OutboxBacklog(ctx); err != nil || n != 2 {
+	if n, _, err := inspect.New(s).OutboxBacklog(ctx); err != nil || n != 2 {
 		t.Errorf("outbox backlog = %d (%v), want 2 (the settlement and the old-style row)", n, err)
 	}
 }

@@ -1,147 +1,31 @@
 package settle_test
 
 import (
-	"context"
 	"encoding/json"
-	"fmt"
-	"maps"
 	"testing"
-
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/settletest"
 )
 
-// rec builds a valid usage record with fields overridden by kv pairs
-// (a nil value deletes the field).
-func rec(kv ...any) map[string]any {
-	m := map[string]any{
-		"tenant_id":            "acme",
-		"account_period":       "2026-11",
-		"record_id":            "u-1",
-		"kind":                 "usage",
-		"subject":              "cust-1",
-		"amount":               "40",
-		"currency":             "USD",
-		"meter":                "gpu_seconds",
-		"quantity":             "40",
-		"unit":                 "s",
-		"occurred_at":          "2026-11-03T10:00:00Z",
-		"finalization_version": 1,
-	}
-	for i := 0; i < len(kv); i += 2 {
-		if kv[i+1] == nil {
-			delete(m, kv[i].(string))
-		} else {
-			m[kv[i].(string)] = kv[i+1]
-		}
-	}
-	return m
-}
-
-func grant(id, subject, amount string) map[string]any {
-	return rec("record_id", id, "kind", "grant", "subject", subject, "amount", amount,
-		"meter", nil, "quantity", nil, "unit", nil, "finalization_version", nil)
-}
-
-// batch turns records into inputs on one partition starting at offset.
-func batch(partition int32, offset int64, recs ...map[string]any) []settle.Input {
-	ins := make([]settle.Input, len(recs))
-	for i, r := range recs {
-		b, err := json.Marshal(r)
-		if err != nil {
-			panic(err)
-		}
-		ins[i] = settle.Input{Topic: "usage", Partition: partition, Offset: offset + int64(i), Value: b}
-	}
-	return ins
-}
-
-func clone(m map[string]any, kv ...any) map[string]any {
-	c := maps.Clone(m)
-	for i := 0; i < len(kv); i += 2 {
-		if kv[i+1] == nil {
-			delete(c, kv[i].(string))
-		} else {
-			c[kv[i].(string)] = kv[i+1]
-		}
-	}
-	return c
-}
+// The record builders and checks of settletest, by the short names these
+// tests use.
+var (
+	rec             = settletest.Rec
+	grant           = settletest.Grant
+	batch           = settletest.Batch
+	clone           = settletest.Clone
+	mustSettle      = settletest.MustSettle
+	outcomes        = settletest.Outcomes
+	checkInvariants = settletest.CheckInvariants
+	count           = settletest.Count
+	balance         = settletest.Balance
+	signal          = settletest.Signal
+)
 
 func newStore(t *testing.T) *settle.Store {
 	t.Helper()
 	return settletest.NewStore(t, settle.Config{})
-}
-
-func mustSettle(t *testing.T, s *settle.Store, ins []settle.Input) []settle.Result {
-	t.Helper()
-	rs, err := s.Settle(context.Background(), "g", s.Decode(ins))
-	if err != nil {
-		t.Fatalf("settle: %v", err)
-	}
-	if len(rs) != len(ins) {
-		t.Fatalf("settle returned %d results for %d inputs", len(rs), len(ins))
-	}
-	return rs
-}
-
-func outcomes(rs []settle.Result) []string {
-	out := make([]string, len(rs))
-	for i, r := range rs {
-		out[i] = string(r.Outcome)
-		if r.Reason != "" {
-			out[i] += ":" + r.Reason
-		}
-	}
-	return out
-}
-
-// checkInvariants asserts what must hold after any run: every cached
-// balance equals the sum of its rows, and no identity has rows from more
-// than one settlement.
-func checkInvariants(t *testing.T, pool *pgxpool.Pool) {
-	t.Helper()
-	ctx := context.Background()
-	var bad int
-	err := pool.QueryRow(ctx, `
-		SELECT count(*) FROM accounts a
-		 WHERE a.balance <> coalesce((SELECT sum(amount) FROM ledger_entries e WHERE e.account_id = a.id AND bucket = 'balance'), 0)
-		    OR a.held <> coalesce((SELECT sum(amount) FROM ledger_entries e WHERE e.account_id = a.id AND bucket = 'held'), 0)
-		    OR a.seq <> (SELECT count(DISTINCT identity_id) FROM ledger_entries e WHERE e.account_id = a.id)`).Scan(&bad)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if bad != 0 {
-		t.Errorf("%d accounts whose cached balance, held or seq differ from their rows", bad)
-	}
-	var orphans int
-	if err := pool.QueryRow(ctx, `SELECT count(*) FROM ledger_entries e LEFT JOIN identities i ON i.id = e.identity_id WHERE i.outcome IS DISTINCT FROM 'settled'`).Scan(&orphans); err != nil {
-		t.Fatal(err)
-	}
-	if orphans != 0 {
-		t.Errorf("%d ledger rows without a settled identity", orphans)
-	}
-}
-
-func count(t *testing.T, pool *pgxpool.Pool, query string, args ...any) int {
-	t.Helper()
-	var n int
-	if err := pool.QueryRow(context.Background(), query, args...).Scan(&n); err != nil {
-		t.Fatalf("%s: %v", query, err)
-	}
-	return n
-}
-
-func balance(t *testing.T, pool *pgxpool.Pool, tenant, subject, currency string) string {
-	t.Helper()
-	var b string
-	err := pool.QueryRow(context.Background(), `SELECT balance::text FROM accounts WHERE tenant_id=$1 AND subject=$2 AND currency=$3`, tenant, subject, currency).Scan(&b)
-	if err != nil {
-		return fmt.Sprintf("<%v>", err)
-	}
-	return b
 }
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }

@@ -15,11 +15,6 @@ import (
 var ledgerTrials = flag.Int("ledger.trials", 20, "concurrent trials per row of TestRefundThenRecover")
 
 // signal builds a refund (failure) or reclaim (success) of usage id.
-func signal(kind, id, subject string) map[string]any {
-	return rec("kind", kind, "record_id", id, "subject", subject, "amount", nil, "currency", nil,
-		"meter", nil, "quantity", nil, "unit", nil, "finalization_version", nil)
-}
-
 // TestRefundThenRecover: any order of failure and success signals,
 // duplicated and raced by 16 connections, nets to the charge once or to
 // nothing — never twice the cost, never a credit (-ledger.trials per row).

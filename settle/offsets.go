@@ -3,11 +3,12 @@ package settle
 import (
 	"context"
 	"fmt"
+
+	"github.com/jackc/pgx/v5"
 )
 
 var (
 	sqlConsumerOffsetLookup = mustQuery("consumer_offset_lookup.sql")
-	sqlDeliveryCount        = mustQuery("delivery_count.sql")
 )
 
 // ConsumerOffsets returns the next offset PostgreSQL holds for every
@@ -24,6 +25,11 @@ func (s *Store) ConsumerOffsets(ctx context.Context, group string) (map[string]m
 		return nil, wrapStoreErr(fmt.Sprintf("read consumer offsets of group %s", group), err)
 	}
 	return out, nil
+}
+
+// querier is a pool or a transaction.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
 // consumerOffsets reads group's offsets through q (the pool, or a
@@ -50,32 +56,4 @@ func consumerOffsets(ctx context.Context, q querier, group string) (map[string]m
 		out[topic][p] = next
 	}
 	return out, rows.Err()
-}
-
-// OutcomeCount is the number of deliveries with one outcome and reason.
-type OutcomeCount struct {
-	Outcome Outcome
-	Reason  string
-	Count   int64
-}
-
-// OutcomeCounts counts every delivery by outcome and reason, for summaries.
-func (s *Store) OutcomeCounts(ctx context.Context) ([]OutcomeCount, error) {
-	rows, err := s.pool.Query(ctx, sqlDeliveryCount)
-	if err != nil {
-		return nil, wrapStoreErr("count deliveries", err)
-	}
-	defer rows.Close()
-	var out []OutcomeCount
-	for rows.Next() {
-		var c OutcomeCount
-		if err := rows.Scan(&c.Outcome, &c.Reason, &c.Count); err != nil {
-			return nil, wrapStoreErr("count deliveries", err)
-		}
-		out = append(out, c)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, wrapStoreErr("count deliveries", err)
-	}
-	return out, nil
 }

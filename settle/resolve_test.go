@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/inspect"
 )
 
 func TestResolveFingerprintMismatchAsCorrection(t *testing.T) {
@@ -109,7 +110,7 @@ func TestResolutionAfterTheChainMoved(t *testing.T) {
 	if got := outcomes(rs); got[1] != "quarantined:fingerprint_mismatch" || got[2] != "settled" {
 		t.Fatalf("outcomes %v", got)
 	}
-	c, err := s.Case(ctx, rs[1].CaseID)
+	c, err := inspect.New(s).Case(ctx, rs[1].CaseID)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -193,6 +193,9 @@ func Open(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Store, error) {
 	return &Store{pool: pool, cfg: cfg, dec: dec, now: time.Now, outboxSignal: make(chan struct{}, 1)}, nil
 }
 
+// Decoder returns the store's decoder (its Config.Decoder).
+func (s *Store) Decoder() *record.Decoder { return s.dec }
+
 // Pool returns the connection pool the store uses.
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 

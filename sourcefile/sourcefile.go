@@ -20,7 +20,7 @@ import (
 	"strings"
 
 	"github.com/settlehq/settle/record"
-	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/inspect"
 )
 
 // Formats.
@@ -43,13 +43,13 @@ var csvFields = map[string]bool{
 	"expires_at": true, "source": true, "attributes": true,
 }
 
-// Reader yields the records of one export; it implements settle.SourceLines.
+// Reader yields the records of one export; it implements inspect.SourceLines.
 type Reader struct {
 	dec      *record.Decoder
 	br       *bufio.Reader
 	lineMax  int
 	line     int64
-	next     func() (settle.SourceLine, error)
+	next     func() (inspect.SourceLine, error)
 	csv      *csv.Reader
 	header   []string
 	batch    *json.Decoder
@@ -111,19 +111,19 @@ func (rd *Reader) sniff() string {
 }
 
 // Next returns the next record; io.EOF at the end.
-func (rd *Reader) Next() (settle.SourceLine, error) { return rd.next() }
+func (rd *Reader) Next() (inspect.SourceLine, error) { return rd.next() }
 
-func (rd *Reader) decode(value []byte) settle.SourceLine {
+func (rd *Reader) decode(value []byte) inspect.SourceLine {
 	rec, err := rd.dec.Decode(value, nil)
 	if err != nil {
-		return settle.SourceLine{Line: rd.line, Err: err}
+		return inspect.SourceLine{Line: rd.line, Err: err}
 	}
-	return settle.SourceLine{Line: rd.line, Record: rec}
+	return inspect.SourceLine{Line: rd.line, Record: rec}
 }
 
 // nextLine reads one JSON line, skipping blank ones, never holding more
 // than lineMax bytes of it.
-func (rd *Reader) nextLine() (settle.SourceLine, error) {
+func (rd *Reader) nextLine() (inspect.SourceLine, error) {
 	for {
 		rd.scratch.Reset()
 		tooLong := false
@@ -138,16 +138,16 @@ func (rd *Reader) nextLine() (settle.SourceLine, error) {
 				continue
 			}
 			if err != nil && !errors.Is(err, io.EOF) {
-				return settle.SourceLine{}, fmt.Errorf("line %d: %w", rd.line+1, err)
+				return inspect.SourceLine{}, fmt.Errorf("line %d: %w", rd.line+1, err)
 			}
 			if errors.Is(err, io.EOF) && rd.scratch.Len() == 0 && !tooLong && len(chunk) == 0 {
-				return settle.SourceLine{}, io.EOF
+				return inspect.SourceLine{}, io.EOF
 			}
 			break
 		}
 		rd.line++
 		if tooLong {
-			return settle.SourceLine{Line: rd.line, Err: &record.DecodeError{Reason: record.ReasonTooLarge, Field: "record",
+			return inspect.SourceLine{Line: rd.line, Err: &record.DecodeError{Reason: record.ReasonTooLarge, Field: "record",
 				Msg: fmt.Sprintf("line is longer than %d bytes", rd.lineMax)}}, nil
 		}
 		b := bytes.TrimSpace(rd.scratch.Bytes())
@@ -170,14 +170,14 @@ func (rd *Reader) startBatch() error {
 	return nil
 }
 
-func (rd *Reader) nextBatch() (settle.SourceLine, error) {
+func (rd *Reader) nextBatch() (inspect.SourceLine, error) {
 	if rd.finished || !rd.batch.More() {
 		rd.finished = true
-		return settle.SourceLine{}, io.EOF
+		return inspect.SourceLine{}, io.EOF
 	}
 	var raw json.RawMessage
 	if err := rd.batch.Decode(&raw); err != nil {
-		return settle.SourceLine{}, fmt.Errorf("cloudevents batch element %d: %w", rd.line+1, err)
+		return inspect.SourceLine{}, fmt.Errorf("cloudevents batch element %d: %w", rd.line+1, err)
 	}
 	rd.line++ // the element's position in the array
 	return rd.decode(raw), nil
@@ -209,21 +209,21 @@ func (rd *Reader) startCSV() error {
 // nextCSV maps one row to the record's JSON fields and decodes it like a
 // JSON line: an empty cell is an absent field, finalization_version is a
 // JSON integer and attributes a JSON object when they are written as one.
-func (rd *Reader) nextCSV() (settle.SourceLine, error) {
+func (rd *Reader) nextCSV() (inspect.SourceLine, error) {
 	row, err := rd.csv.Read()
 	if errors.Is(err, io.EOF) {
-		return settle.SourceLine{}, io.EOF
+		return inspect.SourceLine{}, io.EOF
 	}
 	rd.line++
 	if err != nil {
 		var pe *csv.ParseError
 		if errors.As(err, &pe) {
-			return settle.SourceLine{Line: rd.line, Err: &record.DecodeError{Reason: record.ReasonInvalidField, Field: "record", Msg: err.Error()}}, nil
+			return inspect.SourceLine{Line: rd.line, Err: &record.DecodeError{Reason: record.ReasonInvalidField, Field: "record", Msg: err.Error()}}, nil
 		}
-		return settle.SourceLine{}, fmt.Errorf("csv line %d: %w", rd.line, err)
+		return inspect.SourceLine{}, fmt.Errorf("csv line %d: %w", rd.line, err)
 	}
 	if len(row) != len(rd.header) {
-		return settle.SourceLine{Line: rd.line, Err: &record.DecodeError{Reason: record.ReasonInvalidField, Field: "record",
+		return inspect.SourceLine{Line: rd.line, Err: &record.DecodeError{Reason: record.ReasonInvalidField, Field: "record",
 			Msg: fmt.Sprintf("row has %d cells, the header %d", len(row), len(rd.header))}}, nil
 	}
 	rd.scratch.Reset()

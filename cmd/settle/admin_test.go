@@ -18,6 +18,7 @@ import (
 
 	"github.com/settlehq/settle/internal/testnet"
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/inspect"
 )
 
 // unreachableDB is a database URL nothing answers: a run that gets past
@@ -147,9 +148,9 @@ func (s *adminService) do(t *testing.T, method, path, host, body string, hdr ...
 	return resp.StatusCode, string(b)
 }
 
-func (s *adminService) caseStatus(t *testing.T, id int64) *settle.Case {
+func (s *adminService) caseStatus(t *testing.T, id int64) *inspect.Case {
 	t.Helper()
-	c, err := s.db.store.Case(context.Background(), id)
+	c, err := inspect.New(s.db.store).Case(context.Background(), id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +186,7 @@ func TestAdminRefusesRebinding(t *testing.T) {
 		}
 	}
 	for _, id := range []int64{s.acmeCase, s.globex} {
-		if c := s.caseStatus(t, id); c.Status != settle.CaseOpen || c.Resolution != nil {
+		if c := s.caseStatus(t, id); c.Status != inspect.CaseOpen || c.Resolution != nil {
 			t.Fatalf("case %d after rebound requests: %s %+v", id, c.Status, c.Resolution)
 		}
 	}
@@ -205,7 +206,7 @@ func TestAdminRefusesRebinding(t *testing.T) {
 	if code != 200 {
 		t.Fatalf("resolve on the listener's own address: %d %s", code, body)
 	}
-	if c := s.caseStatus(t, s.acmeCase); c.Status != settle.CaseRejected || c.Resolution == nil || c.Resolution.By != "ana" {
+	if c := s.caseStatus(t, s.acmeCase); c.Status != inspect.CaseRejected || c.Resolution == nil || c.Resolution.By != "ana" {
 		t.Errorf("without tokens the form's name is recorded: %s %+v", c.Status, c.Resolution)
 	}
 }
@@ -244,13 +245,13 @@ func TestAdminTokenNamesTheAnalyst(t *testing.T) {
 			t.Errorf("resolve with Authorization %q: %d, want 401", auth, code)
 		}
 	}
-	if c := s.caseStatus(t, s.acmeCase); c.Status != settle.CaseOpen {
+	if c := s.caseStatus(t, s.acmeCase); c.Status != inspect.CaseOpen {
 		t.Fatalf("case %s after unauthorised requests", c.Status)
 	}
 	if code, out := s.do(t, "POST", path, "", body, "Content-Type", "application/json", "Authorization", "Bearer alice-token-0123456789"); code != 200 {
 		t.Fatalf("resolve with alice's token: %d %s", code, out)
 	}
-	if c := s.caseStatus(t, s.acmeCase); c.Status != settle.CaseAccepted || c.Resolution == nil || c.Resolution.By != "alice" {
+	if c := s.caseStatus(t, s.acmeCase); c.Status != inspect.CaseAccepted || c.Resolution == nil || c.Resolution.By != "alice" {
 		t.Errorf("resolved with alice's token, the body saying mallory: %s %+v, want by alice", c.Status, c.Resolution)
 	}
 	// The page says who is signed in, and the form needs no name.
@@ -262,7 +263,7 @@ func TestAdminTokenNamesTheAnalyst(t *testing.T) {
 		"Authorization", "Bearer carol-token-0123456789", "Sec-Fetch-Site", "same-origin"); code != http.StatusSeeOther {
 		t.Fatalf("form resolve with carol's token (from the file): %d %s", code, out)
 	}
-	if c := s.caseStatus(t, s.globex); c.Status != settle.CaseRejected || c.Resolution == nil || c.Resolution.By != "carol" {
+	if c := s.caseStatus(t, s.globex); c.Status != inspect.CaseRejected || c.Resolution == nil || c.Resolution.By != "carol" {
 		t.Errorf("resolved by form with carol's token, the form saying mallory: %s %+v, want by carol", c.Status, c.Resolution)
 	}
 	if strings.Contains(s.out.String(), "-token-0123456789") {

@@ -50,7 +50,7 @@ func newAnalystDB(t *testing.T) *analystDB {
 	if err != nil {
 		t.Fatal(err)
 	}
-	api := httptest.NewServer(analyst.Handler(analyst.Config{Store: s}))
+	api := httptest.NewServer(analyst.Handler(analyst.Config{Store: analyst.StoreOf(s)}))
 	t.Cleanup(api.Close)
 	return &analystDB{url: url, store: s, api: api}
 }

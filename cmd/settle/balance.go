@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"text/tabwriter"
+
+	"github.com/settlehq/settle/settle/inspect"
 )
 
 // balanceCmd shows a tenant's accounts: balance, holds, available, the
@@ -22,7 +24,7 @@ func (c *balanceCmd) Run(a *app) error {
 		return err
 	}
 	defer closeDB()
-	accounts, err := store.Balances(a.ctx, c.Tenant, c.Subject, c.Rows)
+	accounts, err := inspect.New(store).Balances(a.ctx, c.Tenant, c.Subject, c.Rows)
 	if err != nil {
 		return err
 	}

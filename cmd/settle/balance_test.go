@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/inspect"
 	"github.com/settlehq/settle/settle/settletest"
 )
 
@@ -42,7 +43,7 @@ func TestBalanceAndPeriodClose(t *testing.T) {
 	if code := run(ctx, []string{"balance", "acme", "cust-1", "--json", "--database-url", url}, &out, &errOut); code != exitOK {
 		t.Fatalf("balance: exit %d: %s", code, errOut.String())
 	}
-	var accounts []settle.AccountView
+	var accounts []inspect.AccountView
 	if err := json.Unmarshal(out.Bytes(), &accounts); err != nil {
 		t.Fatalf("%v: %s", err, out.String())
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/settlehq/settle/analyst"
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/inspect"
 )
 
 // conflictsCmd is the analysts' command line over conflict cases; the same
@@ -35,7 +36,7 @@ type caseFilterFlags struct {
 	NewerThan string `name:"newer-than" help:"Only cases opened more recently than this (90m, 2h, 7d)."`
 }
 
-func (f caseFilterFlags) filter(now time.Time) (settle.CaseFilter, error) {
+func (f caseFilterFlags) filter(now time.Time) (inspect.CaseFilter, error) {
 	cf, err := analyst.Filter{Tenant: f.Tenant, Period: f.Period, Reason: f.Reason, Status: f.Status,
 		OlderThan: f.OlderThan, NewerThan: f.NewerThan}.CaseFilter(now, "--older-than", "--newer-than")
 	if err == nil {
@@ -46,7 +47,7 @@ func (f caseFilterFlags) filter(now time.Time) (settle.CaseFilter, error) {
 
 // usageIfBad turns a store's ErrBadFilter into a usage error (exit 2).
 func usageIfBad(err error) error {
-	if errors.Is(err, settle.ErrBadFilter) {
+	if errors.Is(err, inspect.ErrBadFilter) {
 		return usageError{err.Error()}
 	}
 	return err
@@ -74,7 +75,7 @@ func (c *conflictsListCmd) Run(a *app) error {
 		return err
 	}
 	defer done()
-	page, err := store.ListCases(a.ctx, f)
+	page, err := inspect.New(store).ListCases(a.ctx, f)
 	if err != nil {
 		return usageIfBad(err)
 	}
@@ -146,7 +147,7 @@ func (c *conflictsShowCmd) Run(a *app) error {
 		if r.SettlementID != "" {
 			fmt.Fprintf(w, "  settled as %s (settle explain %s %s %d)\n", r.SettlementID, cs.TenantID, cs.AccountPeriod, cs.ID)
 		}
-	} else if cs.Status == settle.CaseOpen {
+	} else if cs.Status == inspect.CaseOpen {
 		fmt.Fprintf(w, "unresolved: settle conflicts resolve %d --accept|--reject --reason WHY --as NAME [--amount X]\n", cs.ID)
 	}
 	return nil
@@ -172,18 +173,18 @@ func (c *conflictsDiffCmd) Run(a *app) error {
 	return nil
 }
 
-func loadCase(a *app, f storeFlags, id int64) (*settle.Case, error) {
+func loadCase(a *app, f storeFlags, id int64) (*inspect.Case, error) {
 	store, done, err := f.openStore(a)
 	if err != nil {
 		return nil, err
 	}
 	defer done()
-	return store.Case(a.ctx, id)
+	return inspect.New(store).Case(a.ctx, id)
 }
 
 // writeSideBySide prints the fields of both payloads, "!" marking the ones
 // that differ and "-" a field absent on one side.
-func writeSideBySide(w io.Writer, cs *settle.Case) {
+func writeSideBySide(w io.Writer, cs *inspect.Case) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	stored := "STORED"
 	if string(cs.Stored) == "null" {
@@ -208,7 +209,7 @@ func writeSideBySide(w io.Writer, cs *settle.Case) {
 	fmt.Fprintf(w, "%d differing: %s\n", len(cs.Differing), strings.Join(cs.Differing, ", "))
 }
 
-func writeDeliveries(w io.Writer, ds []settle.Delivery) {
+func writeDeliveries(w io.Writer, ds []inspect.Delivery) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "DELIVERY\tOUTCOME\tAT")
 	for _, d := range ds {
@@ -312,26 +313,26 @@ func (c *conflictsExportCmd) Run(a *app) error {
 	} else {
 		io.WriteString(out, "[")
 	}
-	f.Limit = settle.CasePageRowsMax
+	f.Limit = inspect.CasePageRowsMax
 	for n < exportRowsMax {
-		page, err := store.ListCases(a.ctx, f)
+		page, err := inspect.New(store).ListCases(a.ctx, f)
 		if err != nil {
 			return usageIfBad(err)
 		}
-		var resolutions map[int64]settle.CaseResolution
+		var resolutions map[int64]inspect.CaseResolution
 		if cw != nil {
 			ids := make([]int64, len(page.Cases))
 			for i, cs := range page.Cases {
 				ids[i] = cs.ID
 			}
-			if resolutions, err = store.CaseResolutions(a.ctx, ids); err != nil {
+			if resolutions, err = inspect.New(store).CaseResolutions(a.ctx, ids); err != nil {
 				return err
 			}
 		}
 		for _, cs := range page.Cases {
 			n++
 			if cw != nil {
-				var res *settle.CaseResolution
+				var res *inspect.CaseResolution
 				if r, ok := resolutions[cs.ID]; ok {
 					res = &r
 				}

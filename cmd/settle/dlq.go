@@ -14,6 +14,7 @@ import (
 
 	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/inspect"
 )
 
 // dlqCmd inspects and replays dead letters.
@@ -41,7 +42,7 @@ func (c *dlqListCmd) Run(a *app) error {
 	if c.Parked {
 		return c.parked(a, store)
 	}
-	ds, err := store.DeadLetters(a.ctx, settle.DeadLetterFilter{Reason: c.Reason, AfterID: c.After, Limit: c.Limit})
+	ds, err := inspect.New(store).DeadLetters(a.ctx, inspect.DeadLetterFilter{Reason: c.Reason, AfterID: c.After, Limit: c.Limit})
 	if err != nil {
 		return usageIfBad(err)
 	}
@@ -68,7 +69,7 @@ func (c *dlqListCmd) parked(a *app, store *settle.Store) error {
 	if c.Reason != "" {
 		return usageError{"--reason filters dead letters, not parked messages"}
 	}
-	ps, err := store.OutboxParked(a.ctx, c.After, c.Limit)
+	ps, err := inspect.New(store).OutboxParked(a.ctx, c.After, c.Limit)
 	if err != nil {
 		return usageIfBad(err)
 	}
@@ -118,7 +119,7 @@ func (c *dlqShowCmd) Run(a *app) error {
 		return err
 	}
 	defer done()
-	d, err := store.DeadLetter(a.ctx, c.ID)
+	d, err := inspect.New(store).DeadLetter(a.ctx, c.ID)
 	if err != nil {
 		return err
 	}
@@ -187,22 +188,22 @@ func (c *dlqReplayCmd) Run(a *app) error {
 		return err
 	}
 	defer done()
-	var batch []settle.DeadLetter
-	next := func() ([]settle.DeadLetter, error) { return nil, nil }
+	var batch []inspect.DeadLetter
+	next := func() ([]inspect.DeadLetter, error) { return nil, nil }
 	if c.ID != 0 {
-		d, err := store.DeadLetter(a.ctx, c.ID)
+		d, err := inspect.New(store).DeadLetter(a.ctx, c.ID)
 		if err != nil {
 			return err
 		}
-		batch = []settle.DeadLetter{*d}
+		batch = []inspect.DeadLetter{*d}
 	} else {
-		upTo, err := store.DeadLetterMaxID(a.ctx)
+		upTo, err := inspect.New(store).DeadLetterMaxID(a.ctx)
 		if err != nil {
 			return err
 		}
 		var after int64
-		next = func() ([]settle.DeadLetter, error) {
-			ds, err := store.DeadLetters(a.ctx, settle.DeadLetterFilter{Reason: c.Reason, AfterID: after, UpToID: upTo, Limit: 500})
+		next = func() ([]inspect.DeadLetter, error) {
+			ds, err := inspect.New(store).DeadLetters(a.ctx, inspect.DeadLetterFilter{Reason: c.Reason, AfterID: after, UpToID: upTo, Limit: 500})
 			if len(ds) > 0 {
 				after = ds[len(ds)-1].ID
 			}

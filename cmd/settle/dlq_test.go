@@ -10,6 +10,7 @@ import (
 	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/relay"
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/inspect"
 )
 
 // TestDLQShowAndParked: a record over the dead-letter message's value
@@ -28,7 +29,7 @@ func TestDLQShowAndParked(t *testing.T) {
 		t.Fatalf("fixture: %+v", rs[0])
 	}
 	ctx := context.Background()
-	ds, err := d.store.DeadLetters(ctx, settle.DeadLetterFilter{})
+	ds, err := inspect.New(d.store).DeadLetters(ctx, inspect.DeadLetterFilter{})
 	if err != nil || len(ds) != 1 {
 		t.Fatalf("dead letters: %v %v", ds, err)
 	}
@@ -37,7 +38,7 @@ func TestDLQShowAndParked(t *testing.T) {
 	if out := d.cli(t, 0, "dlq", "show", id, "--value"); out != string(big) {
 		t.Errorf("dlq show --value: %d bytes, want the record's %d", len(out), len(big))
 	}
-	var got settle.DeadLetter
+	var got inspect.DeadLetter
 	if err := json.Unmarshal([]byte(d.cli(t, 0, "dlq", "show", id, "--json")), &got); err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +90,7 @@ func TestDLQShowAndParked(t *testing.T) {
 	if !strings.Contains(out, "usage.dlq") || !strings.Contains(out, "message_too_large") || !strings.Contains(out, "usage/0@7") {
 		t.Errorf("dlq list --parked: %s", out)
 	}
-	var ps []settle.ParkedMessage
+	var ps []inspect.ParkedMessage
 	if err := json.Unmarshal([]byte(d.cli(t, 0, "dlq", "list", "--parked", "--json")), &ps); err != nil {
 		t.Fatal(err)
 	}

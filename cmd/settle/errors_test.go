@@ -14,6 +14,7 @@ import (
 	"github.com/settlehq/settle/internal/kafkatest"
 	"github.com/settlehq/settle/internal/testnet"
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/inspect"
 	"github.com/settlehq/settle/settle/settletest"
 )
 
@@ -143,8 +144,8 @@ func TestConflictingResolveFails(t *testing.T) {
 	if !strings.Contains(out, "already resolved (reject") {
 		t.Errorf("contradicting resolve: %s", out)
 	}
-	cs, err := d.store.Case(context.Background(), rs[1].CaseID)
-	if err != nil || cs.Status != settle.CaseRejected {
+	cs, err := inspect.New(d.store).Case(context.Background(), rs[1].CaseID)
+	if err != nil || cs.Status != inspect.CaseRejected {
 		t.Errorf("case after a contradicting resolve: %+v %v, want still rejected", cs, err)
 	}
 }

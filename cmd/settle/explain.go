@@ -5,6 +5,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/settlehq/settle/settle/inspect"
 )
 
 // explainCmd prints the whole history of one record_id.
@@ -25,7 +27,7 @@ func (c *explainCmd) Run(a *app) error {
 		return err
 	}
 	defer done()
-	e, err := store.Explain(a.ctx, c.Tenant, c.Period, c.RecordID)
+	e, err := inspect.New(store).Explain(a.ctx, c.Tenant, c.Period, c.RecordID)
 	if err != nil {
 		return err
 	}

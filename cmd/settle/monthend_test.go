@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/inspect"
 	"github.com/settlehq/settle/settle/settletest"
 )
 
@@ -66,11 +67,11 @@ func TestMonthEndCommands(t *testing.T) {
 	if code := run(ctx, args("--source", bad, "--json"), &out, &errOut); code != exitMismatch {
 		t.Fatalf("reconcile --source of a changed export: exit %d, want %d\n%s", code, exitMismatch, errOut.String())
 	}
-	var rep settle.SourceReport
+	var rep inspect.SourceReport
 	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
 		t.Fatalf("%v: %s", err, out.String())
 	}
-	if rep.Counts[settle.ClassSourceDifferent] != 1 || rep.Counts[settle.ClassSourceNetDiffers] != 1 || len(rep.Counts) != 2 {
+	if rep.Counts[inspect.ClassSourceDifferent] != 1 || rep.Counts[inspect.ClassSourceNetDiffers] != 1 || len(rep.Counts) != 2 {
 		t.Errorf("report counts %v, want one different and one net charge difference", rep.Counts)
 	}
 	if code := run(ctx, args("--source", good, "--to", "2026-10"), &out, &errOut); code != exitUsage {
@@ -81,7 +82,7 @@ func TestMonthEndCommands(t *testing.T) {
 	if code := run(ctx, []string{"statement", "acme", "2026-11", "--json", "--database-url", url}, &out, &errOut); code != exitOK {
 		t.Fatalf("statement: exit %d: %s", code, errOut.String())
 	}
-	var st settle.Statement
+	var st inspect.Statement
 	if err := json.Unmarshal(out.Bytes(), &st); err != nil {
 		t.Fatalf("%v: %s", err, out.String())
 	}

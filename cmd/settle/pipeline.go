@@ -166,7 +166,7 @@ func (p *pipeline) adminHandler(a *app) http.Handler {
 	// by IP or by whatever name their configuration holds, and send no
 	// token; what these paths tell (up, ready, counts by kind and reason)
 	// names no tenant, subject or case, and changes nothing.
-	mux.Handle("/", analyst.Handler(analyst.Config{Store: p.store, Tokens: p.adminTokens, Hosts: p.adminHosts, Logger: a.log,
+	mux.Handle("/", analyst.Handler(analyst.Config{Store: analyst.StoreOf(p.store), Tokens: p.adminTokens, Hosts: p.adminHosts, Logger: a.log,
 		Replayer: kafkaReplayer{p.replayer}, TimeZone: p.adminZone}))
 	if p.telemetry != nil {
 		mux.Handle("GET /metrics", p.telemetry.Handler())

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/settlehq/settle/record"
-	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/inspect"
 	"github.com/settlehq/settle/sourcefile"
 )
 
@@ -60,9 +60,9 @@ func (c *reconcileCmd) runSource(a *app) error {
 	}
 	defer closeStore()
 	start := time.Now()
-	report, err := store.CheckSource(a.ctx, settle.SourceCheckInput{TenantID: c.Tenant, From: c.Period, To: c.To,
+	report, err := inspect.New(store).CheckSource(a.ctx, inspect.SourceCheckInput{TenantID: c.Tenant, From: c.Period, To: c.To,
 		Operations: c.Operations, ProgressEvery: sourceProgressLines,
-		Progress: func(p settle.SourceProgress) {
+		Progress: func(p inspect.SourceProgress) {
 			end := "\r"
 			if p.Done {
 				end = "\n"
@@ -90,7 +90,7 @@ func (c *reconcileCmd) runSource(a *app) error {
 	return nil
 }
 
-func printSourceReport(a *app, r *settle.SourceReport) {
+func printSourceReport(a *app, r *inspect.SourceReport) {
 	to := r.To
 	fmt.Fprintf(a.stdout, "tenant %s, periods %s to %s: %d lines, %d out of scope, %d repeated\n\n", r.TenantID, r.From, to, r.Lines, r.OutOfScope, r.Duplicates)
 	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
@@ -127,6 +127,6 @@ func printSourceReport(a *app, r *settle.SourceReport) {
 	}
 	tw.Flush()
 	if r.Truncated {
-		fmt.Fprintf(a.stdout, "(only the first %d findings are listed; counts: %v)\n", settle.SourceFindingsMax, r.Counts)
+		fmt.Fprintf(a.stdout, "(only the first %d findings are listed; counts: %v)\n", inspect.SourceFindingsMax, r.Counts)
 	}
 }

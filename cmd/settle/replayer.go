@@ -9,12 +9,13 @@ import (
 
 	"github.com/settlehq/settle/internal/kafkahdr"
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/inspect"
 )
 
 // replayRecord is the record a replay of d produces: its original key,
 // value and headers, to its source topic, with replayHeader naming where
 // it came from.
-func replayRecord(d settle.DeadLetter) *kgo.Record {
+func replayRecord(d inspect.DeadLetter) *kgo.Record {
 	r := &kgo.Record{Topic: d.Source.Topic, Key: d.Key, Value: d.Value, Headers: kafkahdr.ToKafka(d.Headers)}
 	r.Headers = append(r.Headers, kgo.RecordHeader{Key: replayHeader,
 		Value: []byte(d.Source.Topic + "/" + strconv.Itoa(int(d.Source.Partition)) + "/" + strconv.FormatInt(d.Source.Offset, 10))})
@@ -26,7 +27,7 @@ func replayRecord(d settle.DeadLetter) *kgo.Record {
 // acknowledged them, not the order of its arguments: each result is
 // matched to its dead letter by its record. On an error it returns the
 // coordinates of the dead letters before the first that failed.
-func produceDeadLetters(ctx context.Context, cl *kgo.Client, ds []settle.DeadLetter) ([]settle.Coordinates, error) {
+func produceDeadLetters(ctx context.Context, cl *kgo.Client, ds []inspect.DeadLetter) ([]settle.Coordinates, error) {
 	recs := make([]*kgo.Record, len(ds))
 	index := make(map[*kgo.Record]int, len(ds))
 	for i, d := range ds {
@@ -55,6 +56,6 @@ func produceDeadLetters(ctx context.Context, cl *kgo.Client, ds []settle.DeadLet
 type kafkaReplayer struct{ cl *kgo.Client }
 
 // Replay implements analyst.Replayer.
-func (k kafkaReplayer) Replay(ctx context.Context, ds []settle.DeadLetter) ([]settle.Coordinates, error) {
+func (k kafkaReplayer) Replay(ctx context.Context, ds []inspect.DeadLetter) ([]settle.Coordinates, error) {
 	return produceDeadLetters(ctx, k.cl, ds)
 }

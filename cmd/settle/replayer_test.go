@@ -14,6 +14,7 @@ import (
 	"github.com/settlehq/settle/analyst"
 	"github.com/settlehq/settle/internal/testnet"
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/inspect"
 )
 
 // TestPageReplaysDeadLetters: the analysts' page of a running `settle run`
@@ -35,7 +36,7 @@ func TestPageReplaysDeadLetters(t *testing.T) {
 			Value: opsRecord(fmt.Sprintf("r-%d", i), "subject", subject), Exhausted: &settle.Exhausted{Err: "timeout", Attempts: 5}})
 	}
 	d.settle(t, ins...)
-	dead, err := d.store.DeadLetters(context.Background(), settle.DeadLetterFilter{})
+	dead, err := inspect.New(d.store).DeadLetters(context.Background(), inspect.DeadLetterFilter{})
 	if err != nil || len(dead) != n {
 		t.Fatalf("dead letters: %d, %v", len(dead), err)
 	}
@@ -65,7 +66,7 @@ func TestPageReplaysDeadLetters(t *testing.T) {
 		t.Fatalf("dry run: %d\n%s", code, body)
 	}
 	time.Sleep(300 * time.Millisecond) // what a dry run might have produced would be consumed by now
-	if e, _ := d.store.Explain(context.Background(), "acme", "2026-11", "r-0"); len(e.Operations) != 0 {
+	if e, _ := inspect.New(d.store).Explain(context.Background(), "acme", "2026-11", "r-0"); len(e.Operations) != 0 {
 		t.Fatalf("the dry run settled something: %+v", e.Operations)
 	}
 
@@ -82,9 +83,9 @@ func TestPageReplaysDeadLetters(t *testing.T) {
 		}
 		partitions[r.To.Partition] = true
 		rec := fmt.Sprintf("r-%d", i)
-		var e *settle.Explanation
+		var e *inspect.Explanation
 		testnet.WaitFor(t, rec+" settled", 20*time.Second, func() bool {
-			e, _ = d.store.Explain(context.Background(), "acme", "2026-11", rec)
+			e, _ = inspect.New(d.store).Explain(context.Background(), "acme", "2026-11", rec)
 			return e != nil && len(e.Operations) == 1 && e.Operations[0].Outcome == "settled"
 		})
 

@@ -7,7 +7,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/inspect"
 )
 
 // statementCmd prints a tenant's statement for one period.
@@ -35,7 +35,7 @@ func (c *statementCmd) Run(a *app) error {
 		return err
 	}
 	defer closeDB()
-	st, err := store.Statement(a.ctx, settle.StatementInput{TenantID: c.Tenant, Period: c.Period, Subject: c.Subject, Rows: c.Rows})
+	st, err := inspect.New(store).Statement(a.ctx, inspect.StatementInput{TenantID: c.Tenant, Period: c.Period, Subject: c.Subject, Rows: c.Rows})
 	if err != nil {
 		return err
 	}
@@ -56,7 +56,7 @@ func (c *statementCmd) Run(a *app) error {
 	return nil
 }
 
-func printStatement(a *app, st *settle.Statement, rows bool) error {
+func printStatement(a *app, st *inspect.Statement, rows bool) error {
 	closed := "open"
 	if st.ClosedAt != nil {
 		closed = "closed " + st.ClosedAt.UTC().Format(time.RFC3339) + " by " + st.ClosedBy
@@ -102,7 +102,7 @@ func printStatement(a *app, st *settle.Statement, rows bool) error {
 // printCSV writes one row per line, framed by each account's opening and
 // closing rows (category "opening", "closing"); with --rows, one row per
 // ledger row instead of per line.
-func (c *statementCmd) printCSV(a *app, st *settle.Statement) error {
+func (c *statementCmd) printCSV(a *app, st *inspect.Statement) error {
 	w := csv.NewWriter(a.stdout)
 	i := strconv.FormatInt
 	head := []string{"tenant_id", "account_period", "subject", "currency", "category", "operation", "meter", "bucket", "late", "amount",

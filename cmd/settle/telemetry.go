@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/settlehq/settle/settle/inspect"
 	"github.com/settlehq/settle/telemetry"
 )
 
@@ -34,7 +35,7 @@ func (f telemetryFlags) telemetry(ctx context.Context) (*telemetry.Telemetry, er
 func (p *pipeline) registerGauges() (func(), error) {
 	brokers, opts, group := p.brokers, p.kafkaOpts, p.group
 	g := telemetry.Gauges{
-		OutboxBacklog:     p.store.OutboxBacklog,
+		OutboxBacklog:     inspect.New(p.store).OutboxBacklog,
 		ConflictCasesOpen: p.store.OpenConflictCases,
 		Ready:             p.consumer.Ready,
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/settlehq/settle/internal/money"
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/inspect"
 	"github.com/settlehq/settle/settle/settletest"
 )
 
@@ -102,7 +103,7 @@ func checkAgainstSettle(t *testing.T, w *Workload, recs []Record) {
 	}
 	accts := model.Accounts()
 	for _, a := range accts {
-		views, err := store.Balances(ctx, a.Tenant, a.Subject, 1)
+		views, err := inspect.New(store).Balances(ctx, a.Tenant, a.Subject, 1)
 		if err != nil {
 			t.Fatal(err)
 		}

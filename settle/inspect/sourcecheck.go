@@ -1,4 +1,4 @@
-package settle
+package inspect
 
 // Month end: a source system's own export of its final records, compared
 // with what settle holds, by scoped identity (settle reconcile --source).
@@ -20,6 +20,8 @@ import (
 	"slices"
 	"sort"
 	"time"
+
+	"github.com/settlehq/settle/settle"
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/jackc/pgx/v5"
@@ -456,7 +458,7 @@ func (c *sourceCheck) loadDeadLetters(ctx context.Context) error {
 				return err
 			}
 			n, after = n+1, ref.id
-			hs, _ := DecodeHeaders(headers)
+			hs, _ := settle.DecodeHeaders(headers)
 			id, ok := c.deadLetterIdentity(value, hs)
 			if ok {
 				c.dead[id] = ref
@@ -591,7 +593,7 @@ func (c *sourceCheck) flush(ctx context.Context) error {
 				f.Seen, f.CaseID = SeenWaiting, w.caseID
 				f.Detail = fmt.Sprintf("waiting since %s for its target %s/%s", w.since.UTC().Format(time.RFC3339), w.targetPeriod, w.targetRecord)
 				if w.status == "orphaned" {
-					f.Seen, f.Reason = SeenOrphaned, ReasonOrphan
+					f.Seen, f.Reason = SeenOrphaned, settle.ReasonOrphan
 					f.Detail = fmt.Sprintf("orphaned: its target %s/%s never arrived (case %d)", w.targetPeriod, w.targetRecord, w.caseID)
 				}
 			} else if d, ok := c.dead[r.Identity()]; ok {
@@ -604,7 +606,7 @@ func (c *sourceCheck) flush(ctx context.Context) error {
 			continue
 		}
 		f.SettlementID = st.settlementID
-		if st.outcome == string(OutcomeQuarantined) {
+		if st.outcome == string(settle.OutcomeQuarantined) {
 			f.Class, f.Seen, f.Reason = ClassSourceMissing, SeenQuarantined, st.reason
 			if st.caseID != nil {
 				f.CaseID = *st.caseID
@@ -637,11 +639,11 @@ func (c *sourceCheck) flush(ctx context.Context) error {
 		} else {
 			sp := c.period(r.AccountPeriod)
 			sp.Matched++
-			if st.outcome == string(OutcomeRefused) {
+			if st.outcome == string(settle.OutcomeRefused) {
 				sp.Refused++
 			}
 		}
-		if st.outcome == string(OutcomeSettled) {
+		if st.outcome == string(settle.OutcomeSettled) {
 			c.matchedOK++
 		}
 	}

@@ -1,4 +1,4 @@
-package settle_test
+package inspect_test
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 
 	"github.com/settlehq/settle/internal/money"
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/inspect"
 )
 
 // TestStatementTiesToBalances: on a generated month with corrections,
@@ -32,18 +33,18 @@ func TestStatementTiesToBalances(t *testing.T) {
 		t.Fatalf("late grant: %+v", rs[0])
 	}
 
-	st, err := m.s.Statement(ctx, settle.StatementInput{TenantID: "acme", Period: "2026-11", Rows: true})
+	st, err := inspect.New(m.s).Statement(ctx, inspect.StatementInput{TenantID: "acme", Period: "2026-11", Rows: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	views, err := m.s.Balances(ctx, "acme", "", 1)
+	views, err := inspect.New(m.s).Balances(ctx, "acme", "", 1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(st.Accounts) != monthSubjects || len(views) != monthSubjects || st.ClosedAt == nil || !st.Ties() {
 		t.Fatalf("statement: %d accounts (balances %d), closed %v, ties %v", len(st.Accounts), len(views), st.ClosedAt, st.Ties())
 	}
-	byKey := map[string]settle.StatementAccount{}
+	byKey := map[string]inspect.StatementAccount{}
 	for _, a := range st.Accounts {
 		byKey[a.Subject] = a
 	}
@@ -79,8 +80,8 @@ func TestStatementTiesToBalances(t *testing.T) {
 			t.Errorf("%s: %d settlements, sequence %d-%d", v.Subject, a.Settlements, a.FirstSequence, a.LastSequence)
 		}
 	}
-	lines := func(subject string) map[string]settle.StatementLine {
-		out := map[string]settle.StatementLine{}
+	lines := func(subject string) map[string]inspect.StatementLine {
+		out := map[string]inspect.StatementLine{}
 		for _, l := range byKey[subject].Lines {
 			k := l.Category + " " + l.Meter
 			if l.Late {

@@ -1,4 +1,4 @@
-package settle_test
+package inspect_test
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/inspect"
 )
 
 // TestSearchAndAccountViews: one term finds a case by its id, a record by
@@ -29,10 +30,10 @@ func TestSearchAndAccountViews(t *testing.T) {
 	if err := s.Pool().QueryRow(ctx, `SELECT settlement_id FROM identities WHERE tenant_id = 'acme' AND record_id = 'u-1'`).Scan(&settlement); err != nil {
 		t.Fatal(err)
 	}
-	kinds := func(hs []settle.SearchHit) (out []string) {
+	kinds := func(hs []inspect.SearchHit) (out []string) {
 		for _, h := range hs {
 			name := h.RecordID
-			if h.Kind == settle.HitAccount {
+			if h.Kind == inspect.HitAccount {
 				name = h.Subject
 			}
 			out = append(out, h.Kind+":"+h.TenantID+":"+name)
@@ -40,27 +41,27 @@ func TestSearchAndAccountViews(t *testing.T) {
 		return out
 	}
 	for _, tc := range []struct {
-		q    settle.SearchQuery
+		q    inspect.SearchQuery
 		want string
 	}{
-		{settle.SearchQuery{Text: "u-1"}, "[case:acme:u-1 record:globex:u-1 record:acme:u-1]"},
-		{settle.SearchQuery{Text: "u-1", Tenant: "globex"}, "[record:globex:u-1]"},
-		{settle.SearchQuery{Text: fmt.Sprintf("#%d", caseID)}, "[case:acme:u-1]"},
-		{settle.SearchQuery{Text: settlement}, "[settlement:acme:u-1]"},
-		{settle.SearchQuery{Text: "cust-1"}, "[account:acme:cust-1 account:globex:cust-1]"},
-		{settle.SearchQuery{Text: "cust-1", Tenant: "acme", Period: "2026-11"}, "[account:acme:cust-1]"},
-		{settle.SearchQuery{Text: "nothing-here"}, "[]"},
+		{inspect.SearchQuery{Text: "u-1"}, "[case:acme:u-1 record:globex:u-1 record:acme:u-1]"},
+		{inspect.SearchQuery{Text: "u-1", Tenant: "globex"}, "[record:globex:u-1]"},
+		{inspect.SearchQuery{Text: fmt.Sprintf("#%d", caseID)}, "[case:acme:u-1]"},
+		{inspect.SearchQuery{Text: settlement}, "[settlement:acme:u-1]"},
+		{inspect.SearchQuery{Text: "cust-1"}, "[account:acme:cust-1 account:globex:cust-1]"},
+		{inspect.SearchQuery{Text: "cust-1", Tenant: "acme", Period: "2026-11"}, "[account:acme:cust-1]"},
+		{inspect.SearchQuery{Text: "nothing-here"}, "[]"},
 	} {
-		hs, err := s.Search(ctx, tc.q)
+		hs, err := inspect.New(s).Search(ctx, tc.q)
 		if got := fmt.Sprint(kinds(hs)); err != nil || got != tc.want {
 			t.Errorf("search %+v: %s, %v; want %s", tc.q, got, err, tc.want)
 		}
 	}
-	if _, err := s.Search(ctx, settle.SearchQuery{Text: "  "}); err == nil {
+	if _, err := inspect.New(s).Search(ctx, inspect.SearchQuery{Text: "  "}); err == nil {
 		t.Error("an empty term was searched")
 	}
 
-	seq, err := s.AccountSettlements(ctx, "acme", "cust-1", "USD", 0)
+	seq, err := inspect.New(s).AccountSettlements(ctx, "acme", "cust-1", "USD", 0)
 	if err != nil || len(seq) != 2 {
 		t.Fatalf("account settlements: %+v, %v", seq, err)
 	}
@@ -69,12 +70,12 @@ func TestSearchAndAccountViews(t *testing.T) {
 		t.Errorf("account settlements: %+v", seq)
 	}
 
-	l, err := s.CaseLinks(ctx, caseID)
+	l, err := inspect.New(s).CaseLinks(ctx, caseID)
 	if err != nil || l.Stored == nil || l.Stored.RecordID != "u-1" || l.Stored.FirstDelivery.Offset != 1 ||
 		len(l.Stored.Fingerprint) != 16 || l.Adjustment != nil {
 		t.Fatalf("case links before resolving: %+v, %v", l, err)
 	}
-	c, _ := s.Case(ctx, caseID)
+	c, _ := inspect.New(s).Case(ctx, caseID)
 	if l.Stored.Fingerprint == c.IncomingFingerprint {
 		t.Errorf("stored fingerprint %s is the incoming one", l.Stored.Fingerprint)
 	}
@@ -82,11 +83,11 @@ func TestSearchAndAccountViews(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l, err = s.CaseLinks(ctx, caseID); err != nil || l.Adjustment == nil || l.Adjustment.RecordID != fmt.Sprint(caseID) ||
+	if l, err = inspect.New(s).CaseLinks(ctx, caseID); err != nil || l.Adjustment == nil || l.Adjustment.RecordID != fmt.Sprint(caseID) ||
 		l.Adjustment.Operation != "resolution" {
 		t.Errorf("case links after accept: %+v, %v", l, err)
 	}
-	rm, err := s.CaseResolutions(ctx, []int64{caseID, 999})
+	rm, err := inspect.New(s).CaseResolutions(ctx, []int64{caseID, 999})
 	if r, ok := rm[caseID]; err != nil || len(rm) != 1 || !ok || r.By != "ana" || r.SettlementID != res.SettlementID {
 		t.Errorf("resolutions: %+v, %v", rm, err)
 	}
@@ -97,13 +98,13 @@ func TestSearchAndAccountViews(t *testing.T) {
 		THEN interval '3 hours' ELSE interval '3 days' END WHERE status = 'open'`); err != nil {
 		t.Fatal(err)
 	}
-	ages, err := s.OpenCaseAges(ctx, time.Now(), []time.Duration{time.Hour, 24 * time.Hour})
+	ages, err := inspect.New(s).OpenCaseAges(ctx, time.Now(), []time.Duration{time.Hour, 24 * time.Hour})
 	if err != nil || fmt.Sprint(counts(ages)) != "[0 1 1]" || ages[1].FromSeconds != 3600 || ages[2].ToSeconds != 0 {
 		t.Errorf("open cases by age: %+v, %v; want [0 1 1]", ages, err)
 	}
 }
 
-func counts(bs []settle.AgeBucket) (out []int64) {
+func counts(bs []inspect.AgeBucket) (out []int64) {
 	for _, b := range bs {
 		out = append(out, b.Count)
 	}

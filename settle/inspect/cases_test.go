@@ -1,4 +1,4 @@
-package settle_test
+package inspect_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/inspect"
 	"github.com/settlehq/settle/settle/settletest"
 )
 
@@ -50,16 +51,16 @@ func TestCaseListPlanUsesIndex(t *testing.T) {
 	s := newStore(t)
 	insertCases(t, s.Pool(), 100_000)
 	ctx := context.Background()
-	page, err := s.ListCases(ctx, settle.CaseFilter{Status: "open", Tenant: "t3", Reason: "orphan"})
+	page, err := inspect.New(s).ListCases(ctx, inspect.CaseFilter{Status: "open", Tenant: "t3", Reason: "orphan"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(page.Cases) != settle.CasePageRowsDefault || page.Next == "" {
+	if len(page.Cases) != inspect.CasePageRowsDefault || page.Next == "" {
 		t.Fatalf("first page: %d cases, next %q", len(page.Cases), page.Next)
 	}
-	check := func(f settle.CaseFilter, index string) {
+	check := func(f inspect.CaseFilter, index string) {
 		t.Helper()
-		plan, err := settle.CaseListPlan(s, ctx, f)
+		plan, err := inspect.CaseListPlan(inspect.New(s), ctx, f)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -67,12 +68,12 @@ func TestCaseListPlanUsesIndex(t *testing.T) {
 			t.Errorf("filter %+v: plan does not use %s:\n%s", f, index, plan)
 		}
 	}
-	check(settle.CaseFilter{Status: "open", Tenant: "t3", Reason: "orphan"}, "conflict_cases_queue")
-	check(settle.CaseFilter{Status: "open", Tenant: "t3", Reason: "orphan", After: page.Next}, "conflict_cases_queue")
-	check(settle.CaseFilter{Status: "open", Tenant: "t3", Reason: "orphan", OpenedBefore: time.Now().Add(-time.Hour)}, "conflict_cases_queue")
-	check(settle.CaseFilter{Status: "open", Tenant: "t3"}, "Index")
-	check(settle.CaseFilter{Status: "open", Tenant: "t3", Reason: "orphan", Period: "2026-04"}, "Index")
-	check(settle.CaseFilter{Status: "open"}, "conflict_cases_status_opened")
+	check(inspect.CaseFilter{Status: "open", Tenant: "t3", Reason: "orphan"}, "conflict_cases_queue")
+	check(inspect.CaseFilter{Status: "open", Tenant: "t3", Reason: "orphan", After: page.Next}, "conflict_cases_queue")
+	check(inspect.CaseFilter{Status: "open", Tenant: "t3", Reason: "orphan", OpenedBefore: time.Now().Add(-time.Hour)}, "conflict_cases_queue")
+	check(inspect.CaseFilter{Status: "open", Tenant: "t3"}, "Index")
+	check(inspect.CaseFilter{Status: "open", Tenant: "t3", Reason: "orphan", Period: "2026-04"}, "Index")
+	check(inspect.CaseFilter{Status: "open"}, "conflict_cases_status_opened")
 }
 
 // TestCaseListPaging: pages under the cursor cover every matching case
@@ -82,7 +83,7 @@ func TestCaseListPaging(t *testing.T) {
 	s := newStore(t)
 	insertCases(t, s.Pool(), 2000)
 	ctx := context.Background()
-	f := settle.CaseFilter{Status: "open", Tenant: "t1", Limit: 37}
+	f := inspect.CaseFilter{Status: "open", Tenant: "t1", Limit: 37}
 	var (
 		seen []int64
 		last time.Time
@@ -91,7 +92,7 @@ func TestCaseListPaging(t *testing.T) {
 		if pages > 100 {
 			t.Fatal("paging does not end")
 		}
-		page, err := s.ListCases(ctx, f)
+		page, err := inspect.New(s).ListCases(ctx, f)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -115,10 +116,10 @@ func TestCaseListPaging(t *testing.T) {
 	if len(slices.Compact(seen)) != want || len(seen) != want {
 		t.Errorf("pages held %d distinct of %d cases", len(slices.Compact(seen)), want)
 	}
-	if _, err := s.ListCases(ctx, settle.CaseFilter{After: "garbage!"}); !errors.Is(err, settle.ErrBadFilter) {
+	if _, err := inspect.New(s).ListCases(ctx, inspect.CaseFilter{After: "garbage!"}); !errors.Is(err, inspect.ErrBadFilter) {
 		t.Errorf("bad cursor: %v, want ErrBadFilter", err)
 	}
-	older, err := s.ListCases(ctx, settle.CaseFilter{OpenedBefore: time.Now().Add(-24 * time.Hour), Limit: 1000})
+	older, err := inspect.New(s).ListCases(ctx, inspect.CaseFilter{OpenedBefore: time.Now().Add(-24 * time.Hour), Limit: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,30 +139,30 @@ func BenchmarkConflictList100k(b *testing.B) {
 	s := settletest.NewStore(b, settle.Config{})
 	insertCases(b, s.Pool(), 100_000)
 	ctx := context.Background()
-	f := settle.CaseFilter{Status: "open", Tenant: "t3", Reason: "orphan"}
-	page, err := s.ListCases(ctx, f)
+	f := inspect.CaseFilter{Status: "open", Tenant: "t3", Reason: "orphan"}
+	page, err := inspect.New(s).ListCases(ctx, f)
 	if err != nil {
 		b.Fatal(err)
 	}
 	for _, bc := range []struct {
 		name string
-		f    settle.CaseFilter
+		f    inspect.CaseFilter
 	}{
 		{"tenant+reason", f},
-		{"tenant+reason/page2", settle.CaseFilter{Status: "open", Tenant: "t3", Reason: "orphan", After: page.Next}},
-		{"open", settle.CaseFilter{Status: "open"}},
-		{"counts", settle.CaseFilter{}},
+		{"tenant+reason/page2", inspect.CaseFilter{Status: "open", Tenant: "t3", Reason: "orphan", After: page.Next}},
+		{"open", inspect.CaseFilter{Status: "open"}},
+		{"counts", inspect.CaseFilter{}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			for b.Loop() {
 				if bc.name == "counts" {
-					if _, err := s.CountCases(ctx, "t3", ""); err != nil {
+					if _, err := inspect.New(s).CountCases(ctx, "t3", ""); err != nil {
 						b.Fatal(err)
 					}
 					continue
 				}
-				p, err := s.ListCases(ctx, bc.f)
-				if err != nil || len(p.Cases) != settle.CasePageRowsDefault {
+				p, err := inspect.New(s).ListCases(ctx, bc.f)
+				if err != nil || len(p.Cases) != inspect.CasePageRowsDefault {
 					b.Fatalf("%d cases, %v", len(p.Cases), err)
 				}
 			}
@@ -187,14 +188,14 @@ func TestCaseDetailAndExplain(t *testing.T) {
 	if rs[2].CaseID == 0 || rs[3].CaseID != rs[2].CaseID {
 		t.Fatalf("case ids %d, %d: want one case", rs[2].CaseID, rs[3].CaseID)
 	}
-	page, err := s.ListCases(ctx, settle.CaseFilter{Status: "open", Tenant: "acme", Reason: "fingerprint_mismatch"})
+	page, err := inspect.New(s).ListCases(ctx, inspect.CaseFilter{Status: "open", Tenant: "acme", Reason: "fingerprint_mismatch"})
 	if err != nil || len(page.Cases) != 1 {
 		t.Fatalf("queue: %+v, %v", page, err)
 	}
 	if c := page.Cases[0]; c.StoredAmount != "40" || c.IncomingAmount != "55" || c.Subject != "cust-1" {
 		t.Errorf("queue row %+v", c)
 	}
-	c, err := s.Case(ctx, rs[2].CaseID)
+	c, err := inspect.New(s).Case(ctx, rs[2].CaseID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +209,7 @@ func TestCaseDetailAndExplain(t *testing.T) {
 	if err := json.Unmarshal(c.Stored, &stored); err != nil || stored["amount"] != "40" {
 		t.Errorf("stored payload %s (%v)", c.Stored, err)
 	}
-	if _, err := s.Case(ctx, 999999); !errors.Is(err, settle.ErrCaseNotFound) {
+	if _, err := inspect.New(s).Case(ctx, 999999); !errors.Is(err, settle.ErrCaseNotFound) {
 		t.Errorf("missing case: %v", err)
 	}
 
@@ -223,14 +224,14 @@ func TestCaseDetailAndExplain(t *testing.T) {
 	if b := balance(t, s.Pool(), "acme", "cust-1", "USD"); b != "45" {
 		t.Errorf("balance %s, want 100 - 55 = 45", b)
 	}
-	c, err = s.Case(ctx, c.ID)
+	c, err = inspect.New(s).Case(ctx, c.ID)
 	if err != nil || c.Status != "accepted" || c.Resolution == nil || c.Resolution.By != "ana" || c.Resolution.SettlementID != res.SettlementID {
 		t.Fatalf("case after accept: %+v, %v", c, err)
 	}
 
 	// explain of the usage: its chain lists the adjustment; explain of the
 	// adjustment (record_id = case id) shows its ledger row.
-	e, err := s.Explain(ctx, "acme", "2026-11", "u-1")
+	e, err := inspect.New(s).Explain(ctx, "acme", "2026-11", "u-1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,14 +248,14 @@ func TestCaseDetailAndExplain(t *testing.T) {
 		op.Links.Corrections[0].SettlementID != res.SettlementID {
 		t.Errorf("explain u-1 links: %+v", op.Links)
 	}
-	adj, err := s.Explain(ctx, "acme", "2026-11", fmt.Sprint(c.ID))
+	adj, err := inspect.New(s).Explain(ctx, "acme", "2026-11", fmt.Sprint(c.ID))
 	if err != nil || len(adj.Operations) != 1 {
 		t.Fatalf("explain the adjustment: %+v, %v", adj, err)
 	}
 	if a := adj.Operations[0]; a.Operation != "resolution" || len(a.Entries) != 1 || a.Entries[0].Amount != "-15" || a.Links.Root == nil {
 		t.Errorf("adjustment: %+v", a)
 	}
-	empty, err := s.Explain(ctx, "acme", "2026-11", "never-seen")
+	empty, err := inspect.New(s).Explain(ctx, "acme", "2026-11", "never-seen")
 	if err != nil || !empty.Empty() {
 		t.Errorf("unknown record: %+v, %v", empty, err)
 	}
@@ -270,7 +271,7 @@ func TestExplainWaitingAndDeadLetters(t *testing.T) {
 	ins := batch(0, 0, refund)
 	ins = append(ins, settle.Input{Topic: "usage", Partition: 0, Offset: 1, Value: []byte(`{not json`)})
 	mustSettle(t, s, ins)
-	e, err := s.Explain(ctx, "acme", "2026-11", "u-9")
+	e, err := inspect.New(s).Explain(ctx, "acme", "2026-11", "u-9")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,17 +279,17 @@ func TestExplainWaitingAndDeadLetters(t *testing.T) {
 		e.Waiting[0].Delivery == nil || e.Waiting[0].Delivery.Outcome != "waiting" {
 		t.Errorf("waiting: %+v", e.Waiting)
 	}
-	ds, err := s.DeadLetters(ctx, settle.DeadLetterFilter{})
+	ds, err := inspect.New(s).DeadLetters(ctx, inspect.DeadLetterFilter{})
 	if err != nil || len(ds) != 1 || ds[0].Reason != "invalid_json" || string(ds[0].Value) != `{not json` || ds[0].Source.Offset != 1 {
 		t.Fatalf("dead letters: %+v, %v", ds, err)
 	}
-	if d, err := s.DeadLetter(ctx, ds[0].ID); err != nil || d.ID != ds[0].ID {
+	if d, err := inspect.New(s).DeadLetter(ctx, ds[0].ID); err != nil || d.ID != ds[0].ID {
 		t.Errorf("dead letter by id: %v", err)
 	}
-	if _, err := s.DeadLetter(ctx, 424242); !errors.Is(err, settle.ErrNoSuchDeadLetter) {
+	if _, err := inspect.New(s).DeadLetter(ctx, 424242); !errors.Is(err, inspect.ErrNoSuchDeadLetter) {
 		t.Errorf("missing dead letter: %v", err)
 	}
-	if ds, err := s.DeadLetters(ctx, settle.DeadLetterFilter{Reason: "too_large"}); err != nil || len(ds) != 0 {
+	if ds, err := inspect.New(s).DeadLetters(ctx, inspect.DeadLetterFilter{Reason: "too_large"}); err != nil || len(ds) != 0 {
 		t.Errorf("reason filter: %d, %v", len(ds), err)
 	}
 }

@@ -1,4 +1,4 @@
-package settle
+package inspect
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package settle
+package inspect
 
 // explain: the whole story of one record_id, read in one repeatable-read
 // transaction so that its parts agree with each other.
@@ -10,6 +10,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/settlehq/settle/settle"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -50,26 +52,26 @@ func (e *Explanation) Empty() bool {
 // ExplainedIdentity is one settled, refused or quarantined identity with
 // its deliveries, ledger rows, links and publication state.
 type ExplainedIdentity struct {
-	ID              int64           `json:"id"`
-	Operation       string          `json:"operation"`
-	Outcome         string          `json:"outcome"`
-	Reason          string          `json:"reason,omitempty"`
-	SettlementID    string          `json:"settlement_id,omitempty"`
-	Subject         string          `json:"subject,omitempty"`
-	Currency        string          `json:"currency,omitempty"`
-	Source          string          `json:"source,omitempty"`
-	Response        json.RawMessage `json:"response"`
-	Canonical       json.RawMessage `json:"canonical"`
-	Attributes      json.RawMessage `json:"attributes,omitempty"`
-	FirstDelivery   Coordinates     `json:"first_delivery"`
-	FirstSeenAt     time.Time       `json:"first_seen_at"`
-	LastAttemptedAt time.Time       `json:"last_attempted_at"`
-	CommittedAt     time.Time       `json:"committed_at"`
-	Attempts        int             `json:"attempts"`
-	Deliveries      []Delivery      `json:"deliveries"`
-	Entries         []LedgerRow     `json:"entries"`
-	Links           ExplainLinks    `json:"links"`
-	Outbox          []OutboxState   `json:"outbox"`
+	ID              int64              `json:"id"`
+	Operation       string             `json:"operation"`
+	Outcome         string             `json:"outcome"`
+	Reason          string             `json:"reason,omitempty"`
+	SettlementID    string             `json:"settlement_id,omitempty"`
+	Subject         string             `json:"subject,omitempty"`
+	Currency        string             `json:"currency,omitempty"`
+	Source          string             `json:"source,omitempty"`
+	Response        json.RawMessage    `json:"response"`
+	Canonical       json.RawMessage    `json:"canonical"`
+	Attributes      json.RawMessage    `json:"attributes,omitempty"`
+	FirstDelivery   settle.Coordinates `json:"first_delivery"`
+	FirstSeenAt     time.Time          `json:"first_seen_at"`
+	LastAttemptedAt time.Time          `json:"last_attempted_at"`
+	CommittedAt     time.Time          `json:"committed_at"`
+	Attempts        int                `json:"attempts"`
+	Deliveries      []Delivery         `json:"deliveries"`
+	Entries         []LedgerRow        `json:"entries"`
+	Links           ExplainLinks       `json:"links"`
+	Outbox          []OutboxState      `json:"outbox"`
 }
 
 // LedgerRow is one ledger row with its account.
@@ -134,18 +136,18 @@ type OutboxState struct {
 
 // WaitingOp is an operation that waits (or waited) for its target.
 type WaitingOp struct {
-	ID             int64           `json:"id"`
-	AccountPeriod  string          `json:"account_period"`
-	RecordID       string          `json:"record_id"`
-	Operation      string          `json:"operation"`
-	TargetPeriod   string          `json:"target_period"`
-	TargetRecordID string          `json:"target_record_id"`
-	Status         string          `json:"status"`
-	CaseID         int64           `json:"case_id,omitempty"`
-	Since          time.Time       `json:"since"`
-	Source         Coordinates     `json:"source"`
-	Delivery       *Delivery       `json:"delivery,omitempty"`
-	Response       json.RawMessage `json:"response"`
+	ID             int64              `json:"id"`
+	AccountPeriod  string             `json:"account_period"`
+	RecordID       string             `json:"record_id"`
+	Operation      string             `json:"operation"`
+	TargetPeriod   string             `json:"target_period"`
+	TargetRecordID string             `json:"target_record_id"`
+	Status         string             `json:"status"`
+	CaseID         int64              `json:"case_id,omitempty"`
+	Since          time.Time          `json:"since"`
+	Source         settle.Coordinates `json:"source"`
+	Delivery       *Delivery          `json:"delivery,omitempty"`
+	Response       json.RawMessage    `json:"response"`
 }
 
 // Explain returns the whole history of one record_id. A record settle has
@@ -228,7 +230,7 @@ func (s *Store) explainIdentities(ctx context.Context, tx pgx.Tx, tenant, period
 				return nil, err
 			}
 		}
-		if x.Operation == "hold" && x.Outcome == string(OutcomeSettled) {
+		if x.Operation == "hold" && x.Outcome == string(settle.OutcomeSettled) {
 			if x.Links.Hold, err = holdLinks(ctx, tx, x.ID); err != nil {
 				return nil, err
 			}

@@ -1,4 +1,4 @@
-package settle
+package inspect
 
 // The analysts' read side of conflict cases: the queue, its facets and one
 // case with both canonical payloads side by side. Resolving a case is
@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/settlehq/settle/settle"
 
 	"github.com/jackc/pgx/v5"
 
@@ -289,7 +291,7 @@ type CaseField struct {
 
 // Delivery is one input record as the pipeline saw it.
 type Delivery struct {
-	Coordinates
+	settle.Coordinates
 	Outcome    string    `json:"outcome"`
 	Reason     string    `json:"reason,omitempty"`
 	Error      string    `json:"error,omitempty"`
@@ -309,7 +311,7 @@ type CaseResolution struct {
 	SettlementID string    `json:"settlement_id,omitempty"`
 }
 
-// Case returns one case in full, or ErrCaseNotFound.
+// Case returns one case in full, or settle.ErrCaseNotFound.
 func (s *Store) Case(ctx context.Context, id int64) (*Case, error) {
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
@@ -335,13 +337,13 @@ func readCase(ctx context.Context, q querier, id int64) (*Case, error) {
 	var (
 		fp               int64
 		stored, incoming []byte
-		src              Coordinates
+		src              settle.Coordinates
 	)
 	err := q.QueryRow(ctx, sqlConflictCaseGet, id).Scan(&c.ID, &c.TenantID, &c.AccountPeriod, &c.RecordID, &c.Operation,
 		&c.Reason, &c.Status, &c.OpenedAt, &c.ClosedAt, &c.Detail, &fp, &c.IdentityID, &stored, &incoming,
 		&src.Topic, &src.Partition, &src.Offset)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("case %d: %w", id, ErrCaseNotFound)
+		return nil, fmt.Errorf("case %d: %w", id, settle.ErrCaseNotFound)
 	}
 	if err != nil {
 		return nil, wrapStoreErr(what, err)
@@ -373,7 +375,7 @@ func readCase(ctx context.Context, q querier, id int64) (*Case, error) {
 	if len(c.Deliveries) == 0 {
 		// A case opened by a waiting operation's timeout has no delivery
 		// row naming it; its coordinates are the case's own.
-		c.Deliveries = []Delivery{{Coordinates: src, Outcome: string(OutcomeQuarantined), Reason: c.Reason, At: c.OpenedAt, CaseID: id}}
+		c.Deliveries = []Delivery{{Coordinates: src, Outcome: string(settle.OutcomeQuarantined), Reason: c.Reason, At: c.OpenedAt, CaseID: id}}
 	}
 	var r CaseResolution
 	err = q.QueryRow(ctx, sqlCaseResolutionGet, id).Scan(&r.Decision, &r.Amount, &r.Reason, &r.By, &r.At, &r.IdentityID, &r.SettlementID)
@@ -390,7 +392,7 @@ func readCase(ctx context.Context, q querier, id int64) (*Case, error) {
 // fingerprint mismatch, else the one its incoming correction names.
 func readCaseChain(ctx context.Context, q querier, c *Case, incoming map[string]string) (*CaseChain, error) {
 	period, record := c.AccountPeriod, c.RecordID
-	if c.Reason != ReasonFingerprintMismatch {
+	if c.Reason != settle.ReasonFingerprintMismatch {
 		if incoming["corrects"] == "" {
 			return nil, nil
 		}

@@ -1,4 +1,4 @@
-package settle
+package inspect
 
 // The analysts' search and the views the page links between: one box that
 // takes a record_id, a subject, a settlement id or a case id; an account's
@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/settlehq/settle/settle"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -216,11 +218,11 @@ type CaseLinks struct {
 // delivery that first brought it.
 type StoredIdentity struct {
 	IdentityRef
-	Fingerprint   string      `json:"fingerprint"` // xxhash, hex
-	FirstDelivery Coordinates `json:"first_delivery"`
+	Fingerprint   string             `json:"fingerprint"` // xxhash, hex
+	FirstDelivery settle.Coordinates `json:"first_delivery"`
 }
 
-// CaseLinks returns what case id links to, or ErrCaseNotFound.
+// CaseLinks returns what case id links to, or settle.ErrCaseNotFound.
 func (s *Store) CaseLinks(ctx context.Context, id int64) (*CaseLinks, error) {
 	var (
 		fp                       int64
@@ -232,7 +234,7 @@ func (s *Store) CaseLinks(ctx context.Context, id int64) (*CaseLinks, error) {
 		&st.Outcome, &st.SettlementID, &st.FirstDelivery.Topic, &st.FirstDelivery.Partition, &st.FirstDelivery.Offset,
 		&adjPeriod, &adjRec, &adjOp)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("case %d: %w", id, ErrCaseNotFound)
+		return nil, fmt.Errorf("case %d: %w", id, settle.ErrCaseNotFound)
 	}
 	if err != nil {
 		return nil, wrapStoreErr(fmt.Sprintf("read links of case %d", id), err)

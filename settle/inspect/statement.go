@@ -1,10 +1,12 @@
-package settle
+package inspect
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/settlehq/settle/settle"
 
 	"github.com/jackc/pgx/v5"
 
@@ -40,13 +42,13 @@ const (
 // lineCategory names what an operation's rows in a bucket are.
 func lineCategory(operation, bucket string) string {
 	switch {
-	case operation == "usage" && bucket == bucketBalance:
+	case operation == "usage" && bucket == "balance":
 		return LineCharge
 	case operation == "usage":
 		return LineHoldCaptured
 	case operation == "correction" || operation == "reversal":
 		return LineCorrection
-	case operation == string(OperationResolution):
+	case operation == string(settle.OperationResolution):
 		return LineResolution
 	case operation == "refund":
 		return LineRefund
@@ -267,7 +269,7 @@ func statementTx(ctx context.Context, tx pgx.Tx, in StatementInput, st *Statemen
 		closing, closingHeld := x.opening, x.openingHeld
 		for _, l := range a.Lines {
 			amt := money.MustParse(l.Amount)
-			if l.Bucket == bucketHeld {
+			if l.Bucket == "held" {
 				closingHeld = closingHeld.Add(amt)
 			} else {
 				closing = closing.Add(amt)

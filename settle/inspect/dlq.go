@@ -1,4 +1,4 @@
-package settle
+package inspect
 
 // Dead letters for operators: listing and reading them. Replaying one is
 // producing its original bytes and headers back to its source topic, which
@@ -11,6 +11,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/settlehq/settle/settle"
 
 	"github.com/jackc/pgx/v5"
 
@@ -29,16 +31,16 @@ const DeadLetterPageRowsMax = 1000
 
 // DeadLetter is one dead-lettered input record with its original bytes.
 type DeadLetter struct {
-	ID         int64           `json:"id"`
-	Source     Coordinates     `json:"source"`
-	Key        []byte          `json:"key"`   // base64 in JSON
-	Value      []byte          `json:"value"` // base64 in JSON
-	Headers    []record.Header `json:"headers"`
-	Reason     string          `json:"reason"`
-	ErrorClass string          `json:"error_class"`
-	Error      string          `json:"error"`
-	Attempts   int             `json:"attempts"`
-	At         time.Time       `json:"at"`
+	ID         int64              `json:"id"`
+	Source     settle.Coordinates `json:"source"`
+	Key        []byte             `json:"key"`   // base64 in JSON
+	Value      []byte             `json:"value"` // base64 in JSON
+	Headers    []record.Header    `json:"headers"`
+	Reason     string             `json:"reason"`
+	ErrorClass string             `json:"error_class"`
+	Error      string             `json:"error"`
+	Attempts   int                `json:"attempts"`
+	At         time.Time          `json:"at"`
 }
 
 // DeadLetterFilter selects dead letters, oldest first.
@@ -118,7 +120,7 @@ func scanDeadLetter(r pgx.CollectableRow) (DeadLetter, error) {
 	if err != nil {
 		return d, err
 	}
-	if d.Headers, err = DecodeHeaders(headers); err != nil {
+	if d.Headers, err = settle.DecodeHeaders(headers); err != nil {
 		return d, fmt.Errorf("dead letter %d: headers: %w", d.ID, err)
 	}
 	return d, nil

@@ -1,4 +1,4 @@
-package settle_test
+package inspect_test
 
 import (
 	"bytes"
@@ -17,6 +17,7 @@ import (
 
 	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/inspect"
 	"github.com/settlehq/settle/sourcefile"
 )
 
@@ -159,7 +160,7 @@ func asCloudEvents(recs []map[string]any) []byte {
 	return b
 }
 
-func checkSource(t *testing.T, s *settle.Store, format string, src []byte) *settle.SourceReport {
+func checkSource(t *testing.T, s *settle.Store, format string, src []byte) *inspect.SourceReport {
 	t.Helper()
 	dec, err := record.NewDecoder(record.Config{})
 	if err != nil {
@@ -169,9 +170,9 @@ func checkSource(t *testing.T, s *settle.Store, format string, src []byte) *sett
 	if err != nil {
 		t.Fatal(err)
 	}
-	var progress []settle.SourceProgress
-	r, err := s.CheckSource(context.Background(), settle.SourceCheckInput{TenantID: "acme", From: "2026-11", ProgressEvery: 100,
-		Progress: func(p settle.SourceProgress) { progress = append(progress, p) }}, rd)
+	var progress []inspect.SourceProgress
+	r, err := inspect.New(s).CheckSource(context.Background(), inspect.SourceCheckInput{TenantID: "acme", From: "2026-11", ProgressEvery: 100,
+		Progress: func(p inspect.SourceProgress) { progress = append(progress, p) }}, rd)
 	if err != nil {
 		t.Fatalf("check source: %v", err)
 	}
@@ -251,13 +252,13 @@ func TestSourceCheckReportsEachDifference(t *testing.T) {
 		gotF = append(gotF, want{f.Class, f.RecordID, f.Seen, f.Reason})
 	}
 	wantF := []want{
-		{settle.ClassSourceDifferent, "u-cust-4-2", "", ""},
-		{settle.ClassSourceExtra, "u-cust-3-1", "", ""},
-		{settle.ClassSourceMissing, "c-wait", settle.SeenWaiting, ""},
-		{settle.ClassSourceMissing, "c-conflict", settle.SeenQuarantined, settle.ReasonVersionConflict},
-		{settle.ClassSourceMissing, "u-dead", settle.SeenDeadLettered, settle.ReasonTransientExhausted},
-		{settle.ClassSourceMissing, "u-never-sent", settle.SeenNever, ""},
-		{settle.ClassSourceNetDiffers, "u-cust-4-2", "", ""},
+		{inspect.ClassSourceDifferent, "u-cust-4-2", "", ""},
+		{inspect.ClassSourceExtra, "u-cust-3-1", "", ""},
+		{inspect.ClassSourceMissing, "c-wait", inspect.SeenWaiting, ""},
+		{inspect.ClassSourceMissing, "c-conflict", inspect.SeenQuarantined, settle.ReasonVersionConflict},
+		{inspect.ClassSourceMissing, "u-dead", inspect.SeenDeadLettered, settle.ReasonTransientExhausted},
+		{inspect.ClassSourceMissing, "u-never-sent", inspect.SeenNever, ""},
+		{inspect.ClassSourceNetDiffers, "u-cust-4-2", "", ""},
 	}
 	sortW := func(ws []want) {
 		sort.Slice(ws, func(i, j int) bool { return ws[i].class+ws[i].record < ws[j].class+ws[j].record })
@@ -270,11 +271,11 @@ func TestSourceCheckReportsEachDifference(t *testing.T) {
 	}
 	for _, f := range r.Findings {
 		switch {
-		case f.Class == settle.ClassSourceDifferent && (len(f.Diff) != 1 || f.Diff[0] != settle.FieldDiff{Field: "amount", Settle: "3", Source: "3.5"}):
+		case f.Class == inspect.ClassSourceDifferent && (len(f.Diff) != 1 || f.Diff[0] != inspect.FieldDiff{Field: "amount", Settle: "3", Source: "3.5"}):
 			t.Errorf("diff of the changed record: %+v, want amount 3 -> 3.5", f.Diff)
-		case f.Class == settle.ClassSourceNetDiffers && (f.SourceAmount != "3.5" || f.SettleAmount != "3"):
+		case f.Class == inspect.ClassSourceNetDiffers && (f.SourceAmount != "3.5" || f.SettleAmount != "3"):
 			t.Errorf("net charge finding: source %s, settle %s, want 3.5 and 3", f.SourceAmount, f.SettleAmount)
-		case f.Seen == settle.SeenQuarantined && f.CaseID == 0:
+		case f.Seen == inspect.SeenQuarantined && f.CaseID == 0:
 			t.Errorf("the quarantined record's finding names no case: %+v", f)
 		}
 	}
@@ -308,11 +309,11 @@ func TestSourceInvalidLines(t *testing.T) {
 	src := lines([]map[string]any{u, clone(u, "amount", "41")})
 	src = append(src, []byte("{not json\n")...)
 	r := checkSource(t, s, sourcefile.FormatJSONLines, src)
-	if r.Counts[settle.ClassSourceInvalid] != 1 || r.Counts[settle.ClassSourceContradicts] != 1 || len(r.Counts) != 2 {
+	if r.Counts[inspect.ClassSourceInvalid] != 1 || r.Counts[inspect.ClassSourceContradicts] != 1 || len(r.Counts) != 2 {
 		t.Errorf("counts %v, want one invalid line and one contradiction", r.Counts)
 	}
 	for _, f := range r.Findings {
-		if (f.Class == settle.ClassSourceInvalid && f.Line != 3) || (f.Class == settle.ClassSourceContradicts && f.Line != 2) {
+		if (f.Class == inspect.ClassSourceInvalid && f.Line != 3) || (f.Class == inspect.ClassSourceContradicts && f.Line != 2) {
 			t.Errorf("finding at the wrong line: %+v", f)
 		}
 	}
@@ -330,7 +331,7 @@ func TestReadSideCannotWrite(t *testing.T) {
 	s := newStore(t)
 	ctx := context.Background()
 	var user string
-	err := settle.ReadOnlyTx(s, ctx, "test", func(tx pgx.Tx) error {
+	err := inspect.ReadOnlyTx(inspect.New(s), ctx, "test", func(tx pgx.Tx) error {
 		if err := tx.QueryRow(ctx, `SELECT current_user`).Scan(&user); err != nil {
 			return err
 		}
@@ -341,19 +342,19 @@ func TestReadSideCannotWrite(t *testing.T) {
 	if !errors.As(err, &pe) || pe.Code != "25006" {
 		t.Errorf("a write in the read path: %v, want read_only_sql_transaction (25006)", err)
 	}
-	if user != settle.ReaderRole {
-		t.Errorf("the read path runs as %q, want %s", user, settle.ReaderRole)
+	if user != inspect.ReaderRole {
+		t.Errorf("the read path runs as %q, want %s", user, inspect.ReaderRole)
 	}
 	// The role by itself, in a read-write transaction: no privilege.
 	err = pgx.BeginFunc(ctx, s.Pool(), func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "SET LOCAL ROLE "+settle.ReaderRole); err != nil {
+		if _, err := tx.Exec(ctx, "SET LOCAL ROLE "+inspect.ReaderRole); err != nil {
 			return err
 		}
 		_, err := tx.Exec(ctx, `INSERT INTO periods (tenant_id, account_period) VALUES ('acme', '2026-11')`)
 		return err
 	})
 	if !errors.As(err, &pe) || pe.Code != "42501" {
-		t.Errorf("a write as %s: %v, want insufficient_privilege (42501)", settle.ReaderRole, err)
+		t.Errorf("a write as %s: %v, want insufficient_privilege (42501)", inspect.ReaderRole, err)
 	}
 	if n := count(t, s.Pool(), `SELECT count(*) FROM periods`); n != 0 {
 		t.Errorf("%d periods written", n)

@@ -1,0 +1,49 @@
+// Package inspect is the read side of settle's tables: conflict cases and
+// their resolutions, the story of one record (explain), dead letters and
+// parked messages, balances and accounts, search, the period statement and
+// the comparison with a source system's export. It is what the analysts'
+// page, the CLI's read commands and the metrics read.
+//
+// It only reads: every query is a SELECT, and the month-end reads run as
+// the role settle_reader in a READ ONLY transaction. It never settles,
+// resolves or closes anything (those are settle's), and it speaks settle's
+// vocabulary (settle.Outcome, settle.Coordinates) rather than its own.
+package inspect
+
+import (
+	"embed"
+	"errors"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/settlehq/settle/record"
+	"github.com/settlehq/settle/settle"
+)
+
+// Store reads one settle database.
+type Store struct {
+	pool *pgxpool.Pool
+	cfg  settle.Config
+	dec  *record.Decoder
+}
+
+// New returns the read side over the database of s, with its settings
+// (topic names, the decoder a source export is read with).
+func New(s *settle.Store) *Store {
+	return &Store{pool: s.Pool(), cfg: s.Config(), dec: s.Decoder()}
+}
+
+//go:embed sql/*.sql
+var sqlFiles embed.FS
+
+// mustQuery loads one embedded query; a missing file is a build defect.
+func mustQuery(name string) string {
+	b, err := sqlFiles.ReadFile("sql/" + name)
+	if err != nil {
+		panic(errors.New("inspect: missing embedded query " + name))
+	}
+	return string(b)
+}
+
+// wrapStoreErr names what was being read; see settle.StoreError.
+func wrapStoreErr(what string, err error) error { return settle.StoreError(what, err) }
