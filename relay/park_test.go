@@ -19,6 +19,7 @@ import (
 	"github.com/settlehq/settle/relay"
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/inspect"
+	"github.com/settlehq/settle/settle/reconcile"
 	"github.com/settlehq/settle/settle/settletest"
 	"github.com/settlehq/settle/telemetry"
 )
@@ -118,7 +119,7 @@ func TestRelayParksWhatTheBrokerRefuses(t *testing.T) {
 		t.Errorf("parked rows %v, want %s", got, want)
 	}
 
-	rep, err := s.Reconcile(ctx, settle.ReconcileInput{OutboxGrace: time.Nanosecond})
+	rep, err := reconcile.Run(ctx, s, reconcile.Input{OutboxGrace: time.Nanosecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,8 +127,8 @@ func TestRelayParksWhatTheBrokerRefuses(t *testing.T) {
 	for _, f := range rep.Findings {
 		classes[f.Class]++
 	}
-	if classes[settle.ClassOutboxParked] != 2 || classes[settle.ClassOutboxUnpublished] != 0 || len(rep.Findings) != 2 {
-		t.Errorf("reconcile found %v, want 2 %s and nothing else: %+v", classes, settle.ClassOutboxParked, rep.Findings)
+	if classes[reconcile.ClassOutboxParked] != 2 || classes[reconcile.ClassOutboxUnpublished] != 0 || len(rep.Findings) != 2 {
+		t.Errorf("reconcile found %v, want 2 %s and nothing else: %+v", classes, reconcile.ClassOutboxParked, rep.Findings)
 	}
 
 	rec := httptest.NewRecorder()

@@ -20,21 +20,21 @@ var (
 // partitions: a Kafka offset ahead of PostgreSQL's means the database was
 // restored from a backup, and the records in between must be read again.
 func (s *Store) ConsumerOffsets(ctx context.Context, group string) (map[string]map[int32]int64, error) {
-	out, err := consumerOffsets(ctx, s.pool, group)
+	out, err := ConsumerOffsetsIn(ctx, s.pool, group)
 	if err != nil {
 		return nil, wrapStoreErr(fmt.Sprintf("read consumer offsets of group %s", group), err)
 	}
 	return out, nil
 }
 
-// querier is a pool or a transaction.
-type querier interface {
+// Querier is a pool or a transaction.
+type Querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
-// consumerOffsets reads group's offsets through q (the pool, or a
+// ConsumerOffsetsIn reads group's offsets through q (the pool, or a
 // transaction whose snapshot they must share).
-func consumerOffsets(ctx context.Context, q querier, group string) (map[string]map[int32]int64, error) {
+func ConsumerOffsetsIn(ctx context.Context, q Querier, group string) (map[string]map[int32]int64, error) {
 	rows, err := q.Query(ctx, sqlConsumerOffsetLookup, group)
 	if err != nil {
 		return nil, err

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/reconcile"
 )
 
 // TestDependentRacesItsTarget: a usage and its refund (and a correction of
@@ -112,13 +113,13 @@ func TestWakeWaitingSafetyNet(t *testing.T) {
 	if _, err := s.Pool().Exec(ctx, `UPDATE waiting SET target_record_id = 'u-1'`); err != nil {
 		t.Fatal(err)
 	}
-	rep, err := s.Reconcile(ctx, settle.ReconcileInput{})
+	rep, err := reconcile.Run(ctx, s, reconcile.Input{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	found := false
 	for _, f := range rep.Findings {
-		if f.Class == settle.ClassWaitingTargetSettled && f.RecordID == "u-1" && f.Operation == "refund" {
+		if f.Class == reconcile.ClassWaitingTargetSettled && f.RecordID == "u-1" && f.Operation == "refund" {
 			found = true
 		}
 	}
@@ -138,7 +139,7 @@ func TestWakeWaitingSafetyNet(t *testing.T) {
 	if n := count(t, s.Pool(), `SELECT count(*) FROM outbox WHERE topic = 'usage.results' AND convert_from(value, 'UTF8')::json->>'outcome' = 'settled'`); n != 1 {
 		t.Errorf("final results = %d, want 1", n)
 	}
-	rep, err = s.Reconcile(ctx, settle.ReconcileInput{})
+	rep, err = reconcile.Run(ctx, s, reconcile.Input{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,13 +160,13 @@ func TestReconcileReportsOverdueHold(t *testing.T) {
 		rec("kind", "hold", "record_id", "h-1", "amount", "10", "expires_at", exp,
 			"meter", nil, "quantity", nil, "unit", nil, "finalization_version", nil)))
 	time.Sleep(100 * time.Millisecond)
-	rep, err := s.Reconcile(ctx, settle.ReconcileInput{HoldExpiryGrace: time.Millisecond})
+	rep, err := reconcile.Run(ctx, s, reconcile.Input{HoldExpiryGrace: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	found := false
 	for _, f := range rep.Findings {
-		if f.Class == settle.ClassHoldOverdue && f.RecordID == "h-1" {
+		if f.Class == reconcile.ClassHoldOverdue && f.RecordID == "h-1" {
 			found = true
 		}
 	}
@@ -175,7 +176,7 @@ func TestReconcileReportsOverdueHold(t *testing.T) {
 	if _, err := s.ExpireHolds(ctx); err != nil {
 		t.Fatal(err)
 	}
-	rep, err = s.Reconcile(ctx, settle.ReconcileInput{HoldExpiryGrace: time.Millisecond})
+	rep, err = reconcile.Run(ctx, s, reconcile.Input{HoldExpiryGrace: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/inspect"
+	"github.com/settlehq/settle/settle/reconcile"
 	"github.com/settlehq/settle/settle/settletest"
 )
 
@@ -25,8 +27,10 @@ func TestServiceRoleCannotRewriteHistory(t *testing.T) {
 	if rs[2].Outcome != settle.OutcomeQuarantined {
 		t.Fatalf("fixture: %v", outcomes(rs))
 	}
-	exec(t, s, `INSERT INTO case_resolutions (case_id, tenant_id, decision, reason, resolved_by)
-	            SELECT id, tenant_id, 'reject', 'test', 'tester' FROM conflict_cases`)
+	if _, err := s.Pool().Exec(context.Background(), `INSERT INTO case_resolutions (case_id, tenant_id, decision, reason, resolved_by)
+	            SELECT id, tenant_id, 'reject', 'test', 'tester' FROM conflict_cases`); err != nil {
+		t.Fatal(err)
+	}
 	for _, stmt := range []string{
 		"UPDATE ledger_entries SET amount = 0",
 		"DELETE FROM ledger_entries",
@@ -140,14 +144,14 @@ func TestServiceRoleIsEnough(t *testing.T) {
 	if err := lease.MarkPublished(ctx, ids); err != nil {
 		t.Fatalf("mark published as settle_app: %v", err)
 	}
-	r, err := s.Reconcile(ctx, settle.ReconcileInput{Group: "g"})
+	r, err := reconcile.Run(ctx, s, reconcile.Input{Group: "g"})
 	if err != nil {
 		t.Fatalf("reconcile as settle_app: %v", err)
 	}
 	if !r.Clean() {
-		t.Errorf("reconcile as settle_app found %v", classes(r))
+		t.Errorf("reconcile as settle_app found %+v", r.Findings)
 	}
-	if n, err := s.OpenConflictCases(ctx); err != nil || n != 1 {
+	if n, err := inspect.New(s).OpenConflictCases(ctx); err != nil || n != 1 {
 		t.Errorf("open cases = %d, %v; want 1", n, err)
 	}
 }
@@ -198,7 +202,7 @@ func TestTenantIsolation(t *testing.T) {
 	if n := count(t, pool, `SELECT count(*) FROM waiting WHERE tenant_id = 'mallory' AND status = 'waiting'`); n != 2 {
 		t.Errorf("%d of mallory's operations on acme's hold wait, want 2", n)
 	}
-	if r, err := s.Reconcile(context.Background(), settle.ReconcileInput{}); err != nil || !r.Clean() {
+	if r, err := reconcile.Run(context.Background(), s, reconcile.Input{}); err != nil || !r.Clean() {
 		t.Errorf("reconcile after the attempt: %v %+v", err, r)
 	}
 	checkInvariants(t, pool)

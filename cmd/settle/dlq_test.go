@@ -11,6 +11,7 @@ import (
 	"github.com/settlehq/settle/relay"
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/inspect"
+	"github.com/settlehq/settle/settle/reconcile"
 )
 
 // TestDLQShowAndParked: a record over the dead-letter message's value
@@ -98,7 +99,7 @@ func TestDLQShowAndParked(t *testing.T) {
 		t.Errorf("dlq list --parked --json: %+v", ps)
 	}
 	out = d.cli(t, exitMismatch, "reconcile", "--outbox-grace", "1ns")
-	if !strings.Contains(out, settle.ClassOutboxParked) || strings.Contains(out, settle.ClassOutboxUnpublished) {
+	if !strings.Contains(out, reconcile.ClassOutboxParked) || strings.Contains(out, reconcile.ClassOutboxUnpublished) {
 		t.Errorf("reconcile:\n%s", out)
 	}
 }

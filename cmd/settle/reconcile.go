@@ -15,6 +15,7 @@ import (
 	"github.com/settlehq/settle/internal/kafkahdr"
 	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/reconcile"
 )
 
 // reconcileCmd checks the database's invariants and compares the topics
@@ -63,14 +64,14 @@ func (c *reconcileCmd) Run(a *app) error {
 		return err
 	}
 	defer closeStore()
-	in := settle.ReconcileInput{TenantID: c.Tenant, Period: c.Period, OutboxGrace: c.OutboxGrace,
+	in := reconcile.Input{TenantID: c.Tenant, Period: c.Period, OutboxGrace: c.OutboxGrace,
 		Group: c.Group, SourceTopic: c.Topic}
 	if len(c.Brokers) > 0 {
 		if err := c.readKafka(a, kopts, &in); err != nil {
 			return err
 		}
 	}
-	report, err := store.Reconcile(a.ctx, in)
+	report, err := reconcile.Run(a.ctx, store, in)
 	if err != nil {
 		return err
 	}
@@ -87,7 +88,7 @@ func (c *reconcileCmd) Run(a *app) error {
 	return nil
 }
 
-func printReport(a *app, r *settle.Report) {
+func printReport(a *app, r *reconcile.Report) {
 	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "CHECK\tFINDINGS")
 	for _, c := range r.Checks {
@@ -113,7 +114,7 @@ func printReport(a *app, r *settle.Report) {
 
 // readKafka fills in the group's Kafka offsets and, for a tenant and
 // period, the usage and settlements topics' records of it.
-func (c *reconcileCmd) readKafka(a *app, kopts []kgo.Opt, in *settle.ReconcileInput) error {
+func (c *reconcileCmd) readKafka(a *app, kopts []kgo.Opt, in *reconcile.Input) error {
 	ctx, cancel := context.WithTimeout(a.ctx, c.ReadTimeout)
 	defer cancel()
 	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.Brokers...), kafkaLogger(a)}, kopts...)...)
@@ -147,7 +148,7 @@ func (c *reconcileCmd) readKafka(a *app, kopts []kgo.Opt, in *settle.ReconcileIn
 		if err != nil || rec.TenantID != c.Tenant || rec.AccountPeriod != c.Period {
 			return // a dead letter, or another tenant's or period's
 		}
-		in.Source = append(in.Source, settle.SourceRecord{Source: settle.Coordinates{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset},
+		in.Source = append(in.Source, reconcile.SourceRecord{Source: settle.Coordinates{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset},
 			RecordID: rec.RecordID, Operation: string(rec.Kind)})
 	})
 	if err != nil {
@@ -159,7 +160,7 @@ func (c *reconcileCmd) readKafka(a *app, kopts []kgo.Opt, in *settle.ReconcileIn
 		if json.Unmarshal(r.Value, &resp) != nil || resp.Identity.TenantID != c.Tenant || resp.Identity.AccountPeriod != c.Period {
 			return
 		}
-		in.Published = append(in.Published, settle.PublishedSettlement{SettlementID: resp.SettlementID,
+		in.Published = append(in.Published, reconcile.PublishedSettlement{SettlementID: resp.SettlementID,
 			RecordID: resp.Identity.RecordID, Operation: resp.Identity.Operation,
 			Source: settle.Coordinates{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}})
 	})

@@ -36,7 +36,7 @@ func (p *pipeline) registerGauges() (func(), error) {
 	brokers, opts, group := p.brokers, p.kafkaOpts, p.group
 	g := telemetry.Gauges{
 		OutboxBacklog:     inspect.New(p.store).OutboxBacklog,
-		ConflictCasesOpen: p.store.OpenConflictCases,
+		ConflictCasesOpen: inspect.New(p.store).OpenConflictCases,
 		Ready:             p.consumer.Ready,
 	}
 	var cl *kgo.Client

@@ -6,7 +6,10 @@ import (
 	"github.com/settlehq/settle/settle"
 )
 
-var sqlDeliveryCount = mustQuery("delivery_count.sql")
+var (
+	sqlDeliveryCount = mustQuery("delivery_count.sql")
+	sqlOpenCases     = mustQuery("reconcile_open_cases.sql")
+)
 
 // OutcomeCount is the number of deliveries with one outcome and reason.
 type OutcomeCount struct {
@@ -34,4 +37,13 @@ func (s *Store) OutcomeCounts(ctx context.Context) ([]OutcomeCount, error) {
 		return nil, wrapStoreErr("count deliveries", err)
 	}
 	return out, nil
+}
+
+// OpenConflictCases counts the open conflict cases (for the gauge).
+func (s *Store) OpenConflictCases(ctx context.Context) (int64, error) {
+	var n int64
+	if err := s.pool.QueryRow(ctx, sqlOpenCases).Scan(&n); err != nil {
+		return 0, wrapStoreErr("count open conflict cases", err)
+	}
+	return n, nil
 }

@@ -1,4 +1,4 @@
-package settle_test
+package reconcile_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/reconcile"
 	"github.com/settlehq/settle/settle/settletest"
 )
 
@@ -15,7 +16,7 @@ import (
 // and its capture, a correction, a refund) for tenant acme, period 2026-11,
 // marks the outbox published as a relay would, and returns the store and
 // what the usage and settlements topics would hold.
-func reconcileFixture(t *testing.T) (*settle.Store, []settle.SourceRecord, []settle.PublishedSettlement) {
+func reconcileFixture(t *testing.T) (*settle.Store, []reconcile.SourceRecord, []reconcile.PublishedSettlement) {
 	t.Helper()
 	s := newStore(t)
 	recs := []map[string]any{
@@ -34,9 +35,9 @@ func reconcileFixture(t *testing.T) (*settle.Store, []settle.SourceRecord, []set
 			t.Fatalf("fixture record %d: %s %s", i, r.Outcome, r.Reason)
 		}
 	}
-	var source []settle.SourceRecord
+	var source []reconcile.SourceRecord
 	for i, r := range rs {
-		source = append(source, settle.SourceRecord{Source: settle.Coordinates{Topic: "usage", Partition: 0, Offset: ins[i].Offset},
+		source = append(source, reconcile.SourceRecord{Source: settle.Coordinates{Topic: "usage", Partition: 0, Offset: ins[i].Offset},
 			RecordID: r.Identity.RecordID, Operation: r.Identity.Operation})
 	}
 	ctx := context.Background()
@@ -47,7 +48,7 @@ func reconcileFixture(t *testing.T) (*settle.Store, []settle.SourceRecord, []set
 	if err != nil {
 		t.Fatal(err)
 	}
-	var published []settle.PublishedSettlement
+	var published []reconcile.PublishedSettlement
 	for rows.Next() {
 		var (
 			id    int64
@@ -60,7 +61,7 @@ func reconcileFixture(t *testing.T) (*settle.Store, []settle.SourceRecord, []set
 		if err := json.Unmarshal(value, &resp); err != nil {
 			t.Fatal(err)
 		}
-		published = append(published, settle.PublishedSettlement{SettlementID: resp.SettlementID, RecordID: resp.Identity.RecordID,
+		published = append(published, reconcile.PublishedSettlement{SettlementID: resp.SettlementID, RecordID: resp.Identity.RecordID,
 			Operation: resp.Identity.Operation, Source: settle.Coordinates{Topic: "settlements", Offset: id}})
 	}
 	if err := rows.Err(); err != nil {
@@ -72,19 +73,19 @@ func reconcileFixture(t *testing.T) (*settle.Store, []settle.SourceRecord, []set
 	return s, source, published
 }
 
-func reconcile(t *testing.T, s *settle.Store, in settle.ReconcileInput) *settle.Report {
+func runReconcile(t *testing.T, s *settle.Store, in reconcile.Input) *reconcile.Report {
 	t.Helper()
 	if in.Group == "" {
 		in.Group = "g"
 	}
-	r, err := s.Reconcile(context.Background(), in)
+	r, err := reconcile.Run(context.Background(), s, in)
 	if err != nil {
 		t.Fatalf("reconcile: %v", err)
 	}
 	return r
 }
 
-func classes(r *settle.Report) []string {
+func classes(r *reconcile.Report) []string {
 	var out []string
 	for _, f := range r.Findings {
 		out = append(out, f.Class)
@@ -93,8 +94,8 @@ func classes(r *settle.Report) []string {
 	return out
 }
 
-func full(source []settle.SourceRecord, published []settle.PublishedSettlement) settle.ReconcileInput {
-	return settle.ReconcileInput{TenantID: "acme", Period: "2026-11", SourceTopic: "usage",
+func full(source []reconcile.SourceRecord, published []reconcile.PublishedSettlement) reconcile.Input {
+	return reconcile.Input{TenantID: "acme", Period: "2026-11", SourceTopic: "usage",
 		Source: source, SourceRead: true, Published: published, PublishedRead: true,
 		KafkaOffsets: map[string]map[int32]int64{"usage": {0: int64(len(source))}}}
 }
@@ -103,7 +104,7 @@ func full(source []settle.SourceRecord, published []settle.PublishedSettlement) 
 func TestReconcileClean(t *testing.T) {
 	t.Parallel()
 	s, source, published := reconcileFixture(t)
-	r := reconcile(t, s, full(source, published))
+	r := runReconcile(t, s, full(source, published))
 	if !r.Clean() {
 		t.Fatalf("clean run found %v: %+v", classes(r), r.Findings)
 	}
@@ -123,15 +124,15 @@ func TestReconcileFindsInjectedDiscrepancies(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name   string
-		inject func(t *testing.T, s *settle.Store, in *settle.ReconcileInput)
+		inject func(t *testing.T, s *settle.Store, in *reconcile.Input)
 		want   []string
 	}{
-		{"outbox row un-marked", func(t *testing.T, s *settle.Store, in *settle.ReconcileInput) {
+		{"outbox row un-marked", func(t *testing.T, s *settle.Store, in *reconcile.Input) {
 			settletest.Bypass(t, s.Pool(), `UPDATE outbox SET created_at = now() - interval '1 hour'
 			               WHERE id = (SELECT min(id) FROM outbox WHERE topic = 'settlements')`)
 			exec(t, s, `INSERT INTO outbox_queue SELECT min(id) FROM outbox WHERE topic = 'settlements'`)
-		}, []string{settle.ClassOutboxUnpublished}},
-		{"settlement parked: the broker refused it for good", func(t *testing.T, s *settle.Store, in *settle.ReconcileInput) {
+		}, []string{reconcile.ClassOutboxUnpublished}},
+		{"settlement parked: the broker refused it for good", func(t *testing.T, s *settle.Store, in *reconcile.Input) {
 			// What the relay does with a row the broker refuses for good:
 			// off the queue, into the parked rows. It is reported as
 			// parked, with its reason, and as nothing else (neither
@@ -139,64 +140,64 @@ func TestReconcileFindsInjectedDiscrepancies(t *testing.T) {
 			exec(t, s, `INSERT INTO outbox_parked (id, reason, error)
 			            SELECT max(id), 'message_too_large', 'MESSAGE_TOO_LARGE' FROM outbox WHERE topic = 'settlements'`)
 			in.Published = in.Published[:len(in.Published)-1]
-		}, []string{settle.ClassOutboxParked}},
-		{"settlement never written (outbox row deleted)", func(t *testing.T, s *settle.Store, in *settle.ReconcileInput) {
+		}, []string{reconcile.ClassOutboxParked}},
+		{"settlement never written (outbox row deleted)", func(t *testing.T, s *settle.Store, in *reconcile.Input) {
 			settletest.Bypass(t, s.Pool(), `DELETE FROM outbox WHERE id = (SELECT max(id) FROM outbox WHERE topic = 'settlements')`)
 			// The topic then lacks it too.
 			in.Published = in.Published[:len(in.Published)-1]
-		}, []string{settle.ClassSettlementMissing}},
-		{"settlement missing from the topic", func(t *testing.T, s *settle.Store, in *settle.ReconcileInput) {
+		}, []string{reconcile.ClassSettlementMissing}},
+		{"settlement missing from the topic", func(t *testing.T, s *settle.Store, in *reconcile.Input) {
 			in.Published = in.Published[1:]
-		}, []string{settle.ClassSettlementNotOnTopic}},
-		{"settlement on the topic with no identity", func(t *testing.T, s *settle.Store, in *settle.ReconcileInput) {
-			in.Published = append(in.Published, settle.PublishedSettlement{SettlementID: "f00d", RecordID: "ghost", Operation: "usage"})
-		}, []string{settle.ClassSettlementNoIdentity}},
-		{"ledger row inserted by a superuser, triggers and keys bypassed", func(t *testing.T, s *settle.Store, in *settle.ReconcileInput) {
+		}, []string{reconcile.ClassSettlementNotOnTopic}},
+		{"settlement on the topic with no identity", func(t *testing.T, s *settle.Store, in *reconcile.Input) {
+			in.Published = append(in.Published, reconcile.PublishedSettlement{SettlementID: "f00d", RecordID: "ghost", Operation: "usage"})
+		}, []string{reconcile.ClassSettlementNoIdentity}},
+		{"ledger row inserted by a superuser, triggers and keys bypassed", func(t *testing.T, s *settle.Store, in *reconcile.Input) {
 			settletest.Bypass(t, s.Pool(), `INSERT INTO ledger_entries (identity_id, account_id, tenant_id, bucket, amount)
 			               SELECT 999999, id, tenant_id, 'balance', 25 FROM accounts WHERE subject = 'cust-1'`)
-		}, []string{settle.ClassBalanceMismatch, settle.ClassLedgerNoIdentity, settle.ClassChainBroken}},
-		{"delivery naming an identity that does not exist", func(t *testing.T, s *settle.Store, in *settle.ReconcileInput) {
+		}, []string{reconcile.ClassBalanceMismatch, reconcile.ClassLedgerNoIdentity, reconcile.ClassChainBroken}},
+		{"delivery naming an identity that does not exist", func(t *testing.T, s *settle.Store, in *reconcile.Input) {
 			exec(t, s, `INSERT INTO deliveries (topic, partition, "offset", tenant_id, identity_id, outcome)
 			            VALUES ('elsewhere', 0, 1, 'acme', 999999, 'duplicate')`)
-		}, []string{settle.ClassDeliveryNoIdentity}},
-		{"identity naming an account and a root that do not exist", func(t *testing.T, s *settle.Store, in *settle.ReconcileInput) {
+		}, []string{reconcile.ClassDeliveryNoIdentity}},
+		{"identity naming an account and a root that do not exist", func(t *testing.T, s *settle.Store, in *reconcile.Input) {
 			settletest.Bypass(t, s.Pool(), `UPDATE identities SET account_id = 999999 WHERE id = (SELECT min(id) FROM identities WHERE account_id IS NOT NULL);
 				UPDATE identities SET root_id = 999999 WHERE id = (SELECT max(id) FROM identities WHERE root_id IS NOT NULL);`)
-		}, []string{settle.ClassIdentityNoAccount, settle.ClassIdentityRefMissing}},
-		{"second effect for a settled identity", func(t *testing.T, s *settle.Store, in *settle.ReconcileInput) {
+		}, []string{reconcile.ClassIdentityNoAccount, reconcile.ClassIdentityRefMissing}},
+		{"second effect for a settled identity", func(t *testing.T, s *settle.Store, in *reconcile.Input) {
 			exec(t, s, `INSERT INTO ledger_entries (identity_id, account_id, tenant_id, bucket, amount, created_at)
 			            SELECT identity_id, account_id, tenant_id, bucket, amount, created_at + interval '1 second'
 			              FROM ledger_entries WHERE id = (SELECT min(id) FROM ledger_entries)`)
-		}, []string{settle.ClassBalanceMismatch, settle.ClassEffectRepeated, settle.ClassChainBroken}},
-		{"ledger row amount changed and the cache adjusted to hide it", func(t *testing.T, s *settle.Store, in *settle.ReconcileInput) {
+		}, []string{reconcile.ClassBalanceMismatch, reconcile.ClassEffectRepeated, reconcile.ClassChainBroken}},
+		{"ledger row amount changed and the cache adjusted to hide it", func(t *testing.T, s *settle.Store, in *reconcile.Input) {
 			// A superuser edits history and the cached balance together:
 			// only the hash chain notices.
 			settletest.Bypass(t, s.Pool(), `UPDATE ledger_entries SET amount = amount - 1 WHERE id = (SELECT min(id) FROM ledger_entries);
 				UPDATE accounts SET balance = balance - 1 WHERE id = (SELECT account_id FROM ledger_entries ORDER BY id LIMIT 1);`)
-		}, []string{settle.ClassChainBroken}},
-		{"newest ledger row removed and the cache adjusted to hide it", func(t *testing.T, s *settle.Store, in *settle.ReconcileInput) {
+		}, []string{reconcile.ClassChainBroken}},
+		{"newest ledger row removed and the cache adjusted to hide it", func(t *testing.T, s *settle.Store, in *reconcile.Input) {
 			settletest.Bypass(t, s.Pool(), `UPDATE accounts a SET balance = a.balance - e.amount FROM ledger_entries e
 				 WHERE e.id = (SELECT max(id) FROM ledger_entries WHERE bucket = 'balance') AND a.id = e.account_id;
 				DELETE FROM ledger_entries WHERE id = (SELECT max(id) FROM ledger_entries WHERE bucket = 'balance');`)
-		}, []string{settle.ClassChainHeadMismatch}},
-		{"cached balance edited", func(t *testing.T, s *settle.Store, in *settle.ReconcileInput) {
+		}, []string{reconcile.ClassChainHeadMismatch}},
+		{"cached balance edited", func(t *testing.T, s *settle.Store, in *reconcile.Input) {
 			exec(t, s, `UPDATE accounts SET balance = balance + 1 WHERE subject = 'cust-2'`)
-		}, []string{settle.ClassBalanceMismatch}},
-		{"Kafka offset ahead of PostgreSQL", func(t *testing.T, s *settle.Store, in *settle.ReconcileInput) {
+		}, []string{reconcile.ClassBalanceMismatch}},
+		{"Kafka offset ahead of PostgreSQL", func(t *testing.T, s *settle.Store, in *reconcile.Input) {
 			in.KafkaOffsets["usage"][0] += 5
 			in.KafkaOffsets["usage"][3] = 2 // a partition PostgreSQL never saw
-		}, []string{settle.ClassKafkaOffsetAhead, settle.ClassKafkaOffsetAhead}},
-		{"usage record passed over", func(t *testing.T, s *settle.Store, in *settle.ReconcileInput) {
+		}, []string{reconcile.ClassKafkaOffsetAhead, reconcile.ClassKafkaOffsetAhead}},
+		{"usage record passed over", func(t *testing.T, s *settle.Store, in *reconcile.Input) {
 			// A record of the tenant and period behind the group's offset
 			// with no delivery: the group moved past it without settling.
 			exec(t, s, `UPDATE consumer_offsets SET next_offset = next_offset + 1`)
-			in.Source = append(in.Source, settle.SourceRecord{Source: settle.Coordinates{Topic: "usage", Offset: int64(len(in.Source))},
+			in.Source = append(in.Source, reconcile.SourceRecord{Source: settle.Coordinates{Topic: "usage", Offset: int64(len(in.Source))},
 				RecordID: "u-lost", Operation: "usage"})
 			in.KafkaOffsets["usage"][0]++
-		}, []string{settle.ClassSourceNotSettled}},
-		{"identity whose usage record is not on the topic", func(t *testing.T, s *settle.Store, in *settle.ReconcileInput) {
+		}, []string{reconcile.ClassSourceNotSettled}},
+		{"identity whose usage record is not on the topic", func(t *testing.T, s *settle.Store, in *reconcile.Input) {
 			in.Source = in.Source[1:]
-		}, []string{settle.ClassIdentityNoSource}},
+		}, []string{reconcile.ClassIdentityNoSource}},
 	} {
 		// Serial: one database at a time keeps the shared server's
 		// connections free for the tests running beside this one.
@@ -204,7 +205,7 @@ func TestReconcileFindsInjectedDiscrepancies(t *testing.T) {
 			s, source, published := reconcileFixture(t)
 			in := full(source, published)
 			tc.inject(t, s, &in)
-			r := reconcile(t, s, in)
+			r := runReconcile(t, s, in)
 			got := classes(r)
 			sort.Strings(tc.want)
 			if !equal(got, tc.want) {
@@ -225,10 +226,10 @@ func TestReconcileGrace(t *testing.T) {
 	t.Parallel()
 	s, _, _ := reconcileFixture(t)
 	exec(t, s, `INSERT INTO outbox_queue SELECT id FROM outbox`)
-	if r := reconcile(t, s, settle.ReconcileInput{}); !r.Clean() {
+	if r := runReconcile(t, s, reconcile.Input{}); !r.Clean() {
 		t.Errorf("fresh unpublished rows reported: %v", classes(r))
 	}
-	if r := reconcile(t, s, settle.ReconcileInput{OutboxGrace: time.Nanosecond}); len(r.Findings) == 0 {
+	if r := runReconcile(t, s, reconcile.Input{OutboxGrace: time.Nanosecond}); len(r.Findings) == 0 {
 		t.Errorf("unpublished rows past a 1ns grace not reported")
 	}
 }

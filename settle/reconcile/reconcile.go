@@ -1,15 +1,29 @@
-package settle
+// Package reconcile is the one invariant checker of a settle database:
+// balances equal their ledger rows, one effect per identity, every effect
+// published once, the hash chains, nothing waiting for a settled target,
+// no hold active past its expiry, Kafka's offsets not ahead of PostgreSQL's,
+// and, given what the topics hold, the usage topic against the identities
+// and the identities against the settlements topic. `settle reconcile`, the
+// tests and the benchmark read their verdict from it.
+//
+// It only reads, in one REPEATABLE READ READ ONLY transaction, and never
+// repairs what it finds: each finding says what to do.
+package reconcile
 
 import (
 	"bytes"
 	"context"
+	"embed"
+	"errors"
 	"fmt"
 	"sort"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/settlehq/settle/internal/money"
+	"github.com/settlehq/settle/settle"
 )
 
 var (
@@ -22,7 +36,6 @@ var (
 	sqlReconcileIdentities        = mustQuery("reconcile_identities.sql")
 	sqlReconcileDeliveries        = mustQuery("reconcile_deliveries.sql")
 	sqlReconcileIdentityKeys      = mustQuery("reconcile_identity_keys.sql")
-	sqlReconcileOpenCases         = mustQuery("reconcile_open_cases.sql")
 	sqlReconcileHashChain         = mustQuery("reconcile_hash_chain.sql")
 	sqlReconcileReferences        = mustQuery("reconcile_references.sql")
 	sqlReconcileWaitingSettled    = mustQuery("reconcile_waiting_target_settled.sql")
@@ -59,17 +72,17 @@ const (
 
 // Finding is one difference reconcile found.
 type Finding struct {
-	Class        string       `json:"class"`
-	TenantID     string       `json:"tenant_id,omitempty"`
-	Period       string       `json:"account_period,omitempty"`
-	RecordID     string       `json:"record_id,omitempty"`
-	Operation    string       `json:"operation,omitempty"`
-	SettlementID string       `json:"settlement_id,omitempty"`
-	AccountID    int64        `json:"account_id,omitempty"`
-	LedgerRowID  int64        `json:"ledger_row_id,omitempty"`
-	OutboxRowID  int64        `json:"outbox_row_id,omitempty"`
-	Source       *Coordinates `json:"source,omitempty"`
-	Detail       string       `json:"detail"`
+	Class        string              `json:"class"`
+	TenantID     string              `json:"tenant_id,omitempty"`
+	Period       string              `json:"account_period,omitempty"`
+	RecordID     string              `json:"record_id,omitempty"`
+	Operation    string              `json:"operation,omitempty"`
+	SettlementID string              `json:"settlement_id,omitempty"`
+	AccountID    int64               `json:"account_id,omitempty"`
+	LedgerRowID  int64               `json:"ledger_row_id,omitempty"`
+	OutboxRowID  int64               `json:"outbox_row_id,omitempty"`
+	Source       *settle.Coordinates `json:"source,omitempty"`
+	Detail       string              `json:"detail"`
 }
 
 // Check is one check reconcile ran and how many findings it produced.
@@ -101,7 +114,7 @@ func (r *Report) skip(check, why string) {
 // decoded by the caller (settle never reads Kafka). Identity is nil for a
 // record that does not decode (it should be a dead letter).
 type SourceRecord struct {
-	Source    Coordinates
+	Source    settle.Coordinates
 	RecordID  string
 	Operation string
 }
@@ -111,12 +124,12 @@ type PublishedSettlement struct {
 	SettlementID string
 	RecordID     string
 	Operation    string
-	Source       Coordinates
+	Source       settle.Coordinates
 }
 
-// ReconcileInput says what to reconcile. The zero value checks the
+// Input says what to reconcile. The zero value checks the
 // database's invariants for every tenant.
-type ReconcileInput struct {
+type Input struct {
 	// TenantID limits the invariants to one tenant ("" = all) and, with
 	// Period, names the tenant and period compared with the topics.
 	TenantID, Period string
@@ -157,7 +170,8 @@ type ReconcileInput struct {
 // topics hold for a tenant and period, compares them with what was settled,
 // by identity. It only reads; it runs in one REPEATABLE READ READ ONLY
 // transaction so every check sees the same snapshot.
-func (s *Store) Reconcile(ctx context.Context, in ReconcileInput) (*Report, error) {
+func Run(ctx context.Context, store *settle.Store, in Input) (*Report, error) {
+	s := &checker{pool: store.Pool(), cfg: store.Config()}
 	if in.OutboxGrace == 0 {
 		in.OutboxGrace = 5 * time.Minute
 	}
@@ -178,7 +192,7 @@ func (s *Store) Reconcile(ctx context.Context, in ReconcileInput) (*Report, erro
 	r := &Report{Findings: []Finding{}}
 	steps := []struct {
 		name string
-		fn   func(context.Context, pgx.Tx, ReconcileInput) ([]Finding, error)
+		fn   func(context.Context, pgx.Tx, Input) ([]Finding, error)
 	}{
 		{"balance_equals_sum_of_rows", s.checkBalances},
 		{"ledger_rows_have_identity", s.checkLedgerOrphans},
@@ -233,7 +247,7 @@ func (s *Store) Reconcile(ctx context.Context, in ReconcileInput) (*Report, erro
 	return r, nil
 }
 
-func (s *Store) checkBalances(ctx context.Context, tx pgx.Tx, in ReconcileInput) ([]Finding, error) {
+func (s *checker) checkBalances(ctx context.Context, tx pgx.Tx, in Input) ([]Finding, error) {
 	rows, err := tx.Query(ctx, sqlReconcileBalance, in.TenantID)
 	if err != nil {
 		return nil, err
@@ -256,11 +270,11 @@ func (s *Store) checkBalances(ctx context.Context, tx pgx.Tx, in ReconcileInput)
 	return out, rows.Err()
 }
 
-// checkHashChain recomputes every account's ledger hash chain (ChainHash)
+// checkHashChain recomputes every account's ledger hash chain (settle.ChainHash)
 // and compares it with the stored row hashes and the account's head. A row
 // settle did not write (no hash) or whose fields were changed breaks it; so
 // does a row removed from the end (the head no longer matches).
-func (s *Store) checkHashChain(ctx context.Context, tx pgx.Tx, in ReconcileInput) ([]Finding, error) {
+func (s *checker) checkHashChain(ctx context.Context, tx pgx.Tx, in Input) ([]Finding, error) {
 	rows, err := tx.Query(ctx, sqlReconcileHashChain, in.TenantID)
 	if err != nil {
 		return nil, err
@@ -299,7 +313,7 @@ func (s *Store) checkHashChain(ctx context.Context, tx pgx.Tx, in ReconcileInput
 		if err != nil {
 			return nil, err
 		}
-		want := ChainHash(prev, tn, subject, currency, sid, bucket, amount.String())
+		want := settle.ChainHash(prev, tn, subject, currency, sid, bucket, amount.String())
 		switch {
 		case stored == nil:
 			out = append(out, Finding{Class: ClassChainBroken, TenantID: tn, AccountID: acc, LedgerRowID: id, SettlementID: sid,
@@ -336,7 +350,7 @@ func findRows(ctx context.Context, tx pgx.Tx, sql string, args []any, row func(p
 	return out, rows.Err()
 }
 
-func (s *Store) checkLedgerOrphans(ctx context.Context, tx pgx.Tx, in ReconcileInput) ([]Finding, error) {
+func (s *checker) checkLedgerOrphans(ctx context.Context, tx pgx.Tx, in Input) ([]Finding, error) {
 	return findRows(ctx, tx, sqlReconcileLedgerOrphan, []any{in.TenantID}, func(rows pgx.Rows) (Finding, error) {
 		var (
 			f          Finding
@@ -353,12 +367,12 @@ func (s *Store) checkLedgerOrphans(ctx context.Context, tx pgx.Tx, in ReconcileI
 
 // checkReferences finds the references that foreign keys no longer guard
 // on the per-record tables (migration 0003).
-func (s *Store) checkReferences(ctx context.Context, tx pgx.Tx, in ReconcileInput) ([]Finding, error) {
+func (s *checker) checkReferences(ctx context.Context, tx pgx.Tx, in Input) ([]Finding, error) {
 	return findRows(ctx, tx, sqlReconcileReferences, []any{in.TenantID}, func(rows pgx.Rows) (Finding, error) {
 		var (
 			f  Finding
 			id int64
-			c  Coordinates
+			c  settle.Coordinates
 		)
 		err := rows.Scan(&f.Class, &f.TenantID, &id, &f.Period, &f.RecordID, &f.Operation, &c.Topic, &c.Partition, &c.Offset)
 		f.Source = &c
@@ -367,7 +381,7 @@ func (s *Store) checkReferences(ctx context.Context, tx pgx.Tx, in ReconcileInpu
 	})
 }
 
-func (s *Store) checkEffectRepeats(ctx context.Context, tx pgx.Tx, in ReconcileInput) ([]Finding, error) {
+func (s *checker) checkEffectRepeats(ctx context.Context, tx pgx.Tx, in Input) ([]Finding, error) {
 	return findRows(ctx, tx, sqlReconcileEffectRepeat, []any{in.TenantID}, func(rows pgx.Rows) (Finding, error) {
 		var (
 			f      = Finding{Class: ClassEffectRepeated}
@@ -379,7 +393,7 @@ func (s *Store) checkEffectRepeats(ctx context.Context, tx pgx.Tx, in ReconcileI
 	})
 }
 
-func (s *Store) checkSettlementMissing(ctx context.Context, tx pgx.Tx, in ReconcileInput) ([]Finding, error) {
+func (s *checker) checkSettlementMissing(ctx context.Context, tx pgx.Tx, in Input) ([]Finding, error) {
 	topic := s.cfg.SettlementsTopic
 	return findRows(ctx, tx, sqlReconcileSettlementMissing, []any{in.TenantID, topic}, func(rows pgx.Rows) (Finding, error) {
 		var (
@@ -398,7 +412,7 @@ func (s *Store) checkSettlementMissing(ctx context.Context, tx pgx.Tx, in Reconc
 	})
 }
 
-func (s *Store) checkOutboxUnpublished(ctx context.Context, tx pgx.Tx, in ReconcileInput) ([]Finding, error) {
+func (s *checker) checkOutboxUnpublished(ctx context.Context, tx pgx.Tx, in Input) ([]Finding, error) {
 	args := []any{in.OutboxGrace.Seconds(), s.cfg.SettlementsTopic}
 	return findRows(ctx, tx, sqlReconcileOutboxUnpublished, args, func(rows pgx.Rows) (Finding, error) {
 		var (
@@ -413,7 +427,7 @@ func (s *Store) checkOutboxUnpublished(ctx context.Context, tx pgx.Tx, in Reconc
 	})
 }
 
-func (s *Store) checkWaitingTargetSettled(ctx context.Context, tx pgx.Tx, in ReconcileInput) ([]Finding, error) {
+func (s *checker) checkWaitingTargetSettled(ctx context.Context, tx pgx.Tx, in Input) ([]Finding, error) {
 	return findRows(ctx, tx, sqlReconcileWaitingSettled, []any{in.TenantID}, func(rows pgx.Rows) (Finding, error) {
 		f := Finding{Class: ClassWaitingTargetSettled}
 		var targetPeriod, targetRecord, status string
@@ -424,7 +438,7 @@ func (s *Store) checkWaitingTargetSettled(ctx context.Context, tx pgx.Tx, in Rec
 	})
 }
 
-func (s *Store) checkHoldOverdue(ctx context.Context, tx pgx.Tx, in ReconcileInput) ([]Finding, error) {
+func (s *checker) checkHoldOverdue(ctx context.Context, tx pgx.Tx, in Input) ([]Finding, error) {
 	return findRows(ctx, tx, sqlReconcileHoldOverdue, []any{in.TenantID, in.HoldExpiryGrace.Seconds()}, func(rows pgx.Rows) (Finding, error) {
 		f := Finding{Class: ClassHoldOverdue, Operation: "hold"}
 		var expires time.Time
@@ -440,7 +454,7 @@ func (s *Store) checkHoldOverdue(ctx context.Context, tx pgx.Tx, in ReconcileInp
 // it), which is a difference however old it is. It is its own class, with
 // the broker's reason, so it is not mistaken for a relay that is not
 // running; the relay publishes everything behind it.
-func (s *Store) checkOutboxParked(ctx context.Context, tx pgx.Tx, in ReconcileInput) ([]Finding, error) {
+func (s *checker) checkOutboxParked(ctx context.Context, tx pgx.Tx, in Input) ([]Finding, error) {
 	return findRows(ctx, tx, sqlReconcileOutboxParked, []any{s.cfg.SettlementsTopic}, func(rows pgx.Rows) (Finding, error) {
 		var (
 			f             = Finding{Class: ClassOutboxParked}
@@ -458,8 +472,8 @@ func (s *Store) checkOutboxParked(ctx context.Context, tx pgx.Tx, in ReconcileIn
 	})
 }
 
-func (s *Store) checkOffsets(ctx context.Context, tx pgx.Tx, in ReconcileInput) ([]Finding, error) {
-	pg, err := consumerOffsets(ctx, tx, in.Group)
+func (s *checker) checkOffsets(ctx context.Context, tx pgx.Tx, in Input) ([]Finding, error) {
+	pg, err := settle.ConsumerOffsetsIn(ctx, tx, in.Group)
 	if err != nil {
 		return nil, err
 	}
@@ -468,7 +482,7 @@ func (s *Store) checkOffsets(ctx context.Context, tx pgx.Tx, in ReconcileInput) 
 		for p, k := range ps {
 			db, ok := pg[topic][p]
 			if k > db || (!ok && k > 0) {
-				out = append(out, Finding{Class: ClassKafkaOffsetAhead, Source: &Coordinates{Topic: topic, Partition: p, Offset: k},
+				out = append(out, Finding{Class: ClassKafkaOffsetAhead, Source: &settle.Coordinates{Topic: topic, Partition: p, Offset: k},
 					Detail: fmt.Sprintf("group %s committed offset %d in Kafka for %s/%d, PostgreSQL holds %d: the database is behind (restored?); the consumer reads the partition again from PostgreSQL's offset on its next assignment", in.Group, k, topic, p, db)})
 			}
 		}
@@ -486,7 +500,7 @@ type periodIdentity struct {
 	recordID, op string
 	outcome      string
 	settlementID string
-	source       Coordinates
+	source       settle.Coordinates
 	hasLedger    bool
 	marked       bool // its settlement's outbox row is marked published
 }
@@ -511,11 +525,11 @@ func loadPeriodIdentities(ctx context.Context, tx pgx.Tx, tenant, period, settle
 
 // compareSource compares the usage topic's records of the tenant and
 // period with the deliveries and identities stored for them.
-func (s *Store) compareSource(ctx context.Context, tx pgx.Tx, in ReconcileInput, ids []periodIdentity) ([]Finding, error) {
+func (s *checker) compareSource(ctx context.Context, tx pgx.Tx, in Input, ids []periodIdentity) ([]Finding, error) {
 	var out []Finding
 	// Offsets PostgreSQL reached: a record past them is not settled yet
 	// (lag), not a discrepancy.
-	offsets, err := consumerOffsets(ctx, tx, in.Group)
+	offsets, err := settle.ConsumerOffsetsIn(ctx, tx, in.Group)
 	if err != nil {
 		return nil, err
 	}
@@ -526,14 +540,14 @@ func (s *Store) compareSource(ctx context.Context, tx pgx.Tx, in ReconcileInput,
 	for i, sr := range in.Source {
 		topics[i], parts[i], offs[i] = sr.Source.Topic, sr.Source.Partition, sr.Source.Offset
 	}
-	delivered := map[Coordinates]bool{}
+	delivered := map[settle.Coordinates]bool{}
 	rows, err := tx.Query(ctx, sqlReconcileDeliveries, topics, parts, offs)
 	if err != nil {
 		return nil, err
 	}
 	for rows.Next() {
 		var (
-			c          Coordinates
+			c          settle.Coordinates
 			outcome    string
 			identityID int64
 		)
@@ -573,7 +587,7 @@ func (s *Store) compareSource(ctx context.Context, tx pgx.Tx, in ReconcileInput,
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	seen := map[Coordinates]bool{}
+	seen := map[settle.Coordinates]bool{}
 	for _, sr := range in.Source {
 		c := sr.Source
 		seen[c] = true
@@ -609,7 +623,7 @@ func (s *Store) compareSource(ctx context.Context, tx pgx.Tx, in ReconcileInput,
 // compareSettlements compares the settlements topic's messages of the
 // tenant and period with the stored effects, by settlement_id. A message
 // published twice is at-least-once delivery, not a difference.
-func compareSettlements(in ReconcileInput, ids []periodIdentity) []Finding {
+func compareSettlements(in Input, ids []periodIdentity) []Finding {
 	published := map[string]bool{}
 	for _, p := range in.Published {
 		published[p.SettlementID] = true
@@ -623,7 +637,7 @@ func compareSettlements(in ReconcileInput, ids []periodIdentity) []Finding {
 		known[pi.settlementID] = true
 		// Not yet marked published: the relay's pending work (the outbox
 		// check reports it once it is older than the grace period).
-		if pi.outcome == string(OutcomeSettled) && pi.hasLedger && pi.marked && !published[pi.settlementID] {
+		if pi.outcome == string(settle.OutcomeSettled) && pi.hasLedger && pi.marked && !published[pi.settlementID] {
 			out = append(out, Finding{Class: ClassSettlementNotOnTopic, TenantID: in.TenantID, Period: in.Period,
 				RecordID: pi.recordID, Operation: pi.op, SettlementID: pi.settlementID,
 				Detail: fmt.Sprintf("identity %d wrote ledger rows and its outbox row is marked published, but its settlement is not on the settlements topic", pi.id)})
@@ -643,11 +657,22 @@ func compareSettlements(in ReconcileInput, ids []periodIdentity) []Finding {
 	return out
 }
 
-// OpenConflictCases counts the open conflict cases (for the gauge).
-func (s *Store) OpenConflictCases(ctx context.Context) (int64, error) {
-	var n int64
-	if err := s.pool.QueryRow(ctx, sqlReconcileOpenCases).Scan(&n); err != nil {
-		return 0, wrapStoreErr("count open conflict cases", err)
-	}
-	return n, nil
+// checker runs the checks against one database.
+type checker struct {
+	pool *pgxpool.Pool
+	cfg  settle.Config
 }
+
+//go:embed sql/*.sql
+var sqlFiles embed.FS
+
+// mustQuery loads one embedded query; a missing file is a build defect.
+func mustQuery(name string) string {
+	b, err := sqlFiles.ReadFile("sql/" + name)
+	if err != nil {
+		panic(errors.New("reconcile: missing embedded query " + name))
+	}
+	return string(b)
+}
+
+func wrapStoreErr(what string, err error) error { return settle.StoreError(what, err) }
