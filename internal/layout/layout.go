@@ -1,0 +1,68 @@
+// Package layout is the map of settle's packages as floors: a package may
+// import only packages on lower floors, so the folder list reads as the
+// data's path (record → settle → its read side → the pipeline's parts →
+// the service and its tools → the binary), and test support never reaches
+// production code. Its test checks the real imports (go list) against the
+// map; docs/design.md draws the same map.
+//
+// It holds data only and is imported by nothing.
+package layout
+
+// Floors gives every package of the module its floor. A package missing
+// here fails the test: place a new package on its floor first.
+var Floors = map[string]int{
+	// The ground: the input grammar, exact decimals, small tools, the
+	// schema. They import no package of settle's (kafkahdr: record only).
+	"record":              0,
+	"internal/money":      0,
+	"internal/crashpoint": 0,
+	"internal/backoff":    0,
+	"internal/testnet":    0,
+	"internal/pgcluster":  0,
+	"internal/kafkatest":  0,
+	"internal/workload":   0,
+	"telemetry":           0,
+	"settle/schema":       0,
+	"internal/kafkahdr":   1,
+	"internal/proctest":   1,
+	"corrections":         1,
+
+	// The settling transaction.
+	"settle": 2,
+
+	// What reads what the transaction wrote, in its vocabulary.
+	"settle/inspect":    3,
+	"settle/reconcile":  3,
+	"settle/settletest": 3,
+
+	// The pipeline's parts and the analysts' surface, side by side: none
+	// imports another.
+	"consumer":   4,
+	"relay":      4,
+	"edge":       4,
+	"analyst":    4,
+	"sourcefile": 4,
+	"faults":     4,
+
+	// What assembles the parts.
+	"service": 5,
+	"bench":   5,
+
+	// The binary: flags and environment to packages.
+	"cmd/settle": 6,
+
+	// Tests only, and files checked offline.
+	"e2e":             7,
+	"deploy":          7,
+	"internal/layout": 7,
+}
+
+// TestSupport are packages that production code must never import: per-test
+// databases, brokers, processes and addresses, and the fault harness.
+var TestSupport = map[string]bool{
+	"settle/settletest":  true,
+	"internal/kafkatest": true,
+	"internal/proctest":  true,
+	"internal/testnet":   true,
+	"faults":             true,
+}
