@@ -9,8 +9,8 @@ import (
 	"github.com/settlehq/settle/analyst"
 	"github.com/settlehq/settle/consumer"
 	"github.com/settlehq/settle/relay"
-	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/service"
+	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/schema"
 	"github.com/settlehq/settle/telemetry"
 )

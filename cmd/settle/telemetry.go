@@ -22,4 +22,3 @@ func (f telemetryFlags) telemetry(ctx context.Context) (*telemetry.Telemetry, er
 	}
 	return t, nil
 }
-
