@@ -172,7 +172,7 @@ type namedToken struct {
 // (/livez, /readyz, /metrics) registered beside it take precedence.
 func Handler(cfg Config) http.Handler {
 	if err := cfg.Validate(); err != nil {
-		panic(err) // a wiring defect: cmd/settle always passes a store
+		panic(err) // a wiring defect: package service always passes a store
 	}
 	h, _ := newHandler(cfg)
 	return h

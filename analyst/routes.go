@@ -27,8 +27,8 @@ type PageStore interface {
 // their source topic, where they go through the pipeline again (their
 // identities keep a second replay from settling twice). It returns where
 // each landed, in order; on an error, the coordinates of the ones before
-// the first that failed. Declared here, implemented by cmd/settle with its
-// Kafka producer: this package never talks to Kafka.
+// the first that failed. Declared here, implemented by package service
+// with its Kafka producer: this package never talks to Kafka.
 type Replayer interface {
 	Replay(ctx context.Context, ds []inspect.DeadLetter) ([]settle.Coordinates, error)
 }

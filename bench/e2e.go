@@ -17,6 +17,7 @@ import (
 
 	"github.com/settlehq/settle/consumer"
 	"github.com/settlehq/settle/relay"
+	"github.com/settlehq/settle/service"
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/inspect"
 )
@@ -67,11 +68,14 @@ func (c *Config) runE2E(ctx context.Context, er e2eRun) (RunResult, error) {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	// Every instance but the first gets its own pool and store, as a
 	// separate process would; all share the consumer group, and their
-	// relays compete for the outbox lease.
-	var (
-		conss []*consumer.Consumer
-		rels  []*relay.Relay
-	)
+	// relays compete for the outbox lease. Each is the service `settle
+	// run` runs, without its admin listener and sweeper.
+	var svcs []*service.Service
+	defer func() {
+		for _, s := range svcs {
+			s.Close()
+		}
+	}()
 	for i := range max(1, er.instances) {
 		st := store
 		if i > 0 {
@@ -84,21 +88,19 @@ func (c *Config) runE2E(ctx context.Context, er e2eRun) (RunResult, error) {
 				return res, err
 			}
 		}
-		cons, err := consumer.New(st, consumer.Config{Brokers: b.addrs, Group: "bench-" + n, Topic: tp.usage,
-			ResultsTopic: tp.results, SessionTimeout: 10 * time.Second, Logger: quiet})
+		s, err := service.New(service.Config{Store: st, Brokers: b.addrs,
+			Consumer:      consumer.Config{Group: "bench-" + n, Topic: tp.usage, ResultsTopic: tp.results, SessionTimeout: 10 * time.Second},
+			Relay:         relay.Config{BatchRowsMax: 10_000, PollInterval: 20 * time.Millisecond},
+			SweepInterval: -1, Logger: quiet})
 		if err != nil {
 			return res, err
 		}
-		rel, err := relay.New(st, relay.Config{Brokers: b.addrs, BatchRowsMax: 10_000, PollInterval: 20 * time.Millisecond, Logger: quiet})
-		if err != nil {
-			return res, err
-		}
-		conss, rels = append(conss, cons), append(rels, rel)
+		svcs = append(svcs, s)
 	}
 	published := func() int64 {
 		var n int64
-		for _, r := range rels {
-			n += r.Published()
+		for _, s := range svcs {
+			n += s.Published()
 		}
 		return n
 	}
@@ -145,7 +147,6 @@ func (c *Config) runE2E(ctx context.Context, er e2eRun) (RunResult, error) {
 	// The service runs in this process; its context ends the consumer and
 	// then the relay (which flushes), as `settle run` stops them.
 	svcCtx, stopSvc := context.WithCancel(ctx)
-	relCtx, stopRel := context.WithCancel(context.WithoutCancel(ctx))
 	var svc sync.WaitGroup
 	// The service's peak RSS starts when it does, without what the bench
 	// held before (the pre-load, the runs before).
@@ -153,19 +154,18 @@ func (c *Config) runE2E(ctx context.Context, er e2eRun) (RunResult, error) {
 		if !resetPeakRSS() {
 			res.Notes = append(res.Notes, "peak RSS could not be reset: it includes what the bench held before the run")
 		}
-		for i := range conss {
-			svc.Add(2)
-			go func() { defer svc.Done(); conss[i].Run(svcCtx) }()
-			go func() { defer svc.Done(); rels[i].Run(relCtx) }()
+		for _, s := range svcs {
+			svc.Add(1)
+			go func() { defer svc.Done(); s.Run(svcCtx) }()
 		}
 	}
-	stopService := func() { stopSvc(); stopRel(); svc.Wait() }
+	stopService := func() { stopSvc(); svc.Wait() }
 	defer stopService()
 
 	settled := func() int64 {
 		var n int64
-		for _, cons := range conss {
-			for _, v := range cons.Counts() {
+		for _, s := range svcs {
+			for _, v := range s.Counts() {
 				n += v
 			}
 		}
@@ -199,7 +199,7 @@ func (c *Config) runE2E(ctx context.Context, er e2eRun) (RunResult, error) {
 		defer lat.stop()
 		// Wait for the group to be joined, so the latency is the
 		// pipeline's, not the first rebalance's.
-		for !conss[0].Ready() {
+		for !svcs[0].Ready() {
 			select {
 			case <-ctx.Done():
 				return res, ctx.Err()

@@ -34,7 +34,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/settlehq/settle/internal/backoff"
@@ -137,9 +136,17 @@ func (c Config) Validate() error {
 	return nil
 }
 
+// Outbox is what the relay needs of the store: the lease under which the
+// leader reads, publishes and marks the outbox, and the signal that a
+// transaction of this process wrote to it. *settle.Store implements it.
+type Outbox interface {
+	OutboxLease(ctx context.Context, key int64) (*settle.OutboxLease, error)
+	OutboxWritten() <-chan struct{}
+}
+
 // Relay publishes the outbox. Create it with New and run it with Run.
 type Relay struct {
-	store *settle.Store
+	store Outbox
 	cfg   Config
 	log   *slog.Logger
 
@@ -149,7 +156,7 @@ type Relay struct {
 }
 
 // New returns a relay over store's outbox. It does not connect: Run does.
-func New(store *settle.Store, cfg Config) (*Relay, error) {
+func New(store Outbox, cfg Config) (*Relay, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

@@ -154,38 +154,6 @@ func checkHostName(h string) error {
 	return nil
 }
 
-// adminHosts are the Host values the analysts' page answers on the bound
-// listener ln: its own address; when it is loopback, also localhost,
-// 127.0.0.1 and [::1] on its port; when it is every interface, each
-// interface's address and localhost on its port; plus the allowed hosts.
-// A name rebound by DNS to one of these addresses is none of them.
-func adminHosts(ln net.Addr, allowed []string) []string {
-	tcp, ok := ln.(*net.TCPAddr)
-	if !ok {
-		return allowed
-	}
-	port := strconv.Itoa(tcp.Port)
-	var hosts []string
-	switch {
-	case tcp.IP.IsLoopback():
-		hosts = append(hosts, net.JoinHostPort(tcp.IP.String(), port), "localhost:"+port, "127.0.0.1:"+port, "[::1]:"+port)
-	case tcp.IP.IsUnspecified():
-		// Not 0.0.0.0 itself: no client names it but a page that should
-		// not be reaching loopback.
-		hosts = append(hosts, "localhost:"+port)
-		if addrs, err := net.InterfaceAddrs(); err == nil {
-			for _, a := range addrs {
-				if ipn, ok := a.(*net.IPNet); ok && !ipn.IP.IsLinkLocalUnicast() {
-					hosts = append(hosts, net.JoinHostPort(ipn.IP.String(), port))
-				}
-			}
-		}
-	default:
-		hosts = append(hosts, net.JoinHostPort(tcp.IP.String(), port))
-	}
-	return append(hosts, allowed...)
-}
-
 // warnAdminInsecure says, as loudly as a log can, that --admin-insecure
 // opened the analysts' page to whoever reaches the address.
 func warnAdminInsecure(a *app, addr string) {

@@ -8,7 +8,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -118,7 +117,7 @@ func newAdminService(t *testing.T, extra ...string) *adminService {
 	admin := testnet.FreeAddr(t)
 	args := append([]string{"run", "--database-url", d.url, "--brokers", strings.Join(broker.ListenAddrs(), ","),
 		"--admin-addr", admin, "--session-timeout", "1s", "--shutdown-timeout", "10s"}, extra...)
-	out, _ := service(t, args...)
+	out, _ := startService(t, args...)
 	testnet.WaitFor(t, "/livez 200", 30*time.Second, func() bool { c, _ := testnet.HTTPGet("http://" + admin + "/livez"); return c == 200 })
 	return &adminService{admin: admin, db: d, acmeCase: rs[1].CaseID, globex: rs[3].CaseID, out: out}
 }
@@ -280,27 +279,5 @@ func TestDevRefusesOpenAdminWithoutToken(t *testing.T) {
 	code, out := runArgs(t, "dev", "--admin-addr", "0.0.0.0:0", "--kafka-addr", testnet.FreeAddr(t), "--database-url", unreachableDB)
 	if code != exitUsage || !strings.Contains(out, "--admin-insecure") || strings.Contains(out, "kafka:") {
 		t.Errorf("settle dev --admin-addr 0.0.0.0:0: exit %d, want 2 before the broker starts:\n%s", code, out)
-	}
-}
-
-// TestAdminHosts: the Host values answered on each kind of bound address.
-// A wildcard listener answers its interfaces' addresses (loopback among
-// them) and localhost, never 0.0.0.0 itself.
-func TestAdminHosts(t *testing.T) {
-	t.Parallel()
-	has := func(hosts []string, h string) bool { return slices.Contains(hosts, h) }
-	lo := adminHosts(&net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 8080}, []string{"analysts.example"})
-	for _, h := range []string{"127.0.0.1:8080", "localhost:8080", "[::1]:8080", "analysts.example"} {
-		if !has(lo, h) {
-			t.Errorf("loopback listener: %v lacks %s", lo, h)
-		}
-	}
-	wild := adminHosts(&net.TCPAddr{IP: net.IPv4zero, Port: 8080}, nil)
-	if !has(wild, "localhost:8080") || !has(wild, "127.0.0.1:8080") || has(wild, "0.0.0.0:8080") {
-		t.Errorf("wildcard listener: %v, want localhost:8080 and 127.0.0.1:8080 (lo), not 0.0.0.0:8080", wild)
-	}
-	one := adminHosts(&net.TCPAddr{IP: net.IPv4(10, 1, 2, 3), Port: 8080}, nil)
-	if !slices.Equal(one, []string{"10.1.2.3:8080"}) {
-		t.Errorf("listener on 10.1.2.3:8080: %v, want only its address", one)
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/settlehq/settle/analyst"
 	"github.com/settlehq/settle/internal/kafkahdr"
 	"github.com/settlehq/settle/record"
+	"github.com/settlehq/settle/service"
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/settletest"
 )
@@ -269,7 +270,7 @@ func TestDLQReplayTwice(t *testing.T) {
 			t.Fatalf("topic held %d records, want %d", len(ins), n)
 		}
 		if !bytes.Equal(ins[0].Value, good) || string(ins[0].Key) != "acme/cust-1" || len(ins[0].Headers) < 2 ||
-			ins[0].Headers[0].Key != "trace" || ins[0].Headers[len(ins[0].Headers)-1].Key != replayHeader {
+			ins[0].Headers[0].Key != "trace" || ins[0].Headers[len(ins[0].Headers)-1].Key != service.ReplayHeader {
 			t.Fatalf("replayed record: key %q value %s headers %v", ins[0].Key, ins[0].Value, ins[0].Headers)
 		}
 		return d.settle(t, ins...)

@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/settlehq/settle/internal/pgcluster"
+	"github.com/settlehq/settle/service"
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/schema"
 )
@@ -88,12 +89,19 @@ func (c *devCmd) Run(a *app) error {
 	}
 	svc := serviceFlags{adminFlags: c.adminFlags, admin: admin, Group: "settle-dev", ShutdownTimeout: 15 * time.Second,
 		SessionTimeout: 10 * time.Second, PollRecordsMax: 10_000, RecordAttempts: 5, BackoffMax: 5 * time.Second}
-	p, err := svc.pipeline(a, store, brokers, topics)
+	cfg, err := svc.config(a, store, brokers, topics)
 	if err != nil {
 		return err
 	}
+	// Built before it runs: the admin listener is bound, or its port
+	// reported taken, before the sample and the analyst page's address are
+	// printed.
+	s, err := service.New(cfg)
+	if err != nil {
+		return serviceErr(err)
+	}
 	done := make(chan error, 1)
-	go func() { done <- p.run(a.ctx, a) }()
+	go func() { done <- serviceErr(s.Run(a.ctx)) }()
 
 	if !c.NoSample {
 		if err := c.sample(a, brokers); err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/settlehq/settle/record"
+	"github.com/settlehq/settle/service"
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/inspect"
 )
@@ -167,12 +168,6 @@ type dlqReplayCmd struct {
 	JSON       bool   `name:"json" help:"Print one JSON object per dead letter."`
 }
 
-// replayHeader names the dead letter a replayed record came from, for
-// operators; it is not material (headers never are, except a binary
-// CloudEvent's ce_* ones), so the replayed record keeps its identity and
-// fingerprint and a second replay is a duplicate.
-const replayHeader = "dlq_replay_of"
-
 // replayed is what a replay did with one dead letter.
 type replayed struct {
 	ID     int64               `json:"id"`
@@ -229,7 +224,7 @@ func (c *dlqReplayCmd) Run(a *app) error {
 		)
 		if cl != nil {
 			pctx, cancel := context.WithTimeout(a.ctx, 30*time.Second)
-			to, err = produceDeadLetters(pctx, cl, batch)
+			to, err = service.ProduceDeadLetters(pctx, cl, batch)
 			cancel()
 		}
 		for i, d := range batch {

@@ -1,15 +1,12 @@
 package main
 
 import (
-	"context"
 	"fmt"
-	"net"
-	"net/http"
 	"strings"
 	"time"
 
 	"github.com/settlehq/settle/edge"
-	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/service"
 )
 
 // edgeFlags configure the HTTP edge (package edge): POST /v1/records on its
@@ -49,61 +46,27 @@ func (f edgeFlags) check(a *app) error {
 	return nil
 }
 
-// start starts the parts of the edge that are configured and returns the
-// function that stops them (the API first, then the webhook workers).
-func (f edgeFlags) start(ctx context.Context, a *app, store *settle.Store, settlementsTopic string) (stop func(), err error) {
-	var stops []func()
-	stop = func() {
-		for i := len(stops) - 1; i >= 0; i-- {
-			stops[i]()
-		}
-	}
+// apply sets the edge of cfg as the flags ask: the records API (served
+// when --api-token gives tokens) and webhook delivery (when --webhook-url
+// is set).
+func (f edgeFlags) apply(cfg *service.Config, a *app, settlementsTopic string) error {
 	if len(f.APITokens) > 0 {
 		tokens := map[string]string{}
 		for _, tt := range f.APITokens {
 			tenant, token, ok := strings.Cut(tt, "=")
 			if !ok || tenant == "" || token == "" {
-				return stop, usageError{fmt.Sprintf("--api-token %q: write tenant=token", redactToken(tt))}
+				return usageError{fmt.Sprintf("--api-token %q: write tenant=token", redactToken(tt))}
 			}
 			tokens[token] = tenant
 		}
-		api, err := edge.NewAPI(store, edge.Config{Tokens: tokens, BatchRecordsMax: f.APIBatchRecordsMax,
-			BodyBytesMax: f.APIBodyBytesMax, Lease: f.APILease, Logger: a.log})
-		if err != nil {
-			return stop, usageError{err.Error()}
-		}
-		ln, err := net.Listen("tcp", f.APIAddr)
-		if err != nil {
-			return stop, fmt.Errorf("API listener on %s: %w (choose another with --api-addr)", f.APIAddr, err)
-		}
-		srv := &http.Server{Handler: api, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second}
-		done := make(chan struct{})
-		go func() { defer close(done); _ = srv.Serve(ln) }()
-		a.log.Info("records API up", "addr", ln.Addr().String(), "path", "POST /v1/records", "tenants", len(tokens))
-		stops = append(stops, func() {
-			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-			defer cancel()
-			_ = srv.Shutdown(sctx)
-			<-done
-		})
+		cfg.APIAddr = f.APIAddr
+		cfg.API = edge.Config{Tokens: tokens, BatchRecordsMax: f.APIBatchRecordsMax,
+			BodyBytesMax: f.APIBodyBytesMax, Lease: f.APILease, Logger: a.log}
 	}
 	if f.WebhookURL != "" {
-		wh, err := edge.NewWebhook(store, f.webhookConfig(a, settlementsTopic))
-		if err != nil {
-			return stop, usageError{err.Error()}
-		}
-		// Subscribing here makes a failure to subscribe a failure to start
-		// (Run subscribes again, harmlessly).
-		if err := wh.Subscribe(ctx); err != nil {
-			return stop, fmt.Errorf("webhook: %w", err)
-		}
-		wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-		done := make(chan struct{})
-		go func() { defer close(done); _ = wh.Run(wctx) }()
-		stops = append(stops, func() { cancel(); <-done })
-		a.log.Info("webhook delivery up", "url", f.WebhookURL, "workers", f.WebhookWorkers)
+		cfg.Webhook = f.webhookConfig(a, settlementsTopic)
 	}
-	return stop, nil
+	return nil
 }
 
 func redactToken(tt string) string {

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/settlehq/settle/internal/kafkalog"
 	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/schema"
@@ -121,16 +122,7 @@ func redact(u string) string {
 type kgoOpt = kgo.Opt
 
 // kafkaLogger routes franz-go's warnings and errors to the command's log.
-func kafkaLogger(a *app) kgo.Opt {
-	return kgo.WithLogger(kgo.BasicLogger(logWriter{a}, kgo.LogLevelWarn, nil))
-}
-
-type logWriter struct{ a *app }
-
-func (w logWriter) Write(p []byte) (int, error) {
-	w.a.log.Warn(strings.TrimSpace(string(p)), "component", "kafka")
-	return len(p), nil
-}
+func kafkaLogger(a *app) kgo.Opt { return kafkalog.Option(a.log) }
 
 // connectHint says what to do about a failed connection: a server that
 // answered with an error needs another fix than one that did not answer.

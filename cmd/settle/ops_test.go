@@ -31,9 +31,9 @@ import (
 	"github.com/settlehq/settle/telemetry"
 )
 
-// service runs `settle args...` until the test ends; stop stops it (as
+// startService runs `settle args...` until the test ends; stop stops it (as
 // SIGTERM would) and returns its exit code.
-func service(t *testing.T, args ...string) (out *testnet.SyncBuffer, stop func() int) {
+func startService(t *testing.T, args ...string) (out *testnet.SyncBuffer, stop func() int) {
 	t.Helper()
 	out = &testnet.SyncBuffer{}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -107,7 +107,7 @@ func TestMetricsAndReadiness(t *testing.T) {
 	px := testnet.NewProxy(t, fmt.Sprintf("%s:%d", cfg.Host, cfg.Port))
 	proxied := fmt.Sprintf("postgres://postgres@%s/%s?sslmode=disable&connect_timeout=2", px.Addr(), cfg.Database)
 	admin := testnet.FreeAddr(t)
-	out, stop := service(t, "run", "--database-url", proxied, "--brokers", strings.Join(brokers, ","),
+	out, stop := startService(t, "run", "--database-url", proxied, "--brokers", strings.Join(brokers, ","),
 		"--admin-addr", admin, "--session-timeout", "1s", "--backoff-max", "200ms", "--shutdown-timeout", "10s")
 
 	produce(t, brokers, nil, opsRecord("u-1"), opsRecord("u-1"), opsRecord("u-1", "amount", "5"), []byte("not json"),
@@ -206,7 +206,7 @@ func TestSASLAndTLSSecretsNeverLogged(t *testing.T) {
 	cfg, _ := pgx.ParseConfig(settletest.NewDatabase(t))
 	dbURL := fmt.Sprintf("postgres://postgres:%s@%s:%d/%s?sslmode=disable", dbPassword, cfg.Host, cfg.Port, cfg.Database)
 	admin := testnet.FreeAddr(t)
-	out, stop := service(t, "--log-level", "debug", "run", "--database-url", dbURL, "--brokers", strings.Join(brokers, ","),
+	out, stop := startService(t, "--log-level", "debug", "run", "--database-url", dbURL, "--brokers", strings.Join(brokers, ","),
 		"--admin-addr", admin, "--session-timeout", "1s", "--backoff-max", "200ms",
 		"--kafka-tls-ca", caFile, "--kafka-sasl-mechanism", "SCRAM-SHA-512", "--kafka-sasl-user", "settle",
 		"--kafka-sasl-password", saslPassword)

@@ -46,7 +46,7 @@ func TestPageReplaysDeadLetters(t *testing.T) {
 	}
 	defer broker.Close()
 	admin := testnet.FreeAddr(t)
-	out, _ := service(t, "run", "--database-url", d.url, "--brokers", strings.Join(broker.ListenAddrs(), ","),
+	out, _ := startService(t, "run", "--database-url", d.url, "--brokers", strings.Join(broker.ListenAddrs(), ","),
 		"--admin-addr", admin, "--session-timeout", "1s", "--backoff-max", "200ms", "--shutdown-timeout", "10s", "--admin-time-zone", "Europe/Paris")
 	t.Cleanup(func() {
 		if t.Failed() {

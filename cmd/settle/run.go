@@ -4,13 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-
+	"github.com/settlehq/settle/analyst"
 	"github.com/settlehq/settle/consumer"
 	"github.com/settlehq/settle/relay"
+	"github.com/settlehq/settle/service"
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/schema"
 	"github.com/settlehq/settle/telemetry"
@@ -40,7 +39,7 @@ type serviceFlags struct {
 	RecordAttempts   int           `name:"record-attempts-max" hidden:"" env:"SETTLE_RECORD_ATTEMPTS_MAX" default:"5" help:"Attempts of a record that fails on its own before it is dead-lettered transient_exhausted."`
 	BackoffMax       time.Duration `name:"backoff-max" hidden:"" env:"SETTLE_BACKOFF_MAX" default:"10s" help:"Longest wait between retries during an outage."`
 
-	// Set by the command before pipeline(), not flags: the checked admin
+	// Set by the command before config(), not flags: the checked admin
 	// flags, the brokers' TLS/SASL options and the process's telemetry
 	// (nil = a default one).
 	admin     adminSettings
@@ -104,63 +103,48 @@ func (c *runCmd) run(a *app) error {
 	if err != nil {
 		return err
 	}
-	p, err := c.serviceFlags.pipeline(a, store, c.Brokers, c.topicFlags)
+	cfg, err := c.serviceFlags.config(a, store, c.Brokers, c.topicFlags)
 	if err != nil {
 		return err
 	}
-	p.edge, p.settlementsTopic = c.edgeFlags, c.SettlementsTopic
-	p.sweeper = &sweeper{store: store, orphanAfter: c.OrphanAfter, interval: c.SweepInterval, log: a.log}
-	return p.run(a.ctx, a)
+	cfg.SweepInterval, cfg.OrphanAfter = c.SweepInterval, c.OrphanAfter
+	if err := c.edgeFlags.apply(&cfg, a, c.SettlementsTopic); err != nil {
+		return err
+	}
+	return serviceErr(service.Run(a.ctx, cfg))
 }
 
-// pipeline builds the consumer and relay of the service.
-func (f serviceFlags) pipeline(a *app, store *settle.Store, brokers []string, t topicFlags) (*pipeline, error) {
+// config is the service's configuration these flags ask for, over store.
+// Sweeps are off unless the caller sets SweepInterval.
+func (f serviceFlags) config(a *app, store *settle.Store, brokers []string, t topicFlags) (service.Config, error) {
 	tel := f.tel
 	if tel == nil { // settle dev: metrics on, no trace export
 		var err error
 		if tel, err = (telemetryFlags{}).telemetry(a.ctx); err != nil {
-			return nil, err
+			return service.Config{}, err
 		}
 	}
-	kopts := append([]kgoOpt{kafkaLogger(a)}, f.kafkaOpts...)
-	cons, err := consumer.New(store, consumer.Config{
-		Brokers: brokers, Group: f.Group, Topic: t.Topic, ResultsTopic: t.ResultsTopic,
-		PollRecordsMax: f.PollRecordsMax, RecordAttemptsMax: f.RecordAttempts, BackoffMax: f.BackoffMax,
-		SessionTimeout: f.SessionTimeout, RebalanceTimeout: f.RebalanceTimeout, DrainTimeout: f.ShutdownTimeout / 3,
-		Logger: a.log, ClientOpts: kopts,
-		Metrics: tel.Metrics, TracerProvider: tel.TracerProvider(),
-	})
-	if err != nil {
-		return nil, usageError{err.Error()}
+	return service.Config{
+		Store: store, Brokers: brokers, KafkaOpts: f.kafkaOpts,
+		Consumer: consumer.Config{Group: f.Group, Topic: t.Topic, ResultsTopic: t.ResultsTopic,
+			PollRecordsMax: f.PollRecordsMax, RecordAttemptsMax: f.RecordAttempts, BackoffMax: f.BackoffMax,
+			SessionTimeout: f.SessionTimeout, RebalanceTimeout: f.RebalanceTimeout},
+		Relay:         relay.Config{BackoffMax: f.BackoffMax},
+		SweepInterval: -1,
+		AdminAddr:     f.AdminAddr, AdminInsecure: f.admin.insecure,
+		Analyst:         analyst.Config{Tokens: f.admin.tokens, Hosts: f.admin.hosts, TimeZone: f.admin.zone},
+		Telemetry:       tel,
+		ShutdownTimeout: f.ShutdownTimeout,
+		Logger:          a.log,
+	}, nil
+}
+
+// serviceErr maps the service's configuration errors to usage errors
+// (exit 2): a flag to fix, not an outage.
+func serviceErr(err error) error {
+	var ce *service.ConfigError
+	if errors.As(err, &ce) {
+		return usageError{err.Error()}
 	}
-	rel, err := relay.New(store, relay.Config{Brokers: brokers, BackoffMax: f.BackoffMax,
-		FlushTimeout: f.ShutdownTimeout / 3, Logger: a.log, ClientOpts: kopts,
-		Metrics: tel.Metrics, TracerProvider: tel.TracerProvider()})
-	if err != nil {
-		return nil, usageError{err.Error()}
-	}
-	// Bound now: `settle dev` prints where the analyst page is only once it
-	// is there, and a taken port is reported before the consumer and the
-	// relay start.
-	ln, err := net.Listen("tcp", f.AdminAddr)
-	if err != nil {
-		return nil, fmt.Errorf("admin listener on %s: %w (choose another with --admin-addr)", f.AdminAddr, err)
-	}
-	// settings() judged the address as written; this judges what was bound.
-	if tcp, ok := ln.Addr().(*net.TCPAddr); len(f.admin.tokens) == 0 && !f.admin.insecure && (!ok || !tcp.IP.IsLoopback()) {
-		ln.Close()
-		return nil, usageError{fmt.Sprintf("--admin-addr %s bound %s, beyond loopback, and no analyst has a token: give --admin-token NAME=TOKEN or --admin-insecure", f.AdminAddr, ln.Addr())}
-	}
-	// The analysts' page replays dead letters with a producer of its own,
-	// with the service's Kafka settings; it connects on first use.
-	replay, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...), kgo.RequiredAcks(kgo.AllISRAcks())}, kopts...)...)
-	if err != nil {
-		ln.Close()
-		return nil, usageError{fmt.Sprintf("--brokers: %v", err)}
-	}
-	p := &pipeline{store: store, consumer: cons, relay: rel, admin: ln, adminTokens: f.admin.tokens,
-		adminHosts: adminHosts(ln.Addr(), f.admin.hosts), adminZone: f.admin.zone, replayer: replay,
-		shutdownTimeout: f.ShutdownTimeout}
-	p.telemetry, p.brokers, p.kafkaOpts, p.group = tel, brokers, f.kafkaOpts, f.Group
-	return p, nil
+	return err
 }

@@ -1,12 +1,13 @@
 // Package kafkahdr converts record headers between the Kafka client's form
 // (kgo.RecordHeader) and the settlement core's (record.Header): one
 // function per direction, for every place a record crosses between Kafka
-// and settle — the consumer (records in), the relay (outbox rows out) and
-// cmd/settle (dead-letter replay, reconciliation against a topic).
+// and settle — the consumer (records in), the relay (outbox rows out),
+// package service (dead-letter replay) and cmd/settle (reconciliation
+// against a topic).
 //
 // It is its own package because no other may own it: fingerprint must
-// know nothing of Kafka, settle speaks only SQL, and the relay and
-// cmd/settle must not import the consumer (nor it them) for a loop. It
+// know nothing of Kafka, settle speaks only SQL, and the consumer and the
+// relay must not import each other, nor either the service above them. It
 // holds no state, does no I/O and never copies a header's value: the
 // result shares the bytes of its input.
 package kafkahdr

@@ -1,17 +1,25 @@
-package main
+package service
 
 import (
 	"context"
 	"log/slog"
 	"time"
-
-	"github.com/settlehq/settle/settle"
 )
 
+// sweepStore is what the sweeper needs of the store; *settle.Store
+// implements it. Each method settles what it finds under each item's own
+// identity and returns how many items it handled.
+type sweepStore interface {
+	ExpireHolds(ctx context.Context) (int, error)
+	WakeWaiting(ctx context.Context) (int, error)
+	SweepOrphans(ctx context.Context, orphanAfter time.Duration) (int, error)
+}
+
 // sweeper runs the core's periodic work: releasing expired holds nobody
-// looks at, and handling operations that waited past the orphan timeout.
+// looks at, settling operations whose target has settled since, and
+// handling operations that waited past the orphan timeout.
 type sweeper struct {
-	store       *settle.Store
+	store       sweepStore
 	orphanAfter time.Duration
 	interval    time.Duration
 	log         *slog.Logger

@@ -1,0 +1,237 @@
+package service
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/settlehq/settle/analyst"
+	"github.com/settlehq/settle/consumer"
+	"github.com/settlehq/settle/edge"
+	"github.com/settlehq/settle/internal/kafkalog"
+	"github.com/settlehq/settle/relay"
+	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/telemetry"
+)
+
+// Defaults of Config's zero values.
+const (
+	ShutdownTimeoutDefault = 30 * time.Second
+	SweepIntervalDefault   = 10 * time.Second
+	OrphanAfterDefault     = 24 * time.Hour
+	APIAddrDefault         = "127.0.0.1:8081"
+)
+
+// Config configures the service. It holds plain values and dependencies
+// that are already built: the caller opens the store and the telemetry
+// and closes them after Run returns. Every field but Store and Brokers
+// has a documented zero value.
+type Config struct {
+	// Store is the settlement core the service runs over; readiness pings
+	// its pool and checks its schema. Required.
+	Store *settle.Store
+
+	// Brokers are the Kafka seed brokers, host:port. Required.
+	Brokers []string
+
+	// KafkaOpts are franz-go options every Kafka client of the service
+	// gets (TLS, SASL): the consumer's, the relay's, the dead-letter
+	// replayer's, readiness's and the lag gauge's.
+	KafkaOpts []kgo.Opt
+
+	// Consumer configures the consumer group member. Left zero, Brokers
+	// are Brokers, Logger is Logger, Metrics and TracerProvider are
+	// Telemetry's and DrainTimeout is a third of ShutdownTimeout; its
+	// ClientOpts come after KafkaOpts.
+	Consumer consumer.Config
+
+	// Relay configures the outbox relay, filled in as Consumer is, with
+	// FlushTimeout a third of ShutdownTimeout.
+	Relay relay.Config
+
+	// SweepInterval is how often expired holds, orphans and operations
+	// whose target settled are swept. 0 = 10s; negative = no sweeper.
+	SweepInterval time.Duration
+
+	// OrphanAfter is how long an operation waits for its target before it
+	// opens an orphan case. 0 = 24h.
+	OrphanAfter time.Duration
+
+	// AdminAddr is the listen address of /livez, /readyz, /metrics and the
+	// analysts' page. "" = no admin listener. Beyond loopback it needs an
+	// analyst's token (Analyst.Tokens) or AdminInsecure.
+	AdminAddr string
+
+	// AdminInsecure serves the analysts' page beyond loopback without a
+	// token: whoever reaches the port reads and resolves every case.
+	AdminInsecure bool
+
+	// Analyst configures the analysts' page. Left zero, Store is Store,
+	// Logger is Logger and Replayer replays with the service's own
+	// producer. Its Hosts are answered besides the bound listener's own
+	// addresses.
+	Analyst analyst.Config
+
+	// APIAddr is the listen address of the records API. "" =
+	// 127.0.0.1:8081. The API is served only when API.Tokens is not
+	// empty.
+	APIAddr string
+
+	// API configures the records API (package edge). Logger left nil is
+	// Logger.
+	API edge.Config
+
+	// Webhook configures webhook delivery of settlements, which runs when
+	// Webhook.URL is set. Left zero, Topic is the store's settlements topic
+	// and Logger is Logger.
+	Webhook edge.WebhookConfig
+
+	// Telemetry serves /metrics, receives the consumer's and relay's
+	// measurements and spans, and the gauges read at scrape time (outbox
+	// backlog, open cases, readiness, consumer lag). nil = none of these.
+	Telemetry *telemetry.Telemetry
+
+	// ShutdownTimeout bounds the whole stop: finish the batch, commit,
+	// leave the group, flush the outbox. 0 = 30s.
+	ShutdownTimeout time.Duration
+
+	// Logger receives the service's log and its Kafka clients'.
+	// nil = slog.Default().
+	Logger *slog.Logger
+}
+
+// ConfigError is a setting that cannot work: changing the Config, not
+// trying again, fixes it.
+type ConfigError struct{ Err error }
+
+func (e *ConfigError) Error() string { return e.Err.Error() }
+func (e *ConfigError) Unwrap() error { return e.Err }
+
+// withDefaults returns c with its zero values filled in, the components'
+// configurations included.
+func (c Config) withDefaults() Config {
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.ShutdownTimeout == 0 {
+		c.ShutdownTimeout = ShutdownTimeoutDefault
+	}
+	if c.SweepInterval == 0 {
+		c.SweepInterval = SweepIntervalDefault
+	}
+	if c.OrphanAfter == 0 {
+		c.OrphanAfter = OrphanAfterDefault
+	}
+	if c.APIAddr == "" {
+		c.APIAddr = APIAddrDefault
+	}
+	kopts := c.clientOpts()
+
+	cc := &c.Consumer
+	if cc.Group == "" {
+		// The consumer's own default, named here because the lag gauge
+		// asks the brokers about the group.
+		cc.Group = "settle"
+	}
+	if len(cc.Brokers) == 0 {
+		cc.Brokers = c.Brokers
+	}
+	if cc.Logger == nil {
+		cc.Logger = c.Logger
+	}
+	if cc.DrainTimeout == 0 {
+		cc.DrainTimeout = c.ShutdownTimeout / 3
+	}
+	cc.ClientOpts = append(kopts[:len(kopts):len(kopts)], cc.ClientOpts...)
+
+	rc := &c.Relay
+	if len(rc.Brokers) == 0 {
+		rc.Brokers = c.Brokers
+	}
+	if rc.Logger == nil {
+		rc.Logger = c.Logger
+	}
+	if rc.FlushTimeout == 0 {
+		rc.FlushTimeout = c.ShutdownTimeout / 3
+	}
+	rc.ClientOpts = append(kopts[:len(kopts):len(kopts)], rc.ClientOpts...)
+
+	if c.Telemetry != nil {
+		if cc.Metrics == nil {
+			cc.Metrics = c.Telemetry.Metrics
+		}
+		if cc.TracerProvider == nil {
+			cc.TracerProvider = c.Telemetry.TracerProvider()
+		}
+		if rc.Metrics == nil {
+			rc.Metrics = c.Telemetry.Metrics
+		}
+		if rc.TracerProvider == nil {
+			rc.TracerProvider = c.Telemetry.TracerProvider()
+		}
+	}
+
+	if c.Analyst.Store == nil && c.Store != nil {
+		c.Analyst.Store = analyst.StoreOf(c.Store)
+	}
+	if c.Analyst.Logger == nil {
+		c.Analyst.Logger = c.Logger
+	}
+	if c.API.Logger == nil {
+		c.API.Logger = c.Logger
+	}
+	if c.Webhook.Topic == "" && c.Store != nil {
+		c.Webhook.Topic = c.Store.Config().SettlementsTopic
+	}
+	if c.Webhook.Logger == nil {
+		c.Webhook.Logger = c.Logger
+	}
+	return c
+}
+
+// clientOpts are the options of every Kafka client that works for the
+// service (the consumer's, the relay's, the replayer's): the log, then
+// KafkaOpts. The readiness and lag clients take KafkaOpts alone: their
+// failures are reported where they are asked for.
+func (c Config) clientOpts() []kgo.Opt {
+	return append([]kgo.Opt{kafkalog.Option(c.Logger)}, c.KafkaOpts...)
+}
+
+// Validate reports the first setting that cannot work, saying how to fix
+// it, before anything is bound or connected.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	switch {
+	case c.Store == nil:
+		return errors.New("service: no store: open one with settle.Open and set Config.Store")
+	case c.ShutdownTimeout < 0:
+		return fmt.Errorf("service: shutdown timeout %s: must be positive (0 = %s)", c.ShutdownTimeout, ShutdownTimeoutDefault)
+	case c.OrphanAfter < 0:
+		return fmt.Errorf("service: orphan after %s: must be positive (0 = %s)", c.OrphanAfter, OrphanAfterDefault)
+	}
+	if err := c.Consumer.Validate(); err != nil {
+		return err
+	}
+	if err := c.Relay.Validate(); err != nil {
+		return err
+	}
+	if c.AdminAddr != "" {
+		if err := c.Analyst.Validate(); err != nil {
+			return err
+		}
+	}
+	if len(c.API.Tokens) > 0 {
+		if err := c.API.Validate(); err != nil {
+			return err
+		}
+	}
+	if c.Webhook.URL != "" {
+		if err := c.Webhook.Validate(); err != nil {
+			return err
+		}
+	}
+	return nil
+}

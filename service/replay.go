@@ -1,0 +1,68 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/settlehq/settle/internal/kafkahdr"
+	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/inspect"
+)
+
+// ReplayHeader names the dead letter a replayed record came from, for
+// operators; it is not material (headers never are, except a binary
+// CloudEvent's ce_* ones), so the replayed record keeps its identity and
+// fingerprint and a second replay is a duplicate.
+const ReplayHeader = "dlq_replay_of"
+
+// replayRecord is the record a replay of d produces: its original key,
+// value and headers, to its source topic, with ReplayHeader naming where
+// it came from.
+func replayRecord(d inspect.DeadLetter) *kgo.Record {
+	r := &kgo.Record{Topic: d.Source.Topic, Key: d.Key, Value: d.Value, Headers: kafkahdr.ToKafka(d.Headers)}
+	r.Headers = append(r.Headers, kgo.RecordHeader{Key: ReplayHeader,
+		Value: []byte(d.Source.Topic + "/" + strconv.Itoa(int(d.Source.Partition)) + "/" + strconv.FormatInt(d.Source.Offset, 10))})
+	return r
+}
+
+// ProduceDeadLetters produces ds back to their source topics on cl and
+// returns where each landed, in the order of ds. ProduceSync gives its
+// results in the order the broker acknowledged them, not the order of its
+// arguments: each result is matched to its dead letter by its record. On
+// an error it returns the coordinates of the dead letters before the first
+// that failed.
+func ProduceDeadLetters(ctx context.Context, cl *kgo.Client, ds []inspect.DeadLetter) ([]settle.Coordinates, error) {
+	recs := make([]*kgo.Record, len(ds))
+	index := make(map[*kgo.Record]int, len(ds))
+	for i, d := range ds {
+		recs[i] = replayRecord(d)
+		index[recs[i]] = i
+	}
+	errs := make([]error, len(ds))
+	out := make([]settle.Coordinates, len(ds))
+	for _, res := range cl.ProduceSync(ctx, recs...) {
+		i := index[res.Record]
+		if errs[i] = res.Err; res.Err == nil {
+			out[i] = settle.Coordinates{Topic: res.Record.Topic, Partition: res.Record.Partition, Offset: res.Record.Offset}
+		}
+	}
+	for i, err := range errs {
+		if err != nil {
+			return out[:i], fmt.Errorf("replay dead letter %d to %s: %w (%d replayed before it)", ds[i].ID, ds[i].Source.Topic, err, i)
+		}
+	}
+	return out, nil
+}
+
+// kafkaReplayer is the analysts' page's way to the broker
+// (analyst.Replayer): it replays on the producer the service opens with
+// its own settings (brokers, TLS, SASL), every in-sync replica
+// acknowledging.
+type kafkaReplayer struct{ cl *kgo.Client }
+
+func (r kafkaReplayer) Replay(ctx context.Context, ds []inspect.DeadLetter) ([]settle.Coordinates, error) {
+	return ProduceDeadLetters(ctx, r.cl, ds)
+}

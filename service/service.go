@@ -1,0 +1,217 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/settlehq/settle/consumer"
+	"github.com/settlehq/settle/relay"
+	"github.com/settlehq/settle/settle"
+)
+
+// Service is one running instance: build it with New, run it once with
+// Run. Ready, Counts, Published and AdminAddr may be called from any
+// goroutine.
+type Service struct {
+	cfg      Config // defaults filled in
+	consumer *consumer.Consumer
+	relay    *relay.Relay
+	sweeper  *sweeper     // nil: no sweeps
+	admin    net.Listener // nil: no admin listener
+	hosts    []string     // the Host values the analysts' page answers
+	replayer *kgo.Client  // the analysts' page's dead-letter replays; nil without an admin listener
+
+	release sync.Once
+}
+
+// Run builds the service from cfg and runs it until ctx ends; see
+// Service.Run.
+func Run(ctx context.Context, cfg Config) error {
+	s, err := New(cfg)
+	if err != nil {
+		return err
+	}
+	return s.Run(ctx)
+}
+
+// New checks cfg, builds the consumer and the relay, and binds the admin
+// listener, so a taken port or a listener beyond loopback without a token
+// fails before anything connects. Nothing runs until Run; a Service that
+// is never run must be closed. A setting that cannot work is a
+// *ConfigError.
+func New(cfg Config) (*Service, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, &ConfigError{err}
+	}
+	cfg = cfg.withDefaults()
+	cons, err := consumer.New(cfg.Store, cfg.Consumer)
+	if err != nil {
+		return nil, &ConfigError{err}
+	}
+	rel, err := relay.New(cfg.Store, cfg.Relay)
+	if err != nil {
+		return nil, &ConfigError{err}
+	}
+	s := &Service{cfg: cfg, consumer: cons, relay: rel}
+	if cfg.SweepInterval > 0 {
+		s.sweeper = &sweeper{store: cfg.Store, orphanAfter: cfg.OrphanAfter, interval: cfg.SweepInterval, log: cfg.Logger}
+	}
+	if cfg.AdminAddr == "" {
+		return s, nil
+	}
+	ln, err := net.Listen("tcp", cfg.AdminAddr)
+	if err != nil {
+		return nil, fmt.Errorf("admin listener on %s: %w (choose another with --admin-addr)", cfg.AdminAddr, err)
+	}
+	// The address as written may name a host; this judges what was bound.
+	if tcp, ok := ln.Addr().(*net.TCPAddr); len(cfg.Analyst.Tokens) == 0 && !cfg.AdminInsecure && (!ok || !tcp.IP.IsLoopback()) {
+		ln.Close()
+		return nil, &ConfigError{fmt.Errorf("--admin-addr %s bound %s, beyond loopback, and no analyst has a token: give --admin-token NAME=TOKEN or --admin-insecure", cfg.AdminAddr, ln.Addr())}
+	}
+	// The analysts' page replays dead letters with a producer of its own,
+	// with the service's Kafka settings; it connects on first use.
+	replay, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(cfg.Brokers...), kgo.RequiredAcks(kgo.AllISRAcks())}, cfg.clientOpts()...)...)
+	if err != nil {
+		ln.Close()
+		return nil, &ConfigError{fmt.Errorf("--brokers: %v", err)}
+	}
+	s.admin, s.hosts, s.replayer = ln, adminHosts(ln.Addr(), cfg.Analyst.Hosts), replay
+	return s, nil
+}
+
+// Close releases what New bound (the admin listener, the replay producer)
+// when Run is never called. Run releases them itself; Close after Run
+// does nothing.
+func (s *Service) Close() {
+	s.release.Do(func() {
+		if s.admin != nil {
+			s.admin.Close()
+		}
+		if s.replayer != nil {
+			s.replayer.Close()
+		}
+	})
+}
+
+// AdminAddr is the bound address of the admin listener, nil without one.
+func (s *Service) AdminAddr() net.Addr {
+	if s.admin == nil {
+		return nil
+	}
+	return s.admin.Addr()
+}
+
+// Ready reports whether the consumer is joined and making progress.
+func (s *Service) Ready() bool { return s.consumer.Ready() }
+
+// Counts returns the records this instance's consumer settled, by outcome.
+func (s *Service) Counts() map[settle.Outcome]int64 { return s.consumer.Counts() }
+
+// Published returns how many outbox messages this instance's relay
+// published.
+func (s *Service) Published() int64 { return s.relay.Published() }
+
+// Run runs the service until ctx ends (or the consumer or the relay fails),
+// then stops it in order: the consumer finishes its batch, commits and
+// leaves the group; then the relay publishes what is left; then the edge
+// and the admin listener close. The whole stop is bounded by
+// Config.ShutdownTimeout. Run may be called once.
+func (s *Service) Run(ctx context.Context) error {
+	defer s.Close()
+	log := s.cfg.Logger
+	if s.admin != nil {
+		srv := &http.Server{Handler: s.adminHandler(), ReadHeaderTimeout: 5 * time.Second}
+		httpDone := make(chan error, 1)
+		go func() { httpDone <- srv.Serve(s.admin) }()
+		// Closed last, on every return: a start that fails below must not
+		// leave the port bound.
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+			defer cancel()
+			_ = srv.Shutdown(sctx)
+			<-httpDone
+		}()
+		log.Info("admin listener up", "addr", s.admin.Addr().String(), "paths", "/livez /readyz /metrics, analysts' page /",
+			"analysts", len(s.cfg.Analyst.Tokens), "hosts", strings.Join(s.hosts, ","))
+	}
+	stopEdge, err := s.startEdge(ctx)
+	defer stopEdge()
+	if err != nil {
+		return err
+	}
+
+	if s.cfg.Telemetry != nil {
+		unregister, err := s.registerGauges()
+		if err != nil {
+			return fmt.Errorf("metrics: %w", err)
+		}
+		defer unregister()
+	}
+
+	consumerCtx, stopConsumer := context.WithCancel(ctx)
+	defer stopConsumer()
+	relayCtx, stopRelay := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopRelay()
+	consumerDone := make(chan error, 1)
+	go func() { consumerDone <- s.consumer.Run(consumerCtx) }()
+	relayDone := make(chan error, 1)
+	go func() { relayDone <- s.relay.Run(relayCtx) }()
+	if s.sweeper != nil {
+		sweepDone := make(chan struct{})
+		defer func() { <-sweepDone }()
+		go func() { defer close(sweepDone); s.sweeper.run(relayCtx) }()
+	}
+
+	timeout := s.cfg.ShutdownTimeout
+	var runErr error
+	select {
+	case <-ctx.Done():
+		log.Info("stopping: finishing the batch in hand, committing, leaving the group, flushing the outbox", "timeout", timeout)
+	case runErr = <-consumerDone:
+		consumerDone <- runErr // read again below
+		if runErr == nil {
+			runErr = errors.New("consumer stopped on its own")
+		}
+	case runErr = <-relayDone:
+		relayDone <- runErr
+		if runErr == nil {
+			runErr = errors.New("relay stopped on its own")
+		}
+	}
+
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	stopConsumer()
+	var timedOut bool
+	select {
+	case err := <-consumerDone:
+		if err != nil && runErr == nil {
+			runErr = err
+		}
+	case <-deadline.C:
+		timedOut = true
+	}
+	stopRelay()
+	if !timedOut {
+		select {
+		case err := <-relayDone:
+			if err != nil && runErr == nil {
+				runErr = err
+			}
+		case <-deadline.C:
+			timedOut = true
+		}
+	}
+	if timedOut {
+		return fmt.Errorf("stop took longer than --shutdown-timeout %s; what was not committed is read again on the next start", timeout)
+	}
+	return runErr
+}
