@@ -48,7 +48,7 @@ func insertCases(tb testing.TB, pool *pgxpool.Pool, n int) {
 // (conflict_cases_status_opened).
 func TestCaseListPlanUsesIndex(t *testing.T) {
 	t.Parallel()
-	s := newStore(t)
+	s := settletest.NewStore(t, settle.Config{})
 	insertCases(t, s.Pool(), 100_000)
 	ctx := context.Background()
 	page, err := inspect.New(s).ListCases(ctx, inspect.CaseFilter{Status: "open", Tenant: "t3", Reason: "orphan"})
@@ -80,7 +80,7 @@ func TestCaseListPlanUsesIndex(t *testing.T) {
 // once, newest first, and filters hold on every page.
 func TestCaseListPaging(t *testing.T) {
 	t.Parallel()
-	s := newStore(t)
+	s := settletest.NewStore(t, settle.Config{})
 	insertCases(t, s.Pool(), 2000)
 	ctx := context.Background()
 	f := inspect.CaseFilter{Status: "open", Tenant: "t1", Limit: 37}
@@ -111,7 +111,7 @@ func TestCaseListPaging(t *testing.T) {
 		}
 		f.After = page.Next
 	}
-	want := count(t, s.Pool(), `SELECT count(*) FROM conflict_cases WHERE tenant_id = 't1' AND status = 'open'`)
+	want := settletest.Count(t, s.Pool(), `SELECT settletest.Count(*) FROM conflict_cases WHERE tenant_id = 't1' AND status = 'open'`)
 	slices.Sort(seen)
 	if len(slices.Compact(seen)) != want || len(seen) != want {
 		t.Errorf("pages held %d distinct of %d cases", len(slices.Compact(seen)), want)
@@ -176,13 +176,13 @@ func BenchmarkConflictList100k(b *testing.B) {
 // explain shows in the account's rows; a second accept changes nothing.
 func TestCaseDetailAndExplain(t *testing.T) {
 	t.Parallel()
-	s := newStore(t)
+	s := settletest.NewStore(t, settle.Config{})
 	ctx := context.Background()
-	u := rec()
-	conflict := clone(u, "amount", "55", "quantity", "55")
-	rs := mustSettle(t, s, batch(0, 0, grant("g-1", "cust-1", "100"), u, conflict))
-	rs = append(rs, mustSettle(t, s, batch(1, 0, conflict))...) // the same conflict again, elsewhere
-	if got := outcomes(rs); !slices.Equal(got, []string{"settled", "settled", "quarantined:fingerprint_mismatch", "quarantined:fingerprint_mismatch"}) {
+	u := settletest.Rec()
+	conflict := settletest.Clone(u, "amount", "55", "quantity", "55")
+	rs := settletest.MustSettle(t, s, settletest.Batch(0, 0, settletest.Grant("g-1", "cust-1", "100"), u, conflict))
+	rs = append(rs, settletest.MustSettle(t, s, settletest.Batch(1, 0, conflict))...) // the same conflict again, elsewhere
+	if got := settletest.Outcomes(rs); !slices.Equal(got, []string{"settled", "settled", "quarantined:fingerprint_mismatch", "quarantined:fingerprint_mismatch"}) {
 		t.Fatalf("outcomes %v", got)
 	}
 	if rs[2].CaseID == 0 || rs[3].CaseID != rs[2].CaseID {
@@ -221,7 +221,7 @@ func TestCaseDetailAndExplain(t *testing.T) {
 	if err != nil || !again.Replayed || again.SettlementID != res.SettlementID {
 		t.Fatalf("second accept: %+v, %v", again, err)
 	}
-	if b := balance(t, s.Pool(), "acme", "cust-1", "USD"); b != "45" {
+	if b := settletest.Balance(t, s.Pool(), "acme", "cust-1", "USD"); b != "45" {
 		t.Errorf("balance %s, want 100 - 55 = 45", b)
 	}
 	c, err = inspect.New(s).Case(ctx, c.ID)
@@ -265,12 +265,12 @@ func TestCaseDetailAndExplain(t *testing.T) {
 // target's explain; dead letters list with their bytes and reasons.
 func TestExplainWaitingAndDeadLetters(t *testing.T) {
 	t.Parallel()
-	s := newStore(t)
+	s := settletest.NewStore(t, settle.Config{})
 	ctx := context.Background()
-	refund := rec("kind", "refund", "record_id", "u-9")
-	ins := batch(0, 0, refund)
+	refund := settletest.Rec("kind", "refund", "record_id", "u-9")
+	ins := settletest.Batch(0, 0, refund)
 	ins = append(ins, settle.Input{Topic: "usage", Partition: 0, Offset: 1, Value: []byte(`{not json`)})
-	mustSettle(t, s, ins)
+	settletest.MustSettle(t, s, ins)
 	e, err := inspect.New(s).Explain(ctx, "acme", "2026-11", "u-9")
 	if err != nil {
 		t.Fatal(err)

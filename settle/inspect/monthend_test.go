@@ -18,6 +18,7 @@ import (
 	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/inspect"
+	"github.com/settlehq/settle/settle/settletest"
 	"github.com/settlehq/settle/sourcefile"
 )
 
@@ -39,13 +40,13 @@ const (
 // that expires; one subject is in EUR.
 func newMonth(t *testing.T) *month {
 	t.Helper()
-	m := &month{s: newStore(t)}
+	m := &month{s: settletest.NewStore(t, settle.Config{})}
 	usage := func(s, id, amount, meter string, kv ...any) map[string]any {
 		cur := "USD"
 		if s == "cust-7" {
 			cur = "EUR"
 		}
-		r := rec(append([]any{"record_id", id, "subject", s, "amount", amount, "currency", cur, "meter", meter, "quantity", amount}, kv...)...)
+		r := settletest.Rec(append([]any{"record_id", id, "subject", s, "amount", amount, "currency", cur, "meter", meter, "quantity", amount}, kv...)...)
 		return r
 	}
 	var first, second []map[string]any
@@ -55,16 +56,16 @@ func newMonth(t *testing.T) *month {
 	)
 	for i := range monthSubjects {
 		s := fmt.Sprintf("cust-%d", i)
-		g := grant("g-"+s, s, "1000")
-		h := rec("record_id", "h-cap-"+s, "kind", "hold", "subject", s, "amount", "50", "meter", nil, "quantity", nil, "unit", nil, "finalization_version", nil)
-		hr := clone(h, "record_id", "h-rel-"+s, "amount", "20")
+		g := settletest.Grant("g-"+s, s, "1000")
+		h := settletest.Rec("record_id", "h-cap-"+s, "kind", "hold", "subject", s, "amount", "50", "meter", nil, "quantity", nil, "unit", nil, "finalization_version", nil)
+		hr := settletest.Clone(h, "record_id", "h-rel-"+s, "amount", "20")
 		if s == "cust-7" {
 			g["currency"], h["currency"], hr["currency"] = "EUR", "EUR", "EUR"
 		}
 		first = append(first, g, h, hr)
 		if i == 2 {
 			expiresAt = time.Now().Add(1500 * time.Millisecond)
-			expiring = clone(h, "record_id", "h-exp-"+s, "amount", "15", "expires_at", expiresAt.UTC().Format(time.RFC3339Nano))
+			expiring = settletest.Clone(h, "record_id", "h-exp-"+s, "amount", "15", "expires_at", expiresAt.UTC().Format(time.RFC3339Nano))
 			first = append(first, expiring)
 		}
 		for j := range monthUsages {
@@ -81,20 +82,20 @@ func newMonth(t *testing.T) *month {
 					second = append(second, usage(s, "c2-"+id, fmt.Sprint(j+2), meter, "kind", "correction", "corrects", "c1-"+id, "finalization_version", 3))
 				}
 			case j%7 == 3:
-				second = append(second, signal("refund", id, s))
+				second = append(second, settletest.Signal("refund", id, s))
 			case j%7 == 4:
-				second = append(second, signal("refund", id, s), signal("reclaim", id, s))
+				second = append(second, settletest.Signal("refund", id, s), settletest.Signal("reclaim", id, s))
 			}
 		}
 		capture := usage(s, "u-cap-"+s, "30", "gpu_seconds", "hold_id", "h-cap-"+s)
-		release := signal("hold_release", "h-rel-"+s, s)
+		release := settletest.Signal("hold_release", "h-rel-"+s, s)
 		second = append(second, capture, release)
 	}
 	m.produced = append(first, second...)
 	ctx := context.Background()
 	for i := 0; i < len(m.produced); i += 500 {
 		part := m.produced[i:min(i+500, len(m.produced))]
-		rs := mustSettle(t, m.s, batch(0, int64(i), part...))
+		rs := settletest.MustSettle(t, m.s, settletest.Batch(0, int64(i), part...))
 		for j, r := range rs {
 			if r.Outcome != settle.OutcomeSettled {
 				t.Fatalf("month record %v: %s %s", part[j]["record_id"], r.Outcome, r.Reason)
@@ -152,7 +153,7 @@ func asCSV(recs []map[string]any) []byte {
 func asCloudEvents(recs []map[string]any) []byte {
 	var evs []map[string]any
 	for _, r := range recs {
-		data := clone(r, "tenant_id", nil, "record_id", nil, "kind", nil, "subject", nil, "occurred_at", nil)
+		data := settletest.Clone(r, "tenant_id", nil, "record_id", nil, "kind", nil, "subject", nil, "occurred_at", nil)
 		evs = append(evs, map[string]any{"specversion": "1.0", "id": r["record_id"], "source": "metering", "type": "com.example.metering." + r["kind"].(string),
 			"subject": r["subject"], "time": r["occurred_at"], "tenantid": r["tenant_id"], "datacontenttype": "application/json", "data": data})
 	}
@@ -189,7 +190,7 @@ func TestSourceCheckAgrees(t *testing.T) {
 	t.Parallel()
 	m := newMonth(t)
 	// Another tenant's records in the same file are out of scope.
-	other := clone(m.produced[0], "tenant_id", "globex")
+	other := settletest.Clone(m.produced[0], "tenant_id", "globex")
 	exports := map[string][]byte{
 		sourcefile.FormatJSONLines:   lines(append(m.produced, other)),
 		sourcefile.FormatCSV:         asCSV(m.produced),
@@ -220,14 +221,14 @@ func TestSourceCheckReportsEachDifference(t *testing.T) {
 	t.Parallel()
 	m := newMonth(t)
 	ctx := context.Background()
-	waiting := rec("record_id", "c-wait", "kind", "correction", "corrects", "u-from-october", "corrects_period", "2026-10",
+	waiting := settletest.Rec("record_id", "c-wait", "kind", "correction", "corrects", "u-from-october", "corrects_period", "2026-10",
 		"subject", "cust-1", "amount", "9", "finalization_version", 2)
-	quarantined := rec("record_id", "c-conflict", "kind", "correction", "corrects", "u-cust-1-1", "subject", "cust-1", "amount", "1.5",
+	quarantined := settletest.Rec("record_id", "c-conflict", "kind", "correction", "corrects", "u-cust-1-1", "subject", "cust-1", "amount", "1.5",
 		"finalization_version", 1) // equal to the chain's version: version_conflict
-	dead := rec("record_id", "u-dead", "subject", "cust-1", "amount", "4")
-	ins := batch(1, 0, waiting, quarantined, dead)
+	dead := settletest.Rec("record_id", "u-dead", "subject", "cust-1", "amount", "4")
+	ins := settletest.Batch(1, 0, waiting, quarantined, dead)
 	ins[2].Exhausted = &settle.Exhausted{Err: "connection reset", Attempts: 9}
-	got := outcomes(mustSettle(t, m.s, ins))
+	got := settletest.Outcomes(settletest.MustSettle(t, m.s, ins))
 	if strings.Join(got, " ") != "waiting quarantined:version_conflict dead_lettered:transient_exhausted" {
 		t.Fatalf("setup outcomes: %v", got)
 	}
@@ -238,11 +239,11 @@ func TestSourceCheckReportsEachDifference(t *testing.T) {
 		case "u-cust-3-1": // dropped: settled, absent from the source
 			continue
 		case "u-cust-4-2": // changed
-			r = clone(r, "amount", "3.5")
+			r = settletest.Clone(r, "amount", "3.5")
 		}
 		src = append(src, r)
 	}
-	added := rec("record_id", "u-never-sent", "subject", "cust-5", "amount", "6")
+	added := settletest.Rec("record_id", "u-never-sent", "subject", "cust-5", "amount", "6")
 	src = append(src, added, waiting, quarantined, dead)
 	r := checkSource(t, m.s, sourcefile.FormatJSONLines, lines(src))
 
@@ -292,7 +293,7 @@ func TestSourceCheckReportsEachDifference(t *testing.T) {
 		t.Errorf("total differences %v, want USD -8.5, EUR 0 (%+v)", diffs, r.Totals)
 	}
 	// Nothing was written: the check only reads.
-	if n := count(t, m.s.Pool(), `SELECT count(*) FROM identities WHERE record_id = 'u-never-sent'`); n != 0 {
+	if n := settletest.Count(t, m.s.Pool(), `SELECT settletest.Count(*) FROM identities WHERE record_id = 'u-never-sent'`); n != 0 {
 		t.Errorf("the check wrote %d identities", n)
 	}
 	_ = ctx
@@ -303,10 +304,10 @@ func TestSourceCheckReportsEachDifference(t *testing.T) {
 // line numbers; CSV with an unknown column is refused up front.
 func TestSourceInvalidLines(t *testing.T) {
 	t.Parallel()
-	s := newStore(t)
-	u := rec()
-	mustSettle(t, s, batch(0, 0, u))
-	src := lines([]map[string]any{u, clone(u, "amount", "41")})
+	s := settletest.NewStore(t, settle.Config{})
+	u := settletest.Rec()
+	settletest.MustSettle(t, s, settletest.Batch(0, 0, u))
+	src := lines([]map[string]any{u, settletest.Clone(u, "amount", "41")})
 	src = append(src, []byte("{not json\n")...)
 	r := checkSource(t, s, sourcefile.FormatJSONLines, src)
 	if r.Counts[inspect.ClassSourceInvalid] != 1 || r.Counts[inspect.ClassSourceContradicts] != 1 || len(r.Counts) != 2 {
@@ -328,7 +329,7 @@ func TestSourceInvalidLines(t *testing.T) {
 // not write either.
 func TestReadSideCannotWrite(t *testing.T) {
 	t.Parallel()
-	s := newStore(t)
+	s := settletest.NewStore(t, settle.Config{})
 	ctx := context.Background()
 	var user string
 	err := inspect.ReadOnlyTx(inspect.New(s), ctx, "test", func(tx pgx.Tx) error {
@@ -356,7 +357,7 @@ func TestReadSideCannotWrite(t *testing.T) {
 	if !errors.As(err, &pe) || pe.Code != "42501" {
 		t.Errorf("a write as %s: %v, want insufficient_privilege (42501)", inspect.ReaderRole, err)
 	}
-	if n := count(t, s.Pool(), `SELECT count(*) FROM periods`); n != 0 {
+	if n := settletest.Count(t, s.Pool(), `SELECT settletest.Count(*) FROM periods`); n != 0 {
 		t.Errorf("%d periods written", n)
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/inspect"
+	"github.com/settlehq/settle/settle/settletest"
 )
 
 // TestSearchAndAccountViews: one term finds a case by its id, a record by
@@ -17,11 +18,11 @@ import (
 // resolutions and the open cases by age count what is there.
 func TestSearchAndAccountViews(t *testing.T) {
 	t.Parallel()
-	s := newStore(t)
+	s := settletest.NewStore(t, settle.Config{})
 	ctx := context.Background()
-	u := rec()
-	rs := mustSettle(t, s, batch(0, 0, grant("g-1", "cust-1", "100"), u, clone(u, "amount", "55", "quantity", "55"),
-		rec("tenant_id", "globex", "subject", "cust-1", "record_id", "u-1")))
+	u := settletest.Rec()
+	rs := settletest.MustSettle(t, s, settletest.Batch(0, 0, settletest.Grant("g-1", "cust-1", "100"), u, settletest.Clone(u, "amount", "55", "quantity", "55"),
+		settletest.Rec("tenant_id", "globex", "subject", "cust-1", "record_id", "u-1")))
 	caseID := rs[2].CaseID
 	if caseID == 0 {
 		t.Fatalf("no case: %+v", rs)
@@ -93,7 +94,7 @@ func TestSearchAndAccountViews(t *testing.T) {
 	}
 
 	// Two more open cases, aged by hand: 3 h and 3 days.
-	mustSettle(t, s, batch(1, 0, clone(u, "amount", "56"), clone(u, "amount", "57")))
+	settletest.MustSettle(t, s, settletest.Batch(1, 0, settletest.Clone(u, "amount", "56"), settletest.Clone(u, "amount", "57")))
 	if _, err := s.Pool().Exec(ctx, `UPDATE conflict_cases SET opened_at = now() - CASE WHEN convert_from(incoming_canonical, 'UTF8') LIKE '%56%'
 		THEN interval '3 hours' ELSE interval '3 days' END WHERE status = 'open'`); err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"github.com/settlehq/settle/internal/money"
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/inspect"
+	"github.com/settlehq/settle/settle/settletest"
 )
 
 // TestStatementTiesToBalances: on a generated month with corrections,
@@ -20,16 +21,16 @@ func TestStatementTiesToBalances(t *testing.T) {
 	t.Parallel()
 	m := newMonth(t)
 	ctx := context.Background()
-	october := grant("g-oct", "cust-1", "7")
+	october := settletest.Grant("g-oct", "cust-1", "7")
 	october["account_period"] = "2026-10"
-	december := grant("g-dec", "cust-2", "11")
+	december := settletest.Grant("g-dec", "cust-2", "11")
 	december["account_period"] = "2026-12"
-	mustSettle(t, m.s, batch(2, 0, october, december))
+	settletest.MustSettle(t, m.s, settletest.Batch(2, 0, october, december))
 	if _, err := m.s.ClosePeriod(ctx, "acme", "2026-11", "fin"); err != nil {
 		t.Fatal(err)
 	}
-	late := grant("g-late", "cust-0", "5")
-	if rs := mustSettle(t, m.s, batch(2, 2, late)); rs[0].Outcome != settle.OutcomeSettled {
+	late := settletest.Grant("g-late", "cust-0", "5")
+	if rs := settletest.MustSettle(t, m.s, settletest.Batch(2, 2, late)); rs[0].Outcome != settle.OutcomeSettled {
 		t.Fatalf("late grant: %+v", rs[0])
 	}
 

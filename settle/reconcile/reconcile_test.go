@@ -18,18 +18,18 @@ import (
 // what the usage and settlements topics would hold.
 func reconcileFixture(t *testing.T) (*settle.Store, []reconcile.SourceRecord, []reconcile.PublishedSettlement) {
 	t.Helper()
-	s := newStore(t)
+	s := settletest.NewStore(t, settle.Config{})
 	recs := []map[string]any{
-		grant("g-1", "cust-1", "100"),
-		rec("record_id", "u-1", "amount", "40"),
-		rec("record_id", "h-1", "kind", "hold", "amount", "10", "meter", nil, "quantity", nil, "unit", nil, "finalization_version", nil),
-		rec("record_id", "u-2", "amount", "7", "hold_id", "h-1"),
-		rec("record_id", "c-1", "kind", "correction", "corrects", "u-1", "amount", "30", "finalization_version", 2),
-		signal("refund", "u-2", "cust-1"),
-		grant("g-2", "cust-2", "5"),
+		settletest.Grant("g-1", "cust-1", "100"),
+		settletest.Rec("record_id", "u-1", "amount", "40"),
+		settletest.Rec("record_id", "h-1", "kind", "hold", "amount", "10", "meter", nil, "quantity", nil, "unit", nil, "finalization_version", nil),
+		settletest.Rec("record_id", "u-2", "amount", "7", "hold_id", "h-1"),
+		settletest.Rec("record_id", "c-1", "kind", "correction", "corrects", "u-1", "amount", "30", "finalization_version", 2),
+		settletest.Signal("refund", "u-2", "cust-1"),
+		settletest.Grant("g-2", "cust-2", "5"),
 	}
-	ins := batch(0, 0, recs...)
-	rs := mustSettle(t, s, ins)
+	ins := settletest.Batch(0, 0, recs...)
+	rs := settletest.MustSettle(t, s, ins)
 	for i, r := range rs {
 		if r.Outcome != settle.OutcomeSettled {
 			t.Fatalf("fixture record %d: %s %s", i, r.Outcome, r.Reason)
