@@ -111,7 +111,7 @@ func TestCaseListPaging(t *testing.T) {
 		}
 		f.After = page.Next
 	}
-	want := settletest.Count(t, s.Pool(), `SELECT settletest.Count(*) FROM conflict_cases WHERE tenant_id = 't1' AND status = 'open'`)
+	want := settletest.Count(t, s.Pool(), `SELECT count(*) FROM conflict_cases WHERE tenant_id = 't1' AND status = 'open'`)
 	slices.Sort(seen)
 	if len(slices.Compact(seen)) != want || len(seen) != want {
 		t.Errorf("pages held %d distinct of %d cases", len(slices.Compact(seen)), want)

@@ -293,7 +293,7 @@ func TestSourceCheckReportsEachDifference(t *testing.T) {
 		t.Errorf("total differences %v, want USD -8.5, EUR 0 (%+v)", diffs, r.Totals)
 	}
 	// Nothing was written: the check only reads.
-	if n := settletest.Count(t, m.s.Pool(), `SELECT settletest.Count(*) FROM identities WHERE record_id = 'u-never-sent'`); n != 0 {
+	if n := settletest.Count(t, m.s.Pool(), `SELECT count(*) FROM identities WHERE record_id = 'u-never-sent'`); n != 0 {
 		t.Errorf("the check wrote %d identities", n)
 	}
 	_ = ctx
@@ -357,7 +357,7 @@ func TestReadSideCannotWrite(t *testing.T) {
 	if !errors.As(err, &pe) || pe.Code != "42501" {
 		t.Errorf("a write as %s: %v, want insufficient_privilege (42501)", inspect.ReaderRole, err)
 	}
-	if n := settletest.Count(t, s.Pool(), `SELECT settletest.Count(*) FROM periods`); n != 0 {
+	if n := settletest.Count(t, s.Pool(), `SELECT count(*) FROM periods`); n != 0 {
 		t.Errorf("%d periods written", n)
 	}
 }
