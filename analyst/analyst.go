@@ -344,7 +344,7 @@ func (f Filter) CaseFilter(now time.Time, olderName, newerName string) (settle.C
 		}
 		d, err := ParseAge(a.age)
 		if err != nil {
-			return cf, fmt.Errorf("%w: %s: %v", settle.ErrBadFilter, a.name, err)
+			return cf, fmt.Errorf("%w: %s: %w", settle.ErrBadFilter, a.name, err)
 		}
 		*a.dst = now.Add(-d)
 	}
