@@ -146,6 +146,22 @@ func (c *Config) runE2E(ctx context.Context, er e2eRun) (RunResult, error) {
 	svcCtx, stopSvc := context.WithCancel(ctx)
 	relCtx, stopRel := context.WithCancel(context.WithoutCancel(ctx))
 	var svc sync.WaitGroup
+	// A consumer or relay that stops on its own (not because the run
+	// stopped it) ends the run with its error instead of a timeout.
+	var (
+		runErrMu sync.Mutex
+		runErr   error
+	)
+	ran := func(what string, i int, ctx context.Context, err error) {
+		if err == nil || ctx.Err() != nil {
+			return
+		}
+		runErrMu.Lock()
+		defer runErrMu.Unlock()
+		if runErr == nil {
+			runErr = fmt.Errorf("%s %d: %w", what, i, err)
+		}
+	}
 	// The service's peak RSS starts when it does, without what the bench
 	// held before (the pre-load, the runs before).
 	startService := func() {
@@ -154,8 +170,8 @@ func (c *Config) runE2E(ctx context.Context, er e2eRun) (RunResult, error) {
 		}
 		for i := range conss {
 			svc.Add(2)
-			go func() { defer svc.Done(); conss[i].Run(svcCtx) }()
-			go func() { defer svc.Done(); rels[i].Run(relCtx) }()
+			go func() { defer svc.Done(); ran("consumer", i, svcCtx, conss[i].Run(svcCtx)) }()
+			go func() { defer svc.Done(); ran("relay", i, relCtx, rels[i].Run(relCtx)) }()
 		}
 	}
 	stopService := func() { stopSvc(); stopRel(); svc.Wait() }
@@ -179,8 +195,8 @@ func (c *Config) runE2E(ctx context.Context, er e2eRun) (RunResult, error) {
 		if err := prod.Flush(ctx); err != nil {
 			return res, err
 		}
-		if e := produceErr.Load(); e != nil {
-			return res, fmt.Errorf("produce: %w", e.(error))
+		if e, ok := produceErr.Load().(error); ok {
+			return res, fmt.Errorf("produce: %w", e)
 		}
 		prod.Close()
 		if m, err = startMeter(ctx, c.ServerURL, db.name); err != nil {
@@ -226,9 +242,16 @@ func (c *Config) runE2E(ctx context.Context, er e2eRun) (RunResult, error) {
 	})
 	deadline := time.Now().Add(er.timeout)
 	for {
-		if e := produceErr.Load(); e != nil {
+		if e, ok := produceErr.Load().(error); ok {
 			stopProgress()
-			return res, fmt.Errorf("produce: %w", e.(error))
+			return res, fmt.Errorf("produce: %w", e)
+		}
+		runErrMu.Lock()
+		err := runErr
+		runErrMu.Unlock()
+		if err != nil {
+			stopProgress()
+			return res, err
 		}
 		if settled() >= int64(er.w.Records) {
 			if n, _, err := store.OutboxBacklog(ctx); err == nil && n == 0 {
