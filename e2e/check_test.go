@@ -12,9 +12,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/settlehq/settle/internal/kafkatest"
 	"github.com/settlehq/settle/internal/money"
 	gen "github.com/settlehq/settle/internal/workload"
-	"github.com/settlehq/settle/internal/kafkatest"
 )
 
 // findings is what check saw: problems (each a broken invariant) and the
