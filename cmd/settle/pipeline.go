@@ -61,7 +61,11 @@ func (p *pipeline) run(ctx context.Context, a *app) error {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 		defer cancel()
 		_ = srv.Shutdown(sctx)
-		<-httpDone
+		// Serve ends with ErrServerClosed after Shutdown; anything else
+		// is the listener failing under the service.
+		if err := <-httpDone; !errors.Is(err, http.ErrServerClosed) {
+			a.log.Error("admin listener", "addr", p.admin.Addr().String(), "err", err)
+		}
 	}()
 	a.log.Info("admin listener up", "addr", p.admin.Addr().String(), "paths", "/livez /readyz /metrics, analysts' page /",
 		"analysts", len(p.adminTokens), "hosts", strings.Join(p.adminHosts, ","))
@@ -195,7 +199,8 @@ func (p *pipeline) adminHandler(a *app) http.Handler {
 		if len(reasons) > 0 {
 			w.WriteHeader(http.StatusServiceUnavailable)
 		}
-		json.NewEncoder(w).Encode(map[string]any{
+		// The map always marshals; a failed write is a client gone.
+		_ = json.NewEncoder(w).Encode(map[string]any{
 			"ready": len(reasons) == 0, "reasons": reasons, "relay_leader": p.relay.Leader(),
 		})
 	})

@@ -148,14 +148,14 @@ func (f serviceFlags) pipeline(a *app, store *settle.Store, brokers []string, t 
 	}
 	// settings() judged the address as written; this judges what was bound.
 	if tcp, ok := ln.Addr().(*net.TCPAddr); len(f.admin.tokens) == 0 && !f.admin.insecure && (!ok || !tcp.IP.IsLoopback()) {
-		ln.Close()
+		_ = ln.Close() // refused before use; the refusal is the error to report
 		return nil, usageError{fmt.Sprintf("--admin-addr %s bound %s, beyond loopback, and no analyst has a token: give --admin-token NAME=TOKEN or --admin-insecure", f.AdminAddr, ln.Addr())}
 	}
 	// The analysts' page replays dead letters with a producer of its own,
 	// with the service's Kafka settings; it connects on first use.
 	replay, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...), kgo.RequiredAcks(kgo.AllISRAcks())}, kopts...)...)
 	if err != nil {
-		ln.Close()
+		_ = ln.Close() // not used yet; the client's error is the one to report
 		return nil, usageError{fmt.Sprintf("--brokers: %v", err)}
 	}
 	p := &pipeline{store: store, consumer: cons, relay: rel, admin: ln, adminTokens: f.admin.tokens,
