@@ -360,7 +360,7 @@ func (f Filter) CaseFilter(now time.Time, olderName, newerName string) (inspect.
 		}
 		d, err := ParseAge(a.age)
 		if err != nil {
-			return cf, fmt.Errorf("%w: %s: %v", inspect.ErrBadFilter, a.name, err)
+			return cf, fmt.Errorf("%w: %s: %w", inspect.ErrBadFilter, a.name, err)
 		}
 		*a.dst = now.Add(-d)
 	}

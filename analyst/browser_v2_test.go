@@ -241,8 +241,12 @@ func TestBrowserPageV2(t *testing.T) {
 	barH := value(t, ctx, "bar heights", chromedp.Evaluate[float64](`Math.max(...[...document.querySelectorAll('#outcome-chart rect')].map(r => r.getBBox().height))`))
 	shots.take(t, ctx, "page-overview.png")
 	var deliveries, open int
-	f.store.Pool().QueryRow(bg, `SELECT count(*) FROM deliveries WHERE at >= date_trunc('hour', now() - interval '24 hours')`).Scan(&deliveries)
-	f.store.Pool().QueryRow(bg, `SELECT count(*) FROM conflict_cases WHERE status = 'open'`).Scan(&open)
+	if err := f.store.Pool().QueryRow(bg, `SELECT count(*) FROM deliveries WHERE at >= date_trunc('hour', now() - interval '24 hours')`).Scan(&deliveries); err != nil {
+		t.Fatalf("count deliveries: %v", err)
+	}
+	if err := f.store.Pool().QueryRow(bg, `SELECT count(*) FROM conflict_cases WHERE status = 'open'`).Scan(&open); err != nil {
+		t.Fatalf("count open cases: %v", err)
+	}
 	if drawn != deliveries || ages != open || hours < 20 || barH <= 0 {
 		t.Errorf("overview: bars sum to %d of %d deliveries over %d hours (tallest %.0f); age bars %d of %d open cases",
 			drawn, deliveries, hours, barH, ages, open)

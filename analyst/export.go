@@ -76,7 +76,12 @@ func (h *handler) casesCSV(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/csv; charset=utf-8")
 	w.Header().Set("Content-Disposition", `attachment; filename="cases.csv"`)
 	cw := csv.NewWriter(w)
-	cw.Write(CaseCSVHeader)
+	// A write fails when the client has gone: stop, rather than read
+	// further pages from the database for nobody.
+	if err := cw.Write(CaseCSVHeader); err != nil {
+		h.log.Error("export cases: write header", "err", err)
+		return
+	}
 	for n := 0; ; {
 		ids := make([]int64, len(page.Cases))
 		for i, c := range page.Cases {
@@ -92,7 +97,10 @@ func (h *handler) casesCSV(w http.ResponseWriter, r *http.Request) {
 			if x, ok := res[c.ID]; ok {
 				rp = &x
 			}
-			cw.Write(CaseCSVRow(c, rp))
+			if err := cw.Write(CaseCSVRow(c, rp)); err != nil {
+				h.log.Error("export cases: write case", "case", c.ID, "err", err)
+				return
+			}
 			n++
 		}
 		if page.Next == "" || n >= CaseExportRowsMax {
@@ -105,4 +113,7 @@ func (h *handler) casesCSV(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	cw.Flush()
+	if err := cw.Error(); err != nil {
+		h.log.Error("export cases: write", "err", err)
+	}
 }

@@ -259,7 +259,7 @@ func (h *handler) apiResolve(w http.ResponseWriter, r *http.Request) {
 	dec := json.NewDecoder(io.LimitReader(r.Body, 64<<10))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&in); err != nil {
-		h.fail(w, r, fmt.Errorf("%w: body: %v (send {\"decision\": \"accept\" or \"reject\", \"reason\": ..., \"by\": ...})", errBadRequest, err), true)
+		h.fail(w, r, fmt.Errorf("%w: body: %w (send {\"decision\": \"accept\" or \"reject\", \"reason\": ..., \"by\": ...})", errBadRequest, err), true)
 		return
 	}
 	if name := analystOf(r); name != "" {

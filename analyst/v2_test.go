@@ -209,8 +209,13 @@ func TestDeadLetterPagesAndReplay(t *testing.T) {
 	req, _ := http.NewRequest("POST", f.srv.URL+"/dlq/replay", strings.NewReader("id="+itoa(second.ID)))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Sec-Fetch-Site", "cross-site")
-	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusForbidden {
-		t.Errorf("cross-site replay: %v %v", resp.StatusCode, err)
+	if resp, err := http.DefaultClient.Do(req); err != nil {
+		t.Errorf("cross-site replay: %v", err)
+	} else {
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden {
+			t.Errorf("cross-site replay: %v", resp.StatusCode)
+		}
 	}
 	if got := f.replayer.ids(); len(got) != 1 {
 		t.Errorf("a refused post replayed: %v", got)
@@ -224,7 +229,9 @@ func TestDeadLetterPagesAndReplay(t *testing.T) {
 		}
 		defer resp.Body.Close()
 		var res analyst.ReplayResult
-		json.NewDecoder(resp.Body).Decode(&res)
+		if err := json.NewDecoder(resp.Body).Decode(&res); err != nil {
+			t.Errorf("api replay %s: decode response: %v", body, err)
+		}
 		return resp.StatusCode, res
 	}
 	ids := `[` + itoa(first.ID) + `,` + itoa(second.ID) + `]`
@@ -245,8 +252,12 @@ func TestDeadLetterPagesAndReplay(t *testing.T) {
 		t.Errorf("dry run without a replayer: %d\n%s", code, body)
 	}
 	resp, err := http.Post(bare.URL+"/api/dlq/replay", "application/json", strings.NewReader(`{"ids":[`+itoa(first.ID)+`]}`))
-	if err != nil || resp.StatusCode != http.StatusServiceUnavailable {
-		t.Errorf("api replay without a replayer: %v %v", resp.StatusCode, err)
+	if err != nil {
+		t.Fatalf("api replay without a replayer: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("api replay without a replayer: %v", resp.StatusCode)
 	}
 }
 

@@ -279,7 +279,9 @@ func statusMemTotal() int64 {
 		return 0
 	}
 	var kb int64
-	fmt.Sscanf(string(b), "MemTotal: %d kB", &kb)
+	if _, err := fmt.Sscanf(string(b), "MemTotal: %d kB", &kb); err != nil {
+		return 0 // unknown, as when the file cannot be read
+	}
 	return kb
 }
 

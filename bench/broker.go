@@ -41,13 +41,16 @@ func startBroker(ctx context.Context, argv []string) (*broker, error) {
 		return nil, fmt.Errorf("start broker process: %w", err)
 	}
 	stop := func() {
-		stdin.Close() // the child exits when its stdin closes
+		// The child exits when its stdin closes; it is stopped at the end
+		// of a run, so how it exits (or that the pipe was gone) is no
+		// result of the run.
+		_ = stdin.Close()
 		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
+		go func() { _ = cmd.Wait(); close(done) }()
 		select {
 		case <-done:
 		case <-time.After(5 * time.Second):
-			cmd.Process.Kill()
+			_ = cmd.Process.Kill() // Wait above then returns
 			<-done
 		}
 	}
@@ -58,7 +61,7 @@ func startBroker(ctx context.Context, argv []string) (*broker, error) {
 			line <- s.Text()
 		}
 		close(line)
-		io.Copy(io.Discard, stdout)
+		_, _ = io.Copy(io.Discard, stdout) // drained so the child never blocks on a full pipe
 	}()
 	select {
 	case l, ok := <-line:
@@ -87,7 +90,7 @@ func ServeBroker(ctx context.Context, stdin io.Reader, out io.Writer) error {
 	defer c.Close()
 	fmt.Fprintf(out, "brokers %s\n", strings.Join(c.ListenAddrs(), ","))
 	eof := make(chan struct{})
-	go func() { io.Copy(io.Discard, stdin); close(eof) }()
+	go func() { _, _ = io.Copy(io.Discard, stdin); close(eof) }() // EOF or an error: either way the parent is gone
 	select {
 	case <-eof:
 	case <-ctx.Done():

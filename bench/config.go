@@ -34,7 +34,7 @@ type Config struct {
 
 	PerRecordRecords int           // records of the per-record baseline; 0 = min(Records, 100,000)
 	PerRecordConns   int           // its connections; 0 = 16
-	LatencySeconds   time.Duration // length of the half-rate latency run; 0 = 15s
+	LatencySeconds   time.Duration //nolint:staticcheck // ST1011 (renaming changes the API). Length of the half-rate latency run; 0 = 15s
 	LatencyRate      float64       // records/s of the latency run; 0 = half the end-to-end rate (5,000 without one)
 	LatencyWarmup    time.Duration // first part of the latency run left out of its figures (reported apart)
 	SweepRecords     int           // records per batch-size point; 0 = min(Records, 100,000)

@@ -148,15 +148,31 @@ func (c *Config) runE2E(ctx context.Context, er e2eRun) (RunResult, error) {
 	// then the relay (which flushes), as `settle run` stops them.
 	svcCtx, stopSvc := context.WithCancel(ctx)
 	var svc sync.WaitGroup
+	// A service that stops on its own (not because the run
+	// stopped it) ends the run with its error instead of a timeout.
+	var (
+		runErrMu sync.Mutex
+		runErr   error
+	)
+	ran := func(what string, i int, ctx context.Context, err error) {
+		if err == nil || ctx.Err() != nil {
+			return
+		}
+		runErrMu.Lock()
+		defer runErrMu.Unlock()
+		if runErr == nil {
+			runErr = fmt.Errorf("%s %d: %w", what, i, err)
+		}
+	}
 	// The service's peak RSS starts when it does, without what the bench
 	// held before (the pre-load, the runs before).
 	startService := func() {
 		if !resetPeakRSS() {
 			res.Notes = append(res.Notes, "peak RSS could not be reset: it includes what the bench held before the run")
 		}
-		for _, s := range svcs {
+		for i, s := range svcs {
 			svc.Add(1)
-			go func() { defer svc.Done(); s.Run(svcCtx) }()
+			go func() { defer svc.Done(); ran("service", i, svcCtx, s.Run(svcCtx)) }()
 		}
 	}
 	stopService := func() { stopSvc(); svc.Wait() }
@@ -180,8 +196,8 @@ func (c *Config) runE2E(ctx context.Context, er e2eRun) (RunResult, error) {
 		if err := prod.Flush(ctx); err != nil {
 			return res, err
 		}
-		if e := produceErr.Load(); e != nil {
-			return res, fmt.Errorf("produce: %w", e.(error))
+		if e, ok := produceErr.Load().(error); ok {
+			return res, fmt.Errorf("produce: %w", e)
 		}
 		prod.Close()
 		if m, err = startMeter(ctx, c.ServerURL, db.name); err != nil {
@@ -227,9 +243,16 @@ func (c *Config) runE2E(ctx context.Context, er e2eRun) (RunResult, error) {
 	})
 	deadline := time.Now().Add(er.timeout)
 	for {
-		if e := produceErr.Load(); e != nil {
+		if e, ok := produceErr.Load().(error); ok {
 			stopProgress()
-			return res, fmt.Errorf("produce: %w", e.(error))
+			return res, fmt.Errorf("produce: %w", e)
+		}
+		runErrMu.Lock()
+		err := runErr
+		runErrMu.Unlock()
+		if err != nil {
+			stopProgress()
+			return res, err
 		}
 		if settled() >= int64(er.w.Records) {
 			if n, _, err := inspect.New(store).OutboxBacklog(ctx); err == nil && n == 0 {

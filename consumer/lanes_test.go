@@ -1,6 +1,7 @@
 package consumer
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -92,7 +93,7 @@ func TestLaneProgress(t *testing.T) {
 		t.Errorf("finished partition %d got %v", l.works[0].partition, l.works[0].err)
 	}
 	for _, w := range l.works[1:] {
-		if w.err != errYielded {
+		if !errors.Is(w.err, errYielded) {
 			t.Errorf("unfinished partition %d got %v, want errYielded", w.partition, w.err)
 		}
 	}

@@ -455,7 +455,11 @@ func exportedMetrics(t *testing.T) map[string]bool {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tel.Shutdown(context.Background())
+	defer func() {
+		if err := tel.Shutdown(context.Background()); err != nil {
+			t.Errorf("telemetry shutdown: %v", err)
+		}
+	}()
 	m := tel.Metrics
 	ctx := context.Background()
 	m.Record(ctx, "settled", "usage", "", 1)

@@ -53,7 +53,7 @@ func (i *instance) readiness() (ready, leader bool) {
 	var r struct {
 		RelayLeader bool `json:"relay_leader"`
 	}
-	json.Unmarshal([]byte(body), &r)
+	_ = json.Unmarshal([]byte(body), &r) // no answer is no JSON: not the leader
 	return code == 200, r.RelayLeader
 }
 

@@ -55,7 +55,9 @@ func writeError(w http.ResponseWriter, e apiError) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(e.status)
-	json.NewEncoder(w).Encode(e)
+	// An apiError always marshals; a failed write means the client went
+	// away, and there is nobody left to tell.
+	_ = json.NewEncoder(w).Encode(e)
 }
 
 // storeError answers a failure of the store while doing what.

@@ -138,7 +138,11 @@ func TestBrokerFaults(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { os.RemoveAll(dir) })
+		t.Cleanup(func() {
+			if err := os.RemoveAll(dir); err != nil {
+				t.Errorf("remove %s: %v", dir, err)
+			}
+		})
 		port, err := freePort()
 		if err != nil {
 			t.Fatal(err)

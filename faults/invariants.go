@@ -195,7 +195,7 @@ func Done(ctx context.Context, tg Target) (bool, error) {
 	}
 	committed, ends, err := kafkaOffsets(ctx, tg.Brokers, tg.Group, tg.Topic)
 	if err != nil {
-		return false, nil // the broker may be restarting: not done yet
+		return false, nil //nolint:nilerr // the broker may be restarting: not done yet, asked again
 	}
 	var inputs int64
 	for p, e := range ends {
@@ -206,7 +206,7 @@ func Done(ctx context.Context, tg Target) (bool, error) {
 	}
 	var deliveries, unpublished int64
 	if err := tg.Pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM deliveries WHERE topic = $1), (SELECT count(*) FROM outbox_queue)`, tg.Topic).Scan(&deliveries, &unpublished); err != nil {
-		return false, nil // the database may be restarting
+		return false, nil //nolint:nilerr // the database may be restarting: asked again
 	}
 	return deliveries == inputs && unpublished == 0, nil
 }

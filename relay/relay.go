@@ -214,7 +214,9 @@ func (r *Relay) lead(ctx context.Context, cl *kgo.Client) error {
 	if err != nil {
 		return err
 	}
-	defer lease.Close(context.WithoutCancel(ctx))
+	// Closing the lease's session releases the lock whether or not the
+	// close itself reports an error.
+	defer func() { _ = lease.Close(context.WithoutCancel(ctx)) }()
 	for {
 		held, err := lease.TryAcquire(ctx)
 		if err != nil {

@@ -48,7 +48,7 @@ func (s *Service) adminHandler() http.Handler {
 		if len(reasons) > 0 {
 			w.WriteHeader(http.StatusServiceUnavailable)
 		}
-		json.NewEncoder(w).Encode(map[string]any{
+		_ = json.NewEncoder(w).Encode(map[string]any{ // a probe that hung up has its answer
 			"ready": len(reasons) == 0, "reasons": reasons, "relay_leader": s.relay.Leader(),
 		})
 	})

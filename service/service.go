@@ -73,15 +73,15 @@ func New(cfg Config) (*Service, error) {
 	}
 	// The address as written may name a host; this judges what was bound.
 	if tcp, ok := ln.Addr().(*net.TCPAddr); len(cfg.Analyst.Tokens) == 0 && !cfg.AdminInsecure && (!ok || !tcp.IP.IsLoopback()) {
-		ln.Close()
+		_ = ln.Close() // refused before use; the refusal is the error to report
 		return nil, &ConfigError{fmt.Errorf("--admin-addr %s bound %s, beyond loopback, and no analyst has a token: give --admin-token NAME=TOKEN or --admin-insecure", cfg.AdminAddr, ln.Addr())}
 	}
 	// The analysts' page replays dead letters with a producer of its own,
 	// with the service's Kafka settings; it connects on first use.
 	replay, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(cfg.Brokers...), kgo.RequiredAcks(kgo.AllISRAcks())}, cfg.clientOpts()...)...)
 	if err != nil {
-		ln.Close()
-		return nil, &ConfigError{fmt.Errorf("--brokers: %v", err)}
+		_ = ln.Close() // not used yet; the client's error is the one to report
+		return nil, &ConfigError{fmt.Errorf("--brokers: %w", err)}
 	}
 	s.admin, s.hosts, s.replayer = ln, adminHosts(ln.Addr(), cfg.Analyst.Hosts), replay
 	return s, nil
@@ -93,7 +93,7 @@ func New(cfg Config) (*Service, error) {
 func (s *Service) Close() {
 	s.release.Do(func() {
 		if s.admin != nil {
-			s.admin.Close()
+			_ = s.admin.Close() // never served: nothing to lose
 		}
 		if s.replayer != nil {
 			s.replayer.Close()
@@ -137,7 +137,9 @@ func (s *Service) Run(ctx context.Context) error {
 			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 			defer cancel()
 			_ = srv.Shutdown(sctx)
-			<-httpDone
+			if err := <-httpDone; err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Warn("admin listener stopped with an error", "err", err)
+			}
 		}()
 		log.Info("admin listener up", "addr", s.admin.Addr().String(), "paths", "/livez /readyz /metrics, analysts' page /",
 			"analysts", len(s.cfg.Analyst.Tokens), "hosts", strings.Join(s.hosts, ","))

@@ -92,16 +92,16 @@ func (s *Store) withRetries(ctx context.Context, records int, attempt func(n int
 			n--
 			continue
 		}
-		switch classify(err) {
-		case ErrContention:
+		switch c := classify(err); {
+		case errors.Is(c, ErrContention):
 			if n >= s.cfg.ContentionRetriesMax {
-				return fmt.Errorf("settle batch of %d records: %w after %d attempts: %v", records, ErrContention, n, err)
+				return fmt.Errorf("settle batch of %d records: %w after %d attempts: %w", records, ErrContention, n, err)
 			}
 			if !b.Wait(ctx, nil) {
 				return ctx.Err()
 			}
-		case ErrUnavailable:
-			return fmt.Errorf("settle batch of %d records: %w: %v", records, ErrUnavailable, err)
+		case errors.Is(c, ErrUnavailable):
+			return fmt.Errorf("settle batch of %d records: %w: %w", records, ErrUnavailable, err)
 		default:
 			return &BatchError{Records: records, Err: err}
 		}
@@ -225,7 +225,6 @@ type identity struct {
 // chain is a chain locked by the transaction.
 type chain struct {
 	rootID              int64
-	root                *identity // nil when loaded from storage without its root row
 	rootSubject         string
 	rootCurrency        string
 	rootSettlement      string

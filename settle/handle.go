@@ -34,7 +34,9 @@ func (st *txState) handle(ctx context.Context, d *decoded) (Result, error) {
 	case d.in.Exhausted != nil:
 		return st.deadLetter(d, res, ReasonTransientExhausted, "transient", d.in.Exhausted.Err), nil
 	case d.err != nil:
-		return st.deadLetter(d, res, d.err.Reason, "invalid_input", d.err.Error()), nil
+		// An input that does not decode is dead-lettered: that is its
+		// outcome, not a failure of the batch.
+		return st.deadLetter(d, res, d.err.Reason, "invalid_input", d.err.Error()), nil //nolint:nilerr // see above
 	}
 	idj := identityJSON(d.id)
 	res.Identity = &idj

@@ -140,7 +140,7 @@ func (st *txState) load(ctx context.Context, ds []decoded, wake []recKey) error 
 	b.Queue(sqlAccountLock, accKeys.t, accKeys.s, accKeys.c, accKeys.ids)
 	b.Queue(sqlIdentityReserve, len(ds))
 	br := st.tx.SendBatch(ctx, b)
-	defer br.Close()
+	defer func() { _ = br.Close() }() // for the early returns; the last step checks Close
 
 	if err := st.readLocks(br); err != nil {
 		return err
@@ -196,7 +196,9 @@ func (st *txState) load(ctx context.Context, ds []decoded, wake []recKey) error 
 		b.Queue(sqlWaitingLookup, []string{}, []string{}, []string{}, []string{}, keys.t, keys.p, keys.r)
 		br := st.tx.SendBatch(ctx, b)
 		more, err := st.readWaiting(br)
-		br.Close()
+		if cerr := br.Close(); err == nil && cerr != nil {
+			return fmt.Errorf("waiting operations: %w", cerr)
+		}
 		if err != nil {
 			return err
 		}
@@ -250,7 +252,7 @@ func (st *txState) loadLinked(ctx context.Context, waits []*waitingOp, reserving
 	b.Queue(sqlChainRoot, rootIDs)
 	b.Queue(sqlHoldLock, holdIDs, expiringAccs)
 	br := st.tx.SendBatch(ctx, b)
-	defer br.Close()
+	defer func() { _ = br.Close() }() // for the early returns; the last step checks Close
 	if _, err := br.Exec(); err != nil {
 		return fmt.Errorf("create accounts: %w", err)
 	}
@@ -339,7 +341,7 @@ func (st *txState) loadLinked(ctx context.Context, waits []*waitingOp, reserving
 		b.Queue(sqlAccountLockByID, missing)
 		br := st.tx.SendBatch(ctx, b)
 		if err := st.readAccounts(br, -1); err != nil {
-			br.Close()
+			_ = br.Close() // the read's error is the one to report
 			return err
 		}
 		if err := br.Close(); err != nil {
@@ -486,7 +488,7 @@ func (st *txState) readWaiting(br pgx.BatchResults) ([]*waitingOp, error) {
 		p := st.s.dec.Prepare(in.Value, in.Headers)
 		d := decodedOf(&in, &p)
 		if d.err != nil {
-			return nil, fmt.Errorf("waiting operation %s no longer decodes: %v", id, d.err)
+			return nil, fmt.Errorf("waiting operation %s no longer decodes: %w", id, d.err)
 		}
 		w.d = &d
 		st.waitingByID[id] = &w

@@ -214,14 +214,13 @@ type mAccount struct{ balance, held *big.Rat }
 
 // mChain is a root usage with its corrections.
 type mChain struct {
-	acct              mAcctKey
-	net               *big.Rat // root plus adjustments, never refunds or reclaims
-	version           int64
-	refunded          bool
-	refundAmt         *big.Rat
-	reclaimed         bool // a reclaim applied after the refund
-	successRecorded   bool // a reclaim before any refund
-	refundedUnrecover bool
+	acct            mAcctKey
+	net             *big.Rat // root plus adjustments, never refunds or reclaims
+	version         int64
+	refunded        bool
+	refundAmt       *big.Rat
+	reclaimed       bool // a reclaim applied after the refund
+	successRecorded bool // a reclaim before any refund
 }
 
 func (c *mChain) recovered() bool { return c.reclaimed || c.successRecorded }
@@ -1105,7 +1104,7 @@ func runSequence(s *settle.Store, pool *pgxpool.Pool, sq *sequence) (string, []s
 		case !ok:
 			gotF = outcomeAt{"waiting", "(no identity row)"}
 		default:
-			gotF = outcomeAt{db.outcome, db.reason}
+			gotF = outcomeAt(db)
 		}
 		if mi.waiting {
 			if !ok || db.outcome == "waiting" {

@@ -192,7 +192,7 @@ func (l *OutboxLease) Close(ctx context.Context) error {
 // fail wraps an error of the lease's connection. A broken connection has
 // lost the lock with it, so the lease stops claiming to hold it.
 func (l *OutboxLease) fail(what string, err error) error {
-	if l.conn.IsClosed() || classify(err) == ErrUnavailable {
+	if l.conn.IsClosed() || errors.Is(classify(err), ErrUnavailable) {
 		l.held = false
 	}
 	return wrapStoreErr(what, err)
@@ -208,7 +208,7 @@ func wrapStoreErr(what string, err error) error {
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	if c := classify(err); c != nil {
-		return fmt.Errorf("%s: %w: %v", what, c, err)
+		return fmt.Errorf("%s: %w: %w", what, c, err)
 	}
 	return fmt.Errorf("%s: %w", what, err)
 }

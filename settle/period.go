@@ -22,7 +22,7 @@ func (s *Store) ClosePeriod(ctx context.Context, tenant, period, by string) (alr
 		wholePeriod(tenant, period).queue(b)
 		b.Queue(sqlPeriodClose, tenant, period, by)
 		br := tx.SendBatch(ctx, b)
-		defer br.Close()
+		defer func() { _ = br.Close() }() // for the early returns; the last step checks Close
 		if _, err := br.Exec(); err != nil {
 			return fmt.Errorf("lock period: %w", err)
 		}
@@ -30,9 +30,12 @@ func (s *Store) ClosePeriod(ctx context.Context, tenant, period, by string) (alr
 		err := br.QueryRow().Scan(&at)
 		if errors.Is(err, pgx.ErrNoRows) {
 			already = true
-			return nil
+			err = nil
 		}
-		return err
+		if err != nil {
+			return fmt.Errorf("mark period closed: %w", err)
+		}
+		return br.Close()
 	})
 	if err != nil {
 		return false, fmt.Errorf("close period tenant=%s period=%s: %w", tenant, period, err)

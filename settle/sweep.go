@@ -150,19 +150,19 @@ func (s *Store) expireHoldsOnce(ctx context.Context, locks periodLocks) (int, er
 	b.Queue("SELECT now()")
 	br := tx.SendBatch(ctx, b)
 	if err := st.readLocks(br); err != nil {
-		br.Close()
+		_ = br.Close() // the read's error is the one to report
 		return 0, err
 	}
 	if err := st.readAccounts(br, -1); err != nil {
-		br.Close()
+		_ = br.Close() // the read's error is the one to report
 		return 0, err
 	}
 	if err := st.readHolds(br); err != nil {
-		br.Close()
+		_ = br.Close() // the read's error is the one to report
 		return 0, err
 	}
 	if err := br.QueryRow().Scan(&st.now); err != nil {
-		br.Close()
+		_ = br.Close() // the read's error is the one to report
 		return 0, err
 	}
 	if err := br.Close(); err != nil {

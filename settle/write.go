@@ -175,7 +175,7 @@ func (st *txState) write(ctx context.Context, group string) error {
 		return nil
 	}
 	br := st.tx.SendBatch(ctx, b)
-	defer br.Close()
+	defer func() { _ = br.Close() }() // for the early returns; the last step checks Close
 	for i := 0; i < b.Len(); i++ {
 		tag, err := br.Exec()
 		if err != nil {

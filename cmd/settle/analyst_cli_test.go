@@ -125,7 +125,7 @@ func TestConflictsCLI(t *testing.T) {
 	d.sameJSON(t, d.cli(t, 0, "conflicts", "list", "--status", "all", "--json"), "/api/cases?status=all")
 	d.sameJSON(t, d.cli(t, 0, "conflicts", "list", "--tenant", "acme", "--json"), "/api/cases?status=open&tenant=acme")
 	d.sameJSON(t, d.cli(t, 0, "conflicts", "list", "--reason", "orphan", "--json"), "/api/cases?status=open&reason=orphan")
-	d.sameJSON(t, d.cli(t, 0, "conflicts", "list", "--newer-than", "1h", "--json"), fmt.Sprintf("/api/cases?status=open&newer_than=1h"))
+	d.sameJSON(t, d.cli(t, 0, "conflicts", "list", "--newer-than", "1h", "--json"), "/api/cases?status=open&newer_than=1h")
 	if out := d.cli(t, 0, "conflicts", "list", "--older-than", "1h"); !strings.Contains(out, "no cases match") {
 		t.Errorf("older-than 1h: %s", out)
 	}
@@ -178,8 +178,12 @@ func TestConflictsCLI(t *testing.T) {
 	d.cli(t, 2, "conflicts", "resolve", fmt.Sprint(acme), "--accept", "--reject", "--reason", "x", "--as", "ana")
 	d.cli(t, 1, "conflicts", "resolve", "999999", "--accept", "--reason", "x", "--as", "ana")
 	var first, second settle.Resolution
-	json.Unmarshal([]byte(d.cli(t, 0, "conflicts", "resolve", fmt.Sprint(acme), "--accept", "--reason", "meter re-read", "--as", "ana", "--json")), &first)
-	json.Unmarshal([]byte(d.cli(t, 0, "conflicts", "resolve", fmt.Sprint(acme), "--accept", "--reason", "meter re-read", "--as", "ana", "--json")), &second)
+	if err := json.Unmarshal([]byte(d.cli(t, 0, "conflicts", "resolve", fmt.Sprint(acme), "--accept", "--reason", "meter re-read", "--as", "ana", "--json")), &first); err != nil {
+		t.Fatalf("resolve --json (first): %v", err)
+	}
+	if err := json.Unmarshal([]byte(d.cli(t, 0, "conflicts", "resolve", fmt.Sprint(acme), "--accept", "--reason", "meter re-read", "--as", "ana", "--json")), &second); err != nil {
+		t.Fatalf("resolve --json (second): %v", err)
+	}
 	if first.Status != "accepted" || first.SettlementID == "" || !second.Replayed || second.SettlementID != first.SettlementID {
 		t.Errorf("resolve twice: %+v then %+v", first, second)
 	}
@@ -194,7 +198,9 @@ func TestConflictsCLI(t *testing.T) {
 		t.Errorf("export of the accepted case: %v\n%s", err, out)
 	}
 	var rows2 int
-	d.store.Pool().QueryRow(context.Background(), `SELECT count(*) FROM ledger_entries e JOIN identities i ON i.id = e.identity_id WHERE i.operation = 'resolution'`).Scan(&rows2)
+	if err := d.store.Pool().QueryRow(context.Background(), `SELECT count(*) FROM ledger_entries e JOIN identities i ON i.id = e.identity_id WHERE i.operation = 'resolution'`).Scan(&rows2); err != nil {
+		t.Fatal(err)
+	}
 	if rows2 != 1 {
 		t.Errorf("%d ledger rows from resolutions, want 1", rows2)
 	}
@@ -295,7 +301,9 @@ func TestDLQReplayTwice(t *testing.T) {
 		t.Errorf("second replay: %s", got)
 	}
 	var ledgerRows int
-	d.store.Pool().QueryRow(context.Background(), `SELECT count(*) FROM ledger_entries`).Scan(&ledgerRows)
+	if err := d.store.Pool().QueryRow(context.Background(), `SELECT count(*) FROM ledger_entries`).Scan(&ledgerRows); err != nil {
+		t.Fatal(err)
+	}
 	if ledgerRows != 1 {
 		t.Errorf("%d ledger rows after two replays, want 1", ledgerRows)
 	}

@@ -34,7 +34,7 @@ type benchCmd struct {
 
 	Broker           string        `name:"broker" hidden:"" default:"auto" enum:"auto,process,inproc" help:"Where the broker runs: process (a child 'settle bench --broker-only', so the service's memory is its own), inproc, or auto (process above 100,000 records)."`
 	PerRecordRecords int           `name:"per-record-records" hidden:"" default:"100000" help:"Records of the per-record baseline (it is slow)."`
-	LatencySeconds   time.Duration `name:"latency-duration" default:"15s" help:"Length of the half-rate latency run."`
+	LatencyDuration  time.Duration `name:"latency-duration" default:"15s" help:"Length of the half-rate latency run."`
 	LatencyRate      float64       `name:"latency-rate" hidden:"" help:"Records/s offered in the latency run instead of half the end-to-end rate (5000 when end-to-end is not run)."`
 	LatencyWarmup    time.Duration `name:"latency-warmup" hidden:"" default:"3s" help:"First part of the latency run (empty database, cold caches) left out of its percentiles; its own p99 is reported apart. Part of --latency-duration."`
 	SweepRecords     int           `name:"sweep-records" hidden:"" default:"100000" help:"Records per point of the batch-size sweep."`
@@ -53,7 +53,7 @@ type benchCmd struct {
 }
 
 // Run runs the benchmark.
-func (c *benchCmd) Run(a *app) error {
+func (c *benchCmd) Run(a *app) (err error) {
 	if c.BrokerOnly {
 		return bench.ServeBroker(a.ctx, os.Stdin, a.stdout)
 	}
@@ -62,7 +62,7 @@ func (c *benchCmd) Run(a *app) error {
 		Workload: bench.Workload{Records: c.Records, Config: workload.Config{Tenants: c.Tenants, Subjects: c.Subjects, Partitions: c.Partitions, Seed: c.Seed,
 			Mix: workload.Mix{Duplicates: c.Duplicates, Conflicts: c.Conflicts, Corrections: c.Corrections, Refunds: c.Refunds, Holds: c.Holds}}},
 		BatchSize: c.BatchSize, Writers: c.Writers, PoolConns: c.PoolConns,
-		PerRecordRecords: min(c.PerRecordRecords, c.Records), LatencySeconds: c.LatencySeconds, LatencyRate: c.LatencyRate, LatencyWarmup: c.LatencyWarmup,
+		PerRecordRecords: min(c.PerRecordRecords, c.Records), LatencySeconds: c.LatencyDuration, LatencyRate: c.LatencyRate, LatencyWarmup: c.LatencyWarmup,
 		SweepRecords: min(c.SweepRecords, c.Records), SweepBatches: c.SweepBatches, GrowthIdentities: c.GrowthIdentities,
 		Repeat: c.Repeat, ScaleRecords: min(c.ScaleRecords, c.Records), ScalePartitions: c.ScalePartitions, ScaleInstances: c.ScaleInstances,
 		OutDir: c.Out, Log: a.stderr,
@@ -94,7 +94,13 @@ func (c *benchCmd) Run(a *app) error {
 		if err != nil {
 			return err
 		}
-		defer f.Close()
+		// Deferred first, so it runs after StopCPUProfile has written the
+		// profile: a close that fails means the profile is not all there.
+		defer func() {
+			if cerr := f.Close(); cerr != nil && err == nil {
+				err = fmt.Errorf("cpu profile %s: %w", c.CPUProfile, cerr)
+			}
+		}()
 		if err := pprof.StartCPUProfile(f); err != nil {
 			return err
 		}

@@ -88,7 +88,9 @@ func (c *conflictsListCmd) Run(a *app) error {
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cs.ID, cs.OpenedAt.UTC().Format(time.RFC3339),
 			cs.TenantID, cs.AccountPeriod, cs.RecordID, cs.Operation, cs.Reason, cs.Status, cs.Subject, dash(cs.StoredAmount), dash(cs.IncomingAmount))
 	}
-	tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("write the cases: %w", err)
+	}
 	if len(page.Cases) == 0 {
 		fmt.Fprintln(a.stdout, "no cases match")
 	}
@@ -135,9 +137,13 @@ func (c *conflictsShowCmd) Run(a *app) error {
 		fmt.Fprintf(w, "closed:   %s\n", cs.ClosedAt.UTC().Format(time.RFC3339))
 	}
 	fmt.Fprintln(w)
-	writeSideBySide(w, cs)
+	if err := writeSideBySide(w, cs); err != nil {
+		return err
+	}
 	fmt.Fprintln(w)
-	writeDeliveries(w, cs.Deliveries)
+	if err := writeDeliveries(w, cs.Deliveries); err != nil {
+		return err
+	}
 	fmt.Fprintln(w)
 	if r := cs.Resolution; r != nil {
 		fmt.Fprintf(w, "resolution: %s by %s at %s: %s\n", r.Decision, r.By, r.At.UTC().Format(time.RFC3339), r.Reason)
@@ -167,9 +173,13 @@ func (c *conflictsDiffCmd) Run(a *app) error {
 		}
 		return err
 	}
-	writeSideBySide(a.stdout, cs)
+	if err := writeSideBySide(a.stdout, cs); err != nil {
+		return err
+	}
 	fmt.Fprintln(a.stdout)
-	writeDeliveries(a.stdout, cs.Deliveries)
+	if err := writeDeliveries(a.stdout, cs.Deliveries); err != nil {
+		return err
+	}
 	return nil
 }
 
@@ -184,7 +194,7 @@ func loadCase(a *app, f storeFlags, id int64) (*inspect.Case, error) {
 
 // writeSideBySide prints the fields of both payloads, "!" marking the ones
 // that differ and "-" a field absent on one side.
-func writeSideBySide(w io.Writer, cs *inspect.Case) {
+func writeSideBySide(w io.Writer, cs *inspect.Case) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	stored := "STORED"
 	if string(cs.Stored) == "null" {
@@ -205,11 +215,14 @@ func writeSideBySide(w io.Writer, cs *inspect.Case) {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", mark, f.Field, sv, iv)
 	}
-	tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("write the fields: %w", err)
+	}
 	fmt.Fprintf(w, "%d differing: %s\n", len(cs.Differing), strings.Join(cs.Differing, ", "))
+	return nil
 }
 
-func writeDeliveries(w io.Writer, ds []inspect.Delivery) {
+func writeDeliveries(w io.Writer, ds []inspect.Delivery) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "DELIVERY\tOUTCOME\tAT")
 	for _, d := range ds {
@@ -219,7 +232,10 @@ func writeDeliveries(w io.Writer, ds []inspect.Delivery) {
 		}
 		fmt.Fprintf(tw, "%s/%d@%d\t%s\t%s\n", d.Topic, d.Partition, d.Offset, out, d.At.UTC().Format(time.RFC3339))
 	}
-	tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("write the deliveries: %w", err)
+	}
+	return nil
 }
 
 type conflictsResolveCmd struct {
@@ -283,7 +299,7 @@ type conflictsExportCmd struct {
 // exportRowsMax caps one export: beyond it, narrow the filters.
 const exportRowsMax = 10_000_000
 
-func (c *conflictsExportCmd) Run(a *app) error {
+func (c *conflictsExportCmd) Run(a *app) (err error) {
 	f, err := c.filter(time.Now())
 	if err != nil {
 		return err
@@ -299,7 +315,13 @@ func (c *conflictsExportCmd) Run(a *app) error {
 		if err != nil {
 			return usageError{err.Error()}
 		}
-		defer file.Close()
+		// A file's Close can be where its last write fails: an export
+		// cut short must not exit 0.
+		defer func() {
+			if cerr := file.Close(); cerr != nil && err == nil {
+				err = fmt.Errorf("export cases to %s: %w", c.Output, cerr)
+			}
+		}()
 		out = file
 	}
 	var (
@@ -309,9 +331,12 @@ func (c *conflictsExportCmd) Run(a *app) error {
 	)
 	if c.Format == "csv" {
 		cw = csv.NewWriter(out)
-		cw.Write(analyst.CaseCSVHeader)
+		err = cw.Write(analyst.CaseCSVHeader)
 	} else {
-		io.WriteString(out, "[")
+		_, err = io.WriteString(out, "[")
+	}
+	if err != nil {
+		return fmt.Errorf("export cases: %w", err)
 	}
 	f.Limit = inspect.CasePageRowsMax
 	for n < exportRowsMax {
@@ -345,12 +370,17 @@ func (c *conflictsExportCmd) Run(a *app) error {
 			if err != nil {
 				return err
 			}
-			if !first {
-				io.WriteString(out, ",")
+			sep := ",\n"
+			if first {
+				sep = "\n"
 			}
 			first = false
-			io.WriteString(out, "\n")
-			out.Write(b)
+			if _, err := io.WriteString(out, sep); err != nil {
+				return fmt.Errorf("export cases: %w", err)
+			}
+			if _, err := out.Write(b); err != nil {
+				return fmt.Errorf("export case %d: %w", cs.ID, err)
+			}
 		}
 		if page.Next == "" {
 			break

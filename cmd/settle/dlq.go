@@ -56,7 +56,9 @@ func (c *dlqListCmd) Run(a *app) error {
 		fmt.Fprintf(tw, "%d\t%s/%d@%d\t%s\t%d\t%s\t%s\n", d.ID, d.Source.Topic, d.Source.Partition, d.Source.Offset,
 			d.Reason, d.Attempts, d.At.UTC().Format(time.RFC3339), truncate(d.Error, 100))
 	}
-	tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("write the dead letters: %w", err)
+	}
 	if len(ds) == 0 {
 		fmt.Fprintln(a.stdout, "no dead letters")
 	} else if len(ds) == c.Limit {
@@ -87,7 +89,9 @@ func (c *dlqListCmd) parked(a *app, store *settle.Store) error {
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\t%s\n", p.ID, p.Topic, p.Reason, p.ValueBytes, source,
 			p.ParkedAt.UTC().Format(time.RFC3339), truncate(p.Error, 100))
 	}
-	tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("write the dead letters: %w", err)
+	}
 	if len(ps) == 0 {
 		fmt.Fprintln(a.stdout, "no parked messages")
 	} else if len(ps) == c.Limit {

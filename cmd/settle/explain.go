@@ -97,7 +97,9 @@ func (c *explainCmd) Run(a *app) error {
 		for _, r := range x.Entries {
 			fmt.Fprintf(tw, "  ledger row\t%d\t%s %s %s\t%s\n", r.ID, r.Subject, r.Bucket, r.Amount, r.Currency)
 		}
-		tw.Flush()
+		if err := tw.Flush(); err != nil {
+			return fmt.Errorf("write the explanation: %w", err)
+		}
 	}
 	for _, wop := range e.Waiting {
 		fmt.Fprintf(w, "\nwaiting %s %s/%s for %s/%s: %s since %s (source %s/%d@%d)", wop.Operation, wop.AccountPeriod, wop.RecordID,

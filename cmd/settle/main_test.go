@@ -92,14 +92,22 @@ func TestRunRefusesSchemaBehind(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer admin.Close(ctx)
+	// Closed by a cleanup, not a defer: the drop below is a cleanup too,
+	// and runs first (cleanups run last-in, first-out).
+	t.Cleanup(func() { admin.Close(context.Background()) })
 	// The process id keeps two test runs on one server out of each other's way.
 	name := fmt.Sprintf("settle_cmd_empty_%d", os.Getpid())
-	admin.Exec(ctx, `DROP DATABASE IF EXISTS `+name+` WITH (FORCE)`)
+	if _, err := admin.Exec(ctx, `DROP DATABASE IF EXISTS `+name+` WITH (FORCE)`); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := admin.Exec(ctx, `CREATE DATABASE `+name); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { admin.Exec(context.Background(), `DROP DATABASE IF EXISTS `+name+` WITH (FORCE)`) })
+	t.Cleanup(func() {
+		if _, err := admin.Exec(context.Background(), `DROP DATABASE IF EXISTS `+name+` WITH (FORCE)`); err != nil {
+			t.Errorf("drop %s: %v", name, err)
+		}
+	})
 	code, out := runArgs(t, "run", "--database-url", settletest.DatabaseURL(name), "--brokers", "127.0.0.1:1", "--admin-addr", "127.0.0.1:0")
 	if code != exitFailure || !strings.Contains(out, "settle migrate") {
 		t.Errorf("run on an empty database: exit %d, want 1 naming `settle migrate`:\n%s", code, out)

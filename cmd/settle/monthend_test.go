@@ -50,8 +50,12 @@ func TestMonthEndCommands(t *testing.T) {
 	dir := t.TempDir()
 	good := filepath.Join(dir, "good.jsonl")
 	bad := filepath.Join(dir, "bad.jsonl")
-	os.WriteFile(good, []byte(strings.Join(recs, "\n")+"\n"), 0o644)
-	os.WriteFile(bad, []byte(strings.Join(recs[:2], "\n")+"\n"+strings.Replace(recs[2], `"25"`, `"26"`, 1)+"\n"), 0o644)
+	if err := os.WriteFile(good, []byte(strings.Join(recs, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bad, []byte(strings.Join(recs[:2], "\n")+"\n"+strings.Replace(recs[2], `"25"`, `"26"`, 1)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 
 	var out, errOut bytes.Buffer
 	args := func(extra ...string) []string {

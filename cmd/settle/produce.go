@@ -51,7 +51,7 @@ func (c *produceCmd) Run(a *app) error {
 			// The *PathError already reads "open FILE: ...".
 			return usageError{fmt.Sprintf("%v (give a file of JSON lines, or - to read stdin)", err)}
 		}
-		defer f.Close()
+		defer func() { _ = f.Close() }() // opened only to read
 		in, name = f, c.File
 	}
 	// franz-go refuses a delivery timeout under 1s; the wait for a broker
@@ -72,7 +72,7 @@ func (c *produceCmd) Run(a *app) error {
 		return err
 	}
 	if n.failed.Load() > 0 {
-		return fmt.Errorf("%d records failed to publish to %s at %s (last error: %v); check --brokers, that topic %s exists, or raise --timeout %s",
+		return fmt.Errorf("%d records failed to publish to %s at %s (last error: %w); check --brokers, that topic %s exists, or raise --timeout %s",
 			n.failed.Load(), c.Topic, strings.Join(c.Brokers, ","), n.lastErr, c.Topic, c.Timeout)
 	}
 	if len(n.invalid) > 0 && !c.PublishInvalid {
@@ -98,7 +98,7 @@ func awaitBroker(ctx context.Context, cl *kgo.Client, brokers []string, timeout 
 		}
 		select {
 		case <-wctx.Done():
-			return fmt.Errorf("kafka: no broker answered at %s within --timeout %s (last error: %v): start the broker or fix --brokers",
+			return fmt.Errorf("kafka: no broker answered at %s within --timeout %s (last error: %w): start the broker or fix --brokers",
 				strings.Join(brokers, ","), timeout, err)
 		case <-time.After(250 * time.Millisecond):
 		}

@@ -80,7 +80,9 @@ func (c *reconcileCmd) Run(a *app) error {
 			return err
 		}
 	} else {
-		printReport(a, report)
+		if err := printReport(a, report); err != nil {
+			return err
+		}
 	}
 	if !report.Clean() {
 		return exitError{code: exitMismatch, err: fmt.Errorf("%d discrepancies found", len(report.Findings))}
@@ -88,7 +90,7 @@ func (c *reconcileCmd) Run(a *app) error {
 	return nil
 }
 
-func printReport(a *app, r *reconcile.Report) {
+func printReport(a *app, r *reconcile.Report) error {
 	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "CHECK\tFINDINGS")
 	for _, c := range r.Checks {
@@ -98,10 +100,12 @@ func printReport(a *app, r *reconcile.Report) {
 		}
 		fmt.Fprintf(tw, "%s\t%s\n", c.Name, n)
 	}
-	tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("write the report: %w", err)
+	}
 	if r.Clean() {
 		fmt.Fprintln(a.stdout, "\nno discrepancies")
-		return
+		return nil
 	}
 	fmt.Fprintln(a.stdout)
 	tw = tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
@@ -109,7 +113,10 @@ func printReport(a *app, r *reconcile.Report) {
 	for _, f := range r.Findings {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", f.Class, f.TenantID, f.Period, f.RecordID, f.Operation, f.SettlementID, f.Detail)
 	}
-	tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("write the report: %w", err)
+	}
+	return nil
 }
 
 // readKafka fills in the group's Kafka offsets and, for a tenant and

@@ -43,7 +43,7 @@ func (c *reconcileCmd) runSource(a *app) error {
 		if err != nil {
 			return usageError{fmt.Sprintf("--source: %v", err)}
 		}
-		defer f.Close()
+		defer func() { _ = f.Close() }() // opened only to read
 		in = f
 	}
 	dec, err := record.NewDecoder(record.Config{RecordBytesMax: c.RecordBytes})
@@ -78,7 +78,9 @@ func (c *reconcileCmd) runSource(a *app) error {
 			return err
 		}
 	} else {
-		printSourceReport(a, report)
+		if err := printSourceReport(a, report); err != nil {
+			return err
+		}
 	}
 	if !report.Agrees() {
 		n := 0
@@ -90,7 +92,7 @@ func (c *reconcileCmd) runSource(a *app) error {
 	return nil
 }
 
-func printSourceReport(a *app, r *inspect.SourceReport) {
+func printSourceReport(a *app, r *inspect.SourceReport) error {
 	to := r.To
 	fmt.Fprintf(a.stdout, "tenant %s, periods %s to %s: %d lines, %d out of scope, %d repeated\n\n", r.TenantID, r.From, to, r.Lines, r.OutOfScope, r.Duplicates)
 	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
@@ -103,17 +105,21 @@ func printSourceReport(a *app, r *inspect.SourceReport) {
 		slices.Sort(fs)
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\n", p.Period, p.Identities, p.Matched, p.Refused, strings.Join(fs, ", "))
 	}
-	tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("write the report: %w", err)
+	}
 	fmt.Fprintln(a.stdout)
 	tw = tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "PERIOD\tCURRENCY\tSOURCE\tSETTLE\tDIFFERENCE\t")
 	for _, t := range r.Totals {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t\n", t.Period, t.Currency, t.Source, t.Settle, t.Difference)
 	}
-	tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("write the report: %w", err)
+	}
 	if r.Agrees() {
 		fmt.Fprintln(a.stdout, "\nthe source and settle agree")
-		return
+		return nil
 	}
 	fmt.Fprintln(a.stdout)
 	tw = tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
@@ -125,8 +131,11 @@ func printSourceReport(a *app, r *inspect.SourceReport) {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", f.Class, f.Period, f.RecordID, f.Operation, f.Line, f.Seen, f.Reason, detail)
 	}
-	tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("write the report: %w", err)
+	}
 	if r.Truncated {
 		fmt.Fprintf(a.stdout, "(only the first %d findings are listed; counts: %v)\n", inspect.SourceFindingsMax, r.Counts)
 	}
+	return nil
 }

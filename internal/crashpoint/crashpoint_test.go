@@ -1,6 +1,7 @@
 package crashpoint
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"strings"
@@ -35,15 +36,17 @@ func TestHitKillsOnTheNthHit(t *testing.T) {
 	if os.Getenv("CRASHPOINT_CHILD") == "1" {
 		for i := 1; i <= 5; i++ {
 			Hit("before_commit")
-			os.Stdout.WriteString("survived\n")
+			if _, err := os.Stdout.WriteString("survived\n"); err != nil {
+				t.Fatal(err) // the parent then sees an exit, not a kill
+			}
 		}
 		return
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHitKillsOnTheNthHit$")
 	cmd.Env = append(os.Environ(), "CRASHPOINT_CHILD=1", EnvVar+"=before_commit@3")
 	out, err := cmd.Output()
-	ee, ok := err.(*exec.ExitError)
-	if !ok {
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
 		t.Fatalf("child exited %v, want killed", err)
 	}
 	ws := ee.Sys().(syscall.WaitStatus)

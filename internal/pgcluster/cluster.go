@@ -386,7 +386,7 @@ func (c *Cluster) startOnce(ctx context.Context) error {
 	// logging even while nobody in this process is reading.
 	cmd.Stdout, cmd.Stderr = logf, logf
 	err = cmd.Start()
-	logf.Close()
+	_ = logf.Close() // this process never wrote to it; the child has its own descriptor
 	if err != nil {
 		return fmt.Errorf("pgcluster: start postgres: %w", err)
 	}
@@ -514,8 +514,14 @@ func freePort() (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("pgcluster: pick a free port: %w", err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	a, ok := l.Addr().(*net.TCPAddr)
+	if err := l.Close(); err != nil {
+		return 0, fmt.Errorf("pgcluster: pick a free port: close %s: %w", l.Addr(), err)
+	}
+	if !ok {
+		return 0, fmt.Errorf("pgcluster: pick a free port: %s is not a TCP address", l.Addr())
+	}
+	return a.Port, nil
 }
 
 // tempBase is where Start creates temporary cluster directories: the usual

@@ -53,7 +53,7 @@ func Binary(t testing.TB) string {
 		buildPath = filepath.Join(buildDir, "settle")
 		out, err := exec.Command("go", "build", "-o", buildPath, "github.com/settlehq/settle/cmd/settle").CombinedOutput()
 		if err != nil {
-			buildErr = fmt.Errorf("go build cmd/settle: %v\n%s", err, out)
+			buildErr = fmt.Errorf("go build cmd/settle: %w\n%s", err, out)
 		}
 	})
 	if buildErr != nil {
@@ -67,7 +67,9 @@ func Binary(t testing.TB) string {
 func Main(m *testing.M) int {
 	code := m.Run()
 	if buildDir != "" {
-		os.RemoveAll(buildDir)
+		if err := os.RemoveAll(buildDir); err != nil {
+			fmt.Fprintf(os.Stderr, "proctest: remove the binary's directory: %v\n", err)
+		}
 	}
 	return code
 }
@@ -149,12 +151,14 @@ func Start(t testing.TB, o Options) *Process {
 	// open after the child itself exited.
 	p.cmd.WaitDelay = outputWaitMax
 	if err := p.cmd.Start(); err != nil {
-		f.Close()
+		_ = f.Close() // nothing was written: the start failed
 		t.Fatalf("start %s: %v", o.Name, err)
 	}
 	go func() {
 		p.err = p.cmd.Wait()
-		f.Close()
+		if err := f.Close(); err != nil && p.err == nil {
+			p.err = fmt.Errorf("close the log of %s: %w", o.Name, err)
+		}
 		close(p.done)
 	}()
 	t.Cleanup(func() {
@@ -196,8 +200,17 @@ func (p *Process) Signal(sig syscall.Signal) error {
 	}
 	var errs []error
 	for _, c := range children {
+		// A pid that does not parse must not become 0: kill(0, sig)
+		// signals this whole process group.
 		var child int
-		fmt.Sscan(c, &child)
+		if _, err := fmt.Sscan(c, &child); err != nil {
+			errs = append(errs, fmt.Errorf("signal %v to a child of %s: pid %q: %w", sig, p.Name, c, err))
+			continue
+		}
+		if child <= 0 {
+			errs = append(errs, fmt.Errorf("signal %v to a child of %s: pid %d is no process", sig, p.Name, child))
+			continue
+		}
 		if err := syscall.Kill(child, sig); err != nil {
 			errs = append(errs, fmt.Errorf("signal %v to pid %d, child of %s: %w", sig, child, p.Name, err))
 		}
@@ -300,7 +313,7 @@ func (p *Process) tail(n int64) (string, bool) {
 	if err != nil {
 		return "", false
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // opened only to read
 	fi, err := f.Stat()
 	if err != nil {
 		return "", false

@@ -50,8 +50,11 @@ func FreeAddr(t testing.TB) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	addr := ln.Addr().String()
+	if err := ln.Close(); err != nil {
+		t.Fatalf("free address %s: %v", addr, err)
+	}
+	return addr
 }
 
 // Proxy forwards TCP connections from Addr to a target until Cut: Cut
@@ -74,7 +77,7 @@ func NewProxy(t testing.TB, target string) *Proxy {
 	p := &Proxy{addr: ln.Addr().String()}
 	var wg sync.WaitGroup
 	t.Cleanup(func() {
-		ln.Close()
+		_ = ln.Close() // ends the accept loop; nothing else to do with its error
 		p.Cut()
 		wg.Wait()
 	})
@@ -87,19 +90,21 @@ func NewProxy(t testing.TB, target string) *Proxy {
 			p.mu.Lock()
 			if p.down {
 				p.mu.Unlock()
-				c.Close()
+				_ = c.Close() // refused: the client sees the close
 				continue
 			}
 			up, err := net.Dial("tcp", target)
 			if err != nil {
 				p.mu.Unlock()
-				c.Close()
+				_ = c.Close() // refused: the client sees the close
 				continue
 			}
 			p.conns = append(p.conns, c, up)
 			p.mu.Unlock()
-			wg.Go(func() { io.Copy(up, c); up.Close() })
-			wg.Go(func() { io.Copy(c, up); c.Close() })
+			// A copy ends when either side closes, which is how Cut
+			// works: its error is expected and carries nothing.
+			wg.Go(func() { _, _ = io.Copy(up, c); _ = up.Close() })
+			wg.Go(func() { _, _ = io.Copy(c, up); _ = c.Close() })
 		}
 	})
 	return p
@@ -114,7 +119,7 @@ func (p *Proxy) Cut() {
 	defer p.mu.Unlock()
 	p.down = true
 	for _, c := range p.conns {
-		c.Close()
+		_ = c.Close() // cutting is the point; a connection already gone is cut too
 	}
 	p.conns = nil
 }
@@ -147,7 +152,7 @@ func HTTPGet(url string) (int, string) {
 	if err != nil {
 		return 0, err.Error()
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }() // read to the end below
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
 }

@@ -166,7 +166,7 @@ type Input struct {
 	PublishedRead bool
 }
 
-// Reconcile checks the invariants of the database and, when given what the
+// Run checks the invariants of the database and, when given what the
 // topics hold for a tenant and period, compares them with what was settled,
 // by identity. It only reads; it runs in one REPEATABLE READ READ ONLY
 // transaction so every check sees the same snapshot.

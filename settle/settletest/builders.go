@@ -29,14 +29,24 @@ func Rec(kv ...any) map[string]any {
 		"occurred_at":          "2026-11-03T10:00:00Z",
 		"finalization_version": 1,
 	}
-	for i := 0; i < len(kv); i += 2 {
+	set(m, kv)
+	return m
+}
+
+// set overrides the fields of m with kv's name/value pairs; a nil value
+// deletes the field.
+func set(m map[string]any, kv []any) {
+	for i := 0; i+1 < len(kv); i += 2 {
+		name, ok := kv[i].(string)
+		if !ok {
+			panic(fmt.Sprintf("settletest: field name %v is not a string", kv[i]))
+		}
 		if kv[i+1] == nil {
-			delete(m, kv[i].(string))
+			delete(m, name)
 		} else {
-			m[kv[i].(string)] = kv[i+1]
+			m[name] = kv[i+1]
 		}
 	}
-	return m
 }
 
 // Grant builds a grant of amount to subject.
@@ -62,13 +72,7 @@ func Batch(partition int32, offset int64, recs ...map[string]any) []settle.Input
 // the field).
 func Clone(m map[string]any, kv ...any) map[string]any {
 	c := maps.Clone(m)
-	for i := 0; i < len(kv); i += 2 {
-		if kv[i+1] == nil {
-			delete(c, kv[i].(string))
-		} else {
-			c[kv[i].(string)] = kv[i+1]
-		}
-	}
+	set(c, kv)
 	return c
 }
 

@@ -68,12 +68,14 @@ func createTemplate(ctx context.Context, name string) error {
 	// Test packages run as parallel processes: one creates the template,
 	// the others wait on this lock and find it made.
 	if _, err := admin.Exec(ctx, `SELECT pg_advisory_lock(7270741)`); err != nil {
-		return err
+		return fmt.Errorf("settletest: lock template %s: %w", name, err)
 	}
-	defer admin.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock(7270741)`)
+	// An unlock that fails changes nothing: closing the session (deferred
+	// above) releases the lock as well.
+	defer func() { _, _ = admin.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock(7270741)`) }()
 	var exists bool
 	if err := admin.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, name).Scan(&exists); err != nil {
-		return err
+		return fmt.Errorf("settletest: look up template %s: %w", name, err)
 	}
 	if exists {
 		return nil
@@ -81,19 +83,21 @@ func createTemplate(ctx context.Context, name string) error {
 	building := name + "_build"
 	_, _ = admin.Exec(ctx, `DROP DATABASE IF EXISTS `+building)
 	if _, err := admin.Exec(ctx, `CREATE DATABASE `+building); err != nil {
-		return err
+		return fmt.Errorf("settletest: create database %s: %w", building, err)
 	}
 	conn, err := pgx.Connect(ctx, DatabaseURL(building))
 	if err != nil {
-		return err
+		return fmt.Errorf("settletest: connect to %s: %w", building, err)
 	}
 	if _, err := schema.Migrate(ctx, conn); err != nil {
 		conn.Close(ctx)
 		return fmt.Errorf("settletest: migrate template: %w", err)
 	}
 	conn.Close(ctx)
-	_, err = admin.Exec(ctx, `ALTER DATABASE `+building+` RENAME TO `+name)
-	return err
+	if _, err = admin.Exec(ctx, `ALTER DATABASE `+building+` RENAME TO `+name); err != nil {
+		return fmt.Errorf("settletest: rename %s to %s: %w", building, name, err)
+	}
+	return nil
 }
 
 // DatabaseURL is the URL of database name on the test server.
