@@ -73,19 +73,3 @@ func (h *handler) accountPage(w http.ResponseWriter, r *http.Request) {
 	h.renderCode(w, code, "account", map[string]any{"Title": "Account " + subject, "Nav": "search", "Tenant": tenant,
 		"Subject": subject, "Accounts": accounts, "RowsMax": accountRowsMax})
 }
-
-func (h *handler) apiCaseLinks(w http.ResponseWriter, r *http.Request) {
-	id, err := caseID(r)
-	if err != nil {
-		h.fail(w, r, err, true)
-		return
-	}
-	ctx, cancel := h.ctx(r)
-	defer cancel()
-	l, err := h.cfg.Store.CaseLinks(ctx, id)
-	if err != nil {
-		h.fail(w, r, err, true)
-		return
-	}
-	writeJSON(w, http.StatusOK, l)
-}

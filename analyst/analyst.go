@@ -214,7 +214,7 @@ func newHandler(cfg Config) (http.Handler, *routeMux) {
 	mux.HandleFunc("GET /api/overview", h.apiOverview)
 	mux.HandleFunc("GET /api/cases", h.apiCases)
 	mux.HandleFunc("GET /api/cases/counts", h.apiCaseCounts)
-	mux.HandleFunc("GET /api/cases/{id}", h.apiCase)
+	mux.HandleFunc("GET /api/cases/{id}", apiByID(h, caseID, h.cfg.Store.Case))
 	mux.HandleFunc("POST /api/cases/{id}/resolve", h.apiResolve)
 	mux.HandleFunc("GET /api/explain/{tenant}/{period}/{record}", h.apiExplain)
 	mux.HandleFunc("GET /api/dlq", h.apiDLQ)

@@ -40,22 +40,6 @@ func deadLetterID(r *http.Request) (int64, error) {
 	return id, nil
 }
 
-func (h *handler) apiDeadLetter(w http.ResponseWriter, r *http.Request) {
-	id, err := deadLetterID(r)
-	if err != nil {
-		h.fail(w, r, err, true)
-		return
-	}
-	ctx, cancel := h.ctx(r)
-	defer cancel()
-	d, err := h.cfg.Store.DeadLetter(ctx, id)
-	if err != nil {
-		h.fail(w, r, err, true)
-		return
-	}
-	writeJSON(w, http.StatusOK, d)
-}
-
 // shownBytes is a byte string as the page shows it: as text when it is
 // UTF-8 (indented when it is JSON), always as hex.
 type shownBytes struct {

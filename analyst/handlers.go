@@ -1,6 +1,7 @@
 package analyst
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -166,22 +167,6 @@ func cloneValues(v url.Values) url.Values {
 		}
 	}
 	return out
-}
-
-func (h *handler) apiCase(w http.ResponseWriter, r *http.Request) {
-	id, err := caseID(r)
-	if err != nil {
-		h.fail(w, r, err, true)
-		return
-	}
-	ctx, cancel := h.ctx(r)
-	defer cancel()
-	c, err := h.cfg.Store.Case(ctx, id)
-	if err != nil {
-		h.fail(w, r, err, true)
-		return
-	}
-	writeJSON(w, http.StatusOK, c)
 }
 
 func (h *handler) casePage(w http.ResponseWriter, r *http.Request) {
@@ -351,4 +336,25 @@ func (h *handler) explainPage(w http.ResponseWriter, r *http.Request) {
 		data["E"] = e
 	}
 	h.render(w, "explain", data)
+}
+
+// apiByID serves a JSON read of one thing named by the {id} of the path:
+// the id parsed by parse (a 400 that says what to send), the thing read
+// by read (a 404 for none, a 504 for a database too slow).
+func apiByID[T any](h *handler, parse func(*http.Request) (int64, error), read func(context.Context, int64) (T, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		id, err := parse(r)
+		if err != nil {
+			h.fail(w, r, err, true)
+			return
+		}
+		ctx, cancel := h.ctx(r)
+		defer cancel()
+		v, err := read(ctx, id)
+		if err != nil {
+			h.fail(w, r, err, true)
+			return
+		}
+		writeJSON(w, http.StatusOK, v)
+	}
 }
