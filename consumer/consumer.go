@@ -13,147 +13,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"go.opentelemetry.io/otel/trace"
-
 	"github.com/settlehq/settle/internal/backoff"
 	"github.com/settlehq/settle/internal/crashpoint"
 	"github.com/settlehq/settle/settle"
-	"github.com/settlehq/settle/telemetry"
 )
-
-// Config configures a Consumer. The zero value of every field but Brokers
-// is a documented default.
-type Config struct {
-	// Brokers are the seed brokers, host:port.
-	Brokers []string
-
-	// Group is the consumer group. "" = "settle".
-	Group string
-
-	// Topic is the usage topic read. "" = "usage".
-	Topic string
-
-	// ResultsTopic receives one result per input record.
-	// "" = "usage.results".
-	ResultsTopic string
-
-	// PollRecordsMax caps the records taken from the client per poll (all
-	// partitions together); each partition's share is cut into batches of
-	// the store's BatchRecordsMax. 0 = 50,000.
-	PollRecordsMax int
-
-	// RecordAttemptsMax is how often one record that fails on its own
-	// (isolated by bisection) is tried before it is dead-lettered
-	// transient_exhausted. 0 = 5.
-	RecordAttemptsMax int
-
-	// BackoffMin and BackoffMax bound the capped exponential backoff used
-	// while the database or the broker is unavailable and between attempts
-	// of a failing record. 0 = 100ms and 10s.
-	BackoffMin, BackoffMax time.Duration
-
-	// ProduceTimeout bounds one attempt to publish a batch's results; a
-	// failed attempt is retried with backoff, so it only decides how soon
-	// an outage of the broker shows in Ready. 0 = 30s.
-	ProduceTimeout time.Duration
-
-	// SessionTimeout is the group session timeout: how long the group
-	// waits for a dead member. 0 = 45s (the Kafka default). Tests use ~1s.
-	SessionTimeout time.Duration
-
-	// RebalanceTimeout is how long the group waits for members to finish
-	// their batches in a rebalance. 0 = 60s.
-	RebalanceTimeout time.Duration
-
-	// DrainTimeout bounds how long a stopping consumer keeps working on the
-	// batch it holds before abandoning it (abandoned records are read
-	// again by the next owner, so nothing is lost). 0 = 10s.
-	DrainTimeout time.Duration
-
-	// ClientOpts are extra franz-go options (TLS, SASL, logging). They are
-	// applied after the consumer's own, so they can override them: do not
-	// override the group options (above all the balancers: a cooperative
-	// or server-side one undoes the fencing of commits to their
-	// membership, see Run) unless you know why they are set.
-	ClientOpts []kgo.Opt
-
-	// Logger receives the consumer's log. nil = slog.Default().
-	Logger *slog.Logger
-
-	// Metrics receives the consumer's measurements (records by outcome
-	// and kind, batch sizes, transaction latency, end-to-end latency,
-	// retries, dead letters). nil = none.
-	Metrics *telemetry.Metrics
-
-	// TracerProvider starts one span per record, a child of the trace
-	// context in its headers, carried on to its result and settlement.
-	// nil = no spans (the headers still pass through unchanged).
-	TracerProvider trace.TracerProvider
-}
-
-func (c *Config) setDefaults() {
-	if c.Group == "" {
-		c.Group = "settle"
-	}
-	if c.Topic == "" {
-		c.Topic = "usage"
-	}
-	if c.ResultsTopic == "" {
-		c.ResultsTopic = "usage.results"
-	}
-	if c.PollRecordsMax == 0 {
-		c.PollRecordsMax = 50_000
-	}
-	if c.RecordAttemptsMax == 0 {
-		c.RecordAttemptsMax = 5
-	}
-	if c.BackoffMin == 0 {
-		c.BackoffMin = 100 * time.Millisecond
-	}
-	if c.BackoffMax == 0 {
-		c.BackoffMax = 10 * time.Second
-	}
-	if c.ProduceTimeout == 0 {
-		c.ProduceTimeout = 30 * time.Second
-	}
-	if c.SessionTimeout == 0 {
-		c.SessionTimeout = 45 * time.Second
-	}
-	if c.RebalanceTimeout == 0 {
-		c.RebalanceTimeout = 60 * time.Second
-	}
-	if c.DrainTimeout == 0 {
-		c.DrainTimeout = 10 * time.Second
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
-}
-
-// retryPolicy is the backoff of every retry loop of the consumer. The
-// jitter only shortens a wait (to no less than half of it), so BackoffMax
-// stays the longest pause an outage causes, while members that failed
-// together fall out of step.
-func (c Config) retryPolicy() backoff.Policy {
-	return backoff.Policy{Min: c.BackoffMin, Max: c.BackoffMax, Jitter: backoff.Jitter{Below: 0.5}}
-}
-
-// Validate reports the first setting that cannot work, saying how to fix it.
-func (c Config) Validate() error {
-	switch {
-	case len(c.Brokers) == 0:
-		return errors.New("consumer: no brokers: set at least one host:port (--brokers or KAFKA_BROKERS)")
-	case c.PollRecordsMax < 0 || c.PollRecordsMax > 1_000_000:
-		return fmt.Errorf("consumer: poll records max %d: must be between 1 and 1000000 (0 = 50000)", c.PollRecordsMax)
-	case c.RecordAttemptsMax < 0 || c.RecordAttemptsMax > 100:
-		return fmt.Errorf("consumer: record attempts max %d: must be between 1 and 100 (0 = 5)", c.RecordAttemptsMax)
-	case c.BackoffMin < 0 || c.BackoffMax < 0 || (c.BackoffMax != 0 && c.BackoffMin > c.BackoffMax):
-		return fmt.Errorf("consumer: backoff %s..%s: must be positive with min <= max", c.BackoffMin, c.BackoffMax)
-	case c.SessionTimeout < 0 || c.RebalanceTimeout < 0 || c.DrainTimeout < 0 || c.ProduceTimeout < 0:
-		return errors.New("consumer: timeouts must be positive (0 = default)")
-	}
-	return nil
-}
 
 // Consumer is one member of the consumer group. Create it with New and run
 // it with Run; Ready and Counts may be called from any goroutine.
@@ -235,7 +98,26 @@ func (c *Consumer) Run(ctx context.Context) error {
 	}
 	defer c.running.Store(false)
 
-	opts := []kgo.Opt{
+	cl, err := kgo.NewClient(append(c.clientOpts(), c.cfg.ClientOpts...)...)
+	if err != nil {
+		return fmt.Errorf("consumer: create kafka client: %w", err)
+	}
+	workCtx, stopWork := c.drainContext(ctx)
+	defer stopWork()
+	// A stop, like a rebalance, ends the poll after the batch in hand.
+	defer context.AfterFunc(ctx, c.abandonPoll)()
+
+	c.log.Info("consumer started", "topic", c.cfg.Topic, "brokers", c.cfg.Brokers)
+	for c.poll(ctx, workCtx, cl) {
+	}
+	c.stop(ctx, workCtx, cl)
+	return nil
+}
+
+// clientOpts are the Kafka client's options; Config.ClientOpts come after
+// them and can override them.
+func (c *Consumer) clientOpts() []kgo.Opt {
+	return []kgo.Opt{
 		kgo.SeedBrokers(c.cfg.Brokers...),
 		kgo.ConsumerGroup(c.cfg.Group),
 		kgo.ConsumeTopics(c.cfg.Topic),
@@ -292,15 +174,13 @@ func (c *Consumer) Run(ctx context.Context) error {
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerLinger(0),
 	}
-	cl, err := kgo.NewClient(append(opts, c.cfg.ClientOpts...)...)
-	if err != nil {
-		return fmt.Errorf("consumer: create kafka client: %w", err)
-	}
+}
 
-	// Work on a poll outlives ctx by at most DrainTimeout: a stop lets the
-	// batch in hand finish and commit rather than throw the work away.
+// drainContext returns the context work on a poll runs under and its stop
+// function: it outlives ctx by at most DrainTimeout, so a stop lets the
+// batch in hand finish and commit rather than throw the work away.
+func (c *Consumer) drainContext(ctx context.Context) (context.Context, func()) {
 	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancelWork()
 	stopDrain := context.AfterFunc(ctx, func() {
 		t := time.NewTimer(c.cfg.DrainTimeout)
 		defer t.Stop()
@@ -310,47 +190,55 @@ func (c *Consumer) Run(ctx context.Context) error {
 		case <-workCtx.Done():
 		}
 	})
-	defer stopDrain()
-	// A stop, like a rebalance, ends the poll after the batch in hand.
-	defer context.AfterFunc(ctx, c.abandonPoll)()
-
-	c.log.Info("consumer started", "topic", c.cfg.Topic, "brokers", c.cfg.Brokers)
-	for {
-		// PollRecords blocks until records arrive; while a failed commit
-		// is owed, it is bounded so the loop wakes up to retry it even if
-		// the partition stays idle. A poll that ends on its deadline holds
-		// the rebalance gate like any other: the retry is inside ownership.
-		// The poll's abandon channel exists before the poll does: the
-		// client holds rebalances from inside PollRecords on, and a
-		// rebalance that blocks then must still find it to close.
-		abandon := c.newPollAbandon()
-		pollCtx, cancelPoll := ctx, context.CancelFunc(func() {})
-		if d, owed := c.commits.next(time.Now()); owed {
-			pollCtx, cancelPoll = context.WithTimeout(ctx, max(d, time.Millisecond))
-		}
-		fetches := cl.PollRecords(pollCtx, c.cfg.PollRecordsMax)
-		cancelPoll()
-		if fetches.IsClientClosed() || ctx.Err() != nil {
-			break
-		}
-		fetches.EachError(func(topic string, p int32, err error) {
-			if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
-				c.log.Warn("fetch failed; the client retries", "topic", topic, "partition", p, "err", err)
-			}
-		})
-		// The membership the poll's records were fetched under: it
-		// cannot change until AllowRebalance (an eager member revokes,
-		// or is told it lost, everything before it rejoins).
-		member, _ := cl.GroupMetadata()
-		if n := c.commits.session(member); n > 0 {
-			c.log.Warn("dropped offset commits owed by an earlier membership of the group: its partitions were given to other members",
-				"partitions", n, "member", member)
-		}
-		c.handlePoll(workCtx, abandon, cl, member, fetches)
-		c.retryCommits(workCtx, cl, false, 10*time.Second)
-		cl.AllowRebalance()
+	return workCtx, func() {
+		stopDrain()
+		cancelWork()
 	}
+}
 
+// poll runs one turn of the loop: PollRecords, settle and commit what it
+// returned, AllowRebalance. It reports false once ctx is done or the client
+// closed, with the last poll still held.
+func (c *Consumer) poll(ctx, workCtx context.Context, cl *kgo.Client) bool {
+	// PollRecords blocks until records arrive; while a failed commit
+	// is owed, it is bounded so the loop wakes up to retry it even if
+	// the partition stays idle. A poll that ends on its deadline holds
+	// the rebalance gate like any other: the retry is inside ownership.
+	// The poll's abandon channel exists before the poll does: the
+	// client holds rebalances from inside PollRecords on, and a
+	// rebalance that blocks then must still find it to close.
+	abandon := c.newPollAbandon()
+	pollCtx, cancelPoll := ctx, context.CancelFunc(func() {})
+	if d, owed := c.commits.next(time.Now()); owed {
+		pollCtx, cancelPoll = context.WithTimeout(ctx, max(d, time.Millisecond))
+	}
+	fetches := cl.PollRecords(pollCtx, c.cfg.PollRecordsMax)
+	cancelPoll()
+	if fetches.IsClientClosed() || ctx.Err() != nil {
+		return false
+	}
+	fetches.EachError(func(topic string, p int32, err error) {
+		if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+			c.log.Warn("fetch failed; the client retries", "topic", topic, "partition", p, "err", err)
+		}
+	})
+	// The membership the poll's records were fetched under: it
+	// cannot change until AllowRebalance (an eager member revokes,
+	// or is told it lost, everything before it rejoins).
+	member, _ := cl.GroupMetadata()
+	if n := c.commits.session(member); n > 0 {
+		c.log.Warn("dropped offset commits owed by an earlier membership of the group: its partitions were given to other members",
+			"partitions", n, "member", member)
+	}
+	c.handlePoll(workCtx, abandon, cl, member, fetches)
+	c.retryCommits(workCtx, cl, false, 10*time.Second)
+	cl.AllowRebalance()
+	return true
+}
+
+// stop ends Run from inside its last poll: owed commits get a last try, and
+// the member leaves the group.
+func (c *Consumer) stop(ctx, workCtx context.Context, cl *kgo.Client) {
 	// Still inside the last poll: a commit owed after a failure gets one
 	// last, short attempt, so a stop does not leave phantom lag behind.
 	c.retryCommits(workCtx, cl, true, 2*time.Second)
@@ -366,7 +254,6 @@ func (c *Consumer) Run(ctx context.Context) error {
 	cl.Close()
 	c.joined.Store(false)
 	c.log.Info("consumer stopped")
-	return nil
 }
 
 // The fetch linger: at most 40 ms of added latency, for batches large

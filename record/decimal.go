@@ -40,19 +40,53 @@ func NormalizeDecimal(s string, intDigitsMax, fracDigitsMax int) (string, error)
 	if s[0] == '-' {
 		return "", fmt.Errorf("%s is negative; decimals are unsigned, of the form D+(.D+)?([eE][+-]?D+)?", quote(s))
 	}
-	malformed := func() (string, error) {
+	d, ok := splitDecimal(s)
+	if !ok {
 		return "", fmt.Errorf("%s is not a decimal; the form is D+(.D+)?([eE][+-]?D+)? with no sign, e.g. \"12.5\"", quote(s))
 	}
 
-	// Split into integer digits s[0:ie], fraction digits s[fs:fe] and the
-	// exponent.
+	// Fast path: already in normal form, the common case for amounts.
+	if d.isNormal() {
+		intDigits := len(d.intPart)
+		if d.intPart == "0" {
+			intDigits = 0
+		}
+		if err := checkDigits(s, int64(intDigits), int64(len(d.fracPart)), intDigitsMax, fracDigitsMax); err != nil {
+			return "", err
+		}
+		return s, nil
+	}
+
+	lo, hi, zero := d.significant()
+	if zero {
+		return "0", nil
+	}
+	l := d.layout(lo, hi)
+	if err := checkDigits(s, l.intDigits, l.fracDigits, intDigitsMax, fracDigitsMax); err != nil {
+		return "", err
+	}
+	return d.normalForm(lo, hi, l), nil
+}
+
+// decimalParts is a decimal split into its integer digits, its fraction
+// digits and its exponent, each still a slice of the input.
+type decimalParts struct {
+	intPart, fracPart string
+	exp               int64
+	hasExp            bool
+}
+
+// splitDecimal splits s of the form D+(.D+)?([eE][+-]?D+)? into its parts;
+// ok is false when s does not have that form. The exponent saturates at
+// ±exponentMax.
+func splitDecimal(s string) (d decimalParts, ok bool) {
 	i := 0
 	for i < len(s) && isDigit(s[i]) {
 		i++
 	}
 	ie := i
 	if ie == 0 {
-		return malformed()
+		return d, false
 	}
 	fs, fe := i, i
 	if i < len(s) && s[i] == '.' {
@@ -63,13 +97,11 @@ func NormalizeDecimal(s string, intDigitsMax, fracDigitsMax int) (string, error)
 		}
 		fe = i
 		if fe == fs {
-			return malformed()
+			return d, false
 		}
 	}
-	var exp int64
-	hasExp := false
 	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
-		hasExp = true
+		d.hasExp = true
 		i++
 		neg := false
 		if i < len(s) && (s[i] == '+' || s[i] == '-') {
@@ -78,104 +110,115 @@ func NormalizeDecimal(s string, intDigitsMax, fracDigitsMax int) (string, error)
 		}
 		es := i
 		for i < len(s) && isDigit(s[i]) {
-			if exp < exponentMax {
-				exp = exp*10 + int64(s[i]-'0')
+			if d.exp < exponentMax {
+				d.exp = d.exp*10 + int64(s[i]-'0')
 			}
 			i++
 		}
 		if i == es {
-			return malformed()
+			return d, false
 		}
-		exp = min(exp, exponentMax)
+		d.exp = min(d.exp, exponentMax)
 		if neg {
-			exp = -exp
+			d.exp = -d.exp
 		}
 	}
 	if i != len(s) {
-		return malformed()
+		return d, false
 	}
+	d.intPart, d.fracPart = s[:ie], s[fs:fe]
+	return d, true
+}
 
-	intPart, fracPart := s[:ie], s[fs:fe]
-	nd := len(intPart) + len(fracPart)
-	digit := func(k int) byte {
-		if k < len(intPart) {
-			return intPart[k]
-		}
-		return fracPart[k-len(intPart)]
+// isNormal reports whether the input already is its own normal form: no
+// exponent, no leading zero in the integer part, no trailing zero in the
+// fraction.
+func (d *decimalParts) isNormal() bool {
+	return !d.hasExp && (d.intPart == "0" || d.intPart[0] != '0') &&
+		(len(d.fracPart) == 0 || d.fracPart[len(d.fracPart)-1] != '0')
+}
+
+// digit is the k-th digit of the integer digits followed by the fraction
+// digits.
+func (d *decimalParts) digit(k int) byte {
+	if k < len(d.intPart) {
+		return d.intPart[k]
 	}
+	return d.fracPart[k-len(d.intPart)]
+}
 
-	// Fast path: already in normal form, the common case for amounts.
-	if !hasExp && (intPart == "0" || intPart[0] != '0') && (len(fracPart) == 0 || fracPart[len(fracPart)-1] != '0') {
-		intDigits := len(intPart)
-		if intPart == "0" {
-			intDigits = 0
-		}
-		if err := checkDigits(s, int64(intDigits), int64(len(fracPart)), intDigitsMax, fracDigitsMax); err != nil {
-			return "", err
-		}
-		return s, nil
-	}
-
-	// The significant digits are digit(lo)..digit(hi-1); the decimal point
-	// sits point digits after digit(lo) (negative: before it).
-	lo := 0
-	for lo < nd && digit(lo) == '0' {
+// significant returns the significant digits as the range digit(lo) ..
+// digit(hi-1), or zero when every digit is 0.
+func (d *decimalParts) significant() (lo, hi int, zero bool) {
+	nd := len(d.intPart) + len(d.fracPart)
+	for lo < nd && d.digit(lo) == '0' {
 		lo++
 	}
 	if lo == nd {
-		return "0", nil
+		return 0, 0, true
 	}
-	hi := nd
-	for digit(hi-1) == '0' {
+	hi = nd
+	for d.digit(hi-1) == '0' {
 		hi--
 	}
-	n := int64(hi - lo)
-	point := int64(len(intPart)) + exp - int64(lo)
+	return lo, hi, false
+}
 
-	var intDigits, fracDigits, leadZeros int64
+// decimalLayout is the shape of a normal form: its integer digits, its
+// fraction digits, and how many of those fraction digits are zeros before the
+// first significant one.
+type decimalLayout struct {
+	intDigits, fracDigits, leadZeros int64
+}
+
+// layout places the decimal point among the significant digits lo..hi-1: it
+// sits point digits after digit(lo) (negative: before it).
+func (d *decimalParts) layout(lo, hi int) decimalLayout {
+	n := int64(hi - lo)
+	point := int64(len(d.intPart)) + d.exp - int64(lo)
 	switch {
 	case point >= n:
-		intDigits = point
+		return decimalLayout{intDigits: point}
 	case point > 0:
-		intDigits, fracDigits = point, n-point
+		return decimalLayout{intDigits: point, fracDigits: n - point}
 	default:
-		leadZeros = -point
-		fracDigits = n + leadZeros
+		return decimalLayout{fracDigits: n - point, leadZeros: -point}
 	}
-	if err := checkDigits(s, intDigits, fracDigits, intDigitsMax, fracDigitsMax); err != nil {
-		return "", err
-	}
+}
 
-	size := intDigits + fracDigits
-	if intDigits == 0 {
+// normalForm writes the significant digits lo..hi-1 laid out as l into a
+// buffer of the exact size.
+func (d *decimalParts) normalForm(lo, hi int, l decimalLayout) string {
+	size := l.intDigits + l.fracDigits
+	if l.intDigits == 0 {
 		size++ // "0"
 	}
-	if fracDigits > 0 {
+	if l.fracDigits > 0 {
 		size++ // "."
 	}
 	b := make([]byte, 0, size)
-	if intDigits == 0 {
+	if l.intDigits == 0 {
 		b = append(b, '0')
 	}
 	k := lo
-	for j := int64(0); j < intDigits; j++ {
+	for j := int64(0); j < l.intDigits; j++ {
 		if k < hi {
-			b = append(b, digit(k))
+			b = append(b, d.digit(k))
 			k++
 		} else {
 			b = append(b, '0')
 		}
 	}
-	if fracDigits > 0 {
+	if l.fracDigits > 0 {
 		b = append(b, '.')
-		for j := int64(0); j < leadZeros; j++ {
+		for j := int64(0); j < l.leadZeros; j++ {
 			b = append(b, '0')
 		}
 		for ; k < hi; k++ {
-			b = append(b, digit(k))
+			b = append(b, d.digit(k))
 		}
 	}
-	return string(b), nil
+	return string(b)
 }
 
 func checkDigits(s string, intDigits, fracDigits int64, intDigitsMax, fracDigitsMax int) error {

@@ -397,34 +397,12 @@ func (sc *scanner) strEscaped(start, i int, flags uint8) (string, uint8, *Decode
 		case 't':
 			b.WriteByte('\t')
 		case 'u':
-			r, ok := hex4(s, i+2)
+			next, f, ok := writeUnicodeEscape(&b, s, i)
 			if !ok {
 				sc.pos = i
 				return "", 0, sc.syntaxError(`invalid \u escape`)
 			}
-			i += 6
-			if r == 0 {
-				flags |= flagNUL
-			}
-			if r >= 0xD800 && r < 0xDC00 {
-				// A high surrogate must be followed by an escaped low one.
-				if i+1 < len(s) && s[i] == '\\' && s[i+1] == 'u' {
-					if lo, ok := hex4(s, i+2); ok && lo >= 0xDC00 && lo < 0xE000 {
-						b.WriteRune(0x10000 + (r-0xD800)<<10 + (lo - 0xDC00))
-						i += 6
-						continue
-					}
-				}
-				flags |= flagBadUTF8
-				b.WriteRune(utf8.RuneError)
-				continue
-			}
-			if r >= 0xDC00 && r < 0xE000 {
-				flags |= flagBadUTF8
-				b.WriteRune(utf8.RuneError)
-				continue
-			}
-			b.WriteRune(r)
+			i, flags = next, flags|f
 			continue
 		default:
 			sc.pos = i
@@ -434,6 +412,37 @@ func (sc *scanner) strEscaped(start, i int, flags uint8) (string, uint8, *Decode
 	}
 	sc.pos = len(s)
 	return "", 0, sc.syntaxError("unterminated string")
+}
+
+// writeUnicodeEscape writes the \uXXXX escape at s[i:] to b, joined with the
+// escaped low surrogate that must follow a high one, and returns the index
+// after it; ok is false when the escape is malformed. A lone surrogate is
+// written as U+FFFD and flagged flagBadUTF8, an escaped NUL flagged flagNUL.
+func writeUnicodeEscape(b *strings.Builder, s string, i int) (next int, flags uint8, ok bool) {
+	r, ok := hex4(s, i+2)
+	if !ok {
+		return i, 0, false
+	}
+	i += 6
+	if r == 0 {
+		flags |= flagNUL
+	}
+	if r >= 0xD800 && r < 0xDC00 {
+		if i+1 < len(s) && s[i] == '\\' && s[i+1] == 'u' {
+			if lo, ok := hex4(s, i+2); ok && lo >= 0xDC00 && lo < 0xE000 {
+				b.WriteRune(0x10000 + (r-0xD800)<<10 + (lo - 0xDC00))
+				return i + 6, flags, true
+			}
+		}
+		b.WriteRune(utf8.RuneError)
+		return i, flags | flagBadUTF8, true
+	}
+	if r >= 0xDC00 && r < 0xE000 {
+		b.WriteRune(utf8.RuneError)
+		return i, flags | flagBadUTF8, true
+	}
+	b.WriteRune(r)
+	return i, flags, true
 }
 
 func hex4(s string, i int) (rune, bool) {
@@ -455,56 +464,4 @@ func hex4(s string, i int) (rune, bool) {
 		}
 	}
 	return r, true
-}
-
-// compactJSON removes insignificant whitespace from valid JSON text, as
-// json.Compact does, keeping escapes as they are.
-func compactJSON(s string) []byte {
-	b := make([]byte, 0, len(s))
-	inString := false
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if inString {
-			b = append(b, c)
-			switch c {
-			case '\\':
-				i++
-				b = append(b, s[i])
-			case '"':
-				inString = false
-			}
-			continue
-		}
-		switch c {
-		case ' ', '\t', '\n', '\r':
-			continue
-		case '"':
-			inString = true
-		}
-		b = append(b, c)
-	}
-	return b
-}
-
-// quote quotes s for an error message, truncated so that a hostile value
-// cannot flood the logs.
-func quote(s string) string {
-	const max = 64
-	if len(s) <= max {
-		return fmt.Sprintf("%q", s)
-	}
-	cut := max
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return fmt.Sprintf("%q…", s[:cut])
-}
-
-// clip is quote without the quotes, for JSON numbers: their text is already
-// unambiguous, but it may be arbitrarily long.
-func clip(s string) string {
-	if len(s) <= 64 {
-		return s
-	}
-	return s[:64] + "…"
 }

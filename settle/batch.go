@@ -136,8 +136,8 @@ func decodedOf(in *Input, p *record.Decoded) decoded {
 // in the same round trip, keeps its planner on index probes. Every query
 // of the hot path looks rows up by key; a plan chosen while a table was
 // small (a cached generic plan, made before autovacuum's first ANALYZE)
-// could otherwise keep scanning it whole as it grows: measured at 4.7 ms
-// for a 26-key look-up that takes 0.1 ms by index.
+// could otherwise keep scanning it whole as it grows, many times slower
+// than the index probe (BENCHMARKS.md).
 var settleTxOptions = pgx.TxOptions{BeginQuery: "BEGIN ISOLATION LEVEL READ COMMITTED; " + indexProbesOnly("SET LOCAL")}
 
 // indexProbesOnly is the statements that keep a session's (set "SET") or a

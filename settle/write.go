@@ -11,6 +11,24 @@ import (
 	"github.com/settlehq/settle/record"
 )
 
+// The statements of write, all queued in its one pipeline.
+var (
+	sqlIdentityInsert       = mustQuery("identity_insert.sql")
+	sqlLedgerEntryInsert    = mustQuery("ledger_entry_insert.sql")
+	sqlAccountUpdate        = mustQuery("account_update.sql")
+	sqlDeliveryInsert       = mustQuery("delivery_insert.sql")
+	sqlOutboxInsert         = mustQuery("outbox_insert.sql")
+	sqlDeadLetterInsert     = mustQuery("dead_letter_insert.sql")
+	sqlConsumerOffsetUpsert = mustQuery("consumer_offset_upsert.sql")
+	sqlChainInsert          = mustQuery("chain_insert.sql")
+	sqlChainUpdate          = mustQuery("chain_update.sql")
+	sqlHoldInsert           = mustQuery("hold_insert.sql")
+	sqlHoldUpdate           = mustQuery("hold_update.sql")
+	sqlWaitingInsert        = mustQuery("waiting_insert.sql")
+	sqlWaitingUpdate        = mustQuery("waiting_update.sql")
+	sqlConflictCaseClose    = mustQuery("conflict_case_close.sql")
+)
+
 type deadLetterRow struct {
 	in       *Input
 	reason   string
@@ -43,134 +61,25 @@ func (dl deadLetterRow) outboxHeaders(truncated bool) []byte {
 // write stages every row of the batch in one pipelined round trip.
 func (st *txState) write(ctx context.Context, group string) error {
 	b := &pgx.Batch{}
-	if n := len(st.newIdentities); n > 0 {
-		var (
-			ids, fps, accIDs, roots, offs []int64
-			targets                       []int64
-			subjects, currencies          []string
-			ts, ps, rs, ops, outs, reas   []string
-			srcs, topics                  []string
-			vers                          []int16
-			canon                         [][]byte
-			resps                         []string
-			setIDs                        []*string
-			attrs                         []*string
-			parts, attempts               []int32
-			firstSeen, lastAttempt        = make([]any, 0, n), make([]any, 0, n)
-		)
-		for _, id := range st.newIdentities {
-			d := id.d
-			ids, fps = append(ids, id.id), append(fps, int64(id.fp))
-			ts, ps, rs, ops = append(ts, id.key.TenantID), append(ps, id.key.AccountPeriod), append(rs, id.key.RecordID), append(ops, string(id.key.Operation))
-			vers, canon = append(vers, int16(id.version)), append(canon, id.canonical)
-			outs, reas, resps = append(outs, string(id.outcome)), append(reas, id.reason), append(resps, string(id.response))
-			var sid *string
-			if id.settlementID != "" {
-				sid = &id.settlementID
-			}
-			setIDs = append(setIDs, sid)
-			accIDs, roots = append(accIDs, id.accountID), append(roots, id.rootID)
-			targets = append(targets, id.targetID)
-			subjects, currencies = append(subjects, id.subject), append(currencies, id.currency)
-			srcs = append(srcs, d.rec.Source)
-			var attr *string
-			if len(d.rec.Attributes) > 0 {
-				a := string(d.rec.Attributes)
-				attr = &a
-			}
-			attrs = append(attrs, attr)
-			topics, parts, offs = append(topics, d.in.Topic), append(parts, d.in.Partition), append(offs, d.in.Offset)
-			firstSeen, lastAttempt = append(firstSeen, st.firstSeen), append(lastAttempt, st.attemptStart)
-			attempts = append(attempts, int32(st.attempt))
-		}
-		b.Queue(sqlIdentityInsert, ids, ts, ps, rs, ops, fps, vers, canon, outs, reas, resps, setIDs,
-			nullZero(accIDs), nullZero(roots), srcs, attrs, topics, parts, offs, firstSeen, lastAttempt, attempts,
-			subjects, currencies, nullZero(targets))
-	}
-	if n := len(st.entries); n > 0 {
-		var (
-			ids, accs   = make([]int64, 0, n), make([]int64, 0, n)
-			ts, bs, ams = make([]string, 0, n), make([]string, 0, n), make([]string, 0, n)
-			hashes      = make([][]byte, 0, n)
-		)
-		for _, e := range st.entries {
-			ids, accs = append(ids, e.identityID), append(accs, e.accountID)
-			ts, bs, ams = append(ts, e.tenant), append(bs, e.bucket), append(ams, e.amount.String())
-			hashes = append(hashes, e.hash)
-		}
-		b.Queue(sqlLedgerEntryInsert, ids, accs, ts, bs, ams, hashes)
-	}
-	if as := st.changedAccounts(); len(as) > 0 {
-		var (
-			ids, before, after []int64
-			bd, hd             []string
-			heads              [][]byte
-		)
-		for _, a := range as {
-			ids, before, after = append(ids, a.id), append(before, a.seqBefore), append(after, a.seq)
-			bd, hd, heads = append(bd, a.balanceDelta.String()), append(hd, a.heldDelta.String()), append(heads, nonNil(a.head))
-		}
-		b.Queue(sqlAccountUpdate, ids, bd, hd, before, after, heads)
-		st.guard(sqlAccountUpdate, len(ids))
-	}
-	if n := len(st.deliveries); n > 0 {
-		var (
-			topics, tenants, outs, reas, errs []string
-			parts                             []int32
-			offs, idents, cases               []int64
-		)
-		for _, dl := range st.deliveries {
-			topics, parts, offs = append(topics, dl.in.Topic), append(parts, dl.in.Partition), append(offs, dl.in.Offset)
-			tenants, idents, cases = append(tenants, dl.tenant), append(idents, dl.identityID), append(cases, dl.caseID)
-			outs, reas, errs = append(outs, string(dl.outcome)), append(reas, dl.reason), append(errs, dl.errText)
-		}
-		b.Queue(sqlDeliveryInsert, topics, parts, offs, tenants, idents, cases, outs, reas, errs)
-	}
-	if n := len(st.deadLetters); n > 0 {
-		var (
-			topics, reas, classes, errs []string
-			parts, attempts             []int32
-			offs                        []int64
-			keys, values                [][]byte
-			headers                     []string
-		)
-		for _, dl := range st.deadLetters {
-			topics, parts, offs = append(topics, dl.in.Topic), append(parts, dl.in.Partition), append(offs, dl.in.Offset)
-			keys, values, headers = append(keys, dl.in.Key), append(values, nonNil(dl.in.Value)), append(headers, string(encodeHeaders(dl.in.Headers)))
-			reas, classes, errs, attempts = append(reas, dl.reason), append(classes, dl.class), append(errs, dl.err), append(attempts, int32(dl.attempts))
-		}
-		b.Queue(sqlDeadLetterInsert, topics, parts, offs, keys, values, headers, reas, classes, errs, attempts)
-	}
-	if n := len(st.outbox); n > 0 {
-		var (
-			topics       = make([]string, 0, n)
-			keys, values = make([][]byte, 0, n), make([][]byte, 0, n)
-			headers      = make([]string, 0, n)
-			identityIDs  = make([]int64, 0, n)
-		)
-		for _, o := range st.outbox {
-			topics, keys, values, headers = append(topics, o.topic), append(keys, o.key), append(values, o.value), append(headers, string(o.headers))
-			identityIDs = append(identityIDs, o.identityID)
-		}
-		b.Queue(sqlOutboxInsert, topics, keys, values, headers, identityIDs)
-	}
-	if group != "" && len(st.offsets) > 0 {
-		var (
-			groups, topics []string
-			parts          []int32
-			next           []int64
-		)
-		for k, v := range st.offsets {
-			groups, topics, parts, next = append(groups, group), append(topics, k.Topic), append(parts, k.Partition), append(next, v)
-		}
-		b.Queue(sqlConsumerOffsetUpsert, groups, topics, parts, next)
-	}
+	st.queueIdentities(b)
+	st.queueEntries(b)
+	st.queueAccounts(b)
+	st.queueDeliveries(b)
+	st.queueDeadLetters(b)
+	st.queueOutbox(b)
+	st.queueOffsets(b, group)
 	st.queueChains(b)
 	st.queueHolds(b)
 	st.queueWaiting(b)
 	if len(st.closedCases) > 0 {
 		b.Queue(sqlConflictCaseClose, st.closedCases)
 	}
+	return st.send(ctx, b)
+}
+
+// send sends b as one pipeline and checks every statement's result, the
+// guarded updates' row counts included.
+func (st *txState) send(ctx context.Context, b *pgx.Batch) error {
 	if b.Len() == 0 {
 		return nil
 	}
@@ -188,6 +97,171 @@ func (st *txState) write(ctx context.Context, group string) error {
 		}
 	}
 	return br.Close()
+}
+
+// queueIdentities queues the insert of the identities first seen in this
+// batch.
+func (st *txState) queueIdentities(b *pgx.Batch) {
+	n := len(st.newIdentities)
+	if n == 0 {
+		return
+	}
+	var (
+		ids, fps, accIDs, roots, offs []int64
+		targets                       []int64
+		subjects, currencies          []string
+		ts, ps, rs, ops, outs, reas   []string
+		srcs, topics                  []string
+		vers                          []int16
+		canon                         [][]byte
+		resps                         []string
+		setIDs                        []*string
+		attrs                         []*string
+		parts, attempts               []int32
+		firstSeen, lastAttempt        = make([]any, 0, n), make([]any, 0, n)
+	)
+	for _, id := range st.newIdentities {
+		d := id.d
+		ids, fps = append(ids, id.id), append(fps, int64(id.fp))
+		ts, ps, rs, ops = append(ts, id.key.TenantID), append(ps, id.key.AccountPeriod), append(rs, id.key.RecordID), append(ops, string(id.key.Operation))
+		vers, canon = append(vers, int16(id.version)), append(canon, id.canonical)
+		outs, reas, resps = append(outs, string(id.outcome)), append(reas, id.reason), append(resps, string(id.response))
+		var sid *string
+		if id.settlementID != "" {
+			sid = &id.settlementID
+		}
+		setIDs = append(setIDs, sid)
+		accIDs, roots = append(accIDs, id.accountID), append(roots, id.rootID)
+		targets = append(targets, id.targetID)
+		subjects, currencies = append(subjects, id.subject), append(currencies, id.currency)
+		srcs = append(srcs, d.rec.Source)
+		var attr *string
+		if len(d.rec.Attributes) > 0 {
+			a := string(d.rec.Attributes)
+			attr = &a
+		}
+		attrs = append(attrs, attr)
+		topics, parts, offs = append(topics, d.in.Topic), append(parts, d.in.Partition), append(offs, d.in.Offset)
+		firstSeen, lastAttempt = append(firstSeen, st.firstSeen), append(lastAttempt, st.attemptStart)
+		attempts = append(attempts, int32(st.attempt))
+	}
+	b.Queue(sqlIdentityInsert, ids, ts, ps, rs, ops, fps, vers, canon, outs, reas, resps, setIDs,
+		nullZero(accIDs), nullZero(roots), srcs, attrs, topics, parts, offs, firstSeen, lastAttempt, attempts,
+		subjects, currencies, nullZero(targets))
+}
+
+// queueEntries queues the insert of the ledger entries.
+func (st *txState) queueEntries(b *pgx.Batch) {
+	n := len(st.entries)
+	if n == 0 {
+		return
+	}
+	var (
+		ids, accs   = make([]int64, 0, n), make([]int64, 0, n)
+		ts, bs, ams = make([]string, 0, n), make([]string, 0, n), make([]string, 0, n)
+		hashes      = make([][]byte, 0, n)
+	)
+	for _, e := range st.entries {
+		ids, accs = append(ids, e.identityID), append(accs, e.accountID)
+		ts, bs, ams = append(ts, e.tenant), append(bs, e.bucket), append(ams, e.amount.String())
+		hashes = append(hashes, e.hash)
+	}
+	b.Queue(sqlLedgerEntryInsert, ids, accs, ts, bs, ams, hashes)
+}
+
+// queueAccounts queues the balance and chain-head updates of the accounts the
+// batch changed, guarded on the sequence each was read at.
+func (st *txState) queueAccounts(b *pgx.Batch) {
+	as := st.changedAccounts()
+	if len(as) == 0 {
+		return
+	}
+	var (
+		ids, before, after []int64
+		bd, hd             []string
+		heads              [][]byte
+	)
+	for _, a := range as {
+		ids, before, after = append(ids, a.id), append(before, a.seqBefore), append(after, a.seq)
+		bd, hd, heads = append(bd, a.balanceDelta.String()), append(hd, a.heldDelta.String()), append(heads, nonNil(a.head))
+	}
+	b.Queue(sqlAccountUpdate, ids, bd, hd, before, after, heads)
+	st.guard(sqlAccountUpdate, len(ids))
+}
+
+// queueDeliveries queues the insert of one delivery row per input record that
+// needs one.
+func (st *txState) queueDeliveries(b *pgx.Batch) {
+	if len(st.deliveries) == 0 {
+		return
+	}
+	var (
+		topics, tenants, outs, reas, errs []string
+		parts                             []int32
+		offs, idents, cases               []int64
+	)
+	for _, dl := range st.deliveries {
+		topics, parts, offs = append(topics, dl.in.Topic), append(parts, dl.in.Partition), append(offs, dl.in.Offset)
+		tenants, idents, cases = append(tenants, dl.tenant), append(idents, dl.identityID), append(cases, dl.caseID)
+		outs, reas, errs = append(outs, string(dl.outcome)), append(reas, dl.reason), append(errs, dl.errText)
+	}
+	b.Queue(sqlDeliveryInsert, topics, parts, offs, tenants, idents, cases, outs, reas, errs)
+}
+
+// queueDeadLetters queues the insert of the dead letters.
+func (st *txState) queueDeadLetters(b *pgx.Batch) {
+	if len(st.deadLetters) == 0 {
+		return
+	}
+	var (
+		topics, reas, classes, errs []string
+		parts, attempts             []int32
+		offs                        []int64
+		keys, values                [][]byte
+		headers                     []string
+	)
+	for _, dl := range st.deadLetters {
+		topics, parts, offs = append(topics, dl.in.Topic), append(parts, dl.in.Partition), append(offs, dl.in.Offset)
+		keys, values, headers = append(keys, dl.in.Key), append(values, nonNil(dl.in.Value)), append(headers, string(encodeHeaders(dl.in.Headers)))
+		reas, classes, errs, attempts = append(reas, dl.reason), append(classes, dl.class), append(errs, dl.err), append(attempts, int32(dl.attempts))
+	}
+	b.Queue(sqlDeadLetterInsert, topics, parts, offs, keys, values, headers, reas, classes, errs, attempts)
+}
+
+// queueOutbox queues the insert of the outbox messages.
+func (st *txState) queueOutbox(b *pgx.Batch) {
+	n := len(st.outbox)
+	if n == 0 {
+		return
+	}
+	var (
+		topics       = make([]string, 0, n)
+		keys, values = make([][]byte, 0, n), make([][]byte, 0, n)
+		headers      = make([]string, 0, n)
+		identityIDs  = make([]int64, 0, n)
+	)
+	for _, o := range st.outbox {
+		topics, keys, values, headers = append(topics, o.topic), append(keys, o.key), append(values, o.value), append(headers, string(o.headers))
+		identityIDs = append(identityIDs, o.identityID)
+	}
+	b.Queue(sqlOutboxInsert, topics, keys, values, headers, identityIDs)
+}
+
+// queueOffsets queues the consumer group's next offsets, committed in the
+// same transaction as the records they cover; group "" commits none.
+func (st *txState) queueOffsets(b *pgx.Batch, group string) {
+	if group == "" || len(st.offsets) == 0 {
+		return
+	}
+	var (
+		groups, topics []string
+		parts          []int32
+		next           []int64
+	)
+	for k, v := range st.offsets {
+		groups, topics, parts, next = append(groups, group), append(topics, k.Topic), append(parts, k.Partition), append(next, v)
+	}
+	b.Queue(sqlConsumerOffsetUpsert, groups, topics, parts, next)
 }
 
 // nullZero turns 0 ids into NULLs.

@@ -2,13 +2,17 @@ package inspect
 
 import (
 	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/settlehq/settle/settle"
 )
 
 var (
-	sqlDeliveryCount = mustQuery("delivery_count.sql")
-	sqlOpenCases     = mustQuery("reconcile_open_cases.sql")
+	sqlDeliveryCount    = mustQuery("delivery_count.sql")
+	sqlOpenCases        = mustQuery("reconcile_open_cases.sql")
+	sqlDeliveryTimeline = mustQuery("delivery_timeline.sql")
 )
 
 // OutcomeCount is the number of deliveries with one outcome and reason.
@@ -46,4 +50,32 @@ func (s *Store) OpenConflictCases(ctx context.Context) (int64, error) {
 		return 0, wrapStoreErr("count open conflict cases", err)
 	}
 	return n, nil
+}
+
+// OutcomeBucket is the number of deliveries with one outcome in one hour.
+type OutcomeBucket struct {
+	Hour    time.Time `json:"hour"`
+	Outcome string    `json:"outcome"`
+	Count   int64     `json:"count"`
+}
+
+// OutcomeTimeline counts deliveries per hour and outcome since since: the
+// overview's outcomes over time.
+func (s *Store) OutcomeTimeline(ctx context.Context, since time.Time) ([]OutcomeBucket, error) {
+	rows, err := s.pool.Query(ctx, sqlDeliveryTimeline, since)
+	if err != nil {
+		return nil, wrapStoreErr("count deliveries per hour", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (OutcomeBucket, error) {
+		var b OutcomeBucket
+		err := r.Scan(&b.Hour, &b.Outcome, &b.Count)
+		return b, err
+	})
+	if err != nil {
+		return nil, wrapStoreErr("count deliveries per hour", err)
+	}
+	if out == nil {
+		out = []OutcomeBucket{}
+	}
+	return out, nil
 }

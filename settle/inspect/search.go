@@ -93,73 +93,82 @@ func (s *Store) Search(ctx context.Context, q SearchQuery) ([]SearchHit, error) 
 		return nil, wrapStoreErr(what, err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	hits := []SearchHit{}
-	// QueryExecModeExec: planned with the values, so the "any tenant"
-	// branches fold away and the scope key is used when a tenant is given.
-	rows, err := tx.Query(ctx, sqlConflictCaseSearch, pgx.QueryExecModeExec, q.Tenant, q.Period, text, caseID, SearchHitsMax)
+	// QueryExecModeExec, in every query: planned with the values, so the
+	// "any tenant" branches fold away and the scope key is used when a
+	// tenant is given.
+	cases, err := searchCases(ctx, tx, q, text, caseID)
 	if err != nil {
 		return nil, wrapStoreErr(what, err)
 	}
-	cases, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (SearchHit, error) {
+	settlements, records, err := searchIdentities(ctx, tx, q, text)
+	if err != nil {
+		return nil, wrapStoreErr(what, err)
+	}
+	accounts, err := searchAccounts(ctx, tx, q, text)
+	if err != nil {
+		return nil, wrapStoreErr(what, err)
+	}
+	hits := append(append(append([]SearchHit{}, cases...), settlements...), records...)
+	return append(hits, accounts...), nil
+}
+
+// searchCases finds the conflict cases whose record or number is text.
+func searchCases(ctx context.Context, tx pgx.Tx, q SearchQuery, text string, caseID int64) ([]SearchHit, error) {
+	rows, err := tx.Query(ctx, sqlConflictCaseSearch, pgx.QueryExecModeExec, q.Tenant, q.Period, text, caseID, SearchHitsMax)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (SearchHit, error) {
 		h := SearchHit{Kind: HitCase}
 		err := r.Scan(&h.CaseID, &h.TenantID, &h.AccountPeriod, &h.RecordID, &h.Operation, &h.Reason, &h.Status)
 		return h, err
 	})
-	if err != nil {
-		return nil, wrapStoreErr(what, err)
-	}
-	hits = append(hits, cases...)
+}
 
-	rows, err = tx.Query(ctx, sqlIdentitySearch, pgx.QueryExecModeExec, q.Tenant, q.Period, text, SearchHitsMax)
+// searchIdentities finds the settlements and the records text names.
+func searchIdentities(ctx context.Context, tx pgx.Tx, q SearchQuery, text string) (settlements, records []SearchHit, err error) {
+	rows, err := tx.Query(ctx, sqlIdentitySearch, pgx.QueryExecModeExec, q.Tenant, q.Period, text, SearchHitsMax)
 	if err != nil {
-		return nil, wrapStoreErr(what, err)
+		return nil, nil, err
 	}
-	var settlements, records []SearchHit
+	defer rows.Close()
 	seen := map[[3]string]bool{}
-	err = func() error {
-		defer rows.Close()
-		for rows.Next() {
-			var (
-				h       SearchHit
-				bySttlm bool
-			)
-			if err := rows.Scan(&h.TenantID, &h.AccountPeriod, &h.RecordID, &h.Operation, &h.Outcome, &h.SettlementID,
-				&h.Subject, &h.Currency, &bySttlm); err != nil {
-				return err
-			}
-			if bySttlm {
-				h.Kind = HitSettlement
-				settlements = append(settlements, h)
-				continue
-			}
-			// A record is one hit however many operations it has.
-			k := [3]string{h.TenantID, h.AccountPeriod, h.RecordID}
-			if !seen[k] {
-				seen[k] = true
-				h.Kind = HitRecord
-				records = append(records, h)
-			}
+	for rows.Next() {
+		var (
+			h       SearchHit
+			bySttlm bool
+		)
+		if err := rows.Scan(&h.TenantID, &h.AccountPeriod, &h.RecordID, &h.Operation, &h.Outcome, &h.SettlementID,
+			&h.Subject, &h.Currency, &bySttlm); err != nil {
+			return nil, nil, err
 		}
-		return rows.Err()
-	}()
-	if err != nil {
-		return nil, wrapStoreErr(what, err)
+		if bySttlm {
+			h.Kind = HitSettlement
+			settlements = append(settlements, h)
+			continue
+		}
+		// A record is one hit however many operations it has.
+		k := [3]string{h.TenantID, h.AccountPeriod, h.RecordID}
+		if !seen[k] {
+			seen[k] = true
+			h.Kind = HitRecord
+			records = append(records, h)
+		}
 	}
-	hits = append(append(hits, settlements...), records...)
+	return settlements, records, rows.Err()
+}
 
-	rows, err = tx.Query(ctx, sqlAccountSearch, pgx.QueryExecModeExec, q.Tenant, text, SearchHitsMax)
+// searchAccounts finds the accounts whose subject text names.
+func searchAccounts(ctx context.Context, tx pgx.Tx, q SearchQuery, text string) ([]SearchHit, error) {
+	rows, err := tx.Query(ctx, sqlAccountSearch, pgx.QueryExecModeExec, q.Tenant, text, SearchHitsMax)
 	if err != nil {
-		return nil, wrapStoreErr(what, err)
+		return nil, err
 	}
-	accounts, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (SearchHit, error) {
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (SearchHit, error) {
 		h := SearchHit{Kind: HitAccount}
 		err := r.Scan(&h.TenantID, &h.Subject, &h.Currency, &h.Balance)
 		return h, err
 	})
-	if err != nil {
-		return nil, wrapStoreErr(what, err)
-	}
-	return append(hits, accounts...), nil
 }
 
 // AccountSettlement is one settlement in an account's sequence.

@@ -179,13 +179,47 @@ func statementTx(ctx context.Context, tx pgx.Tx, in StatementInput, st *Statemen
 	case !errors.Is(err, pgx.ErrNoRows):
 		return fmt.Errorf("period: %w", err)
 	}
-	byID := map[int64]*stmtAccount{}
-	var order []int64
-	rows, err := tx.Query(ctx, sqlStatementAccounts, in.TenantID, in.Period, in.Subject)
-	if err != nil {
+	b := &statementBuild{byID: map[int64]*stmtAccount{}, lineIndex: map[int64]map[[4]string]int{}}
+	if err := b.readAccounts(ctx, tx, in); err != nil {
 		return fmt.Errorf("accounts: %w", err)
 	}
-	var all []StatementAccount
+	if err := b.readLines(ctx, tx, in); err != nil {
+		return fmt.Errorf("lines: %w", err)
+	}
+	if err := b.readSequences(ctx, tx, in); err != nil {
+		return fmt.Errorf("sequences: %w", err)
+	}
+	if in.Rows {
+		if err := statementRows(ctx, tx, in, b.byID, b.lineIndex, b.all); err != nil {
+			return err
+		}
+	}
+	for _, id := range b.order {
+		x := b.byID[id]
+		closeAccount(&b.all[x.i], x)
+	}
+	st.Accounts = b.all
+	if st.Accounts == nil {
+		st.Accounts = []StatementAccount{}
+	}
+	return nil
+}
+
+// statementBuild is a statement's accounts while they are read.
+type statementBuild struct {
+	byID      map[int64]*stmtAccount
+	order     []int64 // account ids, in the statement's order
+	all       []StatementAccount
+	lineIndex map[int64]map[[4]string]int // account id -> line key -> index in Lines
+}
+
+// readAccounts reads the tenant's accounts that have a statement for the
+// period, with their sums outside it.
+func (b *statementBuild) readAccounts(ctx context.Context, tx pgx.Tx, in StatementInput) error {
+	rows, err := tx.Query(ctx, sqlStatementAccounts, in.TenantID, in.Period, in.Subject)
+	if err != nil {
+		return err
+	}
 	for rows.Next() {
 		var (
 			id                 int64
@@ -195,24 +229,25 @@ func statementTx(ctx context.Context, tx pgx.Tx, in StatementInput, st *Statemen
 		)
 		if err := rows.Scan(&id, &a.Subject, &a.Currency, &a.Balance, &a.Held, &ob, &oh, &lb, &lh, &periodRows, &orphan); err != nil {
 			rows.Close()
-			return fmt.Errorf("accounts: %w", err)
+			return err
 		}
-		x := &stmtAccount{i: len(all), opening: money.MustParse(ob), openingHeld: money.MustParse(oh), later: money.MustParse(lb), lhd: money.MustParse(lh), orphans: orphan}
+		x := &stmtAccount{i: len(b.all), opening: money.MustParse(ob), openingHeld: money.MustParse(oh), later: money.MustParse(lb), lhd: money.MustParse(lh), orphans: orphan}
 		// An account with nothing in the period and nothing before it has
 		// no statement for it.
 		if periodRows == 0 && x.opening.IsZero() && x.openingHeld.IsZero() && orphan == 0 {
 			continue
 		}
 		a.Lines = []StatementLine{}
-		byID[id], order, all = x, append(order, id), append(all, a)
+		b.byID[id], b.order, b.all = x, append(b.order, id), append(b.all, a)
 	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("accounts: %w", err)
-	}
-	lineIndex := map[int64]map[[4]string]int{}
-	rows, err = tx.Query(ctx, sqlStatementLines, in.TenantID, in.Period, in.Subject)
+	return rows.Err()
+}
+
+// readLines reads the accounts' lines of the period.
+func (b *statementBuild) readLines(ctx context.Context, tx pgx.Tx, in StatementInput) error {
+	rows, err := tx.Query(ctx, sqlStatementLines, in.TenantID, in.Period, in.Subject)
 	if err != nil {
-		return fmt.Errorf("lines: %w", err)
+		return err
 	}
 	for rows.Next() {
 		var (
@@ -222,26 +257,29 @@ func statementTx(ctx context.Context, tx pgx.Tx, in StatementInput, st *Statemen
 		if err := rows.Scan(&id, &l.Operation, &l.Bucket, &l.Meter, &l.Late, &l.Amount, &l.Rows, &l.Settlements,
 			&l.FirstRowID, &l.LastRowID, &l.FirstSequence, &l.LastSequence); err != nil {
 			rows.Close()
-			return fmt.Errorf("lines: %w", err)
+			return err
 		}
-		x := byID[id]
+		x := b.byID[id]
 		if x == nil {
 			continue // not possible: the account has rows in the period
 		}
 		l.Category = lineCategory(l.Operation, l.Bucket)
-		a := &all[x.i]
-		if lineIndex[id] == nil {
-			lineIndex[id] = map[[4]string]int{}
+		a := &b.all[x.i]
+		if b.lineIndex[id] == nil {
+			b.lineIndex[id] = map[[4]string]int{}
 		}
-		lineIndex[id][lineKey(l.Operation, l.Bucket, l.Meter, l.Late)] = len(a.Lines)
+		b.lineIndex[id][lineKey(l.Operation, l.Bucket, l.Meter, l.Late)] = len(a.Lines)
 		a.Lines = append(a.Lines, l)
 	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("lines: %w", err)
-	}
-	rows, err = tx.Query(ctx, sqlStatementSequences, in.TenantID, in.Period, in.Subject)
+	return rows.Err()
+}
+
+// readSequences reads each account's settlements of the period and their
+// first and last sequence.
+func (b *statementBuild) readSequences(ctx context.Context, tx pgx.Tx, in StatementInput) error {
+	rows, err := tx.Query(ctx, sqlStatementSequences, in.TenantID, in.Period, in.Subject)
 	if err != nil {
-		return fmt.Errorf("sequences: %w", err)
+		return err
 	}
 	for rows.Next() {
 		var (
@@ -249,54 +287,43 @@ func statementTx(ctx context.Context, tx pgx.Tx, in StatementInput, st *Statemen
 		)
 		if err := rows.Scan(&id, &n, &first, &last); err != nil {
 			rows.Close()
-			return fmt.Errorf("sequences: %w", err)
-		}
-		if x := byID[id]; x != nil {
-			all[x.i].Settlements, all[x.i].FirstSequence, all[x.i].LastSequence = n, first, last
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("sequences: %w", err)
-	}
-	if in.Rows {
-		if err := statementRows(ctx, tx, in, byID, lineIndex, all); err != nil {
 			return err
 		}
-	}
-	for _, id := range order {
-		x := byID[id]
-		a := &all[x.i]
-		closing, closingHeld := x.opening, x.openingHeld
-		for _, l := range a.Lines {
-			amt := money.MustParse(l.Amount)
-			if l.Bucket == "held" {
-				closingHeld = closingHeld.Add(amt)
-			} else {
-				closing = closing.Add(amt)
-			}
-		}
-		a.OpeningBalance, a.OpeningHeld = x.opening.String(), x.openingHeld.String()
-		a.ClosingBalance, a.ClosingHeld = closing.String(), closingHeld.String()
-		a.LaterBalance, a.LaterHeld = x.later.String(), x.lhd.String()
-		// The pair: the statement's own sums against the account's cached
-		// balance, which the settling transaction keeps.
-		bal, held := money.MustParse(a.Balance), money.MustParse(a.Held)
-		a.Balance, a.Held = bal.String(), held.String()
-		a.Ties = true
-		switch {
-		case x.orphans > 0:
-			a.Ties, a.Mismatch = false, fmt.Sprintf("%d ledger rows of the account name no identity (run settle reconcile)", x.orphans)
-		case closing.Add(x.later).Cmp(bal) != 0 || closingHeld.Add(x.lhd).Cmp(held) != 0:
-			a.Ties = false
-			a.Mismatch = fmt.Sprintf("closing %s + later periods %s = %s, held %s + %s = %s; the account shows balance %s, held %s (run settle reconcile)",
-				closing, x.later, closing.Add(x.later), closingHeld, x.lhd, closingHeld.Add(x.lhd), bal, held)
+		if x := b.byID[id]; x != nil {
+			b.all[x.i].Settlements, b.all[x.i].FirstSequence, b.all[x.i].LastSequence = n, first, last
 		}
 	}
-	st.Accounts = all
-	if st.Accounts == nil {
-		st.Accounts = []StatementAccount{}
+	return rows.Err()
+}
+
+// closeAccount sums an account's lines into its closing balances and checks
+// them against the account's cached balance.
+func closeAccount(a *StatementAccount, x *stmtAccount) {
+	closing, closingHeld := x.opening, x.openingHeld
+	for _, l := range a.Lines {
+		amt := money.MustParse(l.Amount)
+		if l.Bucket == "held" {
+			closingHeld = closingHeld.Add(amt)
+		} else {
+			closing = closing.Add(amt)
+		}
 	}
-	return nil
+	a.OpeningBalance, a.OpeningHeld = x.opening.String(), x.openingHeld.String()
+	a.ClosingBalance, a.ClosingHeld = closing.String(), closingHeld.String()
+	a.LaterBalance, a.LaterHeld = x.later.String(), x.lhd.String()
+	// The pair: the statement's own sums against the account's cached
+	// balance, which the settling transaction keeps.
+	bal, held := money.MustParse(a.Balance), money.MustParse(a.Held)
+	a.Balance, a.Held = bal.String(), held.String()
+	a.Ties = true
+	switch {
+	case x.orphans > 0:
+		a.Ties, a.Mismatch = false, fmt.Sprintf("%d ledger rows of the account name no identity (run settle reconcile)", x.orphans)
+	case closing.Add(x.later).Cmp(bal) != 0 || closingHeld.Add(x.lhd).Cmp(held) != 0:
+		a.Ties = false
+		a.Mismatch = fmt.Sprintf("closing %s + later periods %s = %s, held %s + %s = %s; the account shows balance %s, held %s (run settle reconcile)",
+			closing, x.later, closing.Add(x.later), closingHeld, x.lhd, closingHeld.Add(x.lhd), bal, held)
+	}
 }
 
 func lineKey(op, bucket, meter string, late bool) [4]string {

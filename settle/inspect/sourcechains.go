@@ -1,0 +1,254 @@
+package inspect
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"github.com/cespare/xxhash/v2"
+
+	"github.com/settlehq/settle/internal/money"
+	"github.com/settlehq/settle/record"
+)
+
+// chainNode is a source usage, correction or reversal, by the hash of its
+// (period, record_id): what its chain needs.
+type chainNode struct {
+	parent    uint64 // the member it corrects; 0 for a usage
+	line      int64
+	version   int64  // 0 for a reversal without one
+	amount    string // "" for a reversal
+	reversal  bool
+	root      *chainRoot // set for a usage
+	refund    bool
+	reclaim   bool
+	resolved  *chainRoot
+	resolving bool
+}
+
+// chainRoot is a source chain's root usage and its final state.
+type chainRoot struct {
+	period, recordID, currency string
+	line                       int64
+	version                    int64
+	winLine                    int64 // the line of the record that set version and amount
+	amount                     string
+	versionless                bool // a reversal without a version: last by definition
+	refund, reclaim            bool
+}
+
+func (c *chainRoot) expected() money.Dec {
+	if c.refund && !c.reclaim {
+		return money.Dec{}
+	}
+	if c.versionless {
+		return money.Dec{}
+	}
+	return money.MustParse(c.amount)
+}
+
+// memberHash names a chain member: a usage, correction or reversal by
+// (period, record_id), the way a correction, refund or reclaim names it.
+func memberHash(period, recordID string) uint64 {
+	d := xxhash.New()
+	d.WriteString(period)
+	d.Write([]byte{0})
+	d.WriteString(recordID)
+	return d.Sum64() | 1 // never 0: 0 is "no parent"
+}
+
+// chainMember remembers what the net charge check needs of a record.
+func (c *sourceCheck) chainMember(l *SourceLine) {
+	r := &l.Record
+	node := func(h uint64) *chainNode {
+		n := c.nodes[h]
+		if n == nil {
+			n = &chainNode{}
+			c.nodes[h] = n
+		}
+		return n
+	}
+	switch r.Kind {
+	case record.KindUsage:
+		n := node(memberHash(r.AccountPeriod, r.RecordID))
+		n.version, n.amount, n.line = r.FinalizationVersion, r.Amount, l.Line
+		n.root = &chainRoot{period: r.AccountPeriod, recordID: r.RecordID, currency: r.Currency, line: l.Line}
+	case record.KindCorrection, record.KindReversal:
+		n := node(memberHash(r.AccountPeriod, r.RecordID))
+		n.parent, n.version, n.amount, n.line = memberHash(r.TargetPeriod(), r.Corrects), r.FinalizationVersion, r.Amount, l.Line
+		n.reversal = r.Kind == record.KindReversal
+	case record.KindRefund:
+		node(memberHash(r.AccountPeriod, r.RecordID)).refund = true
+	case record.KindReclaim:
+		node(memberHash(r.AccountPeriod, r.RecordID)).reclaim = true
+	}
+}
+
+// resolve finds the root of a source chain member.
+func (c *sourceCheck) resolve(n *chainNode) *chainRoot {
+	var path []*chainNode
+	for depth := 0; n != nil && depth < sourceChainDepthMax; depth++ {
+		if n.resolved != nil || n.root != nil {
+			r := n.resolved
+			if r == nil {
+				r = n.root
+			}
+			for _, p := range path {
+				p.resolved = r
+			}
+			return r
+		}
+		if n.resolving || n.parent == 0 {
+			return nil // a cycle, or a refund target that is not in the source
+		}
+		n.resolving = true
+		path = append(path, n)
+		n = c.nodes[n.parent]
+	}
+	return nil
+}
+
+// compareChains works out each source chain's final charge and compares
+// it with the charge settle's ledger rows make of the same chain, and both
+// sides' totals.
+func (c *sourceCheck) compareChains(ctx context.Context) error {
+	c.finalStates()
+	roots := make([]*chainRoot, 0, len(c.nodes))
+	for _, n := range c.nodes {
+		if n.root != nil {
+			roots = append(roots, n.root)
+		}
+	}
+	sort.Slice(roots, func(i, j int) bool { return roots[i].line < roots[j].line })
+	totals := sourceTotals{}
+	for _, r := range roots {
+		t := totals.get(totalKey{r.period, r.currency})
+		t.Source = money.MustParse(t.Source).Add(r.expected()).String()
+		t.SourceChains++
+	}
+	for start := 0; start < len(roots); start += SourceChunkIdentitiesMax {
+		if err := c.compareChainNets(ctx, roots[start:min(start+SourceChunkIdentitiesMax, len(roots))]); err != nil {
+			return err
+		}
+	}
+	if err := c.settleTotals(ctx, totals); err != nil {
+		return err
+	}
+	for _, t := range totals {
+		t.Difference = money.MustParse(t.Settle).Sub(money.MustParse(t.Source)).String()
+		c.r.Totals = append(c.r.Totals, *t)
+	}
+	sort.Slice(c.r.Totals, func(i, j int) bool {
+		a, b := c.r.Totals[i], c.r.Totals[j]
+		return a.Period < b.Period || (a.Period == b.Period && a.Currency < b.Currency)
+	})
+	return nil
+}
+
+// finalStates folds every chain member into its root: the final version and
+// amount, whether the chain was reversed without a version, refunded or
+// reclaimed.
+func (c *sourceCheck) finalStates() {
+	for _, n := range c.nodes {
+		root := c.resolve(n)
+		if root == nil || (n.amount == "" && !n.reversal && n.root == nil) {
+			if root != nil { // a refund or reclaim target only
+				root.refund, root.reclaim = root.refund || n.refund, root.reclaim || n.reclaim
+			}
+			continue
+		}
+		root.refund, root.reclaim = root.refund || n.refund, root.reclaim || n.reclaim
+		switch {
+		case n.reversal && n.version == 0:
+			root.versionless = true
+		// The highest version is final; of two with one version (settle
+		// quarantines the later one version_conflict) the first in the
+		// file.
+		case root.amount == "" || n.version > root.version || (n.version == root.version && n.line < root.winLine):
+			root.version, root.amount, root.winLine = n.version, n.amount, n.line
+			if n.reversal {
+				root.amount = "0"
+			}
+		}
+	}
+}
+
+// totalKey is one line of the totals: a period and a currency.
+type totalKey struct{ period, currency string }
+
+// sourceTotals are the report's totals while they are summed.
+type sourceTotals map[totalKey]*SourceTotal
+
+func (ts sourceTotals) get(k totalKey) *SourceTotal {
+	t := ts[k]
+	if t == nil {
+		t = &SourceTotal{Period: k.period, Currency: k.currency, Source: "0", Settle: "0"}
+		ts[k] = t
+	}
+	return t
+}
+
+// compareChainNets reads the net charge settle's ledger rows make of one
+// chunk of source chains, in one query, and reports those that differ from
+// the source's final amount.
+func (c *sourceCheck) compareChainNets(ctx context.Context, part []*chainRoot) error {
+	periods, recs := make([]string, len(part)), make([]string, len(part))
+	byKey := map[[2]string]*chainRoot{}
+	for i, r := range part {
+		periods[i], recs[i] = r.period, r.recordID
+		byKey[[2]string{r.period, r.recordID}] = r
+	}
+	rows, err := c.tx.Query(ctx, sqlSourceChainNet, c.in.TenantID, periods, recs, c.in.From, c.in.To)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var period, recordID, currency, net string
+		if err := rows.Scan(&period, &recordID, &currency, &net); err != nil {
+			rows.Close()
+			return err
+		}
+		r := byKey[[2]string{period, recordID}]
+		if r == nil {
+			continue
+		}
+		want, got := r.expected(), money.MustParse(net)
+		if want.Cmp(got) != 0 || currency != r.currency {
+			state := ""
+			switch {
+			case r.refund && r.reclaim:
+				state = ", refunded and reclaimed"
+			case r.refund:
+				state = ", refunded"
+			}
+			c.add(SourceFinding{Class: ClassSourceNetDiffers, Period: period, RecordID: recordID, Operation: string(record.KindUsage),
+				Line: r.line, Currency: r.currency, SourceAmount: want.String(), SettleAmount: got.String(),
+				Detail: fmt.Sprintf("the source's final amount is %s %s (version %d%s); settle's ledger rows for the chain charge %s %s",
+					want, r.currency, r.version, state, got, currency)})
+		}
+	}
+	return rows.Err()
+}
+
+// settleTotals reads settle's side of the totals: per period and currency,
+// the charge of the scope's chains.
+func (c *sourceCheck) settleTotals(ctx context.Context, totals sourceTotals) error {
+	rows, err := c.tx.Query(ctx, sqlSourceChainTotals, c.in.TenantID, c.in.From, c.in.To)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var (
+			k   totalKey
+			sum string
+			n   int64
+		)
+		if err := rows.Scan(&k.period, &k.currency, &sum, &n); err != nil {
+			rows.Close()
+			return err
+		}
+		t := totals.get(k)
+		t.Settle, t.SettleChains = money.MustParse(sum).String(), n
+	}
+	return rows.Err()
+}

@@ -1,0 +1,336 @@
+package inspect
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+
+	"github.com/settlehq/settle/record"
+	"github.com/settlehq/settle/settle"
+)
+
+type deadLetterRef struct {
+	id     int64
+	reason string
+	err    string
+}
+
+// identityHash is the 64-bit hash an identity is remembered by. Two
+// identities of one export colliding (odds about n²/2⁶⁵) would hide one of
+// them; the extra scan's count check reports what it could not name.
+func identityHash(id record.Identity) uint64 {
+	d := xxhash.New()
+	d.WriteString(id.TenantID)
+	d.Write([]byte{0})
+	d.WriteString(id.AccountPeriod)
+	d.Write([]byte{0})
+	d.WriteString(id.RecordID)
+	d.Write([]byte{0})
+	d.WriteString(string(id.Operation))
+	return d.Sum64()
+}
+
+// loadDeadLetters keeps the dead letters that name an identity of the
+// asked scope: a record that does not decode under settle's rules may
+// still say whose it is.
+func (c *sourceCheck) loadDeadLetters(ctx context.Context) error {
+	var after int64
+	for {
+		rows, err := c.tx.Query(ctx, sqlSourceDeadLetters, after, sourcePageRowsMax)
+		if err != nil {
+			return err
+		}
+		n := 0
+		for rows.Next() {
+			var (
+				ref            deadLetterRef
+				value, headers []byte
+			)
+			if err := rows.Scan(&ref.id, &value, &headers, &ref.reason, &ref.err); err != nil {
+				rows.Close()
+				return err
+			}
+			n, after = n+1, ref.id
+			hs, _ := settle.DecodeHeaders(headers)
+			id, ok := c.deadLetterIdentity(value, hs)
+			if ok {
+				c.dead[id] = ref
+			}
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if n < sourcePageRowsMax {
+			return nil
+		}
+	}
+}
+
+func (c *sourceCheck) deadLetterIdentity(value []byte, hs []record.Header) (record.Identity, bool) {
+	var id record.Identity
+	if rec, err := c.s.dec.Decode(value, hs); err == nil {
+		id = rec.Identity()
+	} else {
+		// Out of form for settle: read what it says it is, loosely.
+		var m map[string]json.RawMessage
+		if json.Unmarshal(value, &m) != nil {
+			return id, false
+		}
+		if data, ok := m["data"]; ok { // a structured CloudEvent
+			var dm map[string]json.RawMessage
+			if json.Unmarshal(data, &dm) == nil {
+				for k, v := range dm {
+					if _, dup := m[k]; !dup {
+						m[k] = v
+					}
+				}
+			}
+		}
+		str := func(keys ...string) string {
+			for _, k := range keys {
+				var s string
+				if json.Unmarshal(m[k], &s) == nil && s != "" {
+					return s
+				}
+			}
+			return ""
+		}
+		kind := str("kind", "type")
+		for _, k := range record.Kinds {
+			if kind == string(k) || (len(kind) > len(k) && kind[len(kind)-len(k)-1:] == "."+string(k)) {
+				kind = string(k)
+			}
+		}
+		id = record.Identity{TenantID: str("tenant_id", "tenantid"), AccountPeriod: str("account_period"),
+			RecordID: str("record_id", "id"), Operation: record.Kind(kind)}
+	}
+	in := id.TenantID == c.in.TenantID && id.AccountPeriod >= c.in.From && id.AccountPeriod <= c.in.To && c.ops[string(id.Operation)]
+	return id, in
+}
+
+// flush looks up one chunk of source identities in settle and reports
+// those that are missing or different.
+func (c *sourceCheck) flush(ctx context.Context) error {
+	if len(c.chunk) == 0 {
+		return nil
+	}
+	defer func() { c.chunk = c.chunk[:0] }()
+	periods, recs, ops := make([]string, len(c.chunk)), make([]string, len(c.chunk)), make([]string, len(c.chunk))
+	for i := range c.chunk {
+		r := &c.chunk[i].Record
+		periods[i], recs[i], ops[i] = r.AccountPeriod, r.RecordID, string(r.Kind)
+	}
+	found, err := c.storedIdentities(ctx, periods, recs, ops)
+	if err != nil {
+		return err
+	}
+	waits := map[sourceKey]sourceWait{}
+	if len(found) < len(c.chunk) {
+		if waits, err = c.waitingOps(ctx, periods, recs, ops); err != nil {
+			return err
+		}
+	}
+	for i := range c.chunk {
+		l := &c.chunk[i]
+		r := &l.Record
+		k := sourceKey{r.AccountPeriod, r.RecordID, string(r.Kind)}
+		f := SourceFinding{Period: r.AccountPeriod, RecordID: r.RecordID, Operation: string(r.Kind), Line: l.Line}
+		st := found[k]
+		if st == nil {
+			c.add(c.missing(f, r, waits))
+			continue
+		}
+		if err := c.compareStored(f, r, st); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sourceKey is a source identity within the check's tenant.
+type sourceKey struct{ period, record, op string }
+
+// storedIdentity is what settle holds of a source identity.
+type storedIdentity struct {
+	outcome, reason, settlementID string
+	version                       int
+	canonical                     []byte
+	caseID                        *int64
+	caseReason, caseStatus        *string
+}
+
+// sourceWait is a waiting operation settle holds for a source identity.
+type sourceWait struct {
+	status, targetPeriod, targetRecord string
+	since                              time.Time
+	caseID                             int64
+}
+
+// storedIdentities looks up the chunk's identities, in one query.
+func (c *sourceCheck) storedIdentities(ctx context.Context, periods, recs, ops []string) (map[sourceKey]*storedIdentity, error) {
+	found := map[sourceKey]*storedIdentity{}
+	rows, err := c.tx.Query(ctx, sqlSourceIdentities, c.in.TenantID, periods, recs, ops)
+	if err != nil {
+		return nil, fmt.Errorf("identities: %w", err)
+	}
+	for rows.Next() {
+		var (
+			k  sourceKey
+			st storedIdentity
+			id int64
+		)
+		if err := rows.Scan(&k.period, &k.record, &k.op, &id, &st.outcome, &st.reason, &st.version, &st.canonical, &st.settlementID,
+			&st.caseID, &st.caseReason, &st.caseStatus); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("identities: %w", err)
+		}
+		found[k] = &st
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("identities: %w", err)
+	}
+	return found, nil
+}
+
+// waitingOps looks up the waiting operations of the chunk's identities, in
+// one query.
+func (c *sourceCheck) waitingOps(ctx context.Context, periods, recs, ops []string) (map[sourceKey]sourceWait, error) {
+	waits := map[sourceKey]sourceWait{}
+	rows, err := c.tx.Query(ctx, sqlSourceWaiting, c.in.TenantID, periods, recs, ops)
+	if err != nil {
+		return nil, fmt.Errorf("waiting: %w", err)
+	}
+	for rows.Next() {
+		var (
+			k sourceKey
+			w sourceWait
+		)
+		if err := rows.Scan(&k.period, &k.record, &k.op, &w.status, &w.targetPeriod, &w.targetRecord, &w.since, &w.caseID); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("waiting: %w", err)
+		}
+		waits[k] = w
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("waiting: %w", err)
+	}
+	return waits, nil
+}
+
+// missing completes f for a source record settle has no identity of: what
+// settle saw of it instead.
+func (c *sourceCheck) missing(f SourceFinding, r *record.Record, waits map[sourceKey]sourceWait) SourceFinding {
+	f.Class = ClassSourceMissing
+	if w, ok := waits[sourceKey{r.AccountPeriod, r.RecordID, string(r.Kind)}]; ok {
+		f.Seen, f.CaseID = SeenWaiting, w.caseID
+		f.Detail = fmt.Sprintf("waiting since %s for its target %s/%s", w.since.UTC().Format(time.RFC3339), w.targetPeriod, w.targetRecord)
+		if w.status == "orphaned" {
+			f.Seen, f.Reason = SeenOrphaned, settle.ReasonOrphan
+			f.Detail = fmt.Sprintf("orphaned: its target %s/%s never arrived (case %d)", w.targetPeriod, w.targetRecord, w.caseID)
+		}
+	} else if d, ok := c.dead[r.Identity()]; ok {
+		f.Seen, f.Reason = SeenDeadLettered, d.reason
+		f.Detail = fmt.Sprintf("dead-lettered %s (dead letter %d): %s", d.reason, d.id, d.err)
+	} else {
+		f.Seen, f.Detail = SeenNever, "settle has no identity, waiting operation or dead letter for it"
+	}
+	return f
+}
+
+// compareStored compares a source record with the identity settle holds of
+// it: a quarantined one counts as missing, another payload as different,
+// the same payload as matched.
+func (c *sourceCheck) compareStored(f SourceFinding, r *record.Record, st *storedIdentity) error {
+	f.SettlementID = st.settlementID
+	if st.outcome == string(settle.OutcomeQuarantined) {
+		f.Class, f.Seen, f.Reason = ClassSourceMissing, SeenQuarantined, st.reason
+		if st.caseID != nil {
+			f.CaseID = *st.caseID
+		}
+		f.Detail = fmt.Sprintf("quarantined %s (case %d)", st.reason, f.CaseID)
+		c.add(f)
+		return nil
+	}
+	incoming, err := record.CanonicalAt(st.version, r)
+	if err != nil {
+		return fmt.Errorf("%s: %w", r.Identity(), err)
+	}
+	if !bytes.Equal(incoming, st.canonical) {
+		ds, err := record.Diff(st.canonical, incoming)
+		if err != nil {
+			return fmt.Errorf("%s: %w", r.Identity(), err)
+		}
+		f.Class = ClassSourceDifferent
+		names := make([]string, len(ds))
+		for j, d := range ds {
+			f.Diff = append(f.Diff, FieldDiff{Field: d.Field, Settle: d.Stored, Source: d.Incoming})
+			names[j] = d.Field
+		}
+		f.Detail = fmt.Sprintf("%s %s with another payload: %v differ", st.outcome, r.Kind, names)
+		if st.caseID != nil {
+			f.CaseID, f.Reason = *st.caseID, *st.caseReason
+			f.Detail += fmt.Sprintf(" (case %d, %s, %s)", *st.caseID, *st.caseReason, *st.caseStatus)
+		}
+		c.add(f)
+	} else {
+		sp := c.period(r.AccountPeriod)
+		sp.Matched++
+		if st.outcome == string(settle.OutcomeRefused) {
+			sp.Refused++
+		}
+	}
+	if st.outcome == string(settle.OutcomeSettled) {
+		c.matchedOK++
+	}
+	return nil
+}
+
+// scanExtra reads settle's settled identities of the scope once, in id
+// order, and reports those the source lacks.
+func (c *sourceCheck) scanExtra(ctx context.Context) error {
+	var after, total, extra int64
+	for {
+		rows, err := c.tx.Query(ctx, sqlSourceSettledScan, c.in.TenantID, c.in.From, c.in.To, c.in.Operations, after, sourcePageRowsMax)
+		if err != nil {
+			return err
+		}
+		n := 0
+		for rows.Next() {
+			var (
+				id                                 int64
+				period, recordID, op, sid, subject string
+				currency                           string
+			)
+			if err := rows.Scan(&id, &period, &recordID, &op, &sid, &subject, &currency); err != nil {
+				rows.Close()
+				return err
+			}
+			n, after, total = n+1, id, total+1
+			key := record.Identity{TenantID: c.in.TenantID, AccountPeriod: period, RecordID: recordID, Operation: record.Kind(op)}
+			if _, ok := c.seen[identityHash(key)]; ok {
+				continue
+			}
+			extra++
+			c.add(SourceFinding{Class: ClassSourceExtra, Period: period, RecordID: recordID, Operation: op, SettlementID: sid, Currency: currency,
+				Detail: fmt.Sprintf("settled for %s, absent from the source", subject)})
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if n < sourcePageRowsMax {
+			break
+		}
+	}
+	// The pair: every settled identity is either matched or extra. A
+	// shortfall is identities hidden by a hash collision with one of the
+	// source's.
+	if hidden := total - c.matchedOK - extra; hidden != 0 {
+		c.add(SourceFinding{Class: ClassSourceExtraUnplaced,
+			Detail: fmt.Sprintf("%d settled identities, %d matched, %d extra: %d extra the scan could not name (identity hash collision)", total, c.matchedOK, extra, hidden)})
+	}
+	return nil
+}
