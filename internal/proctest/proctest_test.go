@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/settlehq/settle/internal/layout"
 )
 
 // TestProcessLifecycle runs sh as the child: its output reaches Stdout and
@@ -130,7 +132,7 @@ func TestNotInProduction(t *testing.T) {
 	if !slices.Contains(deps, "github.com/settlehq/settle/settle") {
 		t.Fatalf("go list -deps of cmd/settle does not list the settle package: %q", deps)
 	}
-	for _, pkg := range []string{"internal/proctest", "internal/testnet", "internal/pgtest", "internal/kafkatest", "faults"} {
+	for pkg := range layout.TestSupport {
 		if slices.Contains(deps, "github.com/settlehq/settle/"+pkg) {
 			t.Errorf("cmd/settle imports the test-support package %s", pkg)
 		}
