@@ -327,7 +327,7 @@ type txState struct {
 	deadLetters   []deadLetterRow
 	waitingList   []*waitingOp
 	closedCases   []int64
-	guarded       map[string]int        // guarded update -> rows it must match
+	guarded       map[int]int           // write's batch index of a guarded update -> rows it must match
 	offsets       map[Coordinates]int64 // topic+partition (Offset 0) -> next offset
 }
 

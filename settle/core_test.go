@@ -262,3 +262,21 @@ func TestEveryOutboxRowIsQueued(t *testing.T) {
 		t.Errorf("outbox backlog = %d (%v), want 2 (the settlement and the old-style row)", n, err)
 	}
 }
+
+// TestFailingStatementIsNamed: when one statement of the batch's writes
+// fails, the error names it (here the database refuses the partition's
+// offset row), so an operator knows which table to look at.
+func TestFailingStatementIsNamed(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := context.Background()
+	if _, err := s.Pool().Exec(ctx, `
+		CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'refused by the test'; END $$;
+		CREATE TRIGGER refuse BEFORE INSERT ON consumer_offsets FOR EACH ROW EXECUTE FUNCTION refuse();`); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.Settle(ctx, "g", s.Decode(batch(0, 0, rec())))
+	if err == nil || !strings.Contains(err.Error(), "consumer_offset_upsert") || !strings.Contains(err.Error(), "refused by the test") {
+		t.Fatalf("settle = %v, want an error naming consumer_offset_upsert and the database's reason", err)
+	}
+}

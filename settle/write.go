@@ -88,12 +88,12 @@ func (st *txState) send(ctx context.Context, b *pgx.Batch) error {
 	for i := 0; i < b.Len(); i++ {
 		tag, err := br.Exec()
 		if err != nil {
-			return err
+			return fmt.Errorf("%s: %w", queryName(b.QueuedQueries[i].SQL), err)
 		}
 		// The guarded updates assert that nothing changed what this
 		// transaction locked and read.
-		if want, ok := st.guarded[b.QueuedQueries[i].SQL]; ok && int(tag.RowsAffected()) != want {
-			return fmt.Errorf("guarded update matched %d of %d rows: %.60q", tag.RowsAffected(), want, b.QueuedQueries[i].SQL)
+		if want, ok := st.guarded[i]; ok && int(tag.RowsAffected()) != want {
+			return fmt.Errorf("%s: guarded update matched %d of %d rows", queryName(b.QueuedQueries[i].SQL), tag.RowsAffected(), want)
 		}
 	}
 	return br.Close()
@@ -186,7 +186,7 @@ func (st *txState) queueAccounts(b *pgx.Batch) {
 		bd, hd, heads = append(bd, a.balanceDelta.String()), append(hd, a.heldDelta.String()), append(heads, nonNil(a.head))
 	}
 	b.Queue(sqlAccountUpdate, ids, bd, hd, before, after, heads)
-	st.guard(sqlAccountUpdate, len(ids))
+	st.guard(b, len(ids))
 }
 
 // queueDeliveries queues the insert of one delivery row per input record that
@@ -282,12 +282,12 @@ func nonNil(b []byte) []byte {
 	return b
 }
 
-// guard records how many rows a guarded update must match.
-func (st *txState) guard(sql string, rows int) {
+// guard records how many rows the update just queued on b must match.
+func (st *txState) guard(b *pgx.Batch, rows int) {
 	if st.guarded == nil {
-		st.guarded = map[string]int{}
+		st.guarded = map[int]int{}
 	}
-	st.guarded[sql] = rows
+	st.guarded[b.Len()-1] = rows
 }
 
 func (st *txState) queueChains(b *pgx.Batch) {
@@ -319,7 +319,7 @@ func (st *txState) queueChains(b *pgx.Batch) {
 	}
 	if len(upd.roots) > 0 {
 		b.Queue(sqlChainUpdate, upd.roots, upd.nets, upd.versions, upd.refunds, upd.refunded, upd.reclaims, upd.recovered, upd.revs)
-		st.guard(sqlChainUpdate, len(upd.roots))
+		st.guard(b, len(upd.roots))
 	}
 }
 
@@ -348,7 +348,7 @@ func (st *txState) queueHolds(b *pgx.Batch) {
 	}
 	if len(upd.ids) > 0 {
 		b.Queue(sqlHoldUpdate, upd.ids, upd.rems, upd.stats, upd.closed, upd.revs)
-		st.guard(sqlHoldUpdate, len(upd.ids))
+		st.guard(b, len(upd.ids))
 	}
 }
 
