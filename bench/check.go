@@ -4,7 +4,8 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/reconcile"
 )
 
 // Checks are the exactly-once invariants as measured at the end of a run.
@@ -33,17 +34,19 @@ type TopicCheck struct {
 	ResultCoordinates     int64 `json:"result_coordinates"` // distinct input coordinates with a result
 }
 
-// check verifies the invariants in the run's database (and, for the end to
-// end run, what was read from the topics). It returns an error naming every
+// check verifies the invariants in the run's database, from the totals
+// settle/reconcile counts (and, for the end to end run, what was read from
+// the topics). It returns an error naming every
 // violated invariant.
-func check(ctx context.Context, pool *pgxpool.Pool, settlementsTopic string, inputs int, expectedNew int64, topic *TopicCheck) (Checks, error) {
+func check(ctx context.Context, store *settle.Store, inputs int, expectedNew int64, topic *TopicCheck) (Checks, error) {
 	c := Checks{Inputs: int64(inputs), ExpectedIdentities: expectedNew, Topic: topic}
-	err := pool.QueryRow(ctx, mustSQL("check_invariants.sql"), settlementsTopic).Scan(&c.Deliveries, &c.DeliveredCoordinates,
-		&c.Identities, &c.Waiting, &c.EntriesExpected, &c.Entries, &c.SettledEffects, &c.OutboxSettlements,
-		&c.SplitEffects, &c.BadAccounts, &c.Unpublished)
+	t, err := reconcile.Count(ctx, store)
 	if err != nil {
 		return c, fmt.Errorf("check invariants: %w", err)
 	}
+	c.Deliveries, c.DeliveredCoordinates, c.Identities, c.Waiting = t.Deliveries, t.DeliveredCoordinates, t.Identities, t.Waiting
+	c.EntriesExpected, c.Entries, c.SettledEffects, c.OutboxSettlements = t.EntriesExpected, t.Entries, t.SettledEffects, t.OutboxSettlements
+	c.SplitEffects, c.BadAccounts, c.Unpublished = t.SplitEffects, t.BadAccounts, t.Unpublished
 	v := func(ok bool, format string, args ...any) {
 		if !ok {
 			c.Violations = append(c.Violations, fmt.Sprintf(format, args...))

@@ -175,7 +175,7 @@ func (c *Config) runCore(ctx context.Context, cr coreRun) (RunResult, error) {
 		return res, err
 	}
 	res.Outcomes = outcomes
-	chk, err := check(ctx, pool, "settlements", cr.w.Records, expectedNew, nil)
+	chk, err := check(ctx, store, cr.w.Records, expectedNew, nil)
 	res.Checks = &chk
 	if err != nil {
 		return res, err

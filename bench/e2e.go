@@ -304,7 +304,7 @@ func (c *Config) runE2E(ctx context.Context, er e2eRun) (RunResult, error) {
 	if err != nil {
 		return res, err
 	}
-	chk, err := check(ctx, pool, tp.settlements, er.w.Records, expectedNew, &tc)
+	chk, err := check(ctx, store, er.w.Records, expectedNew, &tc)
 	res.Checks = &chk
 	return res, err
 }

@@ -1,4 +1,5 @@
--- The exactly-once invariants of one run, in one row:
+-- The totals of a database a run with a known workload checks against ($1:
+-- the settlements topic), in one row:
 --   deliveries, distinct delivered coordinates: one delivery per input record
 --   identities (+ still waiting): one identity per logical record
 --   entries_expected vs entries: the ledger rows every stored response

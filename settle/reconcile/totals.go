@@ -1,0 +1,40 @@
+package reconcile
+
+import (
+	"context"
+
+	"github.com/settlehq/settle/settle"
+)
+
+var sqlTotals = mustQuery("totals.sql")
+
+// Totals are counts over a whole database, for a caller that knows what it
+// sent (the benchmark, tests): one delivery per input, one identity per
+// logical record, one effect per identity and one settlement message per
+// effect are then equalities it checks.
+type Totals struct {
+	Deliveries           int64 // delivery rows
+	DeliveredCoordinates int64 // distinct input coordinates among them
+	Identities           int64 // stored identities
+	Waiting              int64 // operations still waiting (not applied)
+	EntriesExpected      int64 // ledger rows the stored responses announce
+	Entries              int64 // ledger rows written
+	SettledEffects       int64 // settled identities with ledger rows
+	OutboxSettlements    int64 // outbox rows for the settlements topic
+	SplitEffects         int64 // identities whose rows more than one transaction wrote
+	BadAccounts          int64 // accounts whose cached balance or held differs from their rows
+	Unpublished          int64 // outbox rows the relay has not published
+}
+
+// Count reads the Totals of the database of store, in one statement (one
+// snapshot).
+func Count(ctx context.Context, store *settle.Store) (Totals, error) {
+	var t Totals
+	err := store.Pool().QueryRow(ctx, sqlTotals, store.Config().SettlementsTopic).Scan(&t.Deliveries, &t.DeliveredCoordinates,
+		&t.Identities, &t.Waiting, &t.EntriesExpected, &t.Entries, &t.SettledEffects, &t.OutboxSettlements,
+		&t.SplitEffects, &t.BadAccounts, &t.Unpublished)
+	if err != nil {
+		return t, wrapStoreErr("count totals", err)
+	}
+	return t, nil
+}
