@@ -20,6 +20,7 @@ import (
 	"github.com/settlehq/settle/service"
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/inspect"
+	"github.com/settlehq/settle/settle/reconcile"
 )
 
 // e2eRun runs the whole pipeline against the broker.
@@ -279,7 +280,9 @@ func (c *Config) runE2E(ctx context.Context, er e2eRun) (RunResult, error) {
 	if lat != nil {
 		// Wait until every settlement the outbox holds has been read.
 		var want int64
-		_ = pool.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE topic = $1`, tp.settlements).Scan(&want)
+		if t, err := reconcile.Count(ctx, store); err == nil {
+			want = t.OutboxSettlements
+		}
 		for end := time.Now().Add(30 * time.Second); lat.count() < want && time.Now().Before(end); {
 			time.Sleep(20 * time.Millisecond)
 		}
@@ -290,7 +293,7 @@ func (c *Config) runE2E(ctx context.Context, er e2eRun) (RunResult, error) {
 		if w := summarise(warm, 0); w.Samples > 0 {
 			res.Latency.WarmupSamples, res.Latency.WarmupP99ms = w.Samples, w.P99ms
 		}
-		if res.Latency.Stages, err = latencyStages(ctx, pool, lat.steadySentAt); err != nil {
+		if res.Latency.Stages, err = latencyStages(ctx, inspect.New(store), lat.steadySentAt); err != nil {
 			return res, err
 		}
 		if lat.unknown.Load() > 0 {

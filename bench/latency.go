@@ -6,7 +6,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/settlehq/settle/settle/inspect"
 )
 
 // Latency summarises end-to-end latencies: input record timestamp to the
@@ -65,28 +65,17 @@ type LatencyStage struct {
 // record: when the service decoded the record (first_seen_at) and when the
 // transaction that settled it began (last_attempted_at). What is left to
 // the total is the transaction, its commit, the relay and the topic.
-func latencyStages(ctx context.Context, pool *pgxpool.Pool, sentAt func(identity string) (time.Time, bool)) ([]LatencyStage, error) {
-	rows, err := pool.Query(ctx, `SELECT tenant_id || '/' || account_period || '/' || record_id || '/' || operation,
-		first_seen_at, last_attempted_at FROM identities WHERE outcome = 'settled'`)
+func latencyStages(ctx context.Context, read *inspect.Store, sentAt func(identity string) (time.Time, bool)) ([]LatencyStage, error) {
+	times, err := read.SettledTimes(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("latency stages: %w", err)
 	}
 	var decoded, began []time.Duration
-	for rows.Next() {
-		var (
-			id   string
-			d, b time.Time
-		)
-		if err := rows.Scan(&id, &d, &b); err != nil {
-			return nil, fmt.Errorf("latency stages: %w", err)
+	for _, st := range times {
+		if t, ok := sentAt(st.Identity); ok {
+			decoded = append(decoded, st.FirstSeen.Sub(t))
+			began = append(began, st.TxBegan.Sub(t))
 		}
-		if t, ok := sentAt(id); ok {
-			decoded = append(decoded, d.Sub(t))
-			began = append(began, b.Sub(t))
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("latency stages: %w", err)
 	}
 	var out []LatencyStage
 	for _, s := range []struct {

@@ -79,3 +79,30 @@ func (s *Store) OutcomeTimeline(ctx context.Context, since time.Time) ([]Outcome
 	}
 	return out, nil
 }
+
+var sqlSettledTimes = mustQuery("settled_times.sql")
+
+// SettledTime is when a settled identity was first seen and when the
+// transaction that settled it began.
+type SettledTime struct {
+	Identity  string // tenant/period/record/operation
+	FirstSeen time.Time
+	TxBegan   time.Time
+}
+
+// SettledTimes lists every settled identity's times (the benchmark's
+// latency stages).
+func (s *Store) SettledTimes(ctx context.Context) ([]SettledTime, error) {
+	rows, err := s.pool.Query(ctx, sqlSettledTimes)
+	if err != nil {
+		return nil, wrapStoreErr("read settled times", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (SettledTime, error) {
+		var t SettledTime
+		return t, r.Scan(&t.Identity, &t.FirstSeen, &t.TxBegan)
+	})
+	if err != nil {
+		return nil, wrapStoreErr("read settled times", err)
+	}
+	return out, nil
+}
