@@ -23,7 +23,9 @@ func TestTinyBench(t *testing.T) {
 		Workload: Workload{Records: 3000, Config: workload.Config{Tenants: 3, Subjects: 200, Partitions: 3,
 			Mix: workload.Mix{Duplicates: 0.30, Conflicts: 0.01, Corrections: 0.05, Refunds: 0.05, Holds: 0.05}}},
 		Writers: 2, PoolConns: 8, PerRecordConns: 4, PerRecordRecords: 300,
-		LatencySeconds: 2 * time.Second, LatencyWarmup: 500 * time.Millisecond, SweepBatches: []int{250, 1000}, SweepRecords: 1000,
+		// A fixed rate: at half a fast host's end-to-end rate the paced run's
+		// records all went out inside the warm-up, leaving no sample after it.
+		LatencySeconds: 2 * time.Second, LatencyRate: 1500, LatencyWarmup: 500 * time.Millisecond, SweepBatches: []int{250, 1000}, SweepRecords: 1000,
 		GrowthIdentities: 1500, GrowthPoints: 2, OutDir: out,
 	}
 	if testing.Verbose() {
