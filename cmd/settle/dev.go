@@ -93,6 +93,9 @@ func (c *devCmd) Run(a *app) error {
 	if err != nil {
 		return err
 	}
+	// The sandbox sweeps as the service does: expired holds are released,
+	// orphans and operations whose target settled are handled.
+	cfg.SweepInterval = service.SweepIntervalDefault
 	// Built before it runs: the admin listener is bound, or its port
 	// reported taken, before the sample and the analyst page's address are
 	// printed.
