@@ -212,12 +212,12 @@ func newHandler(cfg Config) (http.Handler, *routeMux) {
 	mux.HandleFunc("GET /statement", h.statementPage)
 
 	mux.HandleFunc("GET /api/overview", h.apiOverview)
-	mux.HandleFunc("GET /api/cases", h.apiCases)
+	mux.HandleFunc("GET /api/cases", apiGet(h, apiCasesFilter, h.cfg.Store.ListCases))
 	mux.HandleFunc("GET /api/cases/counts", h.apiCaseCounts)
-	mux.HandleFunc("GET /api/cases/{id}", apiByID(h, caseID, h.cfg.Store.Case))
+	mux.HandleFunc("GET /api/cases/{id}", apiGet(h, caseID, h.cfg.Store.Case))
 	mux.HandleFunc("POST /api/cases/{id}/resolve", h.apiResolve)
 	mux.HandleFunc("GET /api/explain/{tenant}/{period}/{record}", h.apiExplain)
-	mux.HandleFunc("GET /api/dlq", h.apiDLQ)
+	mux.HandleFunc("GET /api/dlq", apiGet(h, func(r *http.Request) (inspect.DeadLetterFilter, error) { return dlqFilter(r.URL.Query()) }, h.cfg.Store.DeadLetters))
 	mux.HandleFunc("GET /api/statement/{tenant}/{period}", h.apiStatement)
 
 	// Cross-origin POSTs from a browser (forms on other sites) are refused:

@@ -314,22 +314,6 @@ func dlqFilter(q url.Values) (inspect.DeadLetterFilter, error) {
 	return f, nil
 }
 
-func (h *handler) apiDLQ(w http.ResponseWriter, r *http.Request) {
-	f, err := dlqFilter(r.URL.Query())
-	if err != nil {
-		h.fail(w, r, err, true)
-		return
-	}
-	ctx, cancel := h.ctx(r)
-	defer cancel()
-	ds, err := h.cfg.Store.DeadLetters(ctx, f)
-	if err != nil {
-		h.fail(w, r, err, true)
-		return
-	}
-	writeJSON(w, http.StatusOK, ds)
-}
-
 // dlqReasons are the reasons the list's filter offers.
 var dlqReasons = []string{"invalid_json", "too_large", "invalid_field", "transient_exhausted"}
 

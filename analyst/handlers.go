@@ -63,24 +63,14 @@ func (h *handler) apiOverview(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, o)
 }
 
-func (h *handler) apiCases(w http.ResponseWriter, r *http.Request) {
+// apiCasesFilter is the queue's filter of /api/cases: open cases unless a
+// status is asked for, as the queue page and the CLI.
+func apiCasesFilter(r *http.Request) (inspect.CaseFilter, error) {
 	q := r.URL.Query()
 	if !q.Has("status") {
-		q.Set("status", inspect.CaseOpen) // as the queue page and the CLI: what is left to do
+		q.Set("status", inspect.CaseOpen) // what is left to do
 	}
-	f, err := filterFrom(q, time.Now())
-	if err != nil {
-		h.fail(w, r, err, true)
-		return
-	}
-	ctx, cancel := h.ctx(r)
-	defer cancel()
-	page, err := h.cfg.Store.ListCases(ctx, f)
-	if err != nil {
-		h.fail(w, r, err, true)
-		return
-	}
-	writeJSON(w, http.StatusOK, page)
+	return filterFrom(q, time.Now())
 }
 
 func (h *handler) apiCaseCounts(w http.ResponseWriter, r *http.Request) {
@@ -338,19 +328,19 @@ func (h *handler) explainPage(w http.ResponseWriter, r *http.Request) {
 	h.render(w, "explain", data)
 }
 
-// apiByID serves a JSON read of one thing named by the {id} of the path:
-// the id parsed by parse (a 400 that says what to send), the thing read
-// by read (a 404 for none, a 504 for a database too slow).
-func apiByID[T any](h *handler, parse func(*http.Request) (int64, error), read func(context.Context, int64) (T, error)) http.HandlerFunc {
+// apiGet serves a JSON read: what to read parsed from the request by
+// parse (a 400 that says what to send), read by read (a 404 for none, a
+// 504 for a database too slow), answered 200 with the value.
+func apiGet[K, T any](h *handler, parse func(*http.Request) (K, error), read func(context.Context, K) (T, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		id, err := parse(r)
+		k, err := parse(r)
 		if err != nil {
 			h.fail(w, r, err, true)
 			return
 		}
 		ctx, cancel := h.ctx(r)
 		defer cancel()
-		v, err := read(ctx, id)
+		v, err := read(ctx, k)
 		if err != nil {
 			h.fail(w, r, err, true)
 			return

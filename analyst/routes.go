@@ -72,8 +72,8 @@ func (h *handler) routesV2(mux *routeMux) {
 
 	mux.HandleFunc("GET /api/search", h.apiSearch)
 	mux.HandleFunc("GET /api/accounts/{tenant}/{subject}", h.apiAccount)
-	mux.HandleFunc("GET /api/cases/{id}/links", apiByID(h, caseID, h.cfg.Store.CaseLinks))
-	mux.HandleFunc("GET /api/dlq/{id}", apiByID(h, deadLetterID, h.cfg.Store.DeadLetter))
+	mux.HandleFunc("GET /api/cases/{id}/links", apiGet(h, caseID, h.cfg.Store.CaseLinks))
+	mux.HandleFunc("GET /api/dlq/{id}", apiGet(h, deadLetterID, h.cfg.Store.DeadLetter))
 	mux.HandleFunc("POST /api/dlq/replay", h.apiReplay)
 	mux.HandleFunc("GET /api/openapi.json", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
