@@ -75,17 +75,22 @@ func (c *reconcileCmd) Run(a *app) error {
 	if err != nil {
 		return err
 	}
-	if c.JSON {
-		if err := printJSON(a, report); err != nil {
-			return err
-		}
-	} else {
-		if err := printReport(a, report); err != nil {
-			return err
-		}
+	return emitReport(a, c.JSON, report, func() error { return printReport(a, report) }, report.Clean(),
+		fmt.Errorf("%d discrepancies found", len(report.Findings)))
+}
+
+// emitReport prints a check's report, as JSON or as text, and ends with
+// the mismatch exit code (3) and mismatch when the check is not clean.
+func emitReport(a *app, asJSON bool, report any, text func() error, clean bool, mismatch error) error {
+	out := text
+	if asJSON {
+		out = func() error { return printJSON(a, report) }
 	}
-	if !report.Clean() {
-		return exitError{code: exitMismatch, err: fmt.Errorf("%d discrepancies found", len(report.Findings))}
+	if err := out(); err != nil {
+		return err
+	}
+	if !clean {
+		return exitError{code: exitMismatch, err: mismatch}
 	}
 	return nil
 }

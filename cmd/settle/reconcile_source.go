@@ -73,23 +73,12 @@ func (c *reconcileCmd) runSource(a *app) error {
 	if err != nil {
 		return err
 	}
-	if c.JSON {
-		if err := printJSON(a, report); err != nil {
-			return err
-		}
-	} else {
-		if err := printSourceReport(a, report); err != nil {
-			return err
-		}
+	n := 0
+	for _, v := range report.Counts {
+		n += v
 	}
-	if !report.Agrees() {
-		n := 0
-		for _, v := range report.Counts {
-			n += v
-		}
-		return exitError{code: exitMismatch, err: fmt.Errorf("the source and settle disagree: %d findings", n)}
-	}
-	return nil
+	return emitReport(a, c.JSON, report, func() error { return printSourceReport(a, report) }, report.Agrees(),
+		fmt.Errorf("the source and settle disagree: %d findings", n))
 }
 
 func printSourceReport(a *app, r *inspect.SourceReport) error {
