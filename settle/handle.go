@@ -274,13 +274,9 @@ func (st *txState) claim(d *decoded, idNum int64, eff *effect) []byte {
 			topic:      st.s.cfg.SettlementsTopic,
 			key:        []byte(a.key.tenant + "/" + a.key.subject + "/" + a.key.currency),
 			identityID: idNum,
-			headers: encodeHeaders(append([]record.Header{
-				{Key: "settlement_id", Value: []byte(resp.SettlementID)},
-				{Key: "tenant_id", Value: []byte(a.key.tenant)},
-				{Key: "sequence", Value: strconv.AppendInt(nil, resp.Sequence, 10)},
-				{Key: "kind", Value: []byte(resp.Kind)},
-				{Key: "version", Value: []byte(strconv.Itoa(SchemaVersionOutput))},
-			}, traceHeaders(d.in.Headers)...)),
+			// Only what the identity cannot give: outbox_messages adds
+			// settlement_id, tenant_id, sequence, kind and version.
+			headers: encodeHeaders(traceHeaders(d.in.Headers)),
 		})
 	}
 	return body

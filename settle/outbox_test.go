@@ -1,0 +1,50 @@
+package settle_test
+
+import (
+	"context"
+	"reflect"
+	"testing"
+
+	"github.com/settlehq/settle/record"
+	"github.com/settlehq/settle/settle"
+)
+
+// TestSettlementMessageHeaders: a settlement's outbox row stores only the
+// input's trace context; the message read through outbox_messages (what
+// the relay publishes) carries settlement_id, tenant_id, sequence, kind and
+// version from its identity, then the trace context, exactly.
+func TestSettlementMessageHeaders(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ins := batch(0, 0, grant("g-1", "cust-1", "100"), rec())
+	ins[1].Headers = []record.Header{{Key: "traceparent", Value: []byte("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")},
+		{Key: "origin", Value: []byte("meter-7")}}
+	rs := mustSettle(t, s, ins)
+	var resp settle.Response
+	if err := jsonUnmarshal(rs[1].Response, &resp); err != nil {
+		t.Fatal(err)
+	}
+	var stored, built []byte
+	if err := s.Pool().QueryRow(context.Background(), `SELECT o.headers::text, m.headers::text FROM outbox o JOIN outbox_messages m USING (id)
+		WHERE o.identity_id = (SELECT id FROM identities WHERE record_id = $1 AND operation = 'usage')`, resp.Identity.RecordID).Scan(&stored, &built); err != nil {
+		t.Fatal(err)
+	}
+	hs, err := settle.DecodeHeaders(built)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []record.Header{
+		{Key: "settlement_id", Value: []byte(resp.SettlementID)},
+		{Key: "tenant_id", Value: []byte("acme")},
+		{Key: "sequence", Value: []byte("2")},
+		{Key: "kind", Value: []byte("usage")},
+		{Key: "version", Value: []byte("1")},
+		ins[1].Headers[0],
+	}
+	if !reflect.DeepEqual(hs, want) {
+		t.Errorf("message headers:\n got %q\nwant %q", hs, want)
+	}
+	if sh, _ := settle.DecodeHeaders(stored); len(sh) != 1 || sh[0].Key != "traceparent" {
+		t.Errorf("stored headers = %s, want only the trace context", stored)
+	}
+}
