@@ -81,7 +81,8 @@ func busyFixture(t *testing.T) *v2Fixture {
 	defer tx.Rollback(ctx)
 	for _, q := range []string{
 		`SET LOCAL session_replication_role = replica`,
-		`UPDATE deliveries SET at = date_trunc('hour', now()) - make_interval(hours => (("offset" * 7 + "offset" / 9) % 24)::int) + make_interval(mins => ("offset" % 50)::int) WHERE partition = 1`,
+		`UPDATE identities SET committed_at = date_trunc('hour', now()) - make_interval(hours => (("offset" * 7 + "offset" / 9) % 24)::int) + make_interval(mins => ("offset" % 50)::int) WHERE partition = 1`,
+		`UPDATE delivery_repeats SET at = date_trunc('hour', now()) - make_interval(hours => (("offset" * 7 + "offset" / 9) % 24)::int) + make_interval(mins => ("offset" % 50)::int) WHERE partition = 1`,
 		`UPDATE conflict_cases SET opened_at = now() - make_interval(hours => ((id * 13) % 170)::int) - interval '20 minutes' WHERE status = 'open' AND id % 3 <> 0`,
 	} {
 		if _, err := tx.Exec(ctx, q); err != nil {

@@ -218,8 +218,12 @@ type identity struct {
 	subject, currency string
 	accountID         int64
 	rootID, targetID  int64
-	isNew             bool
-	d                 *decoded
+	// source: the coordinates of the input record that claimed it (of
+	// its waiting row's, when it waited first; none when no input record
+	// did): a redelivery of them is answered with the identity's result.
+	source Coordinates
+	isNew  bool
+	d      *decoded
 }
 
 // chain is a chain locked by the transaction.

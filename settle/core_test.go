@@ -85,9 +85,11 @@ func TestSettleUsageDuplicateConflict(t *testing.T) {
 func TestAppendOnlyEnforcedByDatabase(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)
-	mustSettle(t, s, batch(0, 0, grant("g-1", "c", "5")))
+	// The repeat gives delivery_repeats a row (a statement that matches no
+	// row fires no row trigger).
+	mustSettle(t, s, batch(0, 0, grant("g-1", "c", "5"), grant("g-1", "c", "5")))
 	ctx := context.Background()
-	for table, column := range map[string]string{"ledger_entries": "tenant_id", "identities": "tenant_id", "deliveries": "tenant_id", "outbox": "topic"} {
+	for table, column := range map[string]string{"ledger_entries": "tenant_id", "identities": "tenant_id", "delivery_repeats": "tenant_id", "outbox": "topic"} {
 		for _, stmt := range []string{
 			"UPDATE " + table + " SET " + column + " = 'x'",
 			"DELETE FROM " + table,
@@ -160,7 +162,7 @@ func TestAccountsReplacedUnderTheStore(t *testing.T) {
 	s := newStore(t)
 	mustSettle(t, s, batch(0, 0, grant("g-1", "cust-1", "100")))
 	// Empty every table behind the Store's back (triggers off: they refuse).
-	settletest.Bypass(t, s.Pool(), `TRUNCATE accounts, identities, ledger_entries, deliveries, outbox, consumer_offsets, chains, holds CASCADE`)
+	settletest.Bypass(t, s.Pool(), `TRUNCATE accounts, identities, ledger_entries, delivery_repeats, outbox, consumer_offsets, chains, holds CASCADE`)
 	rs := mustSettle(t, s, batch(0, 1, grant("g-2", "cust-1", "5")))
 	if got := outcomes(rs); !reflect.DeepEqual(got, []string{"settled"}) {
 		t.Fatalf("outcomes = %v, want [settled]", got)

@@ -17,7 +17,7 @@ import (
 func (st *txState) handle(ctx context.Context, d *decoded) (Result, error) {
 	c := Coordinates{d.in.Topic, d.in.Partition, d.in.Offset}
 	st.advanceOffset(c)
-	if r, ok := st.redelivered[c]; ok {
+	if r, ok := st.redeliveredAt(d, c); ok {
 		r.Timestamp, r.Key = d.in.Timestamp, d.in.Key
 		if r.Outcome == OutcomeWaiting && len(r.Response) == 0 {
 			st.redeliveredWaiting(d, &r)
@@ -62,9 +62,39 @@ func (st *txState) handle(ctx context.Context, d *decoded) (Result, error) {
 	if r.wait != nil {
 		st.waitingResult(*r.wait, res)
 	}
-	st.deliveries = append(st.deliveries, deliveryRow{in: d.in, tenant: d.id.TenantID, identityID: r.identityID,
-		caseID: r.CaseID, outcome: r.Outcome, reason: r.Reason})
+	if r.Outcome == OutcomeQuarantined {
+		// A case's deliveries are listed by case (delivery_by_case.sql):
+		// the one that opened it too.
+		st.deliveries = append(st.deliveries, deliveryRow{in: d.in, tenant: d.id.TenantID, identityID: r.identityID,
+			caseID: r.CaseID, outcome: r.Outcome, reason: r.Reason})
+	}
 	return res, nil
+}
+
+// redeliveredAt finds the result of an input record at c handled before:
+// in a delivery row (a repeat, a quarantine, a dead letter: delivery_lookup),
+// or, for a first delivery, on the identity it claimed or the waiting row
+// it left, which carry its coordinates (no delivery row repeats them).
+func (st *txState) redeliveredAt(d *decoded, c Coordinates) (Result, bool) {
+	if r, ok := st.redelivered[c]; ok {
+		return r, true
+	}
+	if d.err != nil || d.in.Exhausted != nil {
+		return Result{}, false
+	}
+	r := Result{Version: SchemaVersionOutput, Source: c, Redelivered: true}
+	if prior, ok := st.identities[d.id]; ok && !prior.isNew && prior.source == c {
+		idj := identityJSON(d.id)
+		r.Identity, r.Outcome, r.Reason, r.Response = &idj, prior.outcome, prior.reason, prior.response
+		r.CaseID = prior.caseID()
+		return r, true
+	}
+	if w, ok := st.waitingByID[d.id]; ok && !w.isNew && w.d.in.Topic == c.Topic && w.d.in.Partition == c.Partition && w.d.in.Offset == c.Offset {
+		// Completed by handle: still waiting, or orphaned.
+		r.Outcome = OutcomeWaiting
+		return r, true
+	}
+	return Result{}, false
 }
 
 // waitingResult sends the result of an input record that waits for target
@@ -161,15 +191,7 @@ func (st *txState) redeliveredWaiting(d *decoded, r *Result) {
 	idj := identityJSON(d.id)
 	r.Identity = &idj
 	if prior, ok := st.identities[d.id]; ok {
-		r.Outcome, r.Reason, r.Response = prior.outcome, prior.reason, prior.response
-		if prior.outcome == OutcomeQuarantined {
-			var c struct {
-				CaseID int64 `json:"case_id"`
-			}
-			if json.Unmarshal(prior.response, &c) == nil {
-				r.CaseID = c.CaseID
-			}
-		}
+		r.Outcome, r.Reason, r.Response, r.CaseID = prior.outcome, prior.reason, prior.response, prior.caseID()
 		return
 	}
 	if w, ok := st.waitingByID[d.id]; ok {
@@ -179,6 +201,19 @@ func (st *txState) redeliveredWaiting(d *decoded, r *Result) {
 		}
 		r.Response = w.response
 	}
+}
+
+// caseID is the conflict case a quarantined identity's response names
+// (0 for any other).
+func (id *identity) caseID() int64 {
+	if id.outcome != OutcomeQuarantined {
+		return 0
+	}
+	var c struct {
+		CaseID int64 `json:"case_id"`
+	}
+	_ = json.Unmarshal(id.response, &c)
+	return c.CaseID
 }
 
 func (st *txState) waitingResponse(d *decoded, t recKey) []byte {
@@ -285,7 +320,6 @@ func (st *txState) claim(d *decoded, idNum int64, eff *effect) []byte {
 // deadLetter records an input record that cannot be settled.
 func (st *txState) deadLetter(d *decoded, res Result, reason, class, msg string) Result {
 	res.Outcome, res.Reason, res.Error = OutcomeDeadLettered, reason, msg
-	st.deliveries = append(st.deliveries, deliveryRow{in: d.in, outcome: OutcomeDeadLettered, reason: reason, errText: msg})
 	attempts := 1
 	if d.in.Exhausted != nil {
 		attempts = d.in.Exhausted.Attempts

@@ -18,7 +18,8 @@ var (
 	sqlPeriodLookup     = mustQuery("period_lookup.sql")
 	sqlAccountInsert    = mustQuery("account_insert.sql")
 	sqlAccountLock      = mustQuery("account_lock.sql")
-	sqlAccountLockByID  = mustQuery("account_lock_by_id.sql")
+	sqlAccountRead      = mustQuery("account_read.sql")
+	sqlAccountReadByID  = mustQuery("account_read_by_id.sql")
 	sqlChainLock        = mustQuery("chain_lock.sql")
 	sqlChainRoot        = mustQuery("chain_root.sql")
 	sqlHoldLock         = mustQuery("hold_lock.sql")
@@ -83,7 +84,7 @@ func (st *txState) load(ctx context.Context, ds []decoded, wake []recKey) error 
 	b.Queue(sqlTargetLookup, k.tgtKeys.t, k.tgtKeys.p, k.tgtKeys.r)
 	b.Queue(sqlWaitingLookup, k.idKeys[0], k.idKeys[1], k.idKeys[2], k.idKeys[3], k.ownKeys.t, k.ownKeys.p, k.ownKeys.r)
 	b.Queue(sqlAccountInsert, k.accKeys.t, k.accKeys.s, k.accKeys.c)
-	b.Queue(sqlAccountLock, k.accKeys.t, k.accKeys.s, k.accKeys.c, k.accKeys.ids)
+	queueAccounts(b, k.accKeys.t, k.accKeys.s, k.accKeys.c, k.accKeys.ids)
 	b.Queue(sqlIdentityReserve, len(ds))
 	br := st.tx.SendBatch(ctx, b)
 	defer func() { _ = br.Close() }() // for the early returns; the last step checks Close
@@ -219,6 +220,20 @@ func (st *txState) loadWaitingLevels(ctx context.Context, waits []*waitingOp) ([
 		sort.Slice(ws, func(i, j int) bool { return ws[i].id < ws[j].id })
 	}
 	return waits, nil
+}
+
+// queueAccounts queues the lock of the accounts named by key (t, s, c)
+// and by id, then the read of their state; readAccounts reads both
+// results.
+func queueAccounts(b *pgx.Batch, t, s, c []string, ids []int64) {
+	b.Queue(sqlAccountLock, t, s, c, ids)
+	b.Queue(sqlAccountRead, t, s, c, ids)
+}
+
+// queueAccountsByID is queueAccounts for accounts known by id only.
+func queueAccountsByID(b *pgx.Batch, ids []int64) {
+	b.Queue(sqlAccountLock, []string{}, []string{}, []string{}, ids)
+	b.Queue(sqlAccountReadByID, ids)
 }
 
 // keyList collects distinct record keys as parallel arrays for unnest.

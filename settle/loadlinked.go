@@ -29,7 +29,7 @@ func (st *txState) loadLinked(ctx context.Context, waits []*waitingOp, reserving
 	}
 	b := &pgx.Batch{}
 	b.Queue(sqlAccountInsert, accKeys.t, accKeys.s, accKeys.c)
-	b.Queue(sqlAccountLock, accKeys.t, accKeys.s, accKeys.c, accKeys.ids)
+	queueAccounts(b, accKeys.t, accKeys.s, accKeys.c, accKeys.ids)
 	b.Queue(sqlChainLock, rootIDs)
 	b.Queue(sqlChainRoot, rootIDs)
 	b.Queue(sqlHoldLock, holdIDs, expiringAccs)
@@ -182,7 +182,7 @@ func (st *txState) lockChainAccounts(ctx context.Context, pending []pendingChain
 		return nil
 	}
 	b := &pgx.Batch{}
-	b.Queue(sqlAccountLockByID, missing)
+	queueAccountsByID(b, missing)
 	br := st.tx.SendBatch(ctx, b)
 	if err := st.readAccounts(br, -1); err != nil {
 		_ = br.Close() // the read's error is the one to report

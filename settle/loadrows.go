@@ -74,7 +74,7 @@ func (st *txState) readIdentities(br pgx.BatchResults, byIdentity bool) error {
 		)
 		if err := rows.Scan(&id.id, &id.key.TenantID, &id.key.AccountPeriod, &id.key.RecordID, &op, &out, &id.reason,
 			&fp, &id.version, &id.canonical, &id.response, &id.settlementID, &id.subject, &id.currency,
-			&id.accountID, &id.rootID); err != nil {
+			&id.accountID, &id.rootID, &id.source.Topic, &id.source.Partition, &id.source.Offset); err != nil {
 			return fmt.Errorf("read identities: %w", err)
 		}
 		id.key.Operation, id.fp, id.outcome = record.Kind(op), uint64(fp), Outcome(out)
@@ -154,6 +154,9 @@ func (st *txState) readWaiting(br pgx.BatchResults) ([]*waitingOp, error) {
 
 // readAccounts reads locked account rows; want >= 0 asserts their number.
 func (st *txState) readAccounts(br pgx.BatchResults, want int) error {
+	if _, err := br.Exec(); err != nil {
+		return fmt.Errorf("lock accounts: %w", err)
+	}
 	rows, _ := br.Query()
 	n := 0
 	for rows.Next() {
@@ -162,7 +165,7 @@ func (st *txState) readAccounts(br pgx.BatchResults, want int) error {
 			balance, held string
 		)
 		if err := rows.Scan(&a.id, &a.key.tenant, &a.key.subject, &a.key.currency, &balance, &held, &a.seq, &a.head); err != nil {
-			return fmt.Errorf("lock accounts: %w", err)
+			return fmt.Errorf("read accounts: %w", err)
 		}
 		n++
 		if st.accountsByID[a.id] != nil {

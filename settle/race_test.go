@@ -212,7 +212,7 @@ func TestPeriodCloseWaitsForBatchesInFlight(t *testing.T) {
 		}
 		inFlight <- rs[0]
 	}()
-	// Let the batch reach the account lock, then close the period.
+	// Let the batch reach its account update (the row is the blocker's), then close the period.
 	time.Sleep(200 * time.Millisecond)
 	closed := make(chan error, 1)
 	go func() {

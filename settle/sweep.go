@@ -145,7 +145,7 @@ func (s *Store) expireHoldsOnce(ctx context.Context, locks periodLocks) (int, er
 	// their holds' periods, and the next attempt takes them.
 	b := &pgx.Batch{}
 	st.queueLocks(b)
-	b.Queue(sqlAccountLockByID, accIDs)
+	queueAccountsByID(b, accIDs)
 	b.Queue(sqlHoldLock, holdIDs, []int64{})
 	b.Queue("SELECT now()")
 	br := tx.SendBatch(ctx, b)

@@ -157,7 +157,7 @@ func TestReconcileFindsInjectedDiscrepancies(t *testing.T) {
 			               SELECT 999999, id, tenant_id, 'balance', 25 FROM accounts WHERE subject = 'cust-1'`)
 		}, []string{reconcile.ClassBalanceMismatch, reconcile.ClassLedgerNoIdentity, reconcile.ClassChainBroken}},
 		{"delivery naming an identity that does not exist", func(t *testing.T, s *settle.Store, in *reconcile.Input) {
-			exec(t, s, `INSERT INTO deliveries (topic, partition, "offset", tenant_id, identity_id, outcome)
+			exec(t, s, `INSERT INTO delivery_repeats (topic, partition, "offset", tenant_id, identity_id, outcome)
 			            VALUES ('elsewhere', 0, 1, 'acme', 999999, 'duplicate')`)
 		}, []string{reconcile.ClassDeliveryNoIdentity}},
 		{"identity naming an account and a root that do not exist", func(t *testing.T, s *settle.Store, in *reconcile.Input) {
