@@ -19,10 +19,10 @@ func TestFirstDeliveryWrittenOnce(t *testing.T) {
 	ins := batch(0, 0,
 		grant("g-1", "cust-1", "100"),
 		u,
-		u, // a duplicate
+		u,                        // a duplicate
 		clone(u, "amount", "11"), // a conflict
 		rec("kind", "refund", "record_id", "u-later"), // waits for its target
-		rec("record_id", "u-2", "amount", "-5"),        // invalid: a dead letter
+		rec("record_id", "u-2", "amount", "-5"),       // invalid: a dead letter
 	)
 	first := mustSettle(t, s, ins)
 	want := []string{"settled", "settled", "duplicate", "quarantined:fingerprint_mismatch", "waiting", "dead_lettered:invalid_field"}
