@@ -286,13 +286,16 @@ type deliveryRow struct {
 }
 
 // outboxRow is a message to publish: its value, or (a settlement) the
-// identity whose stored response is the value.
+// identity whose stored response is the value, with the sequence and kind
+// of its headers (settlementHeaders).
 type outboxRow struct {
 	topic      string
 	key        []byte
 	value      []byte
 	headers    []byte
 	identityID int64
+	sequence   int64
+	kind       string
 }
 
 // txState is what one transaction attempt knows and will write.

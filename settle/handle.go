@@ -309,9 +309,10 @@ func (st *txState) claim(d *decoded, idNum int64, eff *effect) []byte {
 			topic:      st.s.cfg.SettlementsTopic,
 			key:        []byte(a.key.tenant + "/" + a.key.subject + "/" + a.key.currency),
 			identityID: idNum,
-			// Only what the identity cannot give: outbox_messages adds
-			// settlement_id, tenant_id, sequence, kind and version.
-			headers: encodeHeaders(traceHeaders(d.in.Headers)),
+			// Only what the identity cannot give (settlementHeaders).
+			headers:  encodeHeaders(traceHeaders(d.in.Headers)),
+			sequence: resp.Sequence,
+			kind:     string(resp.Kind),
 		})
 	}
 	return body

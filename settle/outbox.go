@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -124,14 +125,21 @@ func (l *OutboxLease) Pending(ctx context.Context, limit int) ([]OutboxMessage, 
 	var out []OutboxMessage
 	for rows.Next() {
 		var (
-			m       OutboxMessage
-			headers []byte
+			m                    OutboxMessage
+			headers              []byte
+			settlement, tenantID *string
+			sequence             *int64
+			kind                 *string
+			version              *int16
 		)
-		if err := rows.Scan(&m.ID, &m.Topic, &m.Key, &m.Value, &headers); err != nil {
+		if err := rows.Scan(&m.ID, &m.Topic, &m.Key, &m.Value, &headers, &settlement, &tenantID, &sequence, &kind, &version); err != nil {
 			return nil, l.fail("read outbox", err)
 		}
 		if m.Headers, err = DecodeHeaders(headers); err != nil {
 			return nil, fmt.Errorf("read outbox row %d: headers: %w", m.ID, err)
+		}
+		if sequence != nil && settlement != nil && tenantID != nil && kind != nil && version != nil {
+			m.Headers = append(settlementHeaders(*settlement, *tenantID, *sequence, *kind, int(*version)), m.Headers...)
 		}
 		out = append(out, m)
 	}
@@ -139,6 +147,20 @@ func (l *OutboxLease) Pending(ctx context.Context, limit int) ([]OutboxMessage, 
 		return nil, l.fail("read outbox", err)
 	}
 	return out, nil
+}
+
+// settlementHeaders are the headers of a settlement's message, before the
+// trace context its outbox row stores: outbox_messages builds the same, in
+// SQL, for the other readers (TestSettlementMessageHeaders holds the two
+// to one another).
+func settlementHeaders(settlementID, tenantID string, sequence int64, kind string, version int) []record.Header {
+	return []record.Header{
+		{Key: "settlement_id", Value: []byte(settlementID)},
+		{Key: "tenant_id", Value: []byte(tenantID)},
+		{Key: "sequence", Value: strconv.AppendInt(nil, sequence, 10)},
+		{Key: "kind", Value: []byte(kind)},
+		{Key: "version", Value: strconv.AppendInt(nil, int64(version), 10)},
+	}
 }
 
 // MarkPublished records that the rows ids were acknowledged by the broker.

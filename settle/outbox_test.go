@@ -12,7 +12,8 @@ import (
 // TestSettlementMessageHeaders: a settlement's outbox row stores only the
 // input's trace context; the message read through outbox_messages (what
 // the relay publishes) carries settlement_id, tenant_id, sequence, kind and
-// version from its identity, then the trace context, exactly.
+// version, then the trace context, exactly; the relay's read assembles the
+// same headers.
 func TestSettlementMessageHeaders(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)
@@ -46,5 +47,32 @@ func TestSettlementMessageHeaders(t *testing.T) {
 	}
 	if sh, _ := settle.DecodeHeaders(stored); len(sh) != 1 || sh[0].Key != "traceparent" {
 		t.Errorf("stored headers = %s, want only the trace context", stored)
+	}
+
+	// The relay assembles the same headers itself.
+	ctx := context.Background()
+	lease, err := s.OutboxLease(ctx, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lease.Close(ctx)
+	if ok, err := lease.TryAcquire(ctx); !ok || err != nil {
+		t.Fatalf("lease: %v %v", ok, err)
+	}
+	ms, err := lease.Pending(ctx, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found bool
+	for _, m := range ms {
+		if m.Topic == "settlements" && string(m.Headers[0].Value) == resp.SettlementID {
+			found = true
+			if !reflect.DeepEqual(m.Headers, want) {
+				t.Errorf("relay's headers:\n got %q\nwant %q", m.Headers, want)
+			}
+		}
+	}
+	if !found {
+		t.Error("the relay did not read the settlement")
 	}
 }

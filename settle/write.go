@@ -235,16 +235,23 @@ func (st *txState) queueOutbox(b *pgx.Batch) {
 		return
 	}
 	var (
-		topics       = make([]string, 0, n)
-		keys, values = make([][]byte, 0, n), make([][]byte, 0, n)
-		headers      = make([]string, 0, n)
-		identityIDs  = make([]int64, 0, n)
+		topics, kinds = make([]string, 0, n), make([]*string, 0, n)
+		keys, values  = make([][]byte, 0, n), make([][]byte, 0, n)
+		headers       = make([]string, 0, n)
+		identityIDs   = make([]int64, 0, n)
+		sequences     = make([]*int64, 0, n)
 	)
-	for _, o := range st.outbox {
+	for i := range st.outbox {
+		o := &st.outbox[i]
 		topics, keys, values, headers = append(topics, o.topic), append(keys, o.key), append(values, o.value), append(headers, string(o.headers))
 		identityIDs = append(identityIDs, o.identityID)
+		if o.identityID != 0 {
+			sequences, kinds = append(sequences, &o.sequence), append(kinds, &o.kind)
+		} else {
+			sequences, kinds = append(sequences, nil), append(kinds, nil)
+		}
 	}
-	b.Queue(sqlOutboxInsert, topics, keys, values, headers, identityIDs)
+	b.Queue(sqlOutboxInsert, topics, keys, values, headers, identityIDs, sequences, kinds, int16(SchemaVersionOutput))
 }
 
 // queueOffsets queues the consumer group's next offsets, committed in the

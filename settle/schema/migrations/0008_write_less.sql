@@ -4,32 +4,38 @@
 -- 1. A settlement's outbox row stores what its identity does not.
 --
 -- A settlement's message headers (settlement_id, tenant_id, sequence,
--- kind, version) are all on its identity row: the columns, and the stored
--- response. The outbox row kept a copy of them (≈ 280 bytes of jsonb per
--- settlement, the widest thing the settling transaction wrote after the
--- identity itself). It now stores only the headers the identity cannot
--- give: the trace context of the input record (traceparent, tracestate),
--- usually none. outbox_messages builds the others, in the order the
--- settling transaction wrote them, so every reader of a message (the
--- relay, explain, reconcile) sees the same headers as before.
+-- kind, version) were a jsonb copy on its outbox row (≈ 280 bytes per
+-- settlement, parsed by PostgreSQL on every insert). settlement_id and
+-- tenant_id are on the identity; the row now keeps sequence, kind and
+-- version as plain columns, and in headers only what the identity cannot
+-- give: the input record's trace context (traceparent, tracestate),
+-- usually none. The relay assembles the headers itself
+-- (settle.settlementHeaders: parsing the stored response or building jsonb
+-- here costs PostgreSQL ten times the read of the row); outbox_messages
+-- builds the same headers in the same order for every other reader, and
+-- adds the parts at the end.
 --
--- Rows written before this version carry their full headers; a row whose
--- headers already name its settlement is shown as it is.
+-- Rows written before this version carry their full headers and no
+-- sequence: they are shown as they are.
+ALTER TABLE outbox ADD COLUMN sequence bigint,
+                   ADD COLUMN kind text,
+                   ADD COLUMN version smallint;
+
 CREATE OR REPLACE VIEW outbox_messages AS
 SELECT o.id, o.topic, o.key, coalesce(o.value, convert_to(i.response::text, 'UTF8')) AS value,
-       CASE WHEN i.id IS NULL OR o.headers @> '[{"key": "settlement_id"}]' THEN o.headers
+       CASE WHEN o.sequence IS NULL THEN o.headers
             ELSE jsonb_build_array(
                      jsonb_build_object('key', 'settlement_id', 'value', encode(convert_to(i.settlement_id, 'UTF8'), 'base64')),
                      jsonb_build_object('key', 'tenant_id', 'value', encode(convert_to(i.tenant_id, 'UTF8'), 'base64')),
-                     jsonb_build_object('key', 'sequence', 'value', encode(convert_to(r.v ->> 'sequence', 'UTF8'), 'base64')),
-                     jsonb_build_object('key', 'kind', 'value', encode(convert_to(r.v ->> 'kind', 'UTF8'), 'base64')),
-                     jsonb_build_object('key', 'version', 'value', encode(convert_to(r.v ->> 'version', 'UTF8'), 'base64')))
-                 || CASE WHEN jsonb_typeof(o.headers) = 'array' THEN o.headers ELSE '[]' END
+                     jsonb_build_object('key', 'sequence', 'value', encode(convert_to(o.sequence::text, 'UTF8'), 'base64')),
+                     jsonb_build_object('key', 'kind', 'value', encode(convert_to(o.kind, 'UTF8'), 'base64')),
+                     jsonb_build_object('key', 'version', 'value', encode(convert_to(o.version::text, 'UTF8'), 'base64')))
+                 || o.headers
        END AS headers,
-       o.identity_id, o.created_at, q.id IS NULL AND p.id IS NULL AS published, p.id IS NOT NULL AS parked
+       o.identity_id, o.created_at, q.id IS NULL AND p.id IS NULL AS published, p.id IS NOT NULL AS parked,
+       o.headers AS stored_headers, i.settlement_id, i.tenant_id AS settlement_tenant_id, o.sequence, o.kind, o.version
   FROM outbox o
   LEFT JOIN identities i ON i.id = o.identity_id
-  LEFT JOIN LATERAL (SELECT i.response::jsonb AS v) r ON i.id IS NOT NULL
   LEFT JOIN outbox_queue q ON q.id = o.id
   LEFT JOIN outbox_parked p ON p.id = o.id;
 
