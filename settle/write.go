@@ -7,14 +7,13 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/settlehq/settle/record"
 )
 
 // The statements of write, all queued in its one pipeline.
 var (
-	sqlIdentityInsert       = mustQuery("identity_insert.sql")
-	sqlLedgerEntryInsert    = mustQuery("ledger_entry_insert.sql")
 	sqlAccountUpdate        = mustQuery("account_update.sql")
 	sqlDeliveryInsert       = mustQuery("delivery_insert.sql")
 	sqlOutboxInsert         = mustQuery("outbox_insert.sql")
@@ -58,11 +57,17 @@ func (dl deadLetterRow) outboxHeaders(truncated bool) []byte {
 	return encodeHeaders(hs)
 }
 
-// write stages every row of the batch in one pipelined round trip.
+// write writes every row of the batch: the identities and ledger entries
+// with COPY, first (the outbox's webhook trigger reads the identities),
+// then everything else in one pipelined round trip.
 func (st *txState) write(ctx context.Context, group string) error {
+	if err := st.copyIdentities(ctx); err != nil {
+		return err
+	}
+	if err := st.copyEntries(ctx); err != nil {
+		return err
+	}
 	b := &pgx.Batch{}
-	st.queueIdentities(b)
-	st.queueEntries(b)
 	st.queueAccounts(b)
 	st.queueDeliveries(b)
 	st.queueDeadLetters(b)
@@ -99,74 +104,73 @@ func (st *txState) send(ctx context.Context, b *pgx.Batch) error {
 	return br.Close()
 }
 
-// queueIdentities queues the insert of the identities first seen in this
-// batch.
-func (st *txState) queueIdentities(b *pgx.Batch) {
-	n := len(st.newIdentities)
-	if n == 0 {
-		return
+// identityColumns are the columns copyIdentities writes, in the order of
+// identityRow's values.
+var identityColumns = []string{"id", "tenant_id", "account_period", "record_id", "operation", "fingerprint",
+	"canonical_version", "canonical", "outcome", "reason", "response", "settlement_id",
+	"account_id", "root_id", "source", "attributes", "topic", "partition", "offset",
+	"first_seen_at", "last_attempted_at", "attempts", "subject", "currency", "target_id"}
+
+// copyIdentities writes the identities first seen in this batch with COPY:
+// append-only rows, the widest of the transaction, for which PostgreSQL's
+// COPY costs a fraction of an INSERT ... SELECT FROM unnest (BENCHMARKS.md,
+// "What each decision bought"). A concurrent claim of the same identity
+// fails it on identities_scope_key, as the insert did.
+func (st *txState) copyIdentities(ctx context.Context) error {
+	if len(st.newIdentities) == 0 {
+		return nil
 	}
-	var (
-		ids, fps, accIDs, roots, offs []int64
-		targets                       []int64
-		subjects, currencies          []string
-		ts, ps, rs, ops, outs, reas   []string
-		srcs, topics                  []string
-		vers                          []int16
-		canon                         [][]byte
-		resps                         []string
-		setIDs                        []*string
-		attrs                         []*string
-		parts, attempts               []int32
-		firstSeen, lastAttempt        = make([]any, 0, n), make([]any, 0, n)
-	)
-	for _, id := range st.newIdentities {
-		d := id.d
-		ids, fps = append(ids, id.id), append(fps, int64(id.fp))
-		ts, ps, rs, ops = append(ts, id.key.TenantID), append(ps, id.key.AccountPeriod), append(rs, id.key.RecordID), append(ops, string(id.key.Operation))
-		vers, canon = append(vers, int16(id.version)), append(canon, id.canonical)
-		outs, reas, resps = append(outs, string(id.outcome)), append(reas, id.reason), append(resps, string(id.response))
-		var sid *string
-		if id.settlementID != "" {
-			sid = &id.settlementID
-		}
-		setIDs = append(setIDs, sid)
-		accIDs, roots = append(accIDs, id.accountID), append(roots, id.rootID)
-		targets = append(targets, id.targetID)
-		subjects, currencies = append(subjects, id.subject), append(currencies, id.currency)
-		srcs = append(srcs, d.rec.Source)
-		var attr *string
-		if len(d.rec.Attributes) > 0 {
-			a := string(d.rec.Attributes)
-			attr = &a
-		}
-		attrs = append(attrs, attr)
-		topics, parts, offs = append(topics, d.in.Topic), append(parts, d.in.Partition), append(offs, d.in.Offset)
-		firstSeen, lastAttempt = append(firstSeen, st.firstSeen), append(lastAttempt, st.attemptStart)
-		attempts = append(attempts, int32(st.attempt))
+	row := make([]any, len(identityColumns))
+	_, err := st.tx.CopyFrom(ctx, pgx.Identifier{"identities"}, identityColumns,
+		pgx.CopyFromSlice(len(st.newIdentities), func(i int) ([]any, error) {
+			st.identityRow(st.newIdentities[i], row)
+			return row, nil
+		}))
+	if err != nil {
+		return fmt.Errorf("copy identities: %w", err)
 	}
-	b.Queue(sqlIdentityInsert, ids, ts, ps, rs, ops, fps, vers, canon, outs, reas, resps, setIDs,
-		nullZero(accIDs), nullZero(roots), srcs, attrs, topics, parts, offs, firstSeen, lastAttempt, attempts,
-		subjects, currencies, nullZero(targets))
+	return nil
 }
 
-// queueEntries queues the insert of the ledger entries.
-func (st *txState) queueEntries(b *pgx.Batch) {
-	n := len(st.entries)
-	if n == 0 {
-		return
+// identityRow fills row with id's values, in identityColumns' order.
+func (st *txState) identityRow(id *identity, row []any) {
+	d := id.d
+	var attrs *string
+	if len(d.rec.Attributes) > 0 {
+		a := string(d.rec.Attributes)
+		attrs = &a
 	}
-	var (
-		ids, accs   = make([]int64, 0, n), make([]int64, 0, n)
-		ts, bs, ams = make([]string, 0, n), make([]string, 0, n), make([]string, 0, n)
-		hashes      = make([][]byte, 0, n)
-	)
-	for _, e := range st.entries {
-		ids, accs = append(ids, e.identityID), append(accs, e.accountID)
-		ts, bs, ams = append(ts, e.tenant), append(bs, e.bucket), append(ams, e.amount.String())
-		hashes = append(hashes, e.hash)
+	row[0], row[1], row[2], row[3], row[4] = id.id, id.key.TenantID, id.key.AccountPeriod, id.key.RecordID, string(id.key.Operation)
+	row[5], row[6], row[7], row[8], row[9] = int64(id.fp), int16(id.version), id.canonical, string(id.outcome), id.reason
+	row[10], row[11], row[12], row[13], row[14] = string(id.response), nullEmpty(id.settlementID), nullZeroID(id.accountID), nullZeroID(id.rootID), d.rec.Source
+	row[15], row[16], row[17], row[18] = attrs, d.in.Topic, d.in.Partition, d.in.Offset
+	row[19], row[20], row[21], row[22], row[23] = st.firstSeen, st.attemptStart, int32(st.attempt), id.subject, id.currency
+	row[24] = nullZeroID(id.targetID)
+}
+
+// ledgerColumns are the columns copyEntries writes.
+var ledgerColumns = []string{"identity_id", "account_id", "tenant_id", "bucket", "amount", "chain_hash"}
+
+// copyEntries writes the ledger entries with COPY (see copyIdentities).
+func (st *txState) copyEntries(ctx context.Context) error {
+	if len(st.entries) == 0 {
+		return nil
 	}
-	b.Queue(sqlLedgerEntryInsert, ids, accs, ts, bs, ams, hashes)
+	row := make([]any, len(ledgerColumns))
+	_, err := st.tx.CopyFrom(ctx, pgx.Identifier{"ledger_entries"}, ledgerColumns,
+		pgx.CopyFromSlice(len(st.entries), func(i int) ([]any, error) {
+			e := &st.entries[i]
+			var amount pgtype.Numeric
+			if err := amount.Scan(e.amount.String()); err != nil {
+				return nil, fmt.Errorf("ledger amount %s: %w", e.amount.String(), err)
+			}
+			row[0], row[1], row[2], row[3], row[4], row[5] = e.identityID, e.accountID, e.tenant, e.bucket, amount, e.hash
+			return row, nil
+		}))
+	if err != nil {
+		return fmt.Errorf("copy ledger entries: %w", err)
+	}
+	return nil
 }
 
 // queueAccounts queues the balance and chain-head updates of the accounts the
@@ -271,15 +275,20 @@ func (st *txState) queueOffsets(b *pgx.Batch, group string) {
 	b.Queue(sqlConsumerOffsetUpsert, groups, topics, parts, next)
 }
 
-// nullZero turns 0 ids into NULLs.
-func nullZero(xs []int64) []*int64 {
-	out := make([]*int64, len(xs))
-	for i := range xs {
-		if xs[i] != 0 {
-			out[i] = &xs[i]
-		}
+// nullZeroID is an id, or NULL for 0.
+func nullZeroID(id int64) *int64 {
+	if id == 0 {
+		return nil
 	}
-	return out
+	return &id
+}
+
+// nullEmpty is a string, or NULL for "".
+func nullEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }
 
 func nonNil(b []byte) []byte {
