@@ -1,0 +1,280 @@
+package edge
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/settlehq/settle/record"
+	"github.com/settlehq/settle/settle"
+)
+
+// Group commit. A request that passed validation joins the queue; a
+// committer takes whatever is queued (up to GroupRequestsMax requests and
+// the store's batch of records) and, for the whole group, claims the keys
+// in one statement, settles every claimed request's records in one Settle
+// call and stores the answers by one fenced write. While a group commits
+// the next one gathers, so an idle edge adds no wait and a busy one pays
+// three transactions per group instead of three per request. At most
+// GroupsInFlightMax groups commit at once; a committer goroutine lives only
+// while the queue holds requests.
+//
+// Each request keeps its own answer: claims are decided per key (replay,
+// busy, mismatch answered to that request alone), a settle that fails for
+// one request's records is retried per request, and a claim that was taken
+// over loses only its own fenced write.
+
+// pending is one validated request waiting for its group.
+type pending struct {
+	tenant, key string
+	hash        []byte
+	canon       [][]byte
+	raws        []json.RawMessage
+	recs        []*record.Decoded
+	batch       bool
+
+	claim    settle.IdempotencyClaim
+	answered bool
+	done     chan outcome // buffered: the committer never waits for the handler
+}
+
+// outcome is what the committer decided for a request.
+type outcome struct {
+	claim   settle.IdempotencyClaim // replay, busy, mismatch: answered by the handler from it
+	body    []byte                  // the stored answer (200)
+	aerr    *apiError               // answered instead of a body
+	crashed bool                    // tests: the simulated crash before the answer was stored
+}
+
+func (p *pending) answer(o outcome) {
+	if !p.answered {
+		p.answered = true
+		p.done <- o
+	}
+}
+
+// committer gathers requests into groups and commits them.
+type committer struct {
+	api *API
+
+	mu      sync.Mutex
+	queue   []*pending
+	running int // committer goroutines
+}
+
+// submit queues p and waits for its outcome.
+func (c *committer) submit(p *pending) outcome {
+	p.done = make(chan outcome, 1)
+	c.mu.Lock()
+	c.queue = append(c.queue, p)
+	start := c.running < c.api.cfg.GroupsInFlightMax
+	if start {
+		c.running++
+	}
+	c.mu.Unlock()
+	if start {
+		go c.run()
+	}
+	return <-p.done
+}
+
+// run commits groups until the queue is empty.
+func (c *committer) run() {
+	for {
+		g := c.take()
+		if g == nil {
+			return
+		}
+		c.commit(g)
+	}
+}
+
+// take removes the next group from the queue: the requests in arrival
+// order up to the caps; nil (and this committer ends) when none wait.
+func (c *committer) take() []*pending {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.queue) == 0 {
+		c.running--
+		return nil
+	}
+	n, recs := 0, 0
+	for n < len(c.queue) && n < c.api.cfg.GroupRequestsMax {
+		r := len(c.queue[n].recs)
+		if n > 0 && recs+r > c.api.groupRecordsMax {
+			break
+		}
+		recs += r
+		n++
+	}
+	g := c.queue[:n:n]
+	c.queue = c.queue[n:]
+	if len(c.queue) == 0 {
+		c.queue = nil // let the backing array go
+	}
+	return g
+}
+
+// commit claims, settles and answers one group.
+func (c *committer) commit(g []*pending) {
+	defer func() {
+		// A defect must not leave a handler waiting for ever.
+		if r := recover(); r != nil {
+			c.api.log.Error("group commit failed", "panic", r, "requests", len(g))
+			for _, p := range g {
+				p.answer(outcome{aerr: &apiError{status: http.StatusInternalServerError, Code: CodeInternal,
+					Message: "an internal error; retry the same request with the same Idempotency-Key, and report it if it persists"}})
+			}
+		}
+	}()
+	// The requests' own contexts are not used: a client that hangs up must
+	// not leave a settled key without its stored answer.
+	ctx := context.Background()
+	reqs := make([]settle.IdempotencyRequest, len(g))
+	for i, p := range g {
+		reqs[i] = settle.IdempotencyRequest{TenantID: p.tenant, Key: p.key, RequestHash: p.hash, Canonicals: p.canon, Lease: c.api.cfg.Lease}
+	}
+	claims, err := c.api.store.ClaimIdempotencyKeys(ctx, reqs)
+	if err != nil {
+		ae := storeError(err, "claim the Idempotency-Key")
+		for _, p := range g {
+			p.answer(outcome{aerr: &ae})
+		}
+		return
+	}
+	var work []*pending
+	for i, p := range g {
+		if claims[i].State != settle.ClaimAcquired {
+			p.answer(outcome{claim: claims[i]})
+			continue
+		}
+		p.claim = claims[i]
+		if p.claim.TakenOver {
+			c.api.log.Info("took over an idempotency key whose lease expired", "tenant", p.tenant, "key", p.key,
+				"key_id", p.claim.KeyID, "attempt", p.claim.Attempts)
+		}
+		work = append(work, p)
+	}
+	c.settle(ctx, work)
+}
+
+// settle settles the records of claimed requests in one Settle call and
+// stores their answers by one fenced write. A batch that fails for a
+// reason of its records is settled again one request at a time, so one
+// request's failure is its own.
+func (c *committer) settle(ctx context.Context, work []*pending) {
+	if len(work) == 0 {
+		return
+	}
+	a := c.api
+	now := time.Now()
+	var inputs []settle.Input
+	for _, p := range work {
+		for i, raw := range p.raws {
+			inputs = append(inputs, settle.Input{
+				Topic: settle.HTTPTopic, Partition: settle.HTTPSettlePartition, Offset: settle.HTTPOffset(p.claim.KeyID, i),
+				Key: []byte(p.recs[i].Record.TenantID + "/" + p.recs[i].Record.Subject), Value: raw, Timestamp: now,
+				Decoded: p.recs[i],
+			})
+		}
+	}
+	sctx, cancel := context.WithTimeout(ctx, a.cfg.SettleTimeout)
+	results, err := a.store.Settle(sctx, "", inputs)
+	cancel()
+	if err != nil {
+		var be *settle.BatchError
+		if errors.As(err, &be) && len(work) > 1 {
+			for _, p := range work {
+				c.settle(ctx, []*pending{p})
+			}
+			return
+		}
+		c.fail(ctx, work, err)
+		return
+	}
+	var answers []settle.IdempotencyAnswer
+	var answering []*pending
+	for _, p := range work {
+		body := p.response(results[:len(p.recs)])
+		results = results[len(p.recs):]
+		if a.afterSettle != nil && !a.afterSettle(p.claim.KeyID, p.claim.AttemptID) {
+			p.answer(outcome{crashed: true}) // the simulated crash: no answer stored
+			continue
+		}
+		answers = append(answers, settle.IdempotencyAnswer{KeyID: p.claim.KeyID, AttemptID: p.claim.AttemptID,
+			Status: http.StatusOK, Response: body})
+		answering = append(answering, p)
+	}
+	if len(answers) == 0 {
+		return
+	}
+	lost, err := a.store.CompleteIdempotencyKeys(ctx, answers)
+	if err != nil {
+		a.log.Warn("could not store the answers of idempotency keys; a retry after the lease gets the same results",
+			"keys", len(answers), "err", err)
+		ae := storeError(err, "store the answer")
+		for _, p := range answering {
+			p.answer(outcome{aerr: &ae})
+		}
+		return
+	}
+	for i, p := range answering {
+		if lost[i] {
+			// A retry took the key over while this attempt ran past its
+			// lease; its answer, not this one, is the key's. The records
+			// settled once either way: their coordinates are the key's.
+			a.log.Warn("idempotency key was taken over while this attempt ran; its answer is the retry's",
+				"tenant", p.tenant, "key", p.key, "key_id", p.claim.KeyID)
+			p.answer(outcome{aerr: &apiError{status: http.StatusConflict, Code: CodeClaimLost, RetryAfterSeconds: 1,
+				Message: "this attempt ran past its lease and a retry took the Idempotency-Key over: retry the same request to get the stored answer"}})
+			continue
+		}
+		p.answer(outcome{body: answers[i].Response})
+	}
+}
+
+// fail answers requests whose settling failed. Nothing settled for sure (a
+// commit that was cut off may have landed: the retry then finds its
+// coordinates and gets the stored results); their leases end so the
+// retries need not wait them out.
+func (c *committer) fail(ctx context.Context, work []*pending, err error) {
+	ids, attempts := make([]int64, len(work)), make([]string, len(work))
+	for i, p := range work {
+		ids[i], attempts[i] = p.claim.KeyID, p.claim.AttemptID
+	}
+	if _, rerr := c.api.store.ReleaseIdempotencyKeys(ctx, ids, attempts); rerr != nil {
+		c.api.log.Warn("could not release idempotency keys; their retries take them over when the leases end", "keys", len(ids), "err", rerr)
+	}
+	c.api.log.Warn("settling HTTP requests failed", "requests", len(work), "err", err)
+	ae := storeError(err, "settle the records")
+	for _, p := range work {
+		p.answer(outcome{aerr: &ae})
+	}
+}
+
+// response is the answer body of a request whose records settled with
+// results, in order.
+func (p *pending) response(results []settle.Result) []byte {
+	out := make([]RecordResult, len(results))
+	for i, res := range results {
+		id := p.recs[i].Identity
+		out[i] = RecordResult{Index: i, Identity: settle.IdentityJSON{TenantID: id.TenantID,
+			AccountPeriod: id.AccountPeriod, RecordID: id.RecordID, Operation: string(id.Operation)},
+			Outcome: res.Outcome, Reason: res.Reason, CaseID: res.CaseID, Replayed: res.Replayed, Response: res.Response}
+	}
+	var body []byte
+	var err error
+	if p.batch {
+		body, err = json.Marshal(BatchResponse{Results: out})
+	} else {
+		body, err = json.Marshal(out[0])
+	}
+	if err != nil {
+		panic(fmt.Sprintf("edge: marshal the answer of key %d: %v", p.claim.KeyID, err)) // the types always marshal
+	}
+	return body
+}
