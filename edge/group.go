@@ -19,7 +19,9 @@ import (
 // in one statement, settles every claimed request's records in one Settle
 // call and stores the answers by one fenced write. While a group commits
 // the next one gathers, so an idle edge adds no wait and a busy one pays
-// three transactions per group instead of three per request. At most
+// two transactions per group instead of three per request: the settling
+// one, and one that stores the group's answers together with the next
+// group's claims. At most
 // GroupsInFlightMax groups commit at once; a committer goroutine lives only
 // while the queue holds requests.
 //
@@ -82,24 +84,30 @@ func (c *committer) submit(p *pending) outcome {
 	return <-p.done
 }
 
-// run commits groups until the queue is empty.
+// run commits groups until the queue is empty. The answers of a group
+// that settled are stored in the same round trip and transaction as the
+// claims of the next group, when one waits; alone when none does.
 func (c *committer) run() {
+	var settled *answered
 	for {
-		g := c.take()
-		if g == nil {
+		g := c.take(settled == nil)
+		if g == nil && settled == nil {
 			return
 		}
-		c.commit(g)
+		settled = c.commit(settled, g)
 	}
 }
 
 // take removes the next group from the queue: the requests in arrival
-// order up to the caps; nil (and this committer ends) when none wait.
-func (c *committer) take() []*pending {
+// order up to the caps. With none queued it returns nil, and the
+// committer ends when leave says so.
+func (c *committer) take(leave bool) []*pending {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.queue) == 0 {
-		c.running--
+		if leave {
+			c.running--
+		}
 		return nil
 	}
 	n, recs := 0, 0
@@ -119,16 +127,31 @@ func (c *committer) take() []*pending {
 	return g
 }
 
-// commit claims, settles and answers one group.
-func (c *committer) commit(g []*pending) {
+// answered is a settled group whose answers wait for the fenced write.
+type answered struct {
+	answers []settle.IdempotencyAnswer
+	reqs    []*pending
+}
+
+// commit stores the answers of settled (if any) and claims g (if any) in
+// one round trip, answers both, settles g's claimed requests and returns
+// their answers, to be stored with the next group's claims.
+func (c *committer) commit(settled *answered, g []*pending) (next *answered) {
 	defer func() {
 		// A defect must not leave a handler waiting for ever.
 		if r := recover(); r != nil {
 			c.api.log.Error("group commit failed", "panic", r, "requests", len(g))
+			ae := &apiError{status: http.StatusInternalServerError, Code: CodeInternal,
+				Message: "an internal error; retry the same request with the same Idempotency-Key, and report it if it persists"}
 			for _, p := range g {
-				p.answer(outcome{aerr: &apiError{status: http.StatusInternalServerError, Code: CodeInternal,
-					Message: "an internal error; retry the same request with the same Idempotency-Key, and report it if it persists"}})
+				p.answer(outcome{aerr: ae})
 			}
+			if settled != nil {
+				for _, p := range settled.reqs {
+					p.answer(outcome{aerr: ae})
+				}
+			}
+			next = nil
 		}
 	}()
 	// The requests' own contexts are not used: a client that hangs up must
@@ -138,13 +161,20 @@ func (c *committer) commit(g []*pending) {
 	for i, p := range g {
 		reqs[i] = settle.IdempotencyRequest{TenantID: p.tenant, Key: p.key, RequestHash: p.hash, Canonicals: p.canon, Lease: c.api.cfg.Lease}
 	}
-	claims, err := c.api.store.ClaimIdempotencyKeys(ctx, reqs)
+	var answers []settle.IdempotencyAnswer
+	if settled != nil {
+		answers = settled.answers
+	}
+	lost, claims, err := c.api.store.CompleteAndClaimIdempotencyKeys(ctx, answers, reqs)
+	if settled != nil {
+		c.answerStored(settled, lost, err)
+	}
 	if err != nil {
 		ae := storeError(err, "claim the Idempotency-Key")
 		for _, p := range g {
 			p.answer(outcome{aerr: &ae})
 		}
-		return
+		return nil
 	}
 	var work []*pending
 	for i, p := range g {
@@ -159,14 +189,19 @@ func (c *committer) commit(g []*pending) {
 		}
 		work = append(work, p)
 	}
-	c.settle(ctx, work)
+	next = &answered{}
+	c.settle(ctx, work, next)
+	if len(next.reqs) == 0 {
+		return nil
+	}
+	return next
 }
 
 // settle settles the records of claimed requests in one Settle call and
-// stores their answers by one fenced write. A batch that fails for a
-// reason of its records is settled again one request at a time, so one
-// request's failure is its own.
-func (c *committer) settle(ctx context.Context, work []*pending) {
+// adds their answers to next. A batch that fails for a reason of its
+// records is settled again one request at a time, so one request's failure
+// is its own.
+func (c *committer) settle(ctx context.Context, work []*pending, next *answered) {
 	if len(work) == 0 {
 		return
 	}
@@ -189,15 +224,13 @@ func (c *committer) settle(ctx context.Context, work []*pending) {
 		var be *settle.BatchError
 		if errors.As(err, &be) && len(work) > 1 {
 			for _, p := range work {
-				c.settle(ctx, []*pending{p})
+				c.settle(ctx, []*pending{p}, next)
 			}
 			return
 		}
 		c.fail(ctx, work, err)
 		return
 	}
-	var answers []settle.IdempotencyAnswer
-	var answering []*pending
 	for _, p := range work {
 		body := p.response(results[:len(p.recs)])
 		results = results[len(p.recs):]
@@ -205,24 +238,26 @@ func (c *committer) settle(ctx context.Context, work []*pending) {
 			p.answer(outcome{crashed: true}) // the simulated crash: no answer stored
 			continue
 		}
-		answers = append(answers, settle.IdempotencyAnswer{KeyID: p.claim.KeyID, AttemptID: p.claim.AttemptID,
+		next.answers = append(next.answers, settle.IdempotencyAnswer{KeyID: p.claim.KeyID, AttemptID: p.claim.AttemptID,
 			Status: http.StatusOK, Response: body})
-		answering = append(answering, p)
+		next.reqs = append(next.reqs, p)
 	}
-	if len(answers) == 0 {
-		return
-	}
-	lost, err := a.store.CompleteIdempotencyKeys(ctx, answers)
+}
+
+// answerStored answers the requests of a settled group once the fenced
+// write of their answers returned lost (or err).
+func (c *committer) answerStored(s *answered, lost []bool, err error) {
+	a := c.api
 	if err != nil {
 		a.log.Warn("could not store the answers of idempotency keys; a retry after the lease gets the same results",
-			"keys", len(answers), "err", err)
+			"keys", len(s.answers), "err", err)
 		ae := storeError(err, "store the answer")
-		for _, p := range answering {
+		for _, p := range s.reqs {
 			p.answer(outcome{aerr: &ae})
 		}
 		return
 	}
-	for i, p := range answering {
+	for i, p := range s.reqs {
 		if lost[i] {
 			// A retry took the key over while this attempt ran past its
 			// lease; its answer, not this one, is the key's. The records
@@ -233,7 +268,7 @@ func (c *committer) settle(ctx context.Context, work []*pending) {
 				Message: "this attempt ran past its lease and a retry took the Idempotency-Key over: retry the same request to get the stored answer"}})
 			continue
 		}
-		p.answer(outcome{body: answers[i].Response})
+		p.answer(outcome{body: s.answers[i].Response})
 	}
 }
 
