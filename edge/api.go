@@ -138,6 +138,10 @@ type API struct {
 	// transaction and the fenced result write: where a crash or a stall
 	// hurts most. It returns false to simulate a crash (no answer stored).
 	afterSettle func(keyID int64, attemptID string) bool
+
+	// onGroup, when set (tests only), runs as a committer takes a group of
+	// size requests, before their claims.
+	onGroup func(size int)
 }
 
 // NewAPI returns the API over store.

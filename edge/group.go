@@ -68,6 +68,13 @@ type committer struct {
 	running int // committer goroutines
 }
 
+// queued is how many requests wait for a group (tests).
+func (c *committer) queued() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.queue)
+}
+
 // submit queues p and waits for its outcome.
 func (c *committer) submit(p *pending) outcome {
 	p.done = make(chan outcome, 1)
@@ -154,6 +161,9 @@ func (c *committer) commit(settled *answered, g []*pending) (next *answered) {
 			next = nil
 		}
 	}()
+	if c.api.onGroup != nil && len(g) > 0 {
+		c.api.onGroup(len(g))
+	}
 	// The requests' own contexts are not used: a client that hangs up must
 	// not leave a settled key without its stored answer.
 	ctx := context.Background()
