@@ -7,12 +7,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/settlehq/settle/internal/proctest"
 	"github.com/settlehq/settle/internal/workload"
 	"github.com/settlehq/settle/settle/settletest"
 )
 
 // TestTinyBench runs every part of the bench on 3,000 records (the
-// per-record baseline on 300) and asserts
+// per-record baseline on 300; the edge part one second at 8 clients
+// against the real binary) and asserts
 // the exactly-once checks passed and the report and plots were written. It
 // asserts nothing about speed.
 func TestTinyBench(t *testing.T) {
@@ -27,6 +29,8 @@ func TestTinyBench(t *testing.T) {
 		// records all went out inside the warm-up, leaving no sample after it.
 		LatencySeconds: 2 * time.Second, LatencyRate: 1500, LatencyWarmup: 500 * time.Millisecond, SweepBatches: []int{250, 1000}, SweepRecords: 1000,
 		GrowthIdentities: 1500, GrowthPoints: 2, OutDir: out,
+		// The edge part drives the real binary's `settle run` over HTTP.
+		EdgeBinary: proctest.Binary(t), EdgeClients: 8, EdgeSeconds: time.Second,
 	}
 	if testing.Verbose() {
 		cfg.Log = os.Stderr
@@ -53,6 +57,10 @@ func TestTinyBench(t *testing.T) {
 	}
 	if rep.EndToEnd.Outcomes["duplicate"] == 0 || rep.EndToEnd.Outcomes["quarantined/fingerprint_mismatch"] == 0 {
 		t.Fatalf("workload lacks duplicates or conflicts: %v", rep.EndToEnd.Outcomes)
+	}
+	if e := rep.Edge; e == nil || e.HalfRate.Checks == nil || len(e.HalfRate.Checks.Violations) > 0 || e.Saturation.RecordsPerSec == 0 ||
+		e.HalfRate.Latency == nil || e.HalfRate.Latency.Samples == 0 || e.Answers["200 replayed"] == 0 || e.Records >= e.Keys {
+		t.Fatalf("edge run without its rates, its replays and duplicates, or its passing checks: %+v", e)
 	}
 	if l := rep.HalfRate.Latency; l == nil || l.Samples == 0 || l.WarmupSamples == 0 || len(l.Stages) != 2 {
 		t.Fatalf("latency: want samples after and during the warm-up and two stages, got %+v", l)

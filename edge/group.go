@@ -65,8 +65,16 @@ type committer struct {
 
 	mu      sync.Mutex
 	queue   []*pending
-	running int // committer goroutines
+	running int  // committer goroutines
+	timer   bool // a check for a waiting queue is set
 }
+
+// A committer beyond the first starts only for a queue that has gathered
+// a quarter of a group, or that waited this long: a moderate load then
+// stays in one committer's large groups (a transaction costs about the
+// same for 5 requests as for 50), and a stalled group does not hold the
+// queue back for long.
+const committerSpillAfter = 10 * time.Millisecond
 
 // queued is how many requests wait for a group (tests).
 func (c *committer) queued() int {
@@ -80,15 +88,29 @@ func (c *committer) submit(p *pending) outcome {
 	p.done = make(chan outcome, 1)
 	c.mu.Lock()
 	c.queue = append(c.queue, p)
-	start := c.running < c.api.cfg.GroupsInFlightMax
-	if start {
-		c.running++
-	}
+	c.startLocked(false)
 	c.mu.Unlock()
-	if start {
-		go c.run()
-	}
 	return <-p.done
+}
+
+// startLocked starts a committer for the queue if one may start now
+// (spill: the queue waited committerSpillAfter), or sets the check that
+// starts one when the queue still waits then. c.mu is held.
+func (c *committer) startLocked(spill bool) {
+	switch {
+	case len(c.queue) == 0 || c.running >= c.api.cfg.GroupsInFlightMax:
+	case c.running == 0 || spill || len(c.queue) >= max(1, c.api.cfg.GroupRequestsMax/4):
+		c.running++
+		go c.run()
+	case !c.timer:
+		c.timer = true
+		time.AfterFunc(committerSpillAfter, func() {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			c.timer = false
+			c.startLocked(true)
+		})
+	}
 }
 
 // run commits groups until the queue is empty. The answers of a group
