@@ -30,7 +30,7 @@ func TestTinyBench(t *testing.T) {
 		LatencySeconds: 2 * time.Second, LatencyRate: 1500, LatencyWarmup: 500 * time.Millisecond, SweepBatches: []int{250, 1000}, SweepRecords: 1000,
 		GrowthIdentities: 1500, GrowthPoints: 2, OutDir: out,
 		// The edge part drives the real binary's `settle run` over HTTP.
-		EdgeBinary: proctest.Binary(t), EdgeClients: 8, EdgeSeconds: time.Second,
+		EdgeBinary: proctest.Binary(t), EdgeClients: 8, EdgeDuration: time.Second,
 	}
 	if testing.Verbose() {
 		cfg.Log = os.Stderr

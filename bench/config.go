@@ -34,11 +34,11 @@ type Config struct {
 
 	// The edge run: a `settle run` process (EdgeBinary; "" = this
 	// executable) driven over HTTP by EdgeClients clients (0 = 64), for
-	// EdgeSeconds at saturation and as long again at half that rate
+	// EdgeDuration at saturation and as long again at half that rate
 	// (0 = 10s each).
-	EdgeBinary  string
-	EdgeClients int
-	EdgeSeconds time.Duration
+	EdgeBinary   string
+	EdgeClients  int
+	EdgeDuration time.Duration
 
 	// CompareBinary, when set, runs the selected parts with this build and
 	// with that binary alternately, CompareRounds pairs (0 = 3), and
@@ -136,8 +136,8 @@ func (c *Config) setDefaults() {
 	if c.EdgeClients == 0 {
 		c.EdgeClients = 64
 	}
-	if c.EdgeSeconds == 0 {
-		c.EdgeSeconds = 10 * time.Second
+	if c.EdgeDuration == 0 {
+		c.EdgeDuration = 10 * time.Second
 	}
 	if c.CompareRounds == 0 {
 		c.CompareRounds = 3
@@ -174,7 +174,7 @@ func (c Config) Validate() error {
 		return fmt.Errorf("bench: latency rate %.0f must be positive (0 = half the end-to-end rate)", c.LatencyRate)
 	case c.EdgeClients < 0 || c.EdgeClients > 1024:
 		return fmt.Errorf("bench: edge clients %d must be between 1 and 1024", c.EdgeClients)
-	case c.EdgeSeconds < 0:
+	case c.EdgeDuration < 0:
 		return errors.New("bench: edge duration must be positive")
 	case c.CompareRounds < 0 || c.CompareRounds > 9:
 		return fmt.Errorf("bench: compare rounds %d must be between 1 and 9", c.CompareRounds)

@@ -78,7 +78,7 @@ func (c *Config) runEdge(ctx context.Context, binary, tag string) (*EdgeResult, 
 		return nil, err
 	}
 	cpu0 := proc.cpu()
-	rate, lats := load.saturate(ctx, c.EdgeClients, c.EdgeSeconds, 2)
+	rate, lats := load.saturate(ctx, c.EdgeClients, c.EdgeDuration, 2)
 	res.Saturation = RunResult{Name: "edge-saturation" + tag}
 	if err := m.stop(ctx, &res.Saturation, len(lats)); err != nil {
 		return nil, err
@@ -92,7 +92,7 @@ func (c *Config) runEdge(ctx context.Context, binary, tag string) (*EdgeResult, 
 		return nil, err
 	}
 	cpu0 = proc.cpu()
-	lats = load.paced(ctx, c.EdgeClients, half, c.EdgeSeconds, 3)
+	lats = load.paced(ctx, c.EdgeClients, half, c.EdgeDuration, 3)
 	res.HalfRate = RunResult{Name: "edge-half-rate" + tag}
 	if err := m.stop(ctx, &res.HalfRate, len(lats)); err != nil {
 		return nil, err

@@ -99,7 +99,7 @@ func (l *edgeLoad) send(ctx context.Context, k *edgeKey) bool {
 		return false
 	}
 	body, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	_ = resp.Body.Close() // read to the end: nothing is lost if closing fails
 	if err != nil {
 		l.problem("%s: read the answer: %v", k.key, err)
 		return false

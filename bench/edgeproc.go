@@ -97,13 +97,13 @@ func startService(ctx context.Context, a procArgs) (*serviceProc, error) {
 	cmd := exec.Command(a.binary, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
-		logf.Close()
+		_ = logf.Close()
 		return nil, fmt.Errorf("start %s run: %w", a.binary, err)
 	}
 	p := &serviceProc{cmd: cmd, log: logf, apiURL: "http://" + apiAddr, exited: make(chan struct{})}
 	go func() { p.waitErr = cmd.Wait(); close(p.exited) }()
 	if err := p.waitReady(ctx, "http://"+adminAddr+"/readyz", 60*time.Second); err != nil {
-		p.stop()
+		_ = p.stop() // the start failed: that error is the one to report
 		return nil, fmt.Errorf("%w (log %s)", err, a.logPath)
 	}
 	return p, nil
@@ -115,14 +115,14 @@ func (p *serviceProc) waitReady(ctx context.Context, url string, timeout time.Du
 	cl := &http.Client{Timeout: time.Second}
 	for time.Now().Before(deadline) {
 		if resp, err := cl.Get(url); err == nil {
-			resp.Body.Close()
+			_ = resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
 				return nil
 			}
 		}
 		select {
 		case <-p.exited:
-			return fmt.Errorf("settle run exited before it was ready: %v", p.waitErr)
+			return fmt.Errorf("settle run exited before it was ready: %w", p.waitErr)
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(100 * time.Millisecond):
@@ -150,7 +150,7 @@ func (p *serviceProc) cpu() time.Duration {
 // stop ends the process as an operator would (SIGTERM), killing it when it
 // does not stop in time. It reports a process that did not exit cleanly.
 func (p *serviceProc) stop() error {
-	defer p.log.Close()
+	defer func() { _ = p.log.Close() }() // the log is the child's, written by it
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-p.exited:
@@ -170,7 +170,7 @@ func freeAddr() (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("find a free loopback port: %w", err)
 	}
-	defer ln.Close()
+	defer func() { _ = ln.Close() }()
 	return ln.Addr().String(), nil
 }
 

@@ -78,7 +78,7 @@ func (s *Store) CompleteAndClaimIdempotencyKeys(ctx context.Context, answers []I
 	cl := newGroupClaim(reqs)
 	cl.queue(b)
 	br := s.pool.SendBatch(ctx, b)
-	defer br.Close()
+	defer func() { _ = br.Close() }() // closed below on success; this one ends a failed batch
 	if len(answers) > 0 {
 		stored, err := readIDs(br)
 		if err != nil {

@@ -70,7 +70,7 @@ func (c *benchCmd) Run(a *app) (err error) {
 		PerRecordRecords: min(c.PerRecordRecords, c.Records), LatencySeconds: c.LatencyDuration, LatencyRate: c.LatencyRate, LatencyWarmup: c.LatencyWarmup,
 		SweepRecords: min(c.SweepRecords, c.Records), SweepBatches: c.SweepBatches, GrowthIdentities: c.GrowthIdentities,
 		Repeat: c.Repeat, ScaleRecords: min(c.ScaleRecords, c.Records), ScalePartitions: c.ScalePartitions, ScaleInstances: c.ScaleInstances,
-		EdgeBinary: c.EdgeBinary, EdgeClients: c.EdgeClients, EdgeSeconds: c.EdgeDuration,
+		EdgeBinary: c.EdgeBinary, EdgeClients: c.EdgeClients, EdgeDuration: c.EdgeDuration,
 		CompareBinary: c.Compare, CompareRounds: c.CompareRounds,
 		CompareArgs: []string{"--records", strconv.Itoa(c.Records), "--broker", c.Broker, "--batch-size", strconv.Itoa(c.BatchSize)},
 		OutDir:      c.Out, Log: a.stderr,
