@@ -5,8 +5,9 @@
 // write.
 //
 // It owns the HTTP contract (status codes, error codes, headers) and the
-// order of claim, work and fenced result. It never speaks SQL (package
-// settle does) and never decides an effect: the settling core does, and a
+// order of claim, work and fenced result, and the group commit of
+// concurrent requests (group.go). It never speaks SQL (package settle does,
+// through the small interfaces declared here, Store and WebhookStore) and never decides an effect: the settling core does, and a
 // record's identity stays the guard against a second effect whatever the
 // edge does.
 package edge
@@ -125,7 +126,7 @@ func (c Config) Validate() error {
 // API serves POST /v1/records. Create it with NewAPI; it is an
 // http.Handler.
 type API struct {
-	store *settle.Store
+	store Store
 	cfg   Config
 	dec   *record.Decoder
 	log   *slog.Logger
@@ -145,7 +146,7 @@ type API struct {
 }
 
 // NewAPI returns the API over store.
-func NewAPI(store *settle.Store, cfg Config) (*API, error) {
+func NewAPI(store Store, cfg Config) (*API, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
