@@ -4,10 +4,11 @@
 // endpoint, each delivery claimed by one attempt and marked by a fenced
 // write.
 //
-// It owns the HTTP contract (status codes, error codes, headers) and the
+// It owns the HTTP contract (status codes, error codes, headers), the
 // order of claim, work and fenced result, and the group commit of
-// concurrent requests (group.go). It never speaks SQL (package settle does,
-// through the small interfaces declared here, Store and WebhookStore) and never decides an effect: the settling core does, and a
+// concurrent requests (group.go). It never speaks SQL (package settle
+// does, behind the small interfaces declared here, Store and
+// WebhookStore) and never decides an effect: the settling core does, and a
 // record's identity stays the guard against a second effect whatever the
 // edge does.
 package edge
