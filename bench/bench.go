@@ -32,6 +32,7 @@ type Report struct {
 	// an empty database right after its last.
 	GrowthEmptyAfter float64      `json:"growth_empty_after_records_per_sec,omitempty"`
 	Scale            []ScalePoint `json:"scale,omitempty"`
+	Edge             *EdgeResult  `json:"edge,omitempty"`
 	Plots            []string     `json:"plots,omitempty"`
 	Failures         []string     `json:"failures,omitempty"`
 }
@@ -191,6 +192,15 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			if after := keep("growth-empty-after", r, err); after != nil {
 				rep.GrowthEmptyAfter = after.RecordsPerSec
 			}
+		}
+	}
+	if !cfg.Skip.Edge {
+		r, err := cfg.runEdgeOf(ctx, cfg.EdgeBinary, "")
+		if err != nil {
+			fail("edge", err)
+		} else {
+			rep.Edge = r
+			cfg.logEdge(r)
 		}
 	}
 	rep.Ratios = ratios(rep)

@@ -7,12 +7,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/settlehq/settle/internal/proctest"
 	"github.com/settlehq/settle/internal/workload"
 	"github.com/settlehq/settle/settle/settletest"
 )
 
-// TestTinyBench runs every part of the bench on 3,000 records (the
-// per-record baseline on 300) and asserts
+// TestTinyBench runs every part of the bench but the edge (TestEdgeBench)
+// on 3,000 records (the per-record baseline on 300) and asserts
 // the exactly-once checks passed and the report and plots were written. It
 // asserts nothing about speed.
 func TestTinyBench(t *testing.T) {
@@ -28,6 +29,7 @@ func TestTinyBench(t *testing.T) {
 		LatencySeconds: 2 * time.Second, LatencyRate: 1500, LatencyWarmup: 500 * time.Millisecond, SweepBatches: []int{250, 1000}, SweepRecords: 1000,
 		GrowthIdentities: 1500, GrowthPoints: 2, OutDir: out,
 	}
+	cfg.Skip.Edge = true
 	if testing.Verbose() {
 		cfg.Log = os.Stderr
 	}
@@ -61,6 +63,36 @@ func TestTinyBench(t *testing.T) {
 		if st, err := os.Stat(filepath.Join(out, f)); err != nil || st.Size() == 0 {
 			t.Fatalf("%s not written: %v", f, err)
 		}
+	}
+}
+
+// TestEdgeBench runs the edge part against the built binary's `settle
+// run` (8 clients, one second at saturation and one at half rate) and
+// asserts its rates, that its workload held replays and duplicate records,
+// and that its exactly-once checks passed. It asserts nothing about speed.
+func TestEdgeBench(t *testing.T) {
+	t.Parallel()
+	out := t.TempDir()
+	cfg := Config{ServerURL: settletest.ServerURL(), OutDir: out,
+		EdgeBinary: proctest.Binary(t), EdgeClients: 8, EdgeDuration: time.Second}
+	s := &cfg.Skip
+	s.EndToEnd, s.Latency, s.Core, s.PerRecord, s.Batched, s.Copy, s.Sweep, s.Growth, s.Scale = true, true, true, true, true, true, true, true, true
+	if testing.Verbose() {
+		cfg.Log = os.Stderr
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := rep.Edge
+	if e == nil || e.HalfRate.Checks == nil || len(e.HalfRate.Checks.Violations) > 0 || e.Saturation.RecordsPerSec == 0 ||
+		e.HalfRate.Latency == nil || e.HalfRate.Latency.Samples == 0 {
+		t.Fatalf("edge run without its rates or its passing checks: %+v", e)
+	}
+	if e.Answers["200 replayed"] == 0 || e.Records >= e.Keys || e.HalfRate.Checks.Deliveries != int64(e.Keys) {
+		t.Fatalf("edge workload without replays or duplicate records, or deliveries not one per key: %+v, checks %+v", e, e.HalfRate.Checks)
 	}
 }
 

@@ -29,8 +29,25 @@ type Config struct {
 
 	// Which parts to run. Zero Config runs everything.
 	Skip struct {
-		EndToEnd, Latency, Core, PerRecord, Batched, Copy, Sweep, Growth, Scale bool
+		EndToEnd, Latency, Core, PerRecord, Batched, Copy, Sweep, Growth, Scale, Edge bool
 	}
+
+	// The edge run: a `settle run` process (EdgeBinary; "" = this
+	// executable) driven over HTTP by EdgeClients clients (0 = 64), for
+	// EdgeDuration at saturation and as long again at half that rate
+	// (0 = 10s each).
+	EdgeBinary   string
+	EdgeClients  int
+	EdgeDuration time.Duration
+
+	// CompareBinary, when set, runs the selected parts with this build and
+	// with that binary alternately, CompareRounds pairs (0 = 3), and
+	// reports the medians and their ratios (Compare).
+	CompareBinary string
+	CompareRounds int
+	// CompareArgs are the bench flags the e2e part of a comparison passes
+	// to each binary's own `settle bench`.
+	CompareArgs []string
 
 	PerRecordRecords int           // records of the per-record baseline; 0 = min(Records, 100,000)
 	PerRecordConns   int           // its connections; 0 = 16
@@ -116,6 +133,15 @@ func (c *Config) setDefaults() {
 	if c.GrowthPoints == 0 {
 		c.GrowthPoints = 10
 	}
+	if c.EdgeClients == 0 {
+		c.EdgeClients = 64
+	}
+	if c.EdgeDuration == 0 {
+		c.EdgeDuration = 10 * time.Second
+	}
+	if c.CompareRounds == 0 {
+		c.CompareRounds = 3
+	}
 	if c.OutDir == "" {
 		c.OutDir = "."
 	}
@@ -146,6 +172,12 @@ func (c Config) Validate() error {
 		return fmt.Errorf("bench: latency warm-up %s must be shorter than the latency run (--latency-duration %s)", c.LatencyWarmup, latencyRun)
 	case c.LatencyRate < 0:
 		return fmt.Errorf("bench: latency rate %.0f must be positive (0 = half the end-to-end rate)", c.LatencyRate)
+	case c.EdgeClients < 0 || c.EdgeClients > 1024:
+		return fmt.Errorf("bench: edge clients %d must be between 1 and 1024", c.EdgeClients)
+	case c.EdgeDuration < 0:
+		return errors.New("bench: edge duration must be positive")
+	case c.CompareRounds < 0 || c.CompareRounds > 9:
+		return fmt.Errorf("bench: compare rounds %d must be between 1 and 9", c.CompareRounds)
 	case c.BatchSize < 0 || c.BatchSize > 100_000:
 		return fmt.Errorf("bench: batch size %d must be between 1 and 100000", c.BatchSize)
 	}

@@ -54,6 +54,22 @@ func newDatabase(ctx context.Context, serverURL, run string, keep bool) (*databa
 	return d, nil
 }
 
+// newEmptyDatabase creates a fresh database without a schema, for a
+// process that migrates it itself (an edge run's `settle run --owner-url`,
+// whose binary may be an older release with an older schema).
+func newEmptyDatabase(ctx context.Context, serverURL, run string, keep bool) (*database, error) {
+	name := fmt.Sprintf("settle_bench_%s_%d_%d", run, os.Getpid(), dbSeq.Add(1))
+	admin, err := pgx.Connect(ctx, serverURL)
+	if err != nil {
+		return nil, fmt.Errorf("connect to %s: %w", serverURL, err)
+	}
+	defer admin.Close(context.WithoutCancel(ctx))
+	if _, err := admin.Exec(ctx, `CREATE DATABASE `+name); err != nil {
+		return nil, fmt.Errorf("create database %s: %w", name, err)
+	}
+	return &database{server: serverURL, name: name, url: databaseURL(serverURL, name), keep: keep}, nil
+}
+
 // drop removes the database unless it is kept.
 func (d *database) drop() {
 	if d.keep {

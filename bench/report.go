@@ -41,7 +41,12 @@ func (r *Report) markdown() string {
 		r.Config.BatchSize, r.Config.Writers, r.Config.PoolConns, r.Config.BrokerProc)
 	b.WriteString("| run | records | records/s | latency p50 / p99 / max (ms) | service CPU s / 1k rec | PostgreSQL CPU s / 1k rec | peak RSS MiB | WAL B / rec | invariants |\n")
 	b.WriteString("|---|---:|---:|---|---:|---:|---:|---:|---|\n")
-	for _, x := range []*RunResult{r.EndToEnd, r.HalfRate, r.Core, r.PerRecord, r.Batched, r.Copy} {
+	runs := []*RunResult{r.EndToEnd, r.HalfRate, r.Core, r.PerRecord, r.Batched, r.Copy}
+	if r.Edge != nil {
+		// The edge's rows count requests (one record each), not records.
+		runs = append(runs, &r.Edge.Saturation, &r.Edge.HalfRate)
+	}
+	for _, x := range runs {
 		if x == nil {
 			continue
 		}
@@ -117,6 +122,10 @@ func (r *Report) markdown() string {
 		if x != nil && len(x.Notes) > 0 {
 			fmt.Fprintf(&b, "\n%s: %s\n", x.Name, strings.Join(x.Notes, "; "))
 		}
+	}
+	if e := r.Edge; e != nil {
+		fmt.Fprintf(&b, "\nEdge (%s, %d clients, requests of one record): %d keys, %d distinct records; answers %v\n",
+			e.Binary, e.Clients, e.Keys, e.Records, e.Answers)
 	}
 	for _, p := range r.Plots {
 		fmt.Fprintf(&b, "\n![%s](%s)\n", p, filepath.Base(p))

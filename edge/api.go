@@ -4,9 +4,11 @@
 // endpoint, each delivery claimed by one attempt and marked by a fenced
 // write.
 //
-// It owns the HTTP contract (status codes, error codes, headers) and the
-// order of claim, work and fenced result. It never speaks SQL (package
-// settle does) and never decides an effect: the settling core does, and a
+// It owns the HTTP contract (status codes, error codes, headers), the
+// order of claim, work and fenced result, and the group commit of
+// concurrent requests (group.go). It never speaks SQL (package settle
+// does, behind the small interfaces declared here, Store and
+// WebhookStore) and never decides an effect: the settling core does, and a
 // record's identity stays the guard against a second effect whatever the
 // edge does.
 package edge
@@ -52,6 +54,16 @@ type Config struct {
 	// key over. 0 = Lease / 3.
 	SettleTimeout time.Duration
 
+	// GroupRequestsMax caps the requests committed as one group (one
+	// claim, one settle and one answer transaction for all of them); a
+	// group also holds at most the store's batch of records. 0 = 64.
+	GroupRequestsMax int
+
+	// GroupsInFlightMax caps the groups committing at once. 0 = 2: one
+	// group gathers while another commits, and a stalled group does not
+	// stop the edge.
+	GroupsInFlightMax int
+
 	// Logger receives the API's log. nil = slog.Default().
 	Logger *slog.Logger
 }
@@ -68,6 +80,12 @@ func (c *Config) setDefaults() {
 	}
 	if c.SettleTimeout == 0 {
 		c.SettleTimeout = c.Lease / 3
+	}
+	if c.GroupRequestsMax == 0 {
+		c.GroupRequestsMax = 64
+	}
+	if c.GroupsInFlightMax == 0 {
+		c.GroupsInFlightMax = 2
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -98,6 +116,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("edge: lease %s is too short: a live request would be taken over", c.Lease)
 	case c.Lease > 0 && c.SettleTimeout >= c.Lease:
 		return fmt.Errorf("edge: settle timeout %s must be shorter than the lease %s", c.SettleTimeout, c.Lease)
+	case c.GroupRequestsMax < 0 || c.GroupRequestsMax > settle.IdempotencyGroupKeysMax:
+		return fmt.Errorf("edge: group requests max %d must be between 1 and %d (0 = 64)", c.GroupRequestsMax, settle.IdempotencyGroupKeysMax)
+	case c.GroupsInFlightMax < 0 || c.GroupsInFlightMax > 64:
+		return fmt.Errorf("edge: groups in flight max %d must be between 1 and 64 (0 = 2)", c.GroupsInFlightMax)
 	}
 	return nil
 }
@@ -105,20 +127,27 @@ func (c Config) Validate() error {
 // API serves POST /v1/records. Create it with NewAPI; it is an
 // http.Handler.
 type API struct {
-	store *settle.Store
+	store Store
 	cfg   Config
 	dec   *record.Decoder
 	log   *slog.Logger
 	mux   *http.ServeMux
+	group committer
+	// groupRecordsMax caps the records of one group: the store's batch.
+	groupRecordsMax int
 
 	// afterSettle, when set (tests only), runs between the settling
 	// transaction and the fenced result write: where a crash or a stall
 	// hurts most. It returns false to simulate a crash (no answer stored).
 	afterSettle func(keyID int64, attemptID string) bool
+
+	// onGroup, when set (tests only), runs as a committer takes a group of
+	// size requests, before their claims.
+	onGroup func(size int)
 }
 
 // NewAPI returns the API over store.
-func NewAPI(store *settle.Store, cfg Config) (*API, error) {
+func NewAPI(store Store, cfg Config) (*API, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -130,7 +159,9 @@ func NewAPI(store *settle.Store, cfg Config) (*API, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &API{store: store, cfg: cfg, dec: dec, log: cfg.Logger.With("component", "edge")}
+	a := &API{store: store, cfg: cfg, dec: dec, log: cfg.Logger.With("component", "edge"),
+		groupRecordsMax: store.Config().BatchRecordsMax}
+	a.group.api = a
 	a.mux = http.NewServeMux()
 	a.mux.HandleFunc("POST /v1/records", a.postRecords)
 	a.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -204,31 +235,39 @@ func (a *API) postRecords(w http.ResponseWriter, r *http.Request) {
 	for i := range recs {
 		canon[i] = recs[i].Canonical
 	}
-	// Claiming and the answer are the request's business; a client that
-	// hangs up must not leave a settled key without its stored answer.
-	ctx := context.WithoutCancel(r.Context())
-	claim, err := a.store.ClaimIdempotencyKey(ctx, settle.IdempotencyRequest{
-		TenantID: tenant, Key: key, RequestHash: hash[:], Canonicals: canon, Lease: a.cfg.Lease,
-	})
-	if err != nil {
-		writeError(w, storeError(err, "claim the Idempotency-Key"))
-		return
+	o := a.group.submit(&pending{tenant: tenant, key: key, hash: hash[:], canon: canon, raws: raws, recs: recs, batch: batch})
+	switch {
+	case o.crashed:
+		panic(http.ErrAbortHandler) // the simulated crash: no answer stored, the connection cut
+	case o.aerr != nil:
+		writeError(w, *o.aerr)
+	case o.body != nil:
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		w.Write(o.body)
+	default:
+		a.answerClaim(r.Context(), w, o.claim, canon)
 	}
+}
+
+// answerClaim answers a request whose key was not claimed for it: the
+// stored answer (replay), busy, or a conflict with the key's first body.
+func (a *API) answerClaim(ctx context.Context, w http.ResponseWriter, claim settle.IdempotencyClaim, canon [][]byte) {
 	switch claim.State {
 	case settle.ClaimReplay:
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set(HeaderReplayed, "true")
 		w.WriteHeader(claim.ResponseStatus)
 		w.Write(claim.Response)
-		return
 	case settle.ClaimBusy:
 		secs := int((claim.RetryAfter + time.Second - 1) / time.Second)
 		w.Header().Set("Retry-After", strconv.Itoa(max(secs, 1)))
 		writeError(w, apiError{status: http.StatusConflict, Code: CodeBusy, RetryAfterSeconds: max(secs, 1),
 			Message: "a request with this Idempotency-Key is still being processed: retry the same request after Retry-After seconds to get its answer"})
-		return
 	case settle.ClaimMismatch:
-		conflicts, err := a.store.OpenKeyConflictCases(ctx, claim.KeyID, claim.StoredCanonicals, canon)
+		// Opening the case is this request's business alone: a client
+		// that hangs up must not leave it half done.
+		conflicts, err := a.store.OpenKeyConflictCases(context.WithoutCancel(ctx), claim.KeyID, claim.StoredCanonicals, canon)
 		if err != nil {
 			writeError(w, storeError(err, "open the conflict case"))
 			return
@@ -238,75 +277,9 @@ func (a *API) postRecords(w http.ResponseWriter, r *http.Request) {
 			msg += fmt.Sprintf(" (the first request had %d records, this one %d)", len(claim.StoredCanonicals), len(canon))
 		}
 		writeError(w, apiError{status: http.StatusConflict, Code: CodeKeyConflict, Message: msg, Conflicts: conflicts})
-		return
+	default:
+		panic(fmt.Sprintf("edge: claim state %d has no answer", claim.State))
 	}
-	a.settle(ctx, w, tenant, key, claim, raws, recs, batch)
-}
-
-// settle does the work of a claimed key and stores its answer by the
-// fenced write.
-func (a *API) settle(ctx context.Context, w http.ResponseWriter, tenant, key string, claim settle.IdempotencyClaim,
-	raws []json.RawMessage, recs []*record.Decoded, batch bool) {
-	log := a.log.With("tenant", tenant, "key", key, "key_id", claim.KeyID, "attempt", claim.Attempts)
-	if claim.TakenOver {
-		log.Info("took over an idempotency key whose lease expired")
-	}
-	now := time.Now()
-	inputs := make([]settle.Input, len(raws))
-	for i, raw := range raws {
-		inputs[i] = settle.Input{
-			Topic: settle.HTTPTopic, Partition: settle.HTTPSettlePartition, Offset: settle.HTTPOffset(claim.KeyID, i),
-			Key: []byte(recs[i].Record.TenantID + "/" + recs[i].Record.Subject), Value: raw, Timestamp: now,
-			Decoded: recs[i],
-		}
-	}
-	sctx, cancel := context.WithTimeout(ctx, a.cfg.SettleTimeout)
-	results, err := a.store.Settle(sctx, "", inputs)
-	cancel()
-	if err != nil {
-		// Nothing settled for sure (a commit that was cut off may have
-		// landed: the retry then finds its coordinates and gets the stored
-		// results). End the lease so the retry need not wait it out.
-		if rerr := a.store.ReleaseIdempotencyKey(ctx, claim.KeyID, claim.AttemptID); rerr != nil && !errors.Is(rerr, settle.ErrClaimLost) {
-			log.Warn("could not release the idempotency key; a retry takes it over when its lease ends", "err", rerr)
-		}
-		log.Warn("settling an HTTP request failed", "err", err)
-		writeError(w, storeError(err, "settle the records"))
-		return
-	}
-	out := make([]RecordResult, len(results))
-	for i, res := range results {
-		id := recs[i].Identity
-		out[i] = RecordResult{Index: i, Identity: settle.IdentityJSON{TenantID: id.TenantID,
-			AccountPeriod: id.AccountPeriod, RecordID: id.RecordID, Operation: string(id.Operation)},
-			Outcome: res.Outcome, Reason: res.Reason, CaseID: res.CaseID, Replayed: res.Replayed, Response: res.Response}
-	}
-	var body []byte
-	if batch {
-		body, _ = json.Marshal(BatchResponse{Results: out})
-	} else {
-		body, _ = json.Marshal(out[0])
-	}
-	if a.afterSettle != nil && !a.afterSettle(claim.KeyID, claim.AttemptID) {
-		panic(http.ErrAbortHandler) // the simulated crash: no answer stored, the connection cut
-	}
-	if err := a.store.CompleteIdempotencyKey(ctx, claim.KeyID, claim.AttemptID, http.StatusOK, body); err != nil {
-		if errors.Is(err, settle.ErrClaimLost) {
-			// A retry took the key over while this attempt ran past its
-			// lease; its answer, not this one, is the key's. The records
-			// settled once either way: their coordinates are the key's.
-			log.Warn("idempotency key was taken over while this attempt ran; its answer is the retry's")
-			writeError(w, apiError{status: http.StatusConflict, Code: CodeClaimLost, RetryAfterSeconds: 1,
-				Message: "this attempt ran past its lease and a retry took the Idempotency-Key over: retry the same request to get the stored answer"})
-			return
-		}
-		log.Warn("could not store the answer of an idempotency key; a retry after the lease gets the same results", "err", err)
-		writeError(w, storeError(err, "store the answer"))
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusOK)
-	w.Write(body)
 }
 
 // authenticate returns the tenant of the request's bearer token.

@@ -159,7 +159,7 @@ func (c WebhookConfig) claimMax() int {
 // a delivery whose attempt crashed after the receiver got it is sent again,
 // with the same Idempotency-Key, and the receiver deduplicates on it.
 type Webhook struct {
-	store *settle.Store
+	store WebhookStore
 	cfg   WebhookConfig
 	log   *slog.Logger
 	// retry is the wait after a delivery's attempt-th failure: doubling
@@ -176,7 +176,7 @@ type Webhook struct {
 
 // NewWebhook returns a webhook sender over store. It does not subscribe:
 // Run does.
-func NewWebhook(store *settle.Store, cfg WebhookConfig) (*Webhook, error) {
+func NewWebhook(store WebhookStore, cfg WebhookConfig) (*Webhook, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

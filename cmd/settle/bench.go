@@ -44,7 +44,12 @@ type benchCmd struct {
 	ScaleRecords     int           `name:"scale-records" hidden:"" default:"100000" help:"Records per end-to-end run of the scale grid (partitions x service instances)."`
 	ScalePartitions  []int         `name:"scale-partitions" hidden:"" default:"3,6,12,24" sep:"," help:"Partitions of the scale grid."`
 	ScaleInstances   []int         `name:"scale-instances" hidden:"" default:"1,2,3" sep:"," help:"Service instances (one consumer group; each its own pool, consumer and relay) of the scale grid."`
-	Only             []string      `name:"only" sep:"," enum:"e2e,latency,core,per-record,batched,copy,sweep,growth,scale" help:"Run only these parts (default: all): e2e,latency,core,per-record,batched,copy,sweep,growth,scale."`
+	Only             []string      `name:"only" sep:"," enum:"e2e,latency,core,per-record,batched,copy,sweep,growth,scale,edge" help:"Run only these parts (default: all): e2e,latency,core,per-record,batched,copy,sweep,growth,scale,edge."`
+	EdgeBinary       string        `name:"edge-binary" hidden:"" help:"The settle binary whose 'settle run' the edge part drives over HTTP (default: this one)."`
+	EdgeClients      int           `name:"edge-clients" hidden:"" default:"64" help:"Concurrent HTTP clients of the edge part."`
+	EdgeDuration     time.Duration `name:"edge-duration" hidden:"" default:"10s" help:"Length of the edge part's saturation run, and of its half-rate run."`
+	Compare          string        `name:"compare" placeholder:"OLD_BINARY" help:"Run the selected parts (edge and e2e; default both) with this binary and OLD_BINARY alternately (--compare-rounds pairs) and print the medians and their ratios."`
+	CompareRounds    int           `name:"compare-rounds" hidden:"" default:"3" help:"Alternating pairs of runs of --compare."`
 	Out              string        `name:"out" default:"bench-out" help:"Directory for bench.json, bench.md and the PNG plots."`
 
 	CPUProfile string `name:"cpuprofile" hidden:"" help:"Write a CPU profile (pprof) of the whole bench to this file."`
@@ -65,7 +70,10 @@ func (c *benchCmd) Run(a *app) (err error) {
 		PerRecordRecords: min(c.PerRecordRecords, c.Records), LatencySeconds: c.LatencyDuration, LatencyRate: c.LatencyRate, LatencyWarmup: c.LatencyWarmup,
 		SweepRecords: min(c.SweepRecords, c.Records), SweepBatches: c.SweepBatches, GrowthIdentities: c.GrowthIdentities,
 		Repeat: c.Repeat, ScaleRecords: min(c.ScaleRecords, c.Records), ScalePartitions: c.ScalePartitions, ScaleInstances: c.ScaleInstances,
-		OutDir: c.Out, Log: a.stderr,
+		EdgeBinary: c.EdgeBinary, EdgeClients: c.EdgeClients, EdgeDuration: c.EdgeDuration,
+		CompareBinary: c.Compare, CompareRounds: c.CompareRounds,
+		CompareArgs: []string{"--records", strconv.Itoa(c.Records), "--broker", c.Broker, "--batch-size", strconv.Itoa(c.BatchSize)},
+		OutDir:      c.Out, Log: a.stderr,
 	}
 	if c.Broker == "process" || (c.Broker == "auto" && c.Records > 100_000) {
 		exe, err := os.Executable()
@@ -82,6 +90,7 @@ func (c *benchCmd) Run(a *app) (err error) {
 		s := &cfg.Skip
 		s.EndToEnd, s.Latency, s.Core, s.PerRecord = !on["e2e"], !on["latency"], !on["core"], !on["per-record"]
 		s.Batched, s.Copy, s.Sweep, s.Growth, s.Scale = !on["batched"], !on["copy"], !on["sweep"], !on["growth"], !on["scale"]
+		s.Edge = !on["edge"]
 	}
 	if err := cfg.Validate(); err != nil {
 		return usageError{err.Error()}
@@ -105,6 +114,19 @@ func (c *benchCmd) Run(a *app) (err error) {
 			return err
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if c.Compare != "" {
+		if len(c.Only) == 0 {
+			cfg.Skip.Edge, cfg.Skip.EndToEnd = false, false
+		}
+		if cfg.Skip.Edge && cfg.Skip.EndToEnd {
+			return usageError{"--compare runs the edge and e2e parts: give --only edge, --only e2e or both"}
+		}
+		_, err := bench.Compare(a.ctx, cfg)
+		if err == nil {
+			fmt.Fprintf(a.stdout, "report: %s/compare.md, %s/compare.json\n", c.Out, c.Out)
+		}
+		return err
 	}
 	rep, err := bench.Run(a.ctx, cfg)
 	if rep != nil {

@@ -16,6 +16,8 @@ type edgeFlags struct {
 	APITokens          []string      `name:"api-token" env:"SETTLE_API_TOKENS" sep:"," help:"Serve the records API with these tokens, tenant=token,..."`
 	APIBatchRecordsMax int           `name:"api-batch-records-max" hidden:"" env:"SETTLE_API_BATCH_RECORDS_MAX" default:"100" help:"Most records in one API request."`
 	APIBodyBytesMax    int64         `name:"api-body-bytes-max" hidden:"" env:"SETTLE_API_BODY_BYTES_MAX" default:"1048576" help:"Largest API request body, in bytes."`
+	APIGroupRequests   int           `name:"api-group-requests-max" hidden:"" env:"SETTLE_API_GROUP_REQUESTS_MAX" default:"64" help:"Most API requests committed as one group (one claim, one settling and one answer transaction for all of them)."`
+	APIGroupsInFlight  int           `name:"api-groups-in-flight-max" hidden:"" env:"SETTLE_API_GROUPS_IN_FLIGHT_MAX" default:"2" help:"Most groups of API requests committing at once."`
 	APILease           time.Duration `name:"api-lease" hidden:"" env:"SETTLE_API_LEASE" default:"30s" help:"How long a claimed Idempotency-Key is its request's alone; a retry after it takes the key over."`
 
 	WebhookURL            string        `name:"webhook-url" env:"SETTLE_WEBHOOK_URL" help:"POST every settlement written from now on to this URL."`
@@ -61,7 +63,8 @@ func (f edgeFlags) apply(cfg *service.Config, a *app, settlementsTopic string) e
 		}
 		cfg.APIAddr = f.APIAddr
 		cfg.API = edge.Config{Tokens: tokens, BatchRecordsMax: f.APIBatchRecordsMax,
-			BodyBytesMax: f.APIBodyBytesMax, Lease: f.APILease, Logger: a.log}
+			BodyBytesMax: f.APIBodyBytesMax, Lease: f.APILease,
+			GroupRequestsMax: f.APIGroupRequests, GroupsInFlightMax: f.APIGroupsInFlight, Logger: a.log}
 	}
 	if f.WebhookURL != "" {
 		cfg.Webhook = f.webhookConfig(a, settlementsTopic)

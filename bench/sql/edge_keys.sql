@@ -1,0 +1,6 @@
+-- The answered Idempotency-Keys of an edge run's tenant and the bytes each
+-- stored, to compare with what its clients were answered.
+SELECT key, response
+  FROM idempotency_keys
+ WHERE tenant_id = $1
+   AND status = 'done'
