@@ -41,8 +41,10 @@ func publishAll(t *testing.T, s *settle.Store) {
 }
 
 // pruneFixture settles a usage record, a conflicting payload of the same
-// identity (a case), a record that cannot be decoded (a dead letter), and
-// a record of an open period; publishes the outbox and closes 2026-11.
+// identity (an open case), a record that cannot be decoded (a dead
+// letter), a record of an open period and an exact repeat of the usage
+// under other coordinates (offset 4, a delivery_repeats row); publishes
+// the outbox and closes 2026-11.
 func pruneFixture(t *testing.T, s *settle.Store) settle.Result {
 	t.Helper()
 	ctx := context.Background()
@@ -53,6 +55,9 @@ func pruneFixture(t *testing.T, s *settle.Store) settle.Result {
 	mustSettle(t, s, batch(0, 1, rec("record_id", "u-1", "amount", "41", "quantity", "41")))
 	mustSettle(t, s, []settle.Input{{Topic: "usage", Partition: 0, Offset: 2, Value: []byte("{not json")}})
 	mustSettle(t, s, batch(0, 3, rec("record_id", "u-open", "account_period", "2026-12")))
+	if dup := mustSettle(t, s, batch(0, 4, rec("record_id", "u-1")))[0]; dup.Outcome != settle.OutcomeDuplicate {
+		t.Fatalf("repeat: %v", outcomes([]settle.Result{dup}))
+	}
 	publishAll(t, s)
 	if _, err := s.ClosePeriod(ctx, "acme", "2026-11", "test"); err != nil {
 		t.Fatal(err)
@@ -68,11 +73,12 @@ func prunedCounts(cs []settle.PruneCount) map[string]int64 {
 	return m
 }
 
-// TestPruneThenRedeliverIsDuplicate: settle prune removes the delivery rows
-// of a closed period, the published outbox rows and the old dead letters,
-// keeps every identity, ledger row and case, and a redelivery of a record
-// whose delivery row it removed is still answered duplicate with the
-// stored response (nothing settles twice). It runs on both layouts.
+// TestPruneThenRedeliverIsDuplicate: settle prune removes the repeated
+// deliveries of a closed period (not a quarantine's while its case is
+// open), the published outbox rows and the old dead letters, keeps every
+// identity, ledger row and case, and a redelivery of the record whose
+// delivery row it removed is still answered duplicate with the stored
+// response (nothing settles twice). It runs on both layouts.
 func TestPruneThenRedeliverIsDuplicate(t *testing.T) {
 	t.Parallel()
 	for _, layout := range []struct {
@@ -95,14 +101,15 @@ func TestPruneThenRedeliverIsDuplicate(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			// Deliveries: u-1 and its conflicting redelivery (2026-11,
-			// closed) and the dead letter's; not u-open's (2026-12 is open).
-			want := map[string]int64{"deliveries": 3, "dead_letters": 1, "outbox": int64(count(t, pool, `SELECT count(*) FROM outbox`)), "webhook_deliveries": 0}
+			// Repeats: the exact repeat at offset 4 (2026-11, closed); not
+			// the conflicting one's (its case is open). First deliveries
+			// are their identities' rows.
+			want := map[string]int64{"delivery_repeats": 1, "dead_letters": 1, "outbox": int64(count(t, pool, `SELECT count(*) FROM outbox`)), "webhook_deliveries": 0}
 			if got := prunedCounts(dry); !mapsEqual(got, want) {
 				t.Fatalf("dry run counts %v, want %v", got, want)
 			}
-			if n := count(t, pool, `SELECT count(*) FROM deliveries`); n != 4 {
-				t.Fatalf("a dry run removed rows: %d deliveries left of 4", n)
+			if n := count(t, pool, `SELECT count(*) FROM delivery_repeats`); n != 2 {
+				t.Fatalf("a dry run removed rows: %d delivery repeats left of 2", n)
 			}
 			opts.DryRun = false
 			done, err := s.Prune(ctx, opts)
@@ -112,8 +119,9 @@ func TestPruneThenRedeliverIsDuplicate(t *testing.T) {
 			if got := prunedCounts(done); !mapsEqual(got, want) {
 				t.Fatalf("prune counts %v, want %v", got, want)
 			}
-			if n := count(t, pool, `SELECT count(*) FROM deliveries`); n != 1 {
-				t.Fatalf("%d deliveries left, want 1 (the open period's)", n)
+			if n := count(t, pool, `SELECT count(*) FROM delivery_repeats WHERE case_id IS NOT NULL`); n != 1 ||
+				count(t, pool, `SELECT count(*) FROM delivery_repeats`) != 1 {
+				t.Fatalf("delivery repeats left: want only the open case's")
 			}
 			if n := count(t, pool, `SELECT count(*) FROM outbox`) + count(t, pool, `SELECT count(*) FROM dead_letters`); n != 0 {
 				t.Fatalf("%d outbox rows and dead letters left, want 0", n)
@@ -121,7 +129,7 @@ func TestPruneThenRedeliverIsDuplicate(t *testing.T) {
 			if after := kept(); after != before {
 				t.Fatalf("identities, ledger rows, cases, accounts: %v before prune, %v after", before, after)
 			}
-			again := mustSettle(t, s, batch(0, 0, rec("record_id", "u-1")))[0]
+			again := mustSettle(t, s, batch(0, 4, rec("record_id", "u-1")))[0]
 			if again.Outcome != settle.OutcomeDuplicate || !bytes.Equal(again.Response, first.Response) {
 				t.Fatalf("redelivery after prune: %s %s, want duplicate with the stored response %s", again.Outcome, again.Response, first.Response)
 			}
@@ -171,16 +179,16 @@ func TestPruneGuard(t *testing.T) {
 			t.Errorf("%s as %q: %v, want refused (42501)", stmt, or(role, "owner"), err)
 		}
 	}
-	for _, table := range []string{"deliveries", "outbox", "dead_letters", "webhook_deliveries", "outbox_parked", "prune_runs",
+	for _, table := range []string{"delivery_repeats", "outbox", "dead_letters", "webhook_deliveries", "outbox_parked", "prune_runs",
 		"identities", "ledger_entries", "conflict_cases", "case_resolutions", "accounts", "chains", "holds", "waiting"} {
 		refused("settle_app", `DELETE FROM `+table)
 	}
 	// Tables with rows (a row trigger does not fire on none).
-	for _, table := range []string{"deliveries", "outbox", "dead_letters", "identities", "ledger_entries", "conflict_cases"} {
+	for _, table := range []string{"delivery_repeats", "outbox", "dead_letters", "identities", "ledger_entries", "conflict_cases"} {
 		refused("", `DELETE FROM `+table)
 		// The owner forging the function's setting still cannot touch
 		// history.
-		if table != "deliveries" && table != "outbox" && table != "dead_letters" {
+		if table != "delivery_repeats" && table != "outbox" && table != "dead_letters" {
 			refused("", `SELECT set_config('settle.pruning', 'on', true); DELETE FROM `+table)
 		}
 	}
@@ -231,8 +239,8 @@ func or(a, b string) string {
 }
 
 // TestPruneReplayedDeadLetters: a dead letter recorded as replayed is
-// removed by a prune without an age limit, with its replay rows and its
-// delivery row; one not replayed stays.
+// removed by a prune without an age limit, with its replay rows (the dead
+// letter is its record's delivery); one not replayed stays.
 func TestPruneReplayedDeadLetters(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)
@@ -248,11 +256,11 @@ func TestPruneReplayedDeadLetters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := prunedCounts(cs); got["dead_letters"] != 1 || got["deliveries"] != 1 {
-		t.Fatalf("prune counts %v, want the replayed dead letter and its delivery", got)
+	if got := prunedCounts(cs); got["dead_letters"] != 1 {
+		t.Fatalf("prune counts %v, want the replayed dead letter", got)
 	}
-	if n := count(t, pool, `SELECT count(*) FROM dead_letters WHERE "offset" = 1`) + count(t, pool, `SELECT count(*) FROM deliveries WHERE "offset" = 1`); n != 2 {
-		t.Fatalf("the dead letter not replayed lost %d of its 2 rows", 2-n)
+	if n := count(t, pool, `SELECT count(*) FROM dead_letters WHERE "offset" = 1`); n != 1 {
+		t.Fatalf("the dead letter not replayed is gone")
 	}
 	if n := count(t, pool, `SELECT count(*) FROM dead_letter_replays`) + count(t, pool, `SELECT count(*) FROM dead_letters WHERE "offset" = 0`); n != 0 {
 		t.Fatalf("%d rows of the replayed dead letter left", n)

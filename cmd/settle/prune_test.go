@@ -24,27 +24,30 @@ func TestPruneCommand(t *testing.T) {
 	dbURL := settletest.NewDatabase(t)
 	s := settletest.NewStoreOn(t, dbURL, settle.Config{})
 	ctx := context.Background()
-	settletest.MustSettle(t, s, settletest.Batch(0, 0, settletest.Rec("record_id", "u-1"), settletest.Rec("record_id", "u-2"),
-		settletest.Rec("record_id", "u-3", "account_period", "2026-12")))
+	// Each record twice: the second deliveries (offsets 3-5) are repeats.
+	recs := []map[string]any{settletest.Rec("record_id", "u-1"), settletest.Rec("record_id", "u-2"),
+		settletest.Rec("record_id", "u-3", "account_period", "2026-12")}
+	settletest.MustSettle(t, s, settletest.Batch(0, 0, recs...))
+	settletest.MustSettle(t, s, settletest.Batch(0, 3, recs...))
 	if _, err := s.ClosePeriod(ctx, "acme", "2026-11", "test"); err != nil {
 		t.Fatal(err)
 	}
-	deliveries := func() int { return settletest.Count(t, s.Pool(), `SELECT count(*) FROM deliveries`) }
-	row := regexp.MustCompile(`(?m)^\s*deliveries\s+2\s*$`)
+	deliveries := func() int { return settletest.Count(t, s.Pool(), `SELECT count(*) FROM delivery_repeats`) }
+	row := regexp.MustCompile(`(?m)^\s*delivery_repeats\s+2\s*$`)
 	code, out := runArgs(t, "prune", "--dry-run", "--database-url", dbURL)
 	if code != exitOK || !strings.Contains(out, "would remove") || !row.MatchString(out) || !strings.Contains(out, "outbox") ||
 		!strings.Contains(out, "dead_letters") {
-		t.Fatalf("settle prune --dry-run: exit %d, want 0 and per-table counts with deliveries 2:\n%s", code, out)
+		t.Fatalf("settle prune --dry-run: exit %d, want 0 and per-table counts with delivery_repeats 2:\n%s", code, out)
 	}
 	if n := deliveries(); n != 3 {
 		t.Fatalf("--dry-run removed rows: %d deliveries left of 3", n)
 	}
 	code, out = runArgs(t, "prune", "--database-url", dbURL, "--dead-letters-after", "720h")
 	if code != exitOK || !strings.Contains(out, "removed") || !row.MatchString(out) {
-		t.Fatalf("settle prune: exit %d, want 0 and deliveries 2 removed:\n%s", code, out)
+		t.Fatalf("settle prune: exit %d, want 0 and delivery_repeats 2 removed:\n%s", code, out)
 	}
 	if n, ids := deliveries(), settletest.Count(t, s.Pool(), `SELECT count(*) FROM identities`); n != 1 || ids != 3 {
-		t.Fatalf("after prune: %d deliveries (want 1, the open period's), %d identities (want 3)", n, ids)
+		t.Fatalf("after prune: %d delivery repeats (want 1, the open period's), %d identities (want 3)", n, ids)
 	}
 }
 
