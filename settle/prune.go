@@ -11,11 +11,11 @@ import (
 var sqlPrune = mustQuery("prune.sql")
 
 // PruneOptions says what Prune may remove beyond what is always
-// operational history (published outbox rows, delivery rows of closed
+// operational history (published outbox rows, repeated deliveries of closed
 // periods).
 type PruneOptions struct {
 	// DeadLettersBefore: dead letters recorded before it are removed, with
-	// their delivery rows. Zero keeps every dead letter.
+	// their replay rows. Zero keeps every dead letter not replayed.
 	DeadLettersBefore time.Time
 	// DryRun counts what would be removed and removes nothing.
 	DryRun bool
