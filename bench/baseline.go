@@ -79,7 +79,7 @@ func (c *Config) runPooled(ctx context.Context, name string, w Workload, workers
 	write func(ctx context.Context, bw *baselineWriter, recs []workload.Record) error) (RunResult, error) {
 	defer liftMemoryLimit()()
 	res := RunResult{Name: name}
-	db, err := newDatabase(ctx, c.ServerURL, strings.ReplaceAll(name, "-", ""), c.Keep)
+	db, err := newDatabase(ctx, c.ServerURL, strings.ReplaceAll(name, "-", ""), c.Keep, c.HashPartitions)
 	if err != nil {
 		return res, err
 	}
@@ -217,7 +217,7 @@ func (c *Config) runBatched(ctx context.Context, w Workload) (RunResult, error) 
 func (c *Config) runCopy(ctx context.Context, w Workload) (RunResult, error) {
 	defer liftMemoryLimit()()
 	res := RunResult{Name: "copy-ceiling"}
-	db, err := newDatabase(ctx, c.ServerURL, "copy", c.Keep)
+	db, err := newDatabase(ctx, c.ServerURL, "copy", c.Keep, c.HashPartitions)
 	if err != nil {
 		return res, err
 	}

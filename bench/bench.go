@@ -57,6 +57,7 @@ type ReportConfig struct {
 	Writers    int      `json:"core_writers"`
 	PoolConns  int32    `json:"pool_conns"`
 	BrokerProc bool     `json:"broker_in_child_process"`
+	HashParts  int      `json:"hash_partitions"` // per-tenant tables PARTITION BY HASH (tenant_id); 0 = plain
 }
 
 // Machine describes where the bench ran.
@@ -81,7 +82,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	rep := &Report{Started: time.Now().UTC(), Config: ReportConfig{Workload: cfg.Workload, BatchSize: cfg.BatchSize,
-		Writers: cfg.Writers, PoolConns: cfg.PoolConns, BrokerProc: len(cfg.BrokerArgv) > 0}}
+		Writers: cfg.Writers, PoolConns: cfg.PoolConns, BrokerProc: len(cfg.BrokerArgv) > 0, HashParts: cfg.HashPartitions}}
 	var err error
 	if rep.Machine, err = describeMachine(ctx, cfg.ServerURL); err != nil {
 		return nil, err

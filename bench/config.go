@@ -15,6 +15,10 @@ type Config struct {
 	// its own database there (and drops it unless Keep).
 	ServerURL string
 	Keep      bool
+	// HashPartitions > 0: every run's database has its per-tenant tables
+	// PARTITION BY HASH (tenant_id) in this many partitions
+	// (schema.Partition), the key rules of a database distributed by tenant.
+	HashPartitions int
 
 	Workload Workload // Records 0 = 1,000,000; Tenants 0 = 10; Subjects 0 = 10,000; Partitions 0 = 6
 

@@ -31,7 +31,7 @@ type coreRun struct {
 
 func (c *Config) runCore(ctx context.Context, cr coreRun) (RunResult, error) {
 	res := RunResult{Name: cr.name}
-	db, err := newDatabase(ctx, c.ServerURL, "core", c.Keep)
+	db, err := newDatabase(ctx, c.ServerURL, "core", c.Keep, c.HashPartitions)
 	if err != nil {
 		return res, err
 	}

@@ -26,7 +26,7 @@ type database struct {
 var dbSeq atomic.Int64
 
 // newDatabase creates a fresh, migrated database for one run.
-func newDatabase(ctx context.Context, serverURL, run string, keep bool) (*database, error) {
+func newDatabase(ctx context.Context, serverURL, run string, keep bool, hashPartitions int) (*database, error) {
 	name := fmt.Sprintf("settle_bench_%s_%d_%d", run, os.Getpid(), dbSeq.Add(1))
 	admin, err := pgx.Connect(ctx, serverURL)
 	if err != nil {
@@ -46,6 +46,12 @@ func newDatabase(ctx context.Context, serverURL, run string, keep bool) (*databa
 	if _, err := schema.Migrate(ctx, conn); err != nil {
 		d.drop()
 		return nil, fmt.Errorf("migrate %s: %w", name, err)
+	}
+	if hashPartitions > 0 {
+		if err := schema.Partition(ctx, conn, hashPartitions); err != nil {
+			d.drop()
+			return nil, fmt.Errorf("partition %s: %w", name, err)
+		}
 	}
 	if _, err := conn.Exec(ctx, mustSQL("baseline_schema.sql")); err != nil {
 		d.drop()

@@ -51,7 +51,7 @@ func (c *Config) runE2E(ctx context.Context, er e2eRun) (RunResult, error) {
 	if err := createTopics(ctx, b.addrs, int32(er.w.Partitions), tp); err != nil {
 		return res, err
 	}
-	db, err := newDatabase(ctx, c.ServerURL, "e2e", c.Keep)
+	db, err := newDatabase(ctx, c.ServerURL, "e2e", c.Keep, c.HashPartitions)
 	if err != nil {
 		return res, err
 	}

@@ -36,9 +36,9 @@ func (r *Report) markdown() string {
 	for _, k := range keys {
 		fmt.Fprintf(&b, "%s=%s ", k, r.Machine.PGSettings[k])
 	}
-	fmt.Fprintf(&b, "\n\nWorkload: %d records, %d tenants, %d subjects, %d partitions; duplicates %.2f, conflicts %.2f, corrections %.2f, refunds %.2f, holds %.2f; batch %d, core writers %d, pool %d, broker in a child process: %v\n\n",
+	fmt.Fprintf(&b, "\n\nWorkload: %d records, %d tenants, %d subjects, %d partitions; duplicates %.2f, conflicts %.2f, corrections %.2f, refunds %.2f, holds %.2f; batch %d, core writers %d, pool %d, broker in a child process: %v; per-tenant tables hash-partitioned: %d (0 = plain)\n\n",
 		w.Records, w.Tenants, w.Subjects, w.Partitions, w.Mix.Duplicates, w.Mix.Conflicts, w.Mix.Corrections, w.Mix.Refunds, w.Mix.Holds,
-		r.Config.BatchSize, r.Config.Writers, r.Config.PoolConns, r.Config.BrokerProc)
+		r.Config.BatchSize, r.Config.Writers, r.Config.PoolConns, r.Config.BrokerProc, r.Config.HashParts)
 	b.WriteString("| run | records | records/s | latency p50 / p99 / max (ms) | service CPU s / 1k rec | PostgreSQL CPU s / 1k rec | peak RSS MiB | WAL B / rec | invariants |\n")
 	b.WriteString("|---|---:|---:|---|---:|---:|---:|---:|---|\n")
 	runs := []*RunResult{r.EndToEnd, r.HalfRate, r.Core, r.PerRecord, r.Batched, r.Copy}

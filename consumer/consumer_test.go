@@ -144,8 +144,21 @@ func checkOffsets(t *testing.T, k *kafkatest.Cluster, s *settle.Store, group str
 // never get ahead of PostgreSQL's offsets, sampled while it runs.
 func TestPipelineEndToEnd(t *testing.T) {
 	t.Parallel()
+	testPipelineEndToEnd(t, settletest.NewStore(t, settle.Config{}))
+}
+
+// TestPipelineEndToEndPartitioned: the same pipeline, consumer, settling
+// transaction and relay, on a database whose per-tenant tables are
+// PARTITION BY HASH (tenant_id) (schema.Partition): the key rules of a
+// database distributed by tenant. Dead letters (the empty tenant) and acme's rows
+// land in different partitions.
+func TestPipelineEndToEndPartitioned(t *testing.T) {
+	t.Parallel()
+	testPipelineEndToEnd(t, settletest.NewStoreOn(t, settletest.NewPartitionedDatabase(t), settle.Config{}))
+}
+
+func testPipelineEndToEnd(t *testing.T, s *settle.Store) {
 	k := kafkatest.NewCluster(t, 3)
-	s := settletest.NewStore(t, settle.Config{})
 	grant := usage("record_id", "g-1", "kind", "grant", "amount", "100", "meter", nil, "quantity", nil, "unit", nil, "finalization_version", nil)
 	oversize := usage("record_id", "big", "attributes", map[string]any{"pad": strings.Repeat("x", 70<<10)})
 	k.Produce(t,

@@ -134,7 +134,7 @@ func check(t *testing.T, pool *pgxpool.Pool, brokers []string, group string, w *
 		SELECT i.tenant_id, i.account_period, i.record_id, i.operation, i.outcome, coalesce(i.settlement_id, ''),
 		       count(l.id), count(l.id) FILTER (WHERE l.bucket <> 'balance'), coalesce(sum(l.amount), 0)::text
 		  FROM identities i LEFT JOIN ledger_entries l ON l.identity_id = i.id
-		 GROUP BY i.id`)
+		 GROUP BY i.tenant_id, i.id`)
 	if err != nil {
 		t.Fatalf("read identities: %v", err)
 	}
@@ -179,7 +179,7 @@ func check(t *testing.T, pool *pgxpool.Pool, brokers []string, group string, w *
 		         coalesce(sum(l.amount) FILTER (WHERE l.bucket = 'balance'), 0) AS rows_balance,
 		         coalesce(sum(l.amount) FILTER (WHERE l.bucket = 'held'), 0) AS rows_held
 		    FROM accounts a LEFT JOIN ledger_entries l ON l.account_id = a.id
-		   GROUP BY a.id)
+		   GROUP BY a.tenant_id, a.id)
 		SELECT count(*), coalesce(min(format('account %s: balance %s held %s, rows %s and %s', id, balance, held, rows_balance, rows_held)), '')
 		  FROM sums WHERE balance <> rows_balance OR held <> rows_held`).Scan(&drift, &example)
 	if err != nil {

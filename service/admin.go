@@ -31,7 +31,7 @@ func (s *Service) adminHandler() http.Handler {
 	ac := s.cfg.Analyst
 	ac.Hosts = s.hosts
 	if ac.Replayer == nil {
-		ac.Replayer = kafkaReplayer{s.replayer}
+		ac.Replayer = kafkaReplayer{s.replayer, s.cfg.Store}
 	}
 	mux.Handle("/", analyst.Handler(ac))
 	if s.cfg.Telemetry != nil {

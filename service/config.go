@@ -60,6 +60,16 @@ type Config struct {
 	// opens an orphan case. 0 = 24h.
 	OrphanAfter time.Duration
 
+	// PruneInterval is how often the sweeper removes operational history
+	// (settle.Store.Prune: published outbox rows, repeated deliveries of closed
+	// periods, dead letters past PruneDeadLettersAfter). 0 = never; dedup
+	// state (identities) is kept whatever it is.
+	PruneInterval time.Duration
+
+	// PruneDeadLettersAfter: with PruneInterval, dead letters older than
+	// this are removed too. 0 = dead letters are kept.
+	PruneDeadLettersAfter time.Duration
+
 	// AdminAddr is the listen address of /livez, /readyz, /metrics and the
 	// analysts' page. "" = no admin listener. Beyond loopback it needs an
 	// analyst's token (Analyst.Tokens) or AdminInsecure.
@@ -211,6 +221,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("service: shutdown timeout %s: must be positive (0 = %s)", c.ShutdownTimeout, ShutdownTimeoutDefault)
 	case c.OrphanAfter < 0:
 		return fmt.Errorf("service: orphan after %s: must be positive (0 = %s)", c.OrphanAfter, OrphanAfterDefault)
+	case c.PruneInterval < 0 || c.PruneDeadLettersAfter < 0:
+		return fmt.Errorf("service: prune interval %s, dead letters after %s: must be positive (0 = never)", c.PruneInterval, c.PruneDeadLettersAfter)
+	case c.PruneInterval > 0 && c.SweepInterval < 0:
+		return errors.New("service: a prune interval needs the sweeper: set SweepInterval >= 0")
 	}
 	if err := c.Consumer.Validate(); err != nil {
 		return err

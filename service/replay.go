@@ -57,12 +57,32 @@ func ProduceDeadLetters(ctx context.Context, cl *kgo.Client, ds []inspect.DeadLe
 	return out, nil
 }
 
+// ReplayDeadLetters produces ds back to their source topics on cl
+// (ProduceDeadLetters) and records, for those the broker took, where each
+// went (settle.Store.DeadLettersReplayed): a replayed dead letter is
+// operational history settle prune removes. It returns the coordinates of
+// the dead letters replayed, in order, as ProduceDeadLetters does.
+func ReplayDeadLetters(ctx context.Context, cl *kgo.Client, store *settle.Store, ds []inspect.DeadLetter) ([]settle.Coordinates, error) {
+	to, err := ProduceDeadLetters(ctx, cl, ds)
+	ids := make([]int64, len(to))
+	for i := range to {
+		ids[i] = ds[i].ID
+	}
+	if rerr := store.DeadLettersReplayed(context.WithoutCancel(ctx), ids, to); rerr != nil && err == nil {
+		err = rerr
+	}
+	return to, err
+}
+
 // kafkaReplayer is the analysts' page's way to the broker
 // (analyst.Replayer): it replays on the producer the service opens with
 // its own settings (brokers, TLS, SASL), every in-sync replica
 // acknowledging.
-type kafkaReplayer struct{ cl *kgo.Client }
+type kafkaReplayer struct {
+	cl    *kgo.Client
+	store *settle.Store
+}
 
 func (r kafkaReplayer) Replay(ctx context.Context, ds []inspect.DeadLetter) ([]settle.Coordinates, error) {
-	return ProduceDeadLetters(ctx, r.cl, ds)
+	return ReplayDeadLetters(ctx, r.cl, r.store, ds)
 }

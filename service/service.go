@@ -62,7 +62,8 @@ func New(cfg Config) (*Service, error) {
 	}
 	s := &Service{cfg: cfg, consumer: cons, relay: rel}
 	if cfg.SweepInterval > 0 {
-		s.sweeper = &sweeper{store: cfg.Store, orphanAfter: cfg.OrphanAfter, interval: cfg.SweepInterval, log: cfg.Logger}
+		s.sweeper = &sweeper{store: cfg.Store, orphanAfter: cfg.OrphanAfter, interval: cfg.SweepInterval, log: cfg.Logger,
+			pruneEvery: cfg.PruneInterval, pruneDeadLettersAfter: cfg.PruneDeadLettersAfter}
 	}
 	if cfg.AdminAddr == "" {
 		return s, nil

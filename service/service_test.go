@@ -113,6 +113,7 @@ type fakeSweepStore struct {
 	holdsLeft             int // ExpireHolds returns 1 while some are left
 	orphanAfter           time.Duration
 	secondRound           chan struct{}
+	prunes                []settle.PruneOptions
 }
 
 func (f *fakeSweepStore) ExpireHolds(context.Context) (int, error) {
@@ -145,6 +146,47 @@ func (f *fakeSweepStore) SweepOrphans(_ context.Context, after time.Duration) (i
 		close(f.secondRound)
 	}
 	return 0, nil
+}
+
+func (f *fakeSweepStore) Prune(_ context.Context, opts settle.PruneOptions) ([]settle.PruneCount, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.prunes = append(f.prunes, opts)
+	return []settle.PruneCount{{Table: "deliveries", Rows: 1}}, nil
+}
+
+// TestSweeperPrunes: with a prune interval the sweeper prunes once that
+// interval has passed (not at start), with the dead-letter limit as a
+// cut-off in the past; without one it never prunes.
+func TestSweeperPrunes(t *testing.T) {
+	t.Parallel()
+	for _, every := range []time.Duration{0, 30 * time.Millisecond} {
+		f := &fakeSweepStore{secondRound: make(chan struct{})}
+		sw := &sweeper{store: f, orphanAfter: time.Hour, interval: 5 * time.Millisecond, log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			pruneEvery: every, pruneDeadLettersAfter: time.Hour}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		start := time.Now()
+		go func() { defer close(done); sw.run(ctx) }()
+		time.Sleep(200 * time.Millisecond)
+		cancel()
+		<-done
+		f.mu.Lock()
+		prunes := f.prunes
+		f.mu.Unlock()
+		if every == 0 {
+			if len(prunes) != 0 {
+				t.Errorf("no prune interval: pruned %d times", len(prunes))
+			}
+			continue
+		}
+		if len(prunes) < 2 || len(prunes) > 7 {
+			t.Fatalf("prune every %s for 200ms: pruned %d times, want about 6", every, len(prunes))
+		}
+		if cut := prunes[0].DeadLettersBefore; cut.After(time.Now().Add(-time.Hour)) || cut.Before(start.Add(-time.Hour)) || prunes[0].DryRun {
+			t.Errorf("first prune: %+v, want dead letters before about an hour ago, not a dry run", prunes[0])
+		}
+	}
 }
 
 // TestSweeperDrainsAndRetries: each round drains a job until it finds

@@ -4,6 +4,8 @@ import (
 	"context"
 	"log/slog"
 	"time"
+
+	"github.com/settlehq/settle/settle"
 )
 
 // sweepStore is what the sweeper needs of the store; *settle.Store
@@ -13,6 +15,7 @@ type sweepStore interface {
 	ExpireHolds(ctx context.Context) (int, error)
 	WakeWaiting(ctx context.Context) (int, error)
 	SweepOrphans(ctx context.Context, orphanAfter time.Duration) (int, error)
+	Prune(ctx context.Context, opts settle.PruneOptions) ([]settle.PruneCount, error)
 }
 
 // sweeper runs the core's periodic work: releasing expired holds nobody
@@ -23,6 +26,13 @@ type sweeper struct {
 	orphanAfter time.Duration
 	interval    time.Duration
 	log         *slog.Logger
+
+	// pruneEvery > 0: operational history is pruned at most this often
+	// (the first time one interval after start), dead letters older than
+	// pruneDeadLettersAfter (> 0) with it.
+	pruneEvery            time.Duration
+	pruneDeadLettersAfter time.Duration
+	lastPrune             time.Time
 }
 
 // run sweeps every interval until ctx ends. A failed sweep is logged and
@@ -52,10 +62,39 @@ func (s *sweeper) run(ctx context.Context) {
 				s.log.Info("swept", "job", job.name, "items", n)
 			}
 		}
+		s.prune(ctx)
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
 	}
+}
+
+// prune removes operational history when pruneEvery has passed since the
+// last time (or since the sweeper started). A failure is logged and tried
+// again next round.
+func (s *sweeper) prune(ctx context.Context) {
+	now := time.Now()
+	if s.lastPrune.IsZero() {
+		s.lastPrune = now
+	}
+	if s.pruneEvery <= 0 || now.Sub(s.lastPrune) < s.pruneEvery || ctx.Err() != nil {
+		return
+	}
+	opts := settle.PruneOptions{}
+	if s.pruneDeadLettersAfter > 0 {
+		opts.DeadLettersBefore = now.Add(-s.pruneDeadLettersAfter)
+	}
+	cs, err := s.store.Prune(ctx, opts)
+	if err != nil {
+		s.log.Warn("prune failed; trying again later", "err", err)
+		return
+	}
+	s.lastPrune = now
+	args := []any{}
+	for _, c := range cs {
+		args = append(args, c.Table, c.Rows)
+	}
+	s.log.Info("pruned operational history", args...)
 }

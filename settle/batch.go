@@ -296,6 +296,7 @@ type outboxRow struct {
 	identityID int64
 	sequence   int64
 	kind       string
+	tenant     string // '' for a dead letter: a record that is not settled belongs to no tenant
 }
 
 // txState is what one transaction attempt knows and will write.

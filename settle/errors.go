@@ -36,7 +36,7 @@ func classify(err error) error {
 		case "40001", "40P01", "55P03": // serialization failure, deadlock, lock not available
 			return ErrContention
 		case "23505": // a concurrent transaction claimed the same key first
-			switch pgErr.ConstraintName {
+			switch parentConstraint(pgErr.ConstraintName) {
 			case "identities_scope_key", "deliveries_pkey", "conflict_cases_key", "accounts_key",
 				"dead_letters_source_key", "chains_pkey", "holds_pkey", "waiting_scope_key",
 				"case_resolutions_case_key", "consumer_offsets_pkey", "periods_pkey":
@@ -95,3 +95,19 @@ func (e *BatchError) Error() string {
 }
 
 func (e *BatchError) Unwrap() error { return e.Err }
+
+// parentConstraint is the name of the constraint that name belongs to: on a
+// table partitioned by tenant (schema.Partition) a partition's copy is
+// named after it with a suffix _pN.
+func parentConstraint(name string) string {
+	i := strings.LastIndex(name, "_p")
+	if i < 0 || i+2 == len(name) {
+		return name
+	}
+	for _, c := range name[i+2:] {
+		if c < '0' || c > '9' {
+			return name
+		}
+	}
+	return name[:i]
+}

@@ -109,7 +109,11 @@ func (st *txState) waitingResult(target recKey, r Result) {
 
 // queueResult puts a result on the results topic through the outbox.
 func (st *txState) queueResult(key []byte, r Result) {
-	st.outbox = append(st.outbox, outboxRow{topic: st.s.cfg.ResultsTopic, key: key, value: r.AppendJSON(nil),
+	tenant := ""
+	if r.Identity != nil {
+		tenant = r.Identity.TenantID
+	}
+	st.outbox = append(st.outbox, outboxRow{topic: st.s.cfg.ResultsTopic, key: key, value: r.AppendJSON(nil), tenant: tenant,
 		headers: encodeHeaders([]record.Header{{Key: "version", Value: []byte(strconv.Itoa(SchemaVersionOutput))}})})
 }
 
@@ -313,6 +317,7 @@ func (st *txState) claim(d *decoded, idNum int64, eff *effect) []byte {
 			headers:  encodeHeaders(traceHeaders(d.in.Headers)),
 			sequence: resp.Sequence,
 			kind:     string(resp.Kind),
+			tenant:   a.key.tenant,
 		})
 	}
 	return body

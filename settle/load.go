@@ -79,7 +79,7 @@ func (st *txState) load(ctx context.Context, ds []decoded, wake []recKey) error 
 
 	b := &pgx.Batch{}
 	st.queueLocks(b)
-	b.Queue(sqlDeliveryLookup, k.dTopics, k.dParts, k.dOffsets)
+	b.Queue(sqlDeliveryLookup, k.dTopics, k.dParts, k.dOffsets, k.dTenants)
 	b.Queue(sqlIdentityLookup, k.idKeys[0], k.idKeys[1], k.idKeys[2], k.idKeys[3])
 	b.Queue(sqlTargetLookup, k.tgtKeys.t, k.tgtKeys.p, k.tgtKeys.r)
 	b.Queue(sqlWaitingLookup, k.idKeys[0], k.idKeys[1], k.idKeys[2], k.idKeys[3], k.ownKeys.t, k.ownKeys.p, k.ownKeys.r)
@@ -106,6 +106,7 @@ type loadKeys struct {
 	dTopics          []string // the batch's coordinates
 	dParts           []int32
 	dOffsets         []int64
+	dTenants         []string    // the tenant each is looked up under: '' for every record, and a decoded record's own
 	idKeys           [4][]string // identities: tenant, period, record, operation
 	tgtKeys, ownKeys keyList     // targets named, records that can be targets
 	accKeys          accountList
@@ -124,7 +125,15 @@ func (st *txState) collectLoadKeys(k *loadKeys, ds []decoded, wake []recKey) {
 	for i := range ds {
 		d := &ds[i]
 		k.dTopics, k.dParts, k.dOffsets = append(k.dTopics, d.in.Topic), append(k.dParts, d.in.Partition), append(k.dOffsets, d.in.Offset)
-		if d.err != nil || d.in.Exhausted != nil {
+		k.dTenants = append(k.dTenants, "") // dead-lettered: no tenant
+		if d.err != nil {
+			continue
+		}
+		if d.id.TenantID != "" {
+			k.dTopics, k.dParts, k.dOffsets = append(k.dTopics, d.in.Topic), append(k.dParts, d.in.Partition), append(k.dOffsets, d.in.Offset)
+			k.dTenants = append(k.dTenants, d.id.TenantID)
+		}
+		if d.in.Exhausted != nil {
 			continue
 		}
 		if !seenID[d.id] {

@@ -58,6 +58,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/schema"
+	"github.com/settlehq/settle/settle/settletest"
 )
 
 var (
@@ -923,11 +925,27 @@ func (o outcomeAt) String() string {
 
 func TestModel(t *testing.T) {
 	t.Parallel()
+	testModel(t, newStore(t), *modelSequences)
+}
+
+// TestModelPartitioned runs the model against a database whose per-tenant
+// tables are PARTITION BY HASH (tenant_id) (schema.Partition): the key rules
+// of a database distributed by tenant. A third of the sequences keeps the
+// default run short; the outcomes and invariants checked are the same.
+func TestModelPartitioned(t *testing.T) {
+	t.Parallel()
+	s := settletest.NewStoreOn(t, settletest.NewPartitionedDatabase(t), settle.Config{})
+	if n, err := schema.Partitions(context.Background(), s.Pool()); err != nil || n != settletest.TestPartitions {
+		t.Fatalf("identities has %d partitions (%v), want %d", n, err, settletest.TestPartitions)
+	}
+	testModel(t, s, max(1, *modelSequences/3))
+}
+
+func testModel(t *testing.T, s *settle.Store, nseq int) {
 	seed := *modelSeed
 	if seed == 0 {
 		seed = uint64(time.Now().UnixNano()) % 1_000_000_000
 	}
-	nseq := *modelSequences
 	if testing.Short() && nseq > 50 {
 		nseq = 50
 	}
@@ -940,7 +958,6 @@ func TestModel(t *testing.T) {
 	}
 	t.Logf("model: %d sequences from seed %d (reproduce one with -model.seed=S -model.sequences=1)", nseq, seed)
 
-	s := newStore(t)
 	pool := s.Pool()
 	start := time.Now()
 	var (

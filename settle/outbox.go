@@ -117,7 +117,12 @@ func (l *OutboxLease) Pending(ctx context.Context, limit int) ([]OutboxMessage, 
 	if limit <= 0 || limit > outboxPendingLimit {
 		return nil, fmt.Errorf("outbox pending: limit %d must be between 1 and %d", limit, outboxPendingLimit)
 	}
-	rows, err := l.conn.Query(ctx, sqlOutboxPending, limit)
+	// Planned at every poll (an unnamed statement, not the cached generic
+	// plan): the outbox grows from nothing faster than autovacuum analyzes
+	// it, and a plan cached while it was empty probes it by sequential scan
+	// for every queued row (the relay then fell behind settling 5 to 1 in
+	// settle bench); a poll's planning is ≈ 2 ms.
+	rows, err := l.conn.Query(ctx, sqlOutboxPending, pgx.QueryExecModeExec, limit)
 	if err != nil {
 		return nil, l.fail("read outbox", err)
 	}

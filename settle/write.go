@@ -244,18 +244,19 @@ func (st *txState) queueOutbox(b *pgx.Batch) {
 		headers       = make([]string, 0, n)
 		identityIDs   = make([]int64, 0, n)
 		sequences     = make([]*int64, 0, n)
+		tenants       = make([]string, 0, n)
 	)
 	for i := range st.outbox {
 		o := &st.outbox[i]
 		topics, keys, values, headers = append(topics, o.topic), append(keys, o.key), append(values, o.value), append(headers, string(o.headers))
-		identityIDs = append(identityIDs, o.identityID)
+		identityIDs, tenants = append(identityIDs, o.identityID), append(tenants, o.tenant)
 		if o.identityID != 0 {
 			sequences, kinds = append(sequences, &o.sequence), append(kinds, &o.kind)
 		} else {
 			sequences, kinds = append(sequences, nil), append(kinds, nil)
 		}
 	}
-	b.Queue(sqlOutboxInsert, topics, keys, values, headers, identityIDs, sequences, kinds, int16(SchemaVersionOutput))
+	b.Queue(sqlOutboxInsert, topics, keys, values, headers, identityIDs, sequences, kinds, int16(SchemaVersionOutput), tenants)
 }
 
 // queueOffsets queues the consumer group's next offsets, committed in the

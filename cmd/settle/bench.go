@@ -17,6 +17,7 @@ import (
 type benchCmd struct {
 	DatabaseURL string `name:"database-url" env:"SETTLE_BENCH_DATABASE_URL" default:"postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable" help:"PostgreSQL server (an admin URL): every run creates its own database there and drops it afterwards."`
 	Keep        bool   `name:"keep" hidden:"" help:"Keep the runs' databases instead of dropping them."`
+	HashParts   int    `name:"hash-partitions" hidden:"" help:"Partition every per-tenant table by hash of tenant_id into N partitions (0 = plain tables), as settle migrate --hash-partitions."`
 
 	Records     int     `name:"records" default:"1000000" help:"Input records of the main runs, repeats included."`
 	Tenants     int     `name:"tenants" hidden:"" default:"10" help:"Tenants."`
@@ -63,7 +64,7 @@ func (c *benchCmd) Run(a *app) (err error) {
 		return bench.ServeBroker(a.ctx, os.Stdin, a.stdout)
 	}
 	cfg := bench.Config{
-		ServerURL: c.DatabaseURL, Keep: c.Keep,
+		ServerURL: c.DatabaseURL, Keep: c.Keep, HashPartitions: c.HashParts,
 		Workload: bench.Workload{Records: c.Records, Config: workload.Config{Tenants: c.Tenants, Subjects: c.Subjects, Partitions: c.Partitions, Seed: c.Seed,
 			Mix: workload.Mix{Duplicates: c.Duplicates, Conflicts: c.Conflicts, Corrections: c.Corrections, Refunds: c.Refunds, Holds: c.Holds}}},
 		BatchSize: c.BatchSize, Writers: c.Writers, PoolConns: c.PoolConns,

@@ -228,7 +228,7 @@ func (c *dlqReplayCmd) Run(a *app) error {
 		)
 		if cl != nil {
 			pctx, cancel := context.WithTimeout(a.ctx, 30*time.Second)
-			to, err = service.ProduceDeadLetters(pctx, cl, batch)
+			to, err = service.ReplayDeadLetters(pctx, cl, store, batch)
 			cancel()
 		}
 		for i, d := range batch {

@@ -76,6 +76,8 @@ type settleFlags struct {
 	Tenants         []string      `name:"tenants" env:"SETTLE_TENANTS" sep:"," help:"Tenants records may name, comma-separated; empty accepts any."`
 	OrphanAfter     time.Duration `name:"orphan-after" hidden:"" env:"SETTLE_ORPHAN_AFTER" default:"24h" help:"How long an operation waits for its target before it opens an orphan case (a capture is charged as plain usage instead)."`
 	SweepInterval   time.Duration `name:"sweep-interval" hidden:"" env:"SETTLE_SWEEP_INTERVAL" default:"10s" help:"How often expired holds, orphans and operations whose target settled are swept."`
+	PruneInterval   time.Duration `name:"prune-interval" hidden:"" env:"SETTLE_PRUNE_INTERVAL" default:"0s" help:"How often operational history is removed, as settle prune does (0 = never; identities are always kept)."`
+	PruneDLQAfter   time.Duration `name:"prune-dead-letters-after" hidden:"" env:"SETTLE_PRUNE_DEAD_LETTERS_AFTER" default:"0s" help:"With --prune-interval, also remove dead letters older than this (0 = keep them)."`
 }
 
 func (f settleFlags) config(t topicFlags) settle.Config {

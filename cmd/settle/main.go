@@ -51,6 +51,7 @@ type cli struct {
 	Dlq       dlqCmd       `cmd:"" help:"Inspect and replay dead letters."`
 	Bench     benchCmd     `cmd:"" help:"Measure throughput and latency (BENCHMARKS.md)."`
 	Reconcile reconcileCmd `cmd:"" help:"Check invariants and topics; exit 3 on findings."`
+	Prune     pruneCmd     `cmd:"" help:"Remove operational history (published outbox, closed periods' repeated deliveries); --dry-run counts."`
 }
 
 // app is what every command's Run receives: the process's context (ended

@@ -108,6 +108,7 @@ func (c *runCmd) run(a *app) error {
 		return err
 	}
 	cfg.SweepInterval, cfg.OrphanAfter = c.SweepInterval, c.OrphanAfter
+	cfg.PruneInterval, cfg.PruneDeadLettersAfter = c.PruneInterval, c.PruneDLQAfter
 	if err := c.edgeFlags.apply(&cfg, a, c.SettlementsTopic); err != nil {
 		return err
 	}

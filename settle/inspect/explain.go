@@ -394,7 +394,7 @@ func explainWaiting(ctx context.Context, q querier, tenant, period, recordID str
 			continue
 		}
 		seen[w.ID] = true
-		ds, err := readDeliveries(ctx, q, sqlDeliveryGet, w.Source.Topic, w.Source.Partition, w.Source.Offset)
+		ds, err := readDeliveries(ctx, q, sqlDeliveryGet, w.Source.Topic, w.Source.Partition, w.Source.Offset, tenant)
 		if err != nil {
 			return nil, err
 		}

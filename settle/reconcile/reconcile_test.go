@@ -130,15 +130,16 @@ func TestReconcileFindsInjectedDiscrepancies(t *testing.T) {
 		{"outbox row un-marked", func(t *testing.T, s *settle.Store, in *reconcile.Input) {
 			settletest.Bypass(t, s.Pool(), `UPDATE outbox SET created_at = now() - interval '1 hour'
 			               WHERE id = (SELECT min(id) FROM outbox WHERE topic = 'settlements')`)
-			exec(t, s, `INSERT INTO outbox_queue SELECT min(id) FROM outbox WHERE topic = 'settlements'`)
+			exec(t, s, `INSERT INTO outbox_queue (tenant_id, id) SELECT tenant_id, id FROM outbox WHERE id = (SELECT min(id) FROM outbox WHERE topic = 'settlements')`)
 		}, []string{reconcile.ClassOutboxUnpublished}},
 		{"settlement parked: the broker refused it for good", func(t *testing.T, s *settle.Store, in *reconcile.Input) {
 			// What the relay does with a row the broker refuses for good:
 			// off the queue, into the parked rows. It is reported as
 			// parked, with its reason, and as nothing else (neither
 			// unpublished nor missing from the topic).
-			exec(t, s, `INSERT INTO outbox_parked (id, reason, error)
-			            SELECT max(id), 'message_too_large', 'MESSAGE_TOO_LARGE' FROM outbox WHERE topic = 'settlements'`)
+			exec(t, s, `INSERT INTO outbox_parked (tenant_id, id, reason, error)
+			            SELECT tenant_id, id, 'message_too_large', 'MESSAGE_TOO_LARGE' FROM outbox
+			             WHERE id = (SELECT max(id) FROM outbox WHERE topic = 'settlements')`)
 			in.Published = in.Published[:len(in.Published)-1]
 		}, []string{reconcile.ClassOutboxParked}},
 		{"settlement never written (outbox row deleted)", func(t *testing.T, s *settle.Store, in *reconcile.Input) {
@@ -225,7 +226,7 @@ func TestReconcileFindsInjectedDiscrepancies(t *testing.T) {
 func TestReconcileGrace(t *testing.T) {
 	t.Parallel()
 	s, _, _ := reconcileFixture(t)
-	exec(t, s, `INSERT INTO outbox_queue SELECT id FROM outbox`)
+	exec(t, s, `INSERT INTO outbox_queue (tenant_id, id) SELECT tenant_id, id FROM outbox`)
 	if r := runReconcile(t, s, reconcile.Input{}); !r.Clean() {
 		t.Errorf("fresh unpublished rows reported: %v", classes(r))
 	}
@@ -251,4 +252,28 @@ func equal(a, b []string) bool {
 		}
 	}
 	return true
+}
+
+// TestReconcileCleanAfterPrune: settle prune removes only operational
+// history, so a clean history is still clean after it, every check run
+// against the topics included: a settlement whose published outbox row was
+// pruned is not "missing", and a source record of a closed period whose
+// delivery row was pruned is still settled (by its identity).
+func TestReconcileCleanAfterPrune(t *testing.T) {
+	t.Parallel()
+	s, source, published := reconcileFixture(t)
+	ctx := context.Background()
+	if _, err := s.ClosePeriod(ctx, "acme", "2026-11", "test"); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := s.Prune(ctx, settle.PruneOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := settletest.Count(t, s.Pool(), `SELECT count(*) FROM outbox`); n != 0 {
+		t.Fatalf("prune %v left %d outbox rows, want 0", cs, n)
+	}
+	if r := runReconcile(t, s, full(source, published)); !r.Clean() {
+		t.Fatalf("after prune: found %v: %+v", classes(r), r.Findings)
+	}
 }

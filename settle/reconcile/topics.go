@@ -94,7 +94,7 @@ func deliveredSources(ctx context.Context, tx pgx.Tx, in Input) (map[settle.Coor
 		topics[i], parts[i], offs[i] = sr.Source.Topic, sr.Source.Partition, sr.Source.Offset
 	}
 	delivered := map[settle.Coordinates]bool{}
-	rows, err := tx.Query(ctx, sqlReconcileDeliveries, topics, parts, offs)
+	rows, err := tx.Query(ctx, sqlReconcileDeliveries, topics, parts, offs, in.TenantID, in.Period)
 	if err != nil {
 		return nil, err
 	}

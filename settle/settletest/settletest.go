@@ -34,32 +34,49 @@ func ServerURL() string {
 	return "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
 }
 
-var (
-	templateOnce sync.Once
-	templateName string
-	templateErr  error
-)
+// TestPartitions is how many hash partitions by tenant_id the partitioned
+// test databases give each per-tenant table (NewPartitionedDatabase).
+const TestPartitions = 4
 
-// template creates (once per server and schema) a migrated template
-// database named after the hash of the embedded migrations.
-func template(ctx context.Context) (string, error) {
-	templateOnce.Do(func() {
-		h := sha256.New()
-		_ = fs.WalkDir(schema.FS(), ".", func(p string, d fs.DirEntry, err error) error {
-			if err == nil && !d.IsDir() {
-				b, _ := fs.ReadFile(schema.FS(), p)
-				h.Write([]byte(p))
-				h.Write(b)
-			}
-			return nil
-		})
-		templateName = "settle_tmpl_" + hex.EncodeToString(h.Sum(nil))[:12]
-		templateErr = createTemplate(ctx, templateName)
-	})
-	return templateName, templateErr
+var templates struct {
+	sync.Mutex
+	made map[int]string // by hash partitions (0: plain tables)
 }
 
-func createTemplate(ctx context.Context, name string) error {
+// template creates (once per server, schema and layout) a migrated
+// template database named after the hash of the embedded migrations;
+// partitions > 0 also partitions its per-tenant tables (schema.Partition).
+func template(ctx context.Context, partitions int) (string, error) {
+	templates.Lock()
+	defer templates.Unlock()
+	if name, ok := templates.made[partitions]; ok {
+		return name, nil
+	}
+	h := sha256.New()
+	_ = fs.WalkDir(schema.FS(), ".", func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			b, _ := fs.ReadFile(schema.FS(), p)
+			h.Write([]byte(p))
+			h.Write(b)
+		}
+		return nil
+	})
+	name := "settle_tmpl_" + hex.EncodeToString(h.Sum(nil))[:12]
+	if partitions > 0 {
+		h.Write([]byte(schema.PartitionSQL()))
+		name = fmt.Sprintf("settle_tmpl_%s_h%d", hex.EncodeToString(h.Sum(nil))[:12], partitions)
+	}
+	if err := createTemplate(ctx, name, partitions); err != nil {
+		return "", err
+	}
+	if templates.made == nil {
+		templates.made = map[int]string{}
+	}
+	templates.made[partitions] = name
+	return name, nil
+}
+
+func createTemplate(ctx context.Context, name string, partitions int) error {
 	admin, err := pgx.Connect(ctx, ServerURL())
 	if err != nil {
 		return fmt.Errorf("settletest: connect to %s: %w (start PostgreSQL, or set SETTLE_TEST_DATABASE_URL)", ServerURL(), err)
@@ -93,6 +110,12 @@ func createTemplate(ctx context.Context, name string) error {
 		conn.Close(ctx)
 		return fmt.Errorf("settletest: migrate template: %w", err)
 	}
+	if partitions > 0 {
+		if err := schema.Partition(ctx, conn, partitions); err != nil {
+			conn.Close(ctx)
+			return fmt.Errorf("settletest: partition template: %w", err)
+		}
+	}
 	conn.Close(ctx)
 	if _, err = admin.Exec(ctx, `ALTER DATABASE `+building+` RENAME TO `+name); err != nil {
 		return fmt.Errorf("settletest: rename %s to %s: %w", building, name, err)
@@ -120,9 +143,22 @@ var seq struct {
 // and returns its URL.
 func NewDatabase(t testing.TB) string {
 	t.Helper()
+	return newDatabase(t, 0)
+}
+
+// NewPartitionedDatabase is NewDatabase with every per-tenant table
+// PARTITION BY HASH (tenant_id) in TestPartitions partitions
+// (schema.Partition): the key rules of a database distributed by tenant.
+func NewPartitionedDatabase(t testing.TB) string {
+	t.Helper()
+	return newDatabase(t, TestPartitions)
+}
+
+func newDatabase(t testing.TB, partitions int) string {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	tmpl, err := template(ctx)
+	tmpl, err := template(ctx, partitions)
 	if err != nil {
 		t.Fatalf("settletest: %v", err)
 	}
@@ -154,7 +190,13 @@ func NewDatabase(t testing.TB) string {
 // NewPool creates a database for t and a pool on it, closed at cleanup.
 func NewPool(t testing.TB, maxConns int32) *pgxpool.Pool {
 	t.Helper()
-	cfg, err := pgxpool.ParseConfig(NewDatabase(t))
+	return PoolOn(t, NewDatabase(t), maxConns)
+}
+
+// PoolOn opens a pool on the database at url, closed at cleanup.
+func PoolOn(t testing.TB, url string, maxConns int32) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +214,14 @@ func NewPool(t testing.TB, maxConns int32) *pgxpool.Pool {
 // NewStore creates a database for t and a Store on it.
 func NewStore(t testing.TB, cfg settle.Config) *settle.Store {
 	t.Helper()
-	pool := NewPool(t, 16)
+	return NewStoreOn(t, NewDatabase(t), cfg)
+}
+
+// NewStoreOn opens a Store on the database at url (from NewDatabase or
+// NewPartitionedDatabase).
+func NewStoreOn(t testing.TB, url string, cfg settle.Config) *settle.Store {
+	t.Helper()
+	pool := PoolOn(t, url, 16)
 	s, err := settle.Open(context.Background(), pool, cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -3,7 +3,7 @@
 SELECT h.identity_id, h.tenant_id, h.account_id, h.amount::text, h.remaining::text, h.expires_at, h.status,
        coalesce(h.closed_by, 0), h.rev, i.account_period, i.record_id, coalesce(i.settlement_id, '')
   FROM holds h
-  JOIN identities i ON i.id = h.identity_id
+  JOIN identities i ON i.tenant_id = h.tenant_id AND i.id = h.identity_id
  WHERE h.identity_id IN (SELECT unnest($1::bigint[])
                           UNION
                           SELECT x.identity_id

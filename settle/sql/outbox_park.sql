@@ -4,9 +4,9 @@
 WITH k AS (
     SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[]) AS k (id, reason, error)
 ), taken AS (
-    DELETE FROM outbox_queue q USING k WHERE q.id = k.id RETURNING q.id
+    DELETE FROM outbox_queue q USING k WHERE q.id = k.id RETURNING q.tenant_id, q.id
 )
-INSERT INTO outbox_parked (id, reason, error)
-SELECT k.id, k.reason, k.error
+INSERT INTO outbox_parked (tenant_id, id, reason, error)
+SELECT t.tenant_id, k.id, k.reason, k.error
   FROM k JOIN taken t ON t.id = k.id
-    ON CONFLICT (id) DO NOTHING
+    ON CONFLICT (tenant_id, id) DO NOTHING

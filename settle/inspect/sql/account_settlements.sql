@@ -9,8 +9,8 @@ SELECT coalesce((i.response::jsonb ->> 'sequence')::bigint, 0), coalesce(i.settl
   FROM accounts a
   JOIN LATERAL (SELECT DISTINCT r.identity_id
                   FROM (SELECT e.identity_id FROM ledger_entries e
-                         WHERE e.account_id = a.id ORDER BY e.id DESC LIMIT 2 * $4) r) s ON true
-  JOIN identities i ON i.id = s.identity_id
+                         WHERE e.tenant_id = a.tenant_id AND e.account_id = a.id ORDER BY e.id DESC LIMIT 2 * $4) r) s ON true
+  JOIN identities i ON i.tenant_id = a.tenant_id AND i.id = s.identity_id
  WHERE a.tenant_id = $1 AND a.subject = $2 AND a.currency = $3
  ORDER BY 1 DESC, i.id DESC
  LIMIT $4

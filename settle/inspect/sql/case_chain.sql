@@ -13,5 +13,5 @@ SELECT coalesce(c.net_charge::text, convert_from(root.canonical, 'UTF8')::json -
        coalesce(c.version, (convert_from(root.canonical, 'UTF8')::json ->> 'finalization_version')::bigint),
        c.refund_id IS NOT NULL AND c.reclaim_id IS NULL, coalesce(root.settlement_id, ''), root.currency
   FROM r
-  JOIN identities root ON root.id = r.root_id
-  LEFT JOIN chains c ON c.root_id = r.root_id
+  JOIN identities root ON root.tenant_id = $1 AND root.id = r.root_id
+  LEFT JOIN chains c ON c.tenant_id = $1 AND c.root_id = r.root_id

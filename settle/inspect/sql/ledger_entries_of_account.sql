@@ -2,8 +2,8 @@
 SELECT e.id, e.bucket, e.amount::text, e.created_at, i.account_period, i.record_id, i.operation,
        coalesce(i.settlement_id, ''), coalesce(r.record_id, '')
   FROM ledger_entries e
-  JOIN identities i ON i.id = e.identity_id
-  LEFT JOIN identities r ON r.id = i.root_id
+  JOIN identities i ON i.tenant_id = e.tenant_id AND i.id = e.identity_id
+  LEFT JOIN identities r ON r.tenant_id = i.tenant_id AND r.id = i.root_id
  WHERE e.account_id = $1
  ORDER BY e.id DESC
  LIMIT $2

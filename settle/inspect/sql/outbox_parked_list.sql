@@ -2,7 +2,7 @@
 -- the size of the message that was refused.
 SELECT p.id, m.topic, m.key, length(m.value), m.headers, p.reason, p.error, m.created_at, p.at
   FROM outbox_parked p
-  JOIN outbox_messages m ON m.id = p.id
+  JOIN outbox_messages m ON m.tenant_id = p.tenant_id AND m.id = p.id
  WHERE p.id > $1
  ORDER BY p.id
  LIMIT $2

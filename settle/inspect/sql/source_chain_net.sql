@@ -11,10 +11,10 @@ SELECT r.account_period, r.record_id, r.currency, (-coalesce(sum(e.amount), 0)):
         SELECT r.id AS id
         UNION ALL
         SELECT m.id FROM identities m
-         WHERE m.root_id = r.id AND m.id <> r.id AND m.operation IN ('correction', 'reversal', 'resolution')
+         WHERE m.tenant_id = r.tenant_id AND m.root_id = r.id AND m.id <> r.id AND m.operation IN ('correction', 'reversal', 'resolution')
            AND m.account_period >= $4 AND m.account_period <= $5
         UNION ALL
-        SELECT m.id FROM chains c JOIN identities m ON m.id IN (c.refund_id, c.reclaim_id)
-         WHERE c.root_id = r.id AND m.account_period >= $4 AND m.account_period <= $5) mem ON true
-  LEFT JOIN ledger_entries e ON e.identity_id = mem.id AND e.bucket = 'balance'
+        SELECT m.id FROM chains c JOIN identities m ON m.tenant_id = c.tenant_id AND m.id IN (c.refund_id, c.reclaim_id)
+         WHERE c.tenant_id = r.tenant_id AND c.root_id = r.id AND m.account_period >= $4 AND m.account_period <= $5) mem ON true
+  LEFT JOIN ledger_entries e ON e.tenant_id = r.tenant_id AND e.identity_id = mem.id AND e.bucket = 'balance'
  GROUP BY r.id, r.account_period, r.record_id, r.currency

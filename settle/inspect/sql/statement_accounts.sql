@@ -12,8 +12,8 @@ SELECT a.id, a.subject, a.currency, a.balance::text, a.held::text,
        count(e.id) FILTER (WHERE i.account_period = $2),
        count(e.id) FILTER (WHERE i.id IS NULL)
   FROM accounts a
-  LEFT JOIN ledger_entries e ON e.account_id = a.id
-  LEFT JOIN identities i ON i.id = e.identity_id
+  LEFT JOIN ledger_entries e ON e.tenant_id = a.tenant_id AND e.account_id = a.id
+  LEFT JOIN identities i ON i.tenant_id = e.tenant_id AND i.id = e.identity_id
  WHERE a.tenant_id = $1 AND ($3 = '' OR a.subject = $3)
- GROUP BY a.id
+ GROUP BY a.tenant_id, a.id
  ORDER BY a.subject, a.currency
