@@ -3,19 +3,25 @@
 -- ($1: tenant, '' = all; $2: settlements topic). A settlement committed
 -- before the last settle prune may have had its published row removed:
 -- none is then not a finding.
-WITH o AS (
-    SELECT convert_from(value, 'UTF8')::jsonb ->> 'settlement_id' AS sid
+--
+-- The messages are read and counted by settlement id once (MATERIALIZED):
+-- on a database whose statistics are not yet gathered, a plan that joined
+-- them row by row re-parsed every message for every identity (hours for a
+-- few thousand of each).
+WITH o AS MATERIALIZED (
+    SELECT convert_from(value, 'UTF8')::jsonb ->> 'settlement_id' AS sid, count(*) AS n
       FROM outbox_messages
      WHERE topic = $2
+     GROUP BY 1
 )
 SELECT i.id, i.tenant_id, i.account_period, i.record_id, i.operation,
-       coalesce(i.settlement_id, ''), count(o.sid)
+       coalesce(i.settlement_id, ''), coalesce(max(o.n), 0)
   FROM identities i
   LEFT JOIN o ON o.sid = i.settlement_id
  WHERE i.outcome = 'settled'
    AND ($1 = '' OR i.tenant_id = $1)
    AND EXISTS (SELECT 1 FROM ledger_entries l WHERE l.identity_id = i.id)
  GROUP BY i.tenant_id, i.id
-HAVING count(o.sid) > 1
-    OR (count(o.sid) = 0 AND i.committed_at >= coalesce((SELECT max(p.at) FROM prune_runs p), '-infinity'))
+HAVING coalesce(max(o.n), 0) > 1
+    OR (coalesce(max(o.n), 0) = 0 AND i.committed_at >= coalesce((SELECT max(p.at) FROM prune_runs p), '-infinity'))
  ORDER BY i.id
