@@ -282,7 +282,7 @@ type deliveryRow struct {
 	tenant             string
 	identityID, caseID int64
 	outcome            Outcome
-	reason, errText    string
+	reason             string
 }
 
 // outboxRow is a message to publish: its value, or (a settlement) the

@@ -89,7 +89,7 @@ func (st *txState) redeliveredAt(d *decoded, c Coordinates) (Result, bool) {
 		r.CaseID = prior.caseID()
 		return r, true
 	}
-	if w, ok := st.waitingByID[d.id]; ok && !w.isNew && w.d.in.Topic == c.Topic && w.d.in.Partition == c.Partition && w.d.in.Offset == c.Offset {
+	if w, ok := st.waitingByID[d.id]; ok && !w.isNew && (Coordinates{w.d.in.Topic, w.d.in.Partition, w.d.in.Offset}) == c {
 		// Completed by handle: still waiting, or orphaned.
 		r.Outcome = OutcomeWaiting
 		return r, true

@@ -200,16 +200,16 @@ func (st *txState) queueDeliveries(b *pgx.Batch) {
 		return
 	}
 	var (
-		topics, tenants, outs, reas, errs []string
-		parts                             []int32
-		offs, idents, cases               []int64
+		topics, tenants, outs, reas []string
+		parts                       []int32
+		offs, idents, cases         []int64
 	)
 	for _, dl := range st.deliveries {
 		topics, parts, offs = append(topics, dl.in.Topic), append(parts, dl.in.Partition), append(offs, dl.in.Offset)
 		tenants, idents, cases = append(tenants, dl.tenant), append(idents, dl.identityID), append(cases, dl.caseID)
-		outs, reas, errs = append(outs, string(dl.outcome)), append(reas, dl.reason), append(errs, dl.errText)
+		outs, reas = append(outs, string(dl.outcome)), append(reas, dl.reason)
 	}
-	b.Queue(sqlDeliveryInsert, topics, parts, offs, tenants, idents, cases, outs, reas, errs)
+	b.Queue(sqlDeliveryInsert, topics, parts, offs, tenants, idents, cases, outs, reas)
 }
 
 // queueDeadLetters queues the insert of the dead letters.

@@ -2,8 +2,9 @@
 -- identity under other coordinates, and every delivery that was
 -- quarantined (a case lists them all). A first delivery's coordinates are
 -- on its identity, its waiting row or its dead letter (the deliveries
--- view shows them all).
-INSERT INTO delivery_repeats (topic, partition, "offset", tenant_id, identity_id, case_id, outcome, reason, error)
-SELECT k.topic, k.partition, k."offset", k.tenant_id, nullif(k.identity_id, 0), nullif(k.case_id, 0), k.outcome, k.reason, k.error
-  FROM unnest($1::text[], $2::integer[], $3::bigint[], $4::text[], $5::bigint[], $6::bigint[], $7::text[], $8::text[], $9::text[])
-       AS k (topic, partition, "offset", tenant_id, identity_id, case_id, outcome, reason, error)
+-- view shows them all). None of them failed: error keeps its default ''
+-- (a dead letter's error is on its row).
+INSERT INTO delivery_repeats (topic, partition, "offset", tenant_id, identity_id, case_id, outcome, reason)
+SELECT k.topic, k.partition, k."offset", k.tenant_id, nullif(k.identity_id, 0), nullif(k.case_id, 0), k.outcome, k.reason
+  FROM unnest($1::text[], $2::integer[], $3::bigint[], $4::text[], $5::bigint[], $6::bigint[], $7::text[], $8::text[])
+       AS k (topic, partition, "offset", tenant_id, identity_id, case_id, outcome, reason)
