@@ -201,24 +201,7 @@ func newHandler(cfg Config) (http.Handler, *routeMux) {
 	}
 	h.pages = h.withTimes(pages)
 	mux := newRouteMux()
-	h.routesV2(mux)
-	mux.Handle("GET /static/", http.FileServerFS(assets))
-	mux.HandleFunc("GET /{$}", h.overviewPage)
-	mux.HandleFunc("GET /cases", h.queuePage)
-	mux.HandleFunc("GET /cases/{id}", h.casePage)
-	mux.HandleFunc("POST /cases/{id}/resolve", h.resolveForm)
-	mux.HandleFunc("GET /explain", h.explainPage)
-	mux.HandleFunc("GET /dlq", h.dlqPage)
-	mux.HandleFunc("GET /statement", h.statementPage)
-
-	mux.HandleFunc("GET /api/overview", h.apiOverview)
-	mux.HandleFunc("GET /api/cases", apiGet(h, apiCasesFilter, h.cfg.Store.ListCases))
-	mux.HandleFunc("GET /api/cases/counts", h.apiCaseCounts)
-	mux.HandleFunc("GET /api/cases/{id}", apiGet(h, caseID, h.cfg.Store.Case))
-	mux.HandleFunc("POST /api/cases/{id}/resolve", h.apiResolve)
-	mux.HandleFunc("GET /api/explain/{tenant}/{period}/{record}", h.apiExplain)
-	mux.HandleFunc("GET /api/dlq", apiGet(h, func(r *http.Request) (inspect.DeadLetterFilter, error) { return dlqFilter(r.URL.Query()) }, h.cfg.Store.DeadLetters))
-	mux.HandleFunc("GET /api/statement/{tenant}/{period}", h.apiStatement)
+	h.routes(mux)
 
 	// Cross-origin POSTs from a browser (forms on other sites) are refused:
 	// Sec-Fetch-Site or Origin must name this origin. Clients that send

@@ -60,9 +60,27 @@ func (m *routeMux) HandleFunc(pattern string, f func(http.ResponseWriter, *http.
 	m.Handle(pattern, http.HandlerFunc(f))
 }
 
-// routesV2 registers the search, account, dead-letter, export and
-// description routes.
-func (h *handler) routesV2(mux *routeMux) {
+// routes registers every page and API route: the one list the OpenAPI
+// route test checks against the description.
+func (h *handler) routes(mux *routeMux) {
+	mux.Handle("GET /static/", http.FileServerFS(assets))
+	mux.HandleFunc("GET /{$}", h.overviewPage)
+	mux.HandleFunc("GET /cases", h.queuePage)
+	mux.HandleFunc("GET /cases/{id}", h.casePage)
+	mux.HandleFunc("POST /cases/{id}/resolve", h.resolveForm)
+	mux.HandleFunc("GET /explain", h.explainPage)
+	mux.HandleFunc("GET /dlq", h.dlqPage)
+	mux.HandleFunc("GET /statement", h.statementPage)
+
+	mux.HandleFunc("GET /api/overview", h.apiOverview)
+	mux.HandleFunc("GET /api/cases", apiGet(h, apiCasesFilter, h.cfg.Store.ListCases))
+	mux.HandleFunc("GET /api/cases/counts", h.apiCaseCounts)
+	mux.HandleFunc("GET /api/cases/{id}", apiGet(h, caseID, h.cfg.Store.Case))
+	mux.HandleFunc("POST /api/cases/{id}/resolve", h.apiResolve)
+	mux.HandleFunc("GET /api/explain/{tenant}/{period}/{record}", h.apiExplain)
+	mux.HandleFunc("GET /api/dlq", apiGet(h, func(r *http.Request) (inspect.DeadLetterFilter, error) { return dlqFilter(r.URL.Query()) }, h.cfg.Store.DeadLetters))
+	mux.HandleFunc("GET /api/statement/{tenant}/{period}", h.apiStatement)
+
 	mux.HandleFunc("GET /search", h.searchPage)
 	mux.HandleFunc("GET /accounts/{tenant}/{subject}", h.accountPage)
 	mux.HandleFunc("GET /dlq/{id}", h.deadLetterPage)
