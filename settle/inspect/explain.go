@@ -296,7 +296,7 @@ func identityRef(ctx context.Context, q querier, id int64) (*IdentityRef, error)
 }
 
 func chainLinks(ctx context.Context, q querier, root int64) ([]IdentityRef, *ChainState, error) {
-	rows, err := q.Query(ctx, sqlIdentityByRoot+" LIMIT "+fmt.Sprint(chainMembersMax), root)
+	rows, err := q.Query(ctx, sqlIdentityByRoot, root, chainMembersMax)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -1,3 +1,4 @@
+-- name: AccountSettlements :many
 -- The newest settlements that wrote rows to one account ($1 tenant, $2
 -- subject, $3 currency), with the per-account sequence and balance after
 -- each, as their stored response says. A settlement writes one or two rows
@@ -13,4 +14,4 @@ SELECT coalesce((i.response::jsonb ->> 'sequence')::bigint, 0), coalesce(i.settl
   JOIN identities i ON i.tenant_id = a.tenant_id AND i.id = s.identity_id
  WHERE a.tenant_id = $1 AND a.subject = $2 AND a.currency = $3
  ORDER BY 1 DESC, i.id DESC
- LIMIT $4
+ LIMIT $4;

@@ -1,3 +1,4 @@
+-- name: CaseChain :one
 -- The chain a case is about, as it is now: the chain of the record it
 -- names ($1 tenant, $2 period, $3 record_id), from its chains row, or from
 -- its root usage while the chain has none.
@@ -14,4 +15,4 @@ SELECT coalesce(c.net_charge::text, convert_from(root.canonical, 'UTF8')::json -
        c.refund_id IS NOT NULL AND c.reclaim_id IS NULL, coalesce(root.settlement_id, ''), root.currency
   FROM r
   JOIN identities root ON root.tenant_id = $1 AND root.id = r.root_id
-  LEFT JOIN chains c ON c.tenant_id = $1 AND c.root_id = r.root_id
+  LEFT JOIN chains c ON c.tenant_id = $1 AND c.root_id = r.root_id;

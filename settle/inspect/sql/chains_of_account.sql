@@ -1,3 +1,4 @@
+-- name: ChainsOfAccount :many
 -- The net view: every chain of an account, its root, net charge, version
 -- and refund state.
 SELECT r.account_period, r.record_id, c.net_charge::text, c.version, coalesce(c.refunded::text, ''),
@@ -6,4 +7,4 @@ SELECT r.account_period, r.record_id, c.net_charge::text, c.version, coalesce(c.
   FROM chains c JOIN identities r ON r.tenant_id = c.tenant_id AND r.id = c.root_id
  WHERE c.account_id = $1
  ORDER BY c.root_id DESC
- LIMIT $2
+ LIMIT $2;

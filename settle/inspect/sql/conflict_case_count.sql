@@ -1,3 +1,4 @@
+-- name: ConflictCaseCount :many
 -- Cases by reason and status under the same filters as the queue (less
 -- status, paging and age, so the counts show every status): the queue's
 -- facets.
@@ -6,4 +7,4 @@ SELECT c.reason, c.status, count(*)
  WHERE ($1::text = '' OR c.tenant_id = $1)
    AND ($2::text = '' OR c.account_period = $2)
  GROUP BY c.reason, c.status
- ORDER BY c.reason, c.status
+ ORDER BY c.reason, c.status;

@@ -1,3 +1,4 @@
+-- name: ConflictCaseList :many
 -- One page of the analysts' queue, newest first, keyset-paged on
 -- (opened_at, id). An empty filter argument means "any". Run with
 -- parameters bound at plan time (pgx QueryExecModeExec: an unnamed
@@ -19,4 +20,4 @@ SELECT c.id, c.tenant_id, c.account_period, c.record_id, c.operation, c.reason, 
    AND ($6::timestamptz IS NULL OR c.opened_at >= $6)
    AND ($7::timestamptz IS NULL OR (c.opened_at, c.id) < ($7, $8::bigint))
  ORDER BY c.opened_at DESC, c.id DESC
- LIMIT $9
+ LIMIT $9;

@@ -1,3 +1,4 @@
+-- name: ConflictCaseOpenAges :many
 -- Open cases by age: for each case, how many of the cut-offs $1 (opened_at
 -- bounds, newest first) it is older than; the overview's age buckets.
 SELECT b.older_than, count(*)
@@ -5,4 +6,4 @@ SELECT b.older_than, count(*)
   CROSS JOIN LATERAL (SELECT count(*) AS older_than FROM unnest($1::timestamptz[]) t WHERE c.opened_at <= t) b
  WHERE c.status = 'open'
  GROUP BY b.older_than
- ORDER BY b.older_than
+ ORDER BY b.older_than;

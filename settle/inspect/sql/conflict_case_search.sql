@@ -1,3 +1,4 @@
+-- name: ConflictCaseSearch :many
 -- Cases of a record_id ($3), or the case whose id is $4 (0 = none), for
 -- the analysts' search. $1/$2 = '' mean any tenant/period.
 SELECT c.id, c.tenant_id, c.account_period, c.record_id, c.operation, c.reason, c.status
@@ -7,4 +8,4 @@ SELECT c.id, c.tenant_id, c.account_period, c.record_id, c.operation, c.reason, 
         AND ($2::text = '' OR c.account_period = $2)
         AND c.record_id = $3)
  ORDER BY c.id DESC
- LIMIT $5
+ LIMIT $5;

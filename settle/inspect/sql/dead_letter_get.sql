@@ -1,4 +1,5 @@
+-- name: DeadLetterGet :many
 SELECT d.id, d.topic, d.partition, d."offset", d.key, d.value, d.headers, d.reason, d.error_class, d.error,
        d.attempts, d.at
   FROM dead_letters d
- WHERE d.id = $1
+ WHERE d.id = $1;

@@ -1,1 +1,2 @@
-SELECT coalesce(max(id), 0) FROM dead_letters
+-- name: DeadLetterMax :one
+SELECT coalesce(max(id), 0) FROM dead_letters;

@@ -1,3 +1,4 @@
+-- name: IdentitySearch :many
 -- Identities whose record_id or settlement_id is $3, for the analysts'
 -- search. $1/$2 = '' mean any tenant/period. With tenant and period the
 -- scope key finds them; with the tenant alone it is the key's prefix, read
@@ -11,4 +12,4 @@ SELECT i.tenant_id, i.account_period, i.record_id, i.operation, i.outcome, coale
    AND ($2::text = '' OR i.account_period = $2)
    AND (i.record_id = $3 OR i.settlement_id = $3)
  ORDER BY i.id DESC
- LIMIT $4
+ LIMIT $4;

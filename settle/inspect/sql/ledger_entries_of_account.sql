@@ -1,3 +1,4 @@
+-- name: LedgerEntriesOfAccount :many
 -- The newest ledger rows of an account, with the identity behind each.
 SELECT e.id, e.bucket, e.amount::text, e.created_at, i.account_period, i.record_id, i.operation,
        coalesce(i.settlement_id, ''), coalesce(r.record_id, '')
@@ -6,4 +7,4 @@ SELECT e.id, e.bucket, e.amount::text, e.created_at, i.account_period, i.record_
   LEFT JOIN identities r ON r.tenant_id = i.tenant_id AND r.id = i.root_id
  WHERE e.account_id = $1
  ORDER BY e.id DESC
- LIMIT $2
+ LIMIT $2;

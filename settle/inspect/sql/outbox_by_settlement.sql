@@ -1,3 +1,4 @@
+-- name: OutboxBySettlement :many
 -- The outbox rows that publish one settlement. The settling transaction
 -- writes them with the identity, so their created_at is the identity's
 -- committed_at (both now() of that transaction): $3 narrows the search;
@@ -8,4 +9,4 @@ SELECT m.id, m.topic, m.created_at, m.published, m.parked
  WHERE m.created_at = $3
    AND m.topic = $1
    AND m.headers @> jsonb_build_array(jsonb_build_object('key', 'settlement_id', 'value', $2::text))
- ORDER BY m.id
+ ORDER BY m.id;

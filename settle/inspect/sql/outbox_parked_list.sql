@@ -1,3 +1,4 @@
+-- name: OutboxParkedList :many
 -- One page of parked outbox rows, oldest first, keyset-paged on id, with
 -- the size of the message that was refused.
 SELECT p.id, m.topic, m.key, length(m.value), m.headers, p.reason, p.error, m.created_at, p.at
@@ -5,4 +6,4 @@ SELECT p.id, m.topic, m.key, length(m.value), m.headers, p.reason, p.error, m.cr
   JOIN outbox_messages m ON m.tenant_id = p.tenant_id AND m.id = p.id
  WHERE p.id > $1
  ORDER BY p.id
- LIMIT $2
+ LIMIT $2;

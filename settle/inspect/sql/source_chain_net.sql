@@ -1,3 +1,4 @@
+-- name: SourceChainNet :many
 -- The charge of chains named by their root usage, as their ledger rows
 -- make it: the balance rows of the root, of its corrections, reversals and
 -- resolutions, and of its refund and reclaim, counting only the members
@@ -17,4 +18,4 @@ SELECT r.account_period, r.record_id, r.currency, (-coalesce(sum(e.amount), 0)):
         SELECT m.id FROM chains c JOIN identities m ON m.tenant_id = c.tenant_id AND m.id IN (c.refund_id, c.reclaim_id)
          WHERE c.tenant_id = r.tenant_id AND c.root_id = r.id AND m.account_period >= $4 AND m.account_period <= $5) mem ON true
   LEFT JOIN ledger_entries e ON e.tenant_id = r.tenant_id AND e.identity_id = mem.id AND e.bucket = 'balance'
- GROUP BY r.id, r.account_period, r.record_id, r.currency
+ GROUP BY r.id, r.account_period, r.record_id, r.currency;

@@ -1,3 +1,4 @@
+-- name: SourceChainTotals :many
 -- Settle's side of a source export's totals: the charge of every chain
 -- whose root usage is in the tenant's period range, as source_chain_net.sql
 -- computes one, summed per root period and currency.
@@ -15,4 +16,4 @@ SELECT r.account_period, r.currency, (-coalesce(sum(e.amount), 0))::text, count(
   LEFT JOIN ledger_entries e ON e.tenant_id = r.tenant_id AND e.identity_id = mem.id AND e.bucket = 'balance'
  WHERE r.tenant_id = $1 AND r.account_period >= $2 AND r.account_period <= $3
    AND r.operation = 'usage' AND r.outcome = 'settled'
- GROUP BY r.account_period, r.currency
+ GROUP BY r.account_period, r.currency;

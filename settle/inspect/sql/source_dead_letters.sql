@@ -1,7 +1,8 @@
+-- name: SourceDeadLetters :many
 -- One page of dead letters, keyset-paged on id, for matching a source
 -- export's identities to the records settle dead-lettered.
 SELECT d.id, d.value, d.headers, d.reason, d.error
   FROM dead_letters d
  WHERE d.id > $1
  ORDER BY d.id
- LIMIT $2
+ LIMIT $2;

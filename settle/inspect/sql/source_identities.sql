@@ -1,3 +1,4 @@
+-- name: SourceIdentities :many
 -- One chunk of a source export's identities of one tenant, looked up by
 -- scope key: what settle stored for each (settled, refused or
 -- quarantined), with the newest conflict case of the key.
@@ -13,4 +14,4 @@ SELECT k.account_period, k.record_id, k.operation,
          WHERE cc.tenant_id = $1 AND cc.account_period = k.account_period
            AND cc.record_id = k.record_id AND cc.operation = k.operation
          ORDER BY cc.id DESC
-         LIMIT 1) c ON true
+         LIMIT 1) c ON true;

@@ -1,3 +1,4 @@
+-- name: SourceSettledScan :many
 -- One page of the settled identities of a tenant's period range and
 -- operations, keyset-paged on id: settle's side of a source export, read
 -- once, to find what the source lacks.
@@ -7,4 +8,4 @@ SELECT i.id, i.account_period, i.record_id, i.operation, coalesce(i.settlement_i
    AND i.operation = ANY ($4::text[]) AND i.outcome = 'settled'
    AND i.id > $5
  ORDER BY i.id
- LIMIT $6
+ LIMIT $6;

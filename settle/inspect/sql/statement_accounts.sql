@@ -1,3 +1,4 @@
+-- name: StatementAccounts :many
 -- The accounts of a tenant's statement for one period ($2): each with its
 -- cached balance and held, and its ledger rows summed by bucket for the
 -- periods before $2 (the opening) and after it (what the statement does
@@ -16,4 +17,4 @@ SELECT a.id, a.subject, a.currency, a.balance::text, a.held::text,
   LEFT JOIN identities i ON i.tenant_id = e.tenant_id AND i.id = e.identity_id
  WHERE a.tenant_id = $1 AND ($3 = '' OR a.subject = $3)
  GROUP BY a.tenant_id, a.id
- ORDER BY a.subject, a.currency
+ ORDER BY a.subject, a.currency;

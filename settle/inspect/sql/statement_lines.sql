@@ -1,3 +1,4 @@
+-- name: StatementLines :many
 -- The lines of a tenant's statement for one period: its ledger rows summed
 -- by account, operation, bucket, meter (usage and corrections) and the late
 -- flag of the settlement (CONTRACT.md section 5), with the row and
@@ -14,4 +15,4 @@ SELECT e.account_id, i.operation, e.bucket,
   JOIN identities i ON i.tenant_id = e.tenant_id AND i.id = e.identity_id
  WHERE a.tenant_id = $1 AND ($3 = '' OR a.subject = $3) AND i.account_period = $2
  GROUP BY 1, 2, 3, 4, 5
- ORDER BY 1, 5, 2, 3, 4
+ ORDER BY 1, 5, 2, 3, 4;

@@ -1,3 +1,4 @@
+-- name: StatementRows :many
 -- Every ledger row of a tenant's statement for one period, in account and
 -- row order, with what puts it on its line: the rows behind the figures.
 SELECT e.account_id, e.id, i.operation, e.bucket,
@@ -11,4 +12,4 @@ SELECT e.account_id, e.id, i.operation, e.bucket,
   JOIN identities i ON i.tenant_id = e.tenant_id AND i.id = e.identity_id
  WHERE a.tenant_id = $1 AND ($3 = '' OR a.subject = $3) AND i.account_period = $2
  ORDER BY e.account_id, e.id
- LIMIT $4
+ LIMIT $4;
