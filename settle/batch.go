@@ -335,7 +335,6 @@ type txState struct {
 	deadLetters   []deadLetterRow
 	waitingList   []*waitingOp
 	closedCases   []int64
-	guarded       map[int]int           // write's batch index of a guarded update -> rows it must match
 	offsets       map[Coordinates]int64 // topic+partition (Offset 0) -> next offset
 }
 

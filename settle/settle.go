@@ -13,7 +13,6 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -213,19 +212,5 @@ func mustQuery(name string) string {
 	if err != nil {
 		panic(errors.New("settle: missing embedded query " + name))
 	}
-	queryNames[string(b)] = strings.TrimSuffix(name, ".sql")
 	return string(b)
-}
-
-// queryNames names each embedded query by its file, so that an error says
-// which statement failed. Written only while the package initialises.
-var queryNames = map[string]string{}
-
-// queryName is the name of an embedded query ("account_update"), or "a
-// statement" for SQL that is not one.
-func queryName(sql string) string {
-	if n, ok := queryNames[sql]; ok {
-		return n
-	}
-	return "a statement"
 }

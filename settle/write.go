@@ -6,26 +6,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
-
 	"github.com/settlehq/settle/record"
-)
-
-// The statements of write, all queued in its one pipeline.
-var (
-	sqlAccountUpdate        = mustQuery("account_update.sql")
-	sqlDeliveryInsert       = mustQuery("delivery_insert.sql")
-	sqlOutboxInsert         = mustQuery("outbox_insert.sql")
-	sqlDeadLetterInsert     = mustQuery("dead_letter_insert.sql")
-	sqlConsumerOffsetUpsert = mustQuery("consumer_offset_upsert.sql")
-	sqlChainInsert          = mustQuery("chain_insert.sql")
-	sqlChainUpdate          = mustQuery("chain_update.sql")
-	sqlHoldInsert           = mustQuery("hold_insert.sql")
-	sqlHoldUpdate           = mustQuery("hold_update.sql")
-	sqlWaitingInsert        = mustQuery("waiting_insert.sql")
-	sqlWaitingUpdate        = mustQuery("waiting_update.sql")
-	sqlConflictCaseClose    = mustQuery("conflict_case_close.sql")
+	"github.com/settlehq/settle/settle/internal/db"
 )
 
 type deadLetterRow struct {
@@ -67,213 +49,158 @@ func (st *txState) write(ctx context.Context, group string) error {
 	if err := st.copyEntries(ctx); err != nil {
 		return err
 	}
-	b := &pgx.Batch{}
-	st.queueAccounts(b)
-	st.queueDeliveries(b)
-	st.queueDeadLetters(b)
-	st.queueOutbox(b)
-	st.queueOffsets(b, group)
-	st.queueChains(b)
-	st.queueHolds(b)
-	st.queueWaiting(b)
+	var p db.Pipeline
+	q := db.New(&p)
+	st.queueAccounts(ctx, q, &p)
+	st.queueDeliveries(ctx, q)
+	st.queueDeadLetters(ctx, q)
+	st.queueOutbox(ctx, q)
+	st.queueOffsets(ctx, q, group)
+	st.queueChains(ctx, q, &p)
+	st.queueHolds(ctx, q, &p)
+	st.queueWaiting(ctx, q)
 	if len(st.closedCases) > 0 {
-		b.Queue(sqlConflictCaseClose, st.closedCases)
+		_ = q.ConflictCaseClose(ctx, st.closedCases) // queued: Send reports its error
 	}
-	return st.send(ctx, b)
+	return p.Send(ctx, st.tx)
 }
 
-// send sends b as one pipeline and checks every statement's result, the
-// guarded updates' row counts included.
-func (st *txState) send(ctx context.Context, b *pgx.Batch) error {
-	if b.Len() == 0 {
-		return nil
-	}
-	br := st.tx.SendBatch(ctx, b)
-	defer func() { _ = br.Close() }() // for the early returns; the last step checks Close
-	for i := 0; i < b.Len(); i++ {
-		tag, err := br.Exec()
-		if err != nil {
-			return fmt.Errorf("%s: %w", queryName(b.QueuedQueries[i].SQL), err)
-		}
-		// The guarded updates assert that nothing changed what this
-		// transaction locked and read.
-		if want, ok := st.guarded[i]; ok && int(tag.RowsAffected()) != want {
-			return fmt.Errorf("%s: guarded update matched %d of %d rows", queryName(b.QueuedQueries[i].SQL), tag.RowsAffected(), want)
-		}
-	}
-	return br.Close()
-}
-
-// identityColumns are the columns copyIdentities writes, in the order of
-// identityRow's values.
-var identityColumns = []string{"id", "tenant_id", "account_period", "record_id", "operation", "fingerprint",
-	"canonical_version", "canonical", "outcome", "reason", "response", "settlement_id",
-	"account_id", "root_id", "source", "attributes", "topic", "partition", "offset",
-	"first_seen_at", "last_attempted_at", "attempts", "subject", "currency", "target_id"}
-
-// copyIdentities writes the identities first seen in this batch with COPY:
-// append-only rows, the widest of the transaction, for which PostgreSQL's
-// COPY costs a fraction of an INSERT ... SELECT FROM unnest (BENCHMARKS.md,
-// "What each decision bought"). A concurrent claim of the same identity
-// fails it on identities_scope_key, as the insert did.
+// copyIdentities writes the identities first seen in this batch with COPY
+// (identity_copy.sql).
 func (st *txState) copyIdentities(ctx context.Context) error {
 	if len(st.newIdentities) == 0 {
 		return nil
 	}
-	row := make([]any, len(identityColumns))
-	_, err := st.tx.CopyFrom(ctx, pgx.Identifier{"identities"}, identityColumns,
-		pgx.CopyFromSlice(len(st.newIdentities), func(i int) ([]any, error) {
-			st.identityRow(st.newIdentities[i], row)
-			return row, nil
-		}))
-	if err != nil {
-		return fmt.Errorf("copy identities: %w", err)
+	rows := make([]db.IdentityCopyParams, len(st.newIdentities))
+	for i, id := range st.newIdentities {
+		st.identityRow(id, &rows[i])
 	}
-	return nil
+	_, err := db.On(st.tx).IdentityCopy(ctx, rows)
+	return err
 }
 
-// identityRow fills row with id's values, in identityColumns' order.
-func (st *txState) identityRow(id *identity, row []any) {
+// identityRow fills row with id's values.
+func (st *txState) identityRow(id *identity, row *db.IdentityCopyParams) {
 	d := id.d
-	var attrs *string
-	if len(d.rec.Attributes) > 0 {
-		a := string(d.rec.Attributes)
-		attrs = &a
+	*row = db.IdentityCopyParams{
+		ID: id.id, TenantID: id.key.TenantID, AccountPeriod: id.key.AccountPeriod, RecordID: id.key.RecordID,
+		Operation: string(id.key.Operation), Fingerprint: int64(id.fp), CanonicalVersion: int16(id.version),
+		Canonical: id.canonical, Outcome: string(id.outcome), Reason: id.reason, Response: id.response,
+		SettlementID: nullEmpty(id.settlementID), AccountID: nullZeroID(id.accountID), RootID: nullZeroID(id.rootID),
+		Source: d.rec.Source, Topic: d.in.Topic, Partition: d.in.Partition, Offset: d.in.Offset,
+		FirstSeenAt: st.firstSeen, LastAttemptedAt: st.attemptStart, Attempts: int32(st.attempt),
+		Subject: id.subject, Currency: id.currency, TargetID: nullZeroID(id.targetID),
 	}
-	row[0], row[1], row[2], row[3], row[4] = id.id, id.key.TenantID, id.key.AccountPeriod, id.key.RecordID, string(id.key.Operation)
-	row[5], row[6], row[7], row[8], row[9] = int64(id.fp), int16(id.version), id.canonical, string(id.outcome), id.reason
-	row[10], row[11], row[12], row[13], row[14] = string(id.response), nullEmpty(id.settlementID), nullZeroID(id.accountID), nullZeroID(id.rootID), d.rec.Source
-	row[15], row[16], row[17], row[18] = attrs, d.in.Topic, d.in.Partition, d.in.Offset
-	row[19], row[20], row[21], row[22], row[23] = st.firstSeen, st.attemptStart, int32(st.attempt), id.subject, id.currency
-	row[24] = nullZeroID(id.targetID)
+	if len(d.rec.Attributes) > 0 {
+		row.Attributes = d.rec.Attributes
+	}
 }
 
-// ledgerColumns are the columns copyEntries writes.
-var ledgerColumns = []string{"identity_id", "account_id", "tenant_id", "bucket", "amount", "chain_hash"}
-
-// copyEntries writes the ledger entries with COPY (see copyIdentities).
+// copyEntries writes the ledger entries with COPY (ledger_entry_copy.sql).
 func (st *txState) copyEntries(ctx context.Context) error {
 	if len(st.entries) == 0 {
 		return nil
 	}
-	row := make([]any, len(ledgerColumns))
-	_, err := st.tx.CopyFrom(ctx, pgx.Identifier{"ledger_entries"}, ledgerColumns,
-		pgx.CopyFromSlice(len(st.entries), func(i int) ([]any, error) {
-			e := &st.entries[i]
-			var amount pgtype.Numeric
-			if err := amount.Scan(e.amount.String()); err != nil {
-				return nil, fmt.Errorf("ledger amount %s: %w", e.amount.String(), err)
-			}
-			row[0], row[1], row[2], row[3], row[4], row[5] = e.identityID, e.accountID, e.tenant, e.bucket, amount, e.hash
-			return row, nil
-		}))
-	if err != nil {
-		return fmt.Errorf("copy ledger entries: %w", err)
+	rows := make([]db.LedgerEntryCopyParams, len(st.entries))
+	for i := range st.entries {
+		e := &st.entries[i]
+		if err := rows[i].Amount.Scan(e.amount.String()); err != nil {
+			return fmt.Errorf("ledger amount %s: %w", e.amount.String(), err)
+		}
+		rows[i].IdentityID, rows[i].AccountID, rows[i].TenantID = e.identityID, e.accountID, e.tenant
+		rows[i].Bucket, rows[i].ChainHash = e.bucket, e.hash
 	}
-	return nil
+	_, err := db.On(st.tx).LedgerEntryCopy(ctx, rows)
+	return err
 }
+
+// The queue functions below queue their statement on write's pipeline: the
+// generated method returns at once, and Send reports its error.
 
 // queueAccounts queues the balance and chain-head updates of the accounts the
 // batch changed, guarded on the sequence each was read at.
-func (st *txState) queueAccounts(b *pgx.Batch) {
+func (st *txState) queueAccounts(ctx context.Context, q *db.Queries, p *db.Pipeline) {
 	as := st.changedAccounts()
 	if len(as) == 0 {
 		return
 	}
-	var (
-		ids, before, after []int64
-		bd, hd             []string
-		heads              [][]byte
-	)
+	var u db.AccountUpdateParams
 	for _, a := range as {
-		ids, before, after = append(ids, a.id), append(before, a.seqBefore), append(after, a.seq)
-		bd, hd, heads = append(bd, a.balanceDelta.String()), append(hd, a.heldDelta.String()), append(heads, nonNil(a.head))
+		u.ID, u.SeqBefore, u.SeqAfter = append(u.ID, a.id), append(u.SeqBefore, a.seqBefore), append(u.SeqAfter, a.seq)
+		u.BalanceDelta, u.HeldDelta = append(u.BalanceDelta, a.balanceDelta.String()), append(u.HeldDelta, a.heldDelta.String())
+		u.ChainHead = append(u.ChainHead, nonNil(a.head))
 	}
-	b.Queue(sqlAccountUpdate, ids, bd, hd, before, after, heads)
-	st.guard(b, len(ids))
+	p.Guard(len(u.ID))
+	_ = q.AccountUpdate(ctx, u)
 }
 
 // queueDeliveries queues the insert of one delivery row per input record that
 // needs one.
-func (st *txState) queueDeliveries(b *pgx.Batch) {
+func (st *txState) queueDeliveries(ctx context.Context, q *db.Queries) {
 	if len(st.deliveries) == 0 {
 		return
 	}
-	var (
-		topics, tenants, outs, reas []string
-		parts                       []int32
-		offs, idents, cases         []int64
-	)
+	var u db.DeliveryInsertParams
 	for _, dl := range st.deliveries {
-		topics, parts, offs = append(topics, dl.in.Topic), append(parts, dl.in.Partition), append(offs, dl.in.Offset)
-		tenants, idents, cases = append(tenants, dl.tenant), append(idents, dl.identityID), append(cases, dl.caseID)
-		outs, reas = append(outs, string(dl.outcome)), append(reas, dl.reason)
+		u.Topic, u.Partition, u.Offset = append(u.Topic, dl.in.Topic), append(u.Partition, dl.in.Partition), append(u.Offset, dl.in.Offset)
+		u.TenantID, u.IdentityID, u.CaseID = append(u.TenantID, dl.tenant), append(u.IdentityID, dl.identityID), append(u.CaseID, dl.caseID)
+		u.Outcome, u.Reason = append(u.Outcome, string(dl.outcome)), append(u.Reason, dl.reason)
 	}
-	b.Queue(sqlDeliveryInsert, topics, parts, offs, tenants, idents, cases, outs, reas)
+	_ = q.DeliveryInsert(ctx, u)
 }
 
 // queueDeadLetters queues the insert of the dead letters.
-func (st *txState) queueDeadLetters(b *pgx.Batch) {
+func (st *txState) queueDeadLetters(ctx context.Context, q *db.Queries) {
 	if len(st.deadLetters) == 0 {
 		return
 	}
-	var (
-		topics, reas, classes, errs []string
-		parts, attempts             []int32
-		offs                        []int64
-		keys, values                [][]byte
-		headers                     []string
-	)
+	var u db.DeadLetterInsertParams
 	for _, dl := range st.deadLetters {
-		topics, parts, offs = append(topics, dl.in.Topic), append(parts, dl.in.Partition), append(offs, dl.in.Offset)
-		keys, values, headers = append(keys, dl.in.Key), append(values, nonNil(dl.in.Value)), append(headers, string(encodeHeaders(dl.in.Headers)))
-		reas, classes, errs, attempts = append(reas, dl.reason), append(classes, dl.class), append(errs, dl.err), append(attempts, int32(dl.attempts))
+		u.Topic, u.Partition, u.Offset = append(u.Topic, dl.in.Topic), append(u.Partition, dl.in.Partition), append(u.Offset, dl.in.Offset)
+		u.Key, u.Value, u.Headers = append(u.Key, dl.in.Key), append(u.Value, nonNil(dl.in.Value)), append(u.Headers, encodeHeaders(dl.in.Headers))
+		u.Reason, u.ErrorClass, u.Error = append(u.Reason, dl.reason), append(u.ErrorClass, dl.class), append(u.Error, dl.err)
+		u.Attempts = append(u.Attempts, int32(dl.attempts))
 	}
-	b.Queue(sqlDeadLetterInsert, topics, parts, offs, keys, values, headers, reas, classes, errs, attempts)
+	_ = q.DeadLetterInsert(ctx, u)
 }
 
 // queueOutbox queues the insert of the outbox messages.
-func (st *txState) queueOutbox(b *pgx.Batch) {
+func (st *txState) queueOutbox(ctx context.Context, q *db.Queries) {
 	n := len(st.outbox)
 	if n == 0 {
 		return
 	}
-	var (
-		topics, kinds = make([]string, 0, n), make([]*string, 0, n)
-		keys, values  = make([][]byte, 0, n), make([][]byte, 0, n)
-		headers       = make([]string, 0, n)
-		identityIDs   = make([]int64, 0, n)
-		sequences     = make([]*int64, 0, n)
-		tenants       = make([]string, 0, n)
-	)
+	u := db.OutboxInsertParams{
+		SettlementVersion: int16(SchemaVersionOutput),
+		Topic:             make([]string, 0, n), Key: make([][]byte, 0, n), Value: make([][]byte, 0, n),
+		Headers: make([][]byte, 0, n), IdentityID: make([]int64, 0, n), Sequence: make([]int64, 0, n),
+		Kind: make([]string, 0, n), TenantID: make([]string, 0, n),
+	}
 	for i := range st.outbox {
 		o := &st.outbox[i]
-		topics, keys, values, headers = append(topics, o.topic), append(keys, o.key), append(values, o.value), append(headers, string(o.headers))
-		identityIDs, tenants = append(identityIDs, o.identityID), append(tenants, o.tenant)
+		u.Topic, u.Key, u.Value, u.Headers = append(u.Topic, o.topic), append(u.Key, o.key), append(u.Value, o.value), append(u.Headers, o.headers)
+		u.IdentityID, u.TenantID = append(u.IdentityID, o.identityID), append(u.TenantID, o.tenant)
 		if o.identityID != 0 {
-			sequences, kinds = append(sequences, &o.sequence), append(kinds, &o.kind)
+			u.Sequence, u.Kind = append(u.Sequence, o.sequence), append(u.Kind, o.kind)
 		} else {
-			sequences, kinds = append(sequences, nil), append(kinds, nil)
+			u.Sequence, u.Kind = append(u.Sequence, 0), append(u.Kind, "")
 		}
 	}
-	b.Queue(sqlOutboxInsert, topics, keys, values, headers, identityIDs, sequences, kinds, int16(SchemaVersionOutput), tenants)
+	_ = q.OutboxInsert(ctx, u)
 }
 
 // queueOffsets queues the consumer group's next offsets, committed in the
 // same transaction as the records they cover; group "" commits none.
-func (st *txState) queueOffsets(b *pgx.Batch, group string) {
+func (st *txState) queueOffsets(ctx context.Context, q *db.Queries, group string) {
 	if group == "" || len(st.offsets) == 0 {
 		return
 	}
-	var (
-		groups, topics []string
-		parts          []int32
-		next           []int64
-	)
+	var u db.ConsumerOffsetUpsertParams
 	for k, v := range st.offsets {
-		groups, topics, parts, next = append(groups, group), append(topics, k.Topic), append(parts, k.Partition), append(next, v)
+		u.GroupID, u.Topic = append(u.GroupID, group), append(u.Topic, k.Topic)
+		u.Partition, u.NextOffset = append(u.Partition, k.Partition), append(u.NextOffset, v)
 	}
-	b.Queue(sqlConsumerOffsetUpsert, groups, topics, parts, next)
+	_ = q.ConsumerOffsetUpsert(ctx, u)
 }
 
 // nullZeroID is an id, or NULL for 0.
@@ -299,107 +226,92 @@ func nonNil(b []byte) []byte {
 	return b
 }
 
-// guard records how many rows the update just queued on b must match.
-func (st *txState) guard(b *pgx.Batch, rows int) {
-	if st.guarded == nil {
-		st.guarded = map[int]int{}
-	}
-	st.guarded[b.Len()-1] = rows
-}
-
-func (st *txState) queueChains(b *pgx.Batch) {
-	var ins, upd struct {
-		roots, accs, versions, refunds, reclaims []int64
-		tenants, nets, refunded                  []string
-		recovered                                []bool
-		revs                                     []int32
-	}
+func (st *txState) queueChains(ctx context.Context, q *db.Queries, p *db.Pipeline) {
+	var ins db.ChainInsertParams
+	var upd db.ChainUpdateParams
 	for _, ch := range st.chains {
 		if !ch.dirty {
 			continue
-		}
-		x := &upd
-		if ch.isNew {
-			x = &ins
 		}
 		refunded := ""
 		if ch.c.Refunded {
 			refunded = ch.c.Refund.String()
 		}
-		x.roots, x.accs, x.versions = append(x.roots, ch.rootID), append(x.accs, ch.a.id), append(x.versions, ch.c.Version)
-		x.refunds, x.reclaims = append(x.refunds, ch.refundID), append(x.reclaims, ch.reclaimID)
-		x.tenants, x.nets, x.refunded = append(x.tenants, ch.a.key.tenant), append(x.nets, ch.c.NetCharge.String()), append(x.refunded, refunded)
-		x.recovered, x.revs = append(x.recovered, ch.c.Recovered), append(x.revs, ch.rev)
+		net := ch.c.NetCharge.String()
+		if ch.isNew {
+			ins.RootID, ins.TenantID, ins.AccountID = append(ins.RootID, ch.rootID), append(ins.TenantID, ch.a.key.tenant), append(ins.AccountID, ch.a.id)
+			ins.NetCharge, ins.Version = append(ins.NetCharge, net), append(ins.Version, ch.c.Version)
+			ins.RefundID, ins.Refunded = append(ins.RefundID, ch.refundID), append(ins.Refunded, refunded)
+			ins.ReclaimID, ins.Recovered = append(ins.ReclaimID, ch.reclaimID), append(ins.Recovered, ch.c.Recovered)
+			continue
+		}
+		upd.RootID, upd.NetCharge, upd.Version = append(upd.RootID, ch.rootID), append(upd.NetCharge, net), append(upd.Version, ch.c.Version)
+		upd.RefundID, upd.Refunded = append(upd.RefundID, ch.refundID), append(upd.Refunded, refunded)
+		upd.ReclaimID, upd.Recovered = append(upd.ReclaimID, ch.reclaimID), append(upd.Recovered, ch.c.Recovered)
+		upd.Rev = append(upd.Rev, ch.rev)
 	}
-	if len(ins.roots) > 0 {
-		b.Queue(sqlChainInsert, ins.roots, ins.tenants, ins.accs, ins.nets, ins.versions, ins.refunds, ins.refunded, ins.reclaims, ins.recovered)
+	if len(ins.RootID) > 0 {
+		_ = q.ChainInsert(ctx, ins)
 	}
-	if len(upd.roots) > 0 {
-		b.Queue(sqlChainUpdate, upd.roots, upd.nets, upd.versions, upd.refunds, upd.refunded, upd.reclaims, upd.recovered, upd.revs)
-		st.guard(b, len(upd.roots))
+	if len(upd.RootID) > 0 {
+		p.Guard(len(upd.RootID))
+		_ = q.ChainUpdate(ctx, upd)
 	}
 }
 
-func (st *txState) queueHolds(b *pgx.Batch) {
-	var ins, upd struct {
-		ids, accs, closed             []int64
-		tenants, amounts, rems, stats []string
-		exps                          []*time.Time
-		revs                          []int32
-	}
+func (st *txState) queueHolds(ctx context.Context, q *db.Queries, p *db.Pipeline) {
+	var ins db.HoldInsertParams
+	var upd db.HoldUpdateParams
 	for _, h := range st.holds {
 		if !h.dirty {
 			continue
 		}
-		x := &upd
 		if h.isNew {
-			x = &ins
+			exp := ""
+			if h.expiresAt != nil {
+				exp = h.expiresAt.Truncate(time.Microsecond).Format(time.RFC3339Nano)
+			}
+			ins.IdentityID, ins.TenantID, ins.AccountID = append(ins.IdentityID, h.identityID), append(ins.TenantID, h.tenant), append(ins.AccountID, h.a.id)
+			ins.Amount, ins.Remaining = append(ins.Amount, h.amount.String()), append(ins.Remaining, h.remaining.String())
+			ins.ExpiresAtText, ins.Status, ins.ClosedBy = append(ins.ExpiresAtText, exp), append(ins.Status, h.status), append(ins.ClosedBy, h.closedBy)
+			continue
 		}
-		x.ids, x.accs, x.closed = append(x.ids, h.identityID), append(x.accs, h.a.id), append(x.closed, h.closedBy)
-		x.tenants, x.amounts = append(x.tenants, h.tenant), append(x.amounts, h.amount.String())
-		x.rems, x.stats = append(x.rems, h.remaining.String()), append(x.stats, h.status)
-		x.exps, x.revs = append(x.exps, h.expiresAt), append(x.revs, h.rev)
+		upd.IdentityID, upd.Remaining = append(upd.IdentityID, h.identityID), append(upd.Remaining, h.remaining.String())
+		upd.Status, upd.ClosedBy, upd.Rev = append(upd.Status, h.status), append(upd.ClosedBy, h.closedBy), append(upd.Rev, h.rev)
 	}
-	if len(ins.ids) > 0 {
-		b.Queue(sqlHoldInsert, ins.ids, ins.tenants, ins.accs, ins.amounts, ins.rems, ins.exps, ins.stats, ins.closed)
+	if len(ins.IdentityID) > 0 {
+		_ = q.HoldInsert(ctx, ins)
 	}
-	if len(upd.ids) > 0 {
-		b.Queue(sqlHoldUpdate, upd.ids, upd.rems, upd.stats, upd.closed, upd.revs)
-		st.guard(b, len(upd.ids))
+	if len(upd.IdentityID) > 0 {
+		p.Guard(len(upd.IdentityID))
+		_ = q.HoldUpdate(ctx, upd)
 	}
 }
 
-func (st *txState) queueWaiting(b *pgx.Batch) {
-	var ins struct {
-		ts, ps, rs, ops, tps, trs, topics, stats []string
-		fps, offs                                []int64
-		canon, keys, values                      [][]byte
-		headers, resps                           []string
-		parts                                    []int32
-	}
-	var updIDs, updCases []int64
-	var updStats []string
+func (st *txState) queueWaiting(ctx context.Context, q *db.Queries) {
+	var ins db.WaitingInsertParams
 	for _, w := range st.waitingList {
 		d := w.d
-		ins.ts, ins.ps, ins.rs, ins.ops = append(ins.ts, d.id.TenantID), append(ins.ps, d.id.AccountPeriod), append(ins.rs, d.id.RecordID), append(ins.ops, string(d.id.Operation))
-		ins.tps, ins.trs = append(ins.tps, w.target.period), append(ins.trs, w.target.record)
-		ins.fps, ins.canon = append(ins.fps, int64(w.fp)), append(ins.canon, w.canonical)
-		ins.keys, ins.values, ins.headers = append(ins.keys, d.in.Key), append(ins.values, nonNil(d.in.Value)), append(ins.headers, string(encodeHeaders(d.in.Headers)))
-		ins.topics, ins.parts, ins.offs = append(ins.topics, d.in.Topic), append(ins.parts, d.in.Partition), append(ins.offs, d.in.Offset)
-		ins.resps, ins.stats = append(ins.resps, string(w.response)), append(ins.stats, w.status)
+		ins.TenantID, ins.AccountPeriod = append(ins.TenantID, d.id.TenantID), append(ins.AccountPeriod, d.id.AccountPeriod)
+		ins.RecordID, ins.Operation = append(ins.RecordID, d.id.RecordID), append(ins.Operation, string(d.id.Operation))
+		ins.TargetPeriod, ins.TargetRecordID = append(ins.TargetPeriod, w.target.period), append(ins.TargetRecordID, w.target.record)
+		ins.Fingerprint, ins.Canonical = append(ins.Fingerprint, int64(w.fp)), append(ins.Canonical, w.canonical)
+		ins.Key, ins.Value, ins.Headers = append(ins.Key, d.in.Key), append(ins.Value, nonNil(d.in.Value)), append(ins.Headers, encodeHeaders(d.in.Headers))
+		ins.Topic, ins.Partition, ins.Offset = append(ins.Topic, d.in.Topic), append(ins.Partition, d.in.Partition), append(ins.Offset, d.in.Offset)
+		ins.Response, ins.Status = append(ins.Response, w.response), append(ins.Status, w.status)
 	}
+	var upd db.WaitingUpdateParams
 	for _, ws := range st.waitingByTarget {
 		for _, w := range ws {
 			if w.dirty && !w.isNew {
-				updIDs, updStats, updCases = append(updIDs, w.id), append(updStats, w.status), append(updCases, w.caseID)
+				upd.ID, upd.Status, upd.CaseID = append(upd.ID, w.id), append(upd.Status, w.status), append(upd.CaseID, w.caseID)
 			}
 		}
 	}
-	if len(ins.ts) > 0 {
-		b.Queue(sqlWaitingInsert, ins.ts, ins.ps, ins.rs, ins.ops, ins.tps, ins.trs, ins.fps, ins.canon, ins.keys, ins.values,
-			ins.headers, ins.topics, ins.parts, ins.offs, ins.resps, ins.stats)
+	if len(ins.TenantID) > 0 {
+		_ = q.WaitingInsert(ctx, ins)
 	}
-	if len(updIDs) > 0 {
-		b.Queue(sqlWaitingUpdate, updIDs, updStats, updCases)
+	if len(upd.ID) > 0 {
+		_ = q.WaitingUpdate(ctx, upd)
 	}
 }

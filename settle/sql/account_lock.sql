@@ -1,3 +1,4 @@
+-- name: AccountLock :many
 -- Serialises the transactions that write the accounts a batch touches: an
 -- advisory lock per account, taken in id order (every transaction locks in
 -- that one order), before their state is read (account_read.sql, the next
@@ -14,4 +15,4 @@ SELECT pg_advisory_xact_lock(2 + (s.id >> 31)::int, (s.id & 2147483647)::int)
                 SELECT x.id
                   FROM unnest($1::text[], $2::text[], $3::text[]) AS k (tenant_id, subject, currency)
                   JOIN accounts x ON x.tenant_id = k.tenant_id AND x.subject = k.subject AND x.currency = k.currency) u
-         ORDER BY u.id) s
+         ORDER BY u.id) s;

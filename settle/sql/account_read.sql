@@ -1,3 +1,4 @@
+-- name: AccountRead :many
 -- Reads the cached state of the accounts a batch touches, locked by the
 -- statement before it (account_lock.sql): by id the accounts this process
 -- knows exist ($4), by key the others ($1..$3).
@@ -8,4 +9,4 @@ SELECT a.id, a.tenant_id, a.subject, a.currency, a.balance::text, a.held::text, 
                 SELECT x.id
                   FROM unnest($1::text[], $2::text[], $3::text[]) AS k (tenant_id, subject, currency)
                   JOIN accounts x ON x.tenant_id = k.tenant_id AND x.subject = k.subject AND x.currency = k.currency)
- ORDER BY a.id
+ ORDER BY a.id;

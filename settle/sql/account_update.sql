@@ -1,8 +1,9 @@
+-- name: AccountUpdate :exec
 -- Moves the cached balances by the sums of the batch's rows. The seq guard
 -- asserts that nobody changed the account since this transaction locked it.
 UPDATE accounts a
    SET balance = a.balance + k.balance_delta, held = a.held + k.held_delta,
        seq = k.seq_after, chain_head = k.chain_head, updated_at = now()
-  FROM unnest($1::bigint[], $2::text[]::numeric[], $3::text[]::numeric[], $4::bigint[], $5::bigint[], $6::bytea[])
+  FROM unnest(@id::bigint[], (@balance_delta::text[])::numeric[], (@held_delta::text[])::numeric[], @seq_before::bigint[], @seq_after::bigint[], @chain_head::bytea[])
        AS k (id, balance_delta, held_delta, seq_before, seq_after, chain_head)
- WHERE a.id = k.id AND a.seq = k.seq_before
+ WHERE a.id = k.id AND a.seq = k.seq_before;

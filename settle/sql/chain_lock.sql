@@ -1,3 +1,4 @@
+-- name: ChainLock :many
 -- Locks chains by root and reads their state with the root's account.
 -- Driven from the array (not root_id = ANY) so the plan is one index probe
 -- per root however stale the table's statistics are.
@@ -9,4 +10,4 @@ SELECT c.root_id, c.account_id, c.net_charge::text, c.version, coalesce(c.refund
   JOIN identities r ON r.tenant_id = c.tenant_id AND r.id = c.root_id
   LEFT JOIN identities f ON f.tenant_id = c.tenant_id AND f.id = c.refund_id
  ORDER BY c.root_id
-   FOR UPDATE OF c
+   FOR UPDATE OF c;

@@ -1,3 +1,4 @@
+-- name: ConflictCaseOpen :many
 -- Opens a conflict case, or finds the open one for the same identity, reason
 -- and incoming payload. Returns nothing when a concurrent transaction is
 -- opening the same case right now (the caller retries).
@@ -14,4 +15,4 @@ SELECT id FROM opened
 SELECT id FROM conflict_cases
  WHERE tenant_id = $1 AND account_period = $2 AND record_id = $3 AND operation = $4
    AND reason = $5 AND incoming_fingerprint = $6
- LIMIT 1
+ LIMIT 1;

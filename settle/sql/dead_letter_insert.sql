@@ -1,3 +1,6 @@
+-- name: DeadLetterInsert :exec
 INSERT INTO dead_letters (topic, partition, "offset", key, value, headers, reason, error_class, error, attempts)
-SELECT * FROM unnest($1::text[], $2::integer[], $3::bigint[], $4::bytea[], $5::bytea[], $6::jsonb[],
-                     $7::text[], $8::text[], $9::text[], $10::integer[])
+SELECT k.topic, k.partition, k."offset", k.key, k.value, k.headers, k.reason, k.error_class, k.error, k.attempts
+  FROM unnest(@topic::text[], @partition::integer[], sqlc.arg('offset')::bigint[], @key::bytea[], @value::bytea[], @headers::jsonb[],
+                     @reason::text[], @error_class::text[], @error::text[], @attempts::integer[])
+       AS k (topic, partition, "offset", key, value, headers, reason, error_class, error, attempts);

@@ -1,3 +1,4 @@
+-- name: DeliveryInsert :exec
 -- The deliveries no other row records: a repeat of a settled or waiting
 -- identity under other coordinates, and every delivery that was
 -- quarantined (a case lists them all). A first delivery's coordinates are
@@ -6,5 +7,5 @@
 -- (a dead letter's error is on its row).
 INSERT INTO delivery_repeats (topic, partition, "offset", tenant_id, identity_id, case_id, outcome, reason)
 SELECT k.topic, k.partition, k."offset", k.tenant_id, nullif(k.identity_id, 0), nullif(k.case_id, 0), k.outcome, k.reason
-  FROM unnest($1::text[], $2::integer[], $3::bigint[], $4::text[], $5::bigint[], $6::bigint[], $7::text[], $8::text[])
-       AS k (topic, partition, "offset", tenant_id, identity_id, case_id, outcome, reason)
+  FROM unnest(@topic::text[], @partition::integer[], sqlc.arg('offset')::bigint[], @tenant_id::text[], @identity_id::bigint[], @case_id::bigint[], @outcome::text[], @reason::text[])
+       AS k (topic, partition, "offset", tenant_id, identity_id, case_id, outcome, reason);

@@ -1,3 +1,4 @@
+-- name: DeliveryLookup :many
 -- Deliveries already recorded for a batch's coordinates in rows of their
 -- own: repeats, quarantines and dead letters. Those input records were
 -- handled before (a redelivery) and get their stored result again. A
@@ -17,4 +18,4 @@ SELECT l.topic, l.partition, l."offset", 'dead_lettered', l.reason, l.error, 0,
        NULL, NULL, NULL, NULL, NULL
   FROM unnest($1::text[], $2::integer[], $3::bigint[], $4::text[]) AS k (topic, partition, "offset", tenant_id)
   JOIN dead_letters l ON l.tenant_id = k.tenant_id AND l.topic = k.topic AND l.partition = k.partition
-                     AND l."offset" = k."offset"
+                     AND l."offset" = k."offset";

@@ -1,3 +1,4 @@
+-- name: HoldLock :many
 -- Locks holds by their identity, or the active holds of some accounts
 -- that have expired by now, and reads their state with their identity.
 SELECT h.identity_id, h.tenant_id, h.account_id, h.amount::text, h.remaining::text, h.expires_at, h.status,
@@ -10,4 +11,4 @@ SELECT h.identity_id, h.tenant_id, h.account_id, h.amount::text, h.remaining::te
                             FROM holds x
                            WHERE x.account_id = ANY ($2::bigint[]) AND x.status = 'active' AND x.expires_at <= now())
  ORDER BY h.identity_id
-   FOR UPDATE OF h
+   FOR UPDATE OF h;

@@ -1,6 +1,7 @@
+-- name: HoldUpdate :exec
 -- Writes the holds a batch changed, guarded on the revision it read.
 UPDATE holds h
    SET remaining = k.remaining, status = k.status, closed_by = nullif(k.closed_by, 0), rev = h.rev + 1
-  FROM unnest($1::bigint[], $2::text[]::numeric[], $3::text[], $4::bigint[], $5::integer[])
+  FROM unnest(@identity_id::bigint[], (@remaining::text[])::numeric[], @status::text[], @closed_by::bigint[], @rev::integer[])
        AS k (identity_id, remaining, status, closed_by, rev)
- WHERE h.identity_id = k.identity_id AND h.rev = k.rev
+ WHERE h.identity_id = k.identity_id AND h.rev = k.rev;

@@ -1,3 +1,4 @@
+-- name: IdempotencyClaimMany :many
 -- Claims a group's Idempotency-Keys in one statement (one transaction):
 -- row i of the arrays is one key, its canonicals the slice
 -- canonicals[lo:hi] of the flat array. Returns the ordinal and id of every
@@ -12,4 +13,4 @@ SELECT r.tenant_id, r.key, r.request_hash, ($4::bytea[])[r.lo:r.hi], r.hi - r.lo
        WITH ORDINALITY AS r(tenant_id, key, request_hash, lo, hi, attempt_id, lease_ms, ord)
  ORDER BY r.ord
     ON CONFLICT ON CONSTRAINT idempotency_keys_key DO NOTHING
-RETURNING id, tenant_id, key
+RETURNING id, tenant_id, key;

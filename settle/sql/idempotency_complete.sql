@@ -1,3 +1,4 @@
+-- name: IdempotencyComplete :exec
 -- The fenced write: stores the answer only if this attempt still owns the
 -- claim. An attempt that was taken over matches no row.
 UPDATE idempotency_keys
@@ -7,4 +8,4 @@ UPDATE idempotency_keys
        completed_at    = now()
  WHERE id = $1
    AND attempt_id = $2
-   AND status = 'in_progress'
+   AND status = 'in_progress';

@@ -1,3 +1,4 @@
+-- name: IdempotencyCompleteMany :many
 -- The fenced write of a group's answers, one statement: each key's answer
 -- is stored only if its attempt still owns the claim. Returns the ids it
 -- stored; a key missing from them was taken over (or finished) and keeps
@@ -11,4 +12,4 @@ UPDATE idempotency_keys AS k
  WHERE k.id = r.id
    AND k.attempt_id = r.attempt_id
    AND k.status = 'in_progress'
-RETURNING k.id
+RETURNING k.id;

@@ -1,3 +1,4 @@
+-- name: IdempotencyLookup :many
 -- An existing Idempotency-Key: its request, its claim and, when done, its
 -- stored answer. lease_left_ms is measured by the database's clock, the
 -- clock that takeover uses.
@@ -5,4 +6,4 @@ SELECT id, request_hash, canonicals, status, attempt_id::text, attempts,
        greatest(0, ceil(extract(epoch FROM lease_until - now()) * 1000))::bigint AS lease_left_ms,
        coalesce(response_status, 0), response
   FROM idempotency_keys
- WHERE tenant_id = $1 AND key = $2
+ WHERE tenant_id = $1 AND key = $2;

@@ -1,3 +1,4 @@
+-- name: IdempotencyRelease :exec
 -- Ends a claim's lease early after a failure that settled nothing for sure,
 -- so the client's retry takes the key over at once instead of waiting out
 -- the lease. Fenced like every write of a claim.
@@ -5,4 +6,4 @@ UPDATE idempotency_keys
    SET lease_until = now()
  WHERE id = $1
    AND attempt_id = $2
-   AND status = 'in_progress'
+   AND status = 'in_progress';

@@ -1,3 +1,4 @@
+-- name: IdempotencyReleaseMany :many
 -- Ends the leases of a group's claims whose work failed, fenced like
 -- idempotency_release.sql. Returns the ids it released.
 UPDATE idempotency_keys AS k
@@ -6,4 +7,4 @@ UPDATE idempotency_keys AS k
  WHERE k.id = r.id
    AND k.attempt_id = r.attempt_id
    AND k.status = 'in_progress'
-RETURNING k.id
+RETURNING k.id;

@@ -1,3 +1,4 @@
+-- name: IdempotencyTakeover :many
 -- Takes over a claim whose lease expired (its attempt crashed or stalled):
 -- swaps in the new attempt id only if the claim is still the expired one
 -- that was read. Of two takers, one matches the row; the other gets nothing.
@@ -9,4 +10,4 @@ UPDATE idempotency_keys
    AND attempt_id = $2
    AND status = 'in_progress'
    AND lease_until <= now()
-RETURNING attempts
+RETURNING attempts;

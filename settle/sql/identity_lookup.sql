@@ -1,3 +1,4 @@
+-- name: IdentityLookup :many
 -- Identities of a batch that are already settled (same columns as
 -- target_lookup.sql).
 SELECT i.id, i.tenant_id, i.account_period, i.record_id, i.operation, i.outcome, i.reason,
@@ -6,4 +7,4 @@ SELECT i.id, i.tenant_id, i.account_period, i.record_id, i.operation, i.outcome,
        i.topic, i.partition, i."offset"
   FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS k (tenant_id, account_period, record_id, operation)
   JOIN identities i ON i.tenant_id = k.tenant_id AND i.account_period = k.account_period
-                   AND i.record_id = k.record_id AND i.operation = k.operation
+                   AND i.record_id = k.record_id AND i.operation = k.operation;

@@ -1,3 +1,4 @@
+-- name: IdentityReserve :many
 -- Reserves $1 identity ids (and reads the transaction's clock) so a
 -- batch can write all its rows in one round trip. The sequence steps by a
 -- block (migration 0003): one nextval v reserves v .. v+step-1; the rest of
@@ -12,4 +13,4 @@ SELECT b.v + o.i, now()
  CROSS JOIN LATERAL (SELECT nextval(pg_get_serial_sequence('identities', 'id')) AS v
                        FROM generate_series(1, ceil($1::numeric / s.step)::integer)) AS b
  CROSS JOIN LATERAL generate_series(0, s.step - 1) AS o (i)
- LIMIT $1
+ LIMIT $1;

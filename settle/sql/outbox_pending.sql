@@ -1,3 +1,4 @@
+-- name: OutboxPending :many
 -- The oldest unpublished outbox rows, in id order (the order their
 -- transactions wrote them), for the relay that holds the outbox lease.
 -- The queue is read first and alone (a LIMIT subquery is planned on its
@@ -13,4 +14,4 @@ SELECT m.id, m.topic, m.key, m.value, m.stored_headers, m.settlement_id, m.settl
                             x.sequence, x.kind, x.version
                        FROM outbox_messages x
                       WHERE x.tenant_id = q.tenant_id AND x.id = q.id LIMIT 1) m
- ORDER BY q.id
+ ORDER BY q.id;

@@ -1,3 +1,4 @@
+-- name: PeriodLock :many
 -- Locks a transaction's period slices, in the order given (sorted, so no
 -- two transactions wait on each other here): shared ($3 false) by every
 -- transaction that claims an identity in the slice, exclusive ($3 true) by
@@ -7,4 +8,4 @@
 -- slice from 1<<16 up, the period's hash) live apart from the relay's
 -- single-key lock.
 SELECT CASE WHEN k.x THEN pg_advisory_xact_lock(k.a, k.b) ELSE pg_advisory_xact_lock_shared(k.a, k.b) END
-  FROM unnest($1::int[], $2::int[], $3::bool[]) AS k (a, b, x)
+  FROM unnest($1::int[], $2::int[], $3::bool[]) AS k (a, b, x);

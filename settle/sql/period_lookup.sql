@@ -1,4 +1,5 @@
+-- name: PeriodLookup :many
 -- Closed periods among a batch's (tenant, period) pairs.
 SELECT p.tenant_id, p.account_period
   FROM unnest($1::text[], $2::text[]) AS k (tenant_id, account_period)
-  JOIN periods p ON p.tenant_id = k.tenant_id AND p.account_period = k.account_period
+  JOIN periods p ON p.tenant_id = k.tenant_id AND p.account_period = k.account_period;

@@ -1,4 +1,5 @@
+-- name: Prune :many
 -- Removes (or with $2 only counts) the operational history settle_prune
 -- allows: published outbox rows, repeated deliveries of closed periods, dead
 -- letters older than $1 (NULL: none). One row per table.
-SELECT table_name, rows FROM settle_prune($1, $2)
+SELECT table_name, rows FROM settle_prune($1, $2);

@@ -1,3 +1,4 @@
+-- name: WaitingDue :many
 -- Waiting operations older than the orphan timeout, a page at a time;
 -- skipped when another sweeper holds them.
 SELECT w.tenant_id, w.account_period, w.record_id, w.operation
@@ -5,4 +6,4 @@ SELECT w.tenant_id, w.account_period, w.record_id, w.operation
  WHERE w.status = 'waiting' AND w.since < now() - $1::interval
  ORDER BY w.id
  LIMIT $2
-   FOR UPDATE SKIP LOCKED
+   FOR UPDATE SKIP LOCKED;

@@ -1,5 +1,8 @@
+-- name: WaitingInsert :exec
 INSERT INTO waiting (tenant_id, account_period, record_id, operation, target_period, target_record_id, fingerprint,
                      canonical, key, value, headers, topic, partition, "offset", response, status)
-SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[],
-                     $8::bytea[], $9::bytea[], $10::bytea[], $11::jsonb[], $12::text[], $13::integer[], $14::bigint[],
-                     $15::json[], $16::text[])
+SELECT k.tenant_id, k.account_period, k.record_id, k.operation, k.target_period, k.target_record_id, k.fingerprint, k.canonical, k.key, k.value, k.headers, k.topic, k.partition, k."offset", k.response, k.status
+  FROM unnest(@tenant_id::text[], @account_period::text[], @record_id::text[], @operation::text[], @target_period::text[], @target_record_id::text[], @fingerprint::bigint[],
+                     @canonical::bytea[], @key::bytea[], @value::bytea[], @headers::jsonb[], @topic::text[], @partition::integer[], sqlc.arg('offset')::bigint[],
+                     @response::json[], @status::text[])
+       AS k (tenant_id, account_period, record_id, operation, target_period, target_record_id, fingerprint, canonical, key, value, headers, topic, partition, "offset", response, status);

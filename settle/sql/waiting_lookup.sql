@@ -1,3 +1,4 @@
+-- name: WaitingLookup :many
 -- Waiting operations that a batch repeats (by identity) or wakes (by target),
 -- locked: the batch may apply them. Two index look-ups, not one OR that
 -- would scan the table.
@@ -15,4 +16,4 @@ SELECT w.id, w.tenant_id, w.account_period, w.record_id, w.operation, w.target_p
                  WHERE x.status <> 'applied')
    AND w.status <> 'applied'
  ORDER BY w.id
-   FOR UPDATE OF w
+   FOR UPDATE OF w;

@@ -1,3 +1,4 @@
+-- name: WaitingWakeable :many
 -- Targets that have settled while operations still wait for them: a page
 -- of distinct target keys. In normal running a target's own transaction
 -- applies its waiting operations; this finds what that missed.
@@ -10,4 +11,4 @@ SELECT DISTINCT w.tenant_id, w.target_period, w.target_record_id
                   AND i.record_id = w.target_record_id
                   AND i.operation NOT IN ('refund', 'reclaim', 'hold_release', 'expire', 'resolution')
                   AND i.outcome <> 'quarantined')
- LIMIT $1
+ LIMIT $1;

@@ -1,3 +1,4 @@
+-- name: WebhookAttemptStart :many
 -- An attempt is about to POST its delivery: it renews its lease to $3 ms
 -- from now and counts the send. Fenced on the attempt id alone: an attempt
 -- whose lease lapsed but that nobody took over still owns the row (the
@@ -9,4 +10,4 @@ UPDATE webhook_deliveries
  WHERE id = $1
    AND attempt_id = $2::uuid
    AND status = 'in_flight'
-RETURNING attempts
+RETURNING attempts;

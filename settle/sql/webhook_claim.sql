@@ -1,3 +1,4 @@
+-- name: WebhookClaim :many
 -- Claims up to $1 deliveries that are due (pending past next_attempt_at) or
 -- whose lease expired (their attempt crashed or stalled), each for a new
 -- attempt id and a lease of $2 ms. SKIP LOCKED: concurrent workers claim
@@ -21,4 +22,4 @@ UPDATE webhook_deliveries w
        lease_until = now() + $2::bigint * interval '1 millisecond'
   FROM due
  WHERE w.id = due.id
-RETURNING w.id, w.outbox_id, w.attempt_id::text, w.attempts, w.failures, due.took_over, w.tenant_id, w.settlement_id, w.body
+RETURNING w.id, w.outbox_id, w.attempt_id::text, w.attempts, w.failures, due.took_over, w.tenant_id, w.settlement_id, w.body;

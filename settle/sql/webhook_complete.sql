@@ -1,3 +1,4 @@
+-- name: WebhookComplete :exec
 -- The fenced write of a delivered settlement: only the attempt that owns
 -- the claim marks it done.
 UPDATE webhook_deliveries
@@ -8,4 +9,4 @@ UPDATE webhook_deliveries
        last_error  = ''
  WHERE id = $1
    AND attempt_id = $2::uuid
-   AND status = 'in_flight'
+   AND status = 'in_flight';

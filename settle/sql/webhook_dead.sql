@@ -1,3 +1,4 @@
+-- name: WebhookDead :exec
 -- The last attempt failed, or sends that never wrote a result reached the
 -- bound: the delivery is dead-lettered (see the view webhook_dead_letters).
 -- $5 is 1 when this attempt sent and failed (a failure counted), 0 when it
@@ -11,4 +12,4 @@ UPDATE webhook_deliveries
        last_error  = $4
  WHERE id = $1
    AND attempt_id = $2::uuid
-   AND status = 'in_flight'
+   AND status = 'in_flight';

@@ -1,3 +1,4 @@
+-- name: WebhookRetry :exec
 -- A failed attempt puts its delivery back for another attempt after a
 -- backoff of $3 ms, counting the failure; fenced like every write of a
 -- claim.
@@ -10,4 +11,4 @@ UPDATE webhook_deliveries
        last_error      = $5
  WHERE id = $1
    AND attempt_id = $2::uuid
-   AND status = 'in_flight'
+   AND status = 'in_flight';

@@ -1,4 +1,5 @@
+-- name: WebhookSubscribe :exec
 -- Delivers the outbox rows of a topic by webhook from now on (see the
 -- trigger outbox_webhook_enqueue).
 INSERT INTO webhook_subscriptions (topic) VALUES ($1)
-    ON CONFLICT (topic) DO NOTHING
+    ON CONFLICT (topic) DO NOTHING;

@@ -44,6 +44,14 @@ func (n named) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 	return namedRow{n.c.QueryRow(ctx, sql, args...), sql}
 }
 
+func (n named) CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, src pgx.CopyFromSource) (int64, error) {
+	rows, err := n.c.CopyFrom(ctx, table, columns, src)
+	if err != nil {
+		return rows, fmt.Errorf("copy %s: %w", table.Sanitize(), err)
+	}
+	return rows, nil
+}
+
 type namedRows struct {
 	pgx.Rows
 	sql string

@@ -7,8 +7,7 @@ package db
 
 import (
 	"context"
-
-	"github.com/jackc/pgx/v5/pgtype"
+	"time"
 )
 
 const deliveryTimeline = `-- name: DeliveryTimeline :many
@@ -20,13 +19,13 @@ SELECT date_trunc('hour', d.at), d.outcome, count(*)
 `
 
 type DeliveryTimelineRow struct {
-	DateTrunc pgtype.Timestamptz
+	DateTrunc time.Time
 	Outcome   string
 	Count     int64
 }
 
 // Deliveries per hour and outcome since $1: the overview's chart.
-func (q *Queries) DeliveryTimeline(ctx context.Context, at pgtype.Timestamptz) ([]DeliveryTimelineRow, error) {
+func (q *Queries) DeliveryTimeline(ctx context.Context, at time.Time) ([]DeliveryTimelineRow, error) {
 	rows, err := q.db.Query(ctx, deliveryTimeline, at)
 	if err != nil {
 		return nil, err

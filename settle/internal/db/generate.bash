@@ -14,5 +14,5 @@ query=${base#"$noquery"}
 scratch="${noquery%/*}/${name}${query}"
 psql "$base" -qX -c "CREATE DATABASE $name" >/dev/null
 trap 'psql "$base" -qX -c "DROP DATABASE IF EXISTS $name" >/dev/null' EXIT
-go run ./cmd/settle migrate --log-level warn --owner-url "$scratch"
+go run ./settle/internal/db/migrate "$scratch"
 SQLC_DATABASE_URL="$scratch" go tool -modfile=tools/sqlc/go.mod sqlc "$mode"

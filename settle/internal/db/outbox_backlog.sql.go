@@ -7,8 +7,7 @@ package db
 
 import (
 	"context"
-
-	"github.com/jackc/pgx/v5/pgtype"
+	"time"
 )
 
 const outboxBacklog = `-- name: OutboxBacklog :one
@@ -19,7 +18,7 @@ SELECT count(*), coalesce(min(o.created_at), now())
 
 type OutboxBacklogRow struct {
 	Count    int64
-	Coalesce pgtype.Timestamptz
+	Coalesce *time.Time
 }
 
 // How many outbox rows wait to be published, and since when.

@@ -8,8 +8,6 @@ package db
 import (
 	"context"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgtype"
 )
 
 const outboxBySettlement = `-- name: OutboxBySettlement :many
@@ -24,7 +22,7 @@ SELECT m.id, m.topic, m.created_at, m.published, m.parked
 type OutboxBySettlementParams struct {
 	Topic     string
 	Column2   string
-	CreatedAt pgtype.Timestamptz
+	CreatedAt time.Time
 }
 
 type OutboxBySettlementRow struct {
