@@ -4,12 +4,10 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/settlehq/settle/settle/internal/db"
 )
 
-var (
-	sqlConsumerOffsetLookup = mustQuery("consumer_offset_lookup.sql")
-)
+var ()
 
 // ConsumerOffsets returns the next offset PostgreSQL holds for every
 // partition group has settled records of, by topic and partition.
@@ -27,33 +25,22 @@ func (s *Store) ConsumerOffsets(ctx context.Context, group string) (map[string]m
 	return out, nil
 }
 
-// Querier is a pool or a transaction.
-type Querier interface {
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-}
+// Querier is a pool, a connection or a transaction.
+type Querier = db.DBTX
 
 // ConsumerOffsetsIn reads group's offsets through q (the pool, or a
 // transaction whose snapshot they must share).
 func ConsumerOffsetsIn(ctx context.Context, q Querier, group string) (map[string]map[int32]int64, error) {
-	rows, err := q.Query(ctx, sqlConsumerOffsetLookup, group)
+	rows, err := db.On(q).ConsumerOffsetLookup(ctx, group)
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
 	out := map[string]map[int32]int64{}
-	for rows.Next() {
-		var (
-			topic string
-			p     int32
-			next  int64
-		)
-		if err := rows.Scan(&topic, &p, &next); err != nil {
-			return nil, err
+	for _, r := range rows {
+		if out[r.Topic] == nil {
+			out[r.Topic] = map[int32]int64{}
 		}
-		if out[topic] == nil {
-			out[topic] = map[int32]int64{}
-		}
-		out[topic][p] = next
+		out[r.Topic][r.Partition] = r.NextOffset
 	}
-	return out, rows.Err()
+	return out, nil
 }

@@ -10,14 +10,10 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/settlehq/settle/record"
+	"github.com/settlehq/settle/settle/internal/db"
 )
 
-var (
-	sqlOutboxPending  = mustQuery("outbox_pending.sql")
-	sqlOutboxMark     = mustQuery("outbox_mark.sql")
-	sqlOutboxLeaseTry = mustQuery("outbox_lease_try.sql")
-	sqlOutboxPark     = mustQuery("outbox_park.sql")
-)
+var sqlOutboxPending = mustQuery("outbox_pending.sql")
 
 // outboxPendingLimit bounds one read of the outbox.
 const outboxPendingLimit = 100_000
@@ -99,9 +95,11 @@ func (l *OutboxLease) TryAcquire(ctx context.Context) (bool, error) {
 	if l.held {
 		return true, nil
 	}
-	if err := l.conn.QueryRow(ctx, sqlOutboxLeaseTry, l.key).Scan(&l.held); err != nil {
+	held, err := db.On(l.conn).OutboxLeaseTry(ctx, l.key)
+	if err != nil {
 		return false, wrapStoreErr("take outbox lease", err)
 	}
+	l.held = held
 	return l.held, nil
 }
 
@@ -176,7 +174,7 @@ func (l *OutboxLease) MarkPublished(ctx context.Context, ids []int64) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	if _, err := l.conn.Exec(ctx, sqlOutboxMark, ids); err != nil {
+	if err := db.On(l.conn).OutboxMark(ctx, ids); err != nil {
 		return l.fail("mark outbox rows published", err)
 	}
 	return nil
@@ -200,11 +198,11 @@ func (l *OutboxLease) Park(ctx context.Context, rows []OutboxPark) error {
 	if len(rows) == 0 {
 		return nil
 	}
-	ids, reasons, errs := make([]int64, len(rows)), make([]string, len(rows)), make([]string, len(rows))
+	p := db.OutboxParkParams{ID: make([]int64, len(rows)), Reason: make([]string, len(rows)), Error: make([]string, len(rows))}
 	for i, r := range rows {
-		ids[i], reasons[i], errs[i] = r.ID, r.Reason, r.Error
+		p.ID[i], p.Reason[i], p.Error[i] = r.ID, r.Reason, r.Error
 	}
-	if _, err := l.conn.Exec(ctx, sqlOutboxPark, ids, reasons, errs); err != nil {
+	if err := db.On(l.conn).OutboxPark(ctx, p); err != nil {
 		return l.fail("park outbox rows", err)
 	}
 	return nil

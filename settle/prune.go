@@ -6,9 +6,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-)
 
-var sqlPrune = mustQuery("prune.sql")
+	"github.com/settlehq/settle/settle/internal/db"
+)
 
 // PruneOptions says what Prune may remove beyond what is always
 // operational history (published outbox rows, repeated deliveries of closed
@@ -41,14 +41,10 @@ func (s *Store) Prune(ctx context.Context, opts PruneOptions) ([]PruneCount, err
 	}
 	var out []PruneCount
 	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, sqlPrune, before, opts.DryRun)
-		if err != nil {
-			return err
+		rows, err := db.On(tx).Prune(ctx, db.PruneParams{DeadLettersBefore: before, DryRun: opts.DryRun})
+		for _, r := range rows {
+			out = append(out, PruneCount{Table: deref(r.TableName), Rows: deref(r.Rows)})
 		}
-		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (PruneCount, error) {
-			var c PruneCount
-			return c, r.Scan(&c.Table, &c.Rows)
-		})
 		return err
 	})
 	if err != nil {
@@ -56,8 +52,6 @@ func (s *Store) Prune(ctx context.Context, opts PruneOptions) ([]PruneCount, err
 	}
 	return out, nil
 }
-
-var sqlDeadLetterReplayed = mustQuery("dead_letter_replayed.sql")
 
 // DeadLettersReplayed records that the dead letters ids were replayed to
 // the coordinates to (in the same order): a replayed dead letter is
@@ -69,12 +63,22 @@ func (s *Store) DeadLettersReplayed(ctx context.Context, ids []int64, to []Coord
 	if len(ids) == 0 {
 		return nil
 	}
-	topics, parts, offs := make([]string, len(to)), make([]int32, len(to)), make([]int64, len(to))
+	r := db.DeadLetterReplayedParams{ID: ids, Topic: make([]string, len(to)), Partition: make([]int32, len(to)), Offset: make([]int64, len(to))}
 	for i, c := range to {
-		topics[i], parts[i], offs[i] = c.Topic, c.Partition, c.Offset
+		r.Topic[i], r.Partition[i], r.Offset[i] = c.Topic, c.Partition, c.Offset
 	}
-	if _, err := s.pool.Exec(ctx, sqlDeadLetterReplayed, ids, topics, parts, offs); err != nil {
+	if err := db.On(s.pool).DeadLetterReplayed(ctx, r); err != nil {
 		return fmt.Errorf("record replays of dead letters %v: %w", ids, err)
 	}
 	return nil
+}
+
+// deref is *p, or the zero value for nil (a function's result columns are
+// nullable to sqlc).
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
 }

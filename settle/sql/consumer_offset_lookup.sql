@@ -3,4 +3,4 @@
 -- transactions that committed covered.
 SELECT topic, partition, next_offset
   FROM consumer_offsets
- WHERE group_id = $1;
+ WHERE group_id = @group_id;

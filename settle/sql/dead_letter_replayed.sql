@@ -3,6 +3,6 @@
 -- partitions, $4 offsets). A second replay of one adds a row.
 INSERT INTO dead_letter_replays (tenant_id, dead_letter_id, topic, partition, "offset")
 SELECT d.tenant_id, d.id, k.topic, k.partition, k."offset"
-  FROM unnest($1::bigint[], $2::text[], $3::integer[], $4::bigint[]) AS k (id, topic, partition, "offset")
+  FROM unnest(@id::bigint[], @topic::text[], @partition::integer[], sqlc.arg('offset')::bigint[]) AS k (id, topic, partition, "offset")
   JOIN dead_letters d ON d.id = k.id
     ON CONFLICT ON CONSTRAINT dead_letter_replays_pkey DO NOTHING;

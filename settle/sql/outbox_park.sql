@@ -3,7 +3,7 @@
 -- them off the queue, in one statement. A row no longer on the queue (a
 -- second relay's mark, or parked before) is left as it is.
 WITH k AS (
-    SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[]) AS k (id, reason, error)
+    SELECT * FROM unnest(@id::bigint[], @reason::text[], @error::text[]) AS k (id, reason, error)
 ), taken AS (
     DELETE FROM outbox_queue q USING k WHERE q.id = k.id RETURNING q.tenant_id, q.id
 )

@@ -18,20 +18,20 @@ SELECT d.tenant_id, d.id, k.topic, k.partition, k."offset"
 `
 
 type DeadLetterReplayedParams struct {
-	Column1 []int64
-	Column2 []string
-	Column3 []int32
-	Column4 []int64
+	ID        []int64
+	Topic     []string
+	Partition []int32
+	Offset    []int64
 }
 
 // Records where replayed dead letters ($1 ids) went ($2 topics, $3
 // partitions, $4 offsets). A second replay of one adds a row.
 func (q *Queries) DeadLetterReplayed(ctx context.Context, arg DeadLetterReplayedParams) error {
 	_, err := q.db.Exec(ctx, deadLetterReplayed,
-		arg.Column1,
-		arg.Column2,
-		arg.Column3,
-		arg.Column4,
+		arg.ID,
+		arg.Topic,
+		arg.Partition,
+		arg.Offset,
 	)
 	return err
 }

@@ -9,28 +9,15 @@ import (
 	"context"
 )
 
-const outboxLeaseTry = `-- name: OutboxLeaseTry :many
-SELECT pg_try_advisory_lock($1)
+const outboxLeaseTry = `-- name: OutboxLeaseTry :one
+SELECT pg_try_advisory_lock($1::bigint) AS held
 `
 
 // Takes the outbox relay's leadership without waiting: a session-level
 // advisory lock, held for as long as this connection lives.
-func (q *Queries) OutboxLeaseTry(ctx context.Context, pgTryAdvisoryLock int64) ([]bool, error) {
-	rows, err := q.db.Query(ctx, outboxLeaseTry, pgTryAdvisoryLock)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []bool
-	for rows.Next() {
-		var pg_try_advisory_lock bool
-		if err := rows.Scan(&pg_try_advisory_lock); err != nil {
-			return nil, err
-		}
-		items = append(items, pg_try_advisory_lock)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
+func (q *Queries) OutboxLeaseTry(ctx context.Context, key int64) (bool, error) {
+	row := q.db.QueryRow(ctx, outboxLeaseTry, key)
+	var held bool
+	err := row.Scan(&held)
+	return held, err
 }

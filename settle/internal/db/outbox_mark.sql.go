@@ -15,7 +15,7 @@ DELETE FROM outbox_queue WHERE id = ANY ($1::bigint[])
 
 // Takes outbox rows off the queue once the broker acknowledged them. A row
 // already taken off is not there, so a second marking is harmless.
-func (q *Queries) OutboxMark(ctx context.Context, dollar_1 []int64) error {
-	_, err := q.db.Exec(ctx, outboxMark, dollar_1)
+func (q *Queries) OutboxMark(ctx context.Context, ids []int64) error {
+	_, err := q.db.Exec(ctx, outboxMark, ids)
 	return err
 }

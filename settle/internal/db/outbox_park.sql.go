@@ -22,15 +22,15 @@ SELECT t.tenant_id, k.id, k.reason, k.error
 `
 
 type OutboxParkParams struct {
-	Column1 []int64
-	Column2 []string
-	Column3 []string
+	ID     []int64
+	Reason []string
+	Error  []string
 }
 
 // Parks outbox rows the broker refused for good: records why and takes
 // them off the queue, in one statement. A row no longer on the queue (a
 // second relay's mark, or parked before) is left as it is.
 func (q *Queries) OutboxPark(ctx context.Context, arg OutboxParkParams) error {
-	_, err := q.db.Exec(ctx, outboxPark, arg.Column1, arg.Column2, arg.Column3)
+	_, err := q.db.Exec(ctx, outboxPark, arg.ID, arg.Reason, arg.Error)
 	return err
 }

@@ -11,11 +11,11 @@ import (
 )
 
 const prune = `-- name: Prune :many
-SELECT table_name, rows FROM settle_prune($1, $2)
+SELECT table_name, rows FROM settle_prune($1::timestamptz, $2::boolean)
 `
 
 type PruneParams struct {
-	DeadLettersBefore time.Time
+	DeadLettersBefore *time.Time
 	DryRun            bool
 }
 
