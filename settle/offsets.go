@@ -7,8 +7,6 @@ import (
 	"github.com/settlehq/settle/settle/internal/db"
 )
 
-var ()
-
 // ConsumerOffsets returns the next offset PostgreSQL holds for every
 // partition group has settled records of, by topic and partition.
 //
