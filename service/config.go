@@ -10,7 +10,8 @@ import (
 
 	"github.com/settlehq/settle/analyst"
 	"github.com/settlehq/settle/consumer"
-	"github.com/settlehq/settle/edge"
+	"github.com/settlehq/settle/edge/ingest"
+	"github.com/settlehq/settle/edge/webhook"
 	"github.com/settlehq/settle/internal/kafkalog"
 	"github.com/settlehq/settle/relay"
 	"github.com/settlehq/settle/settle"
@@ -90,14 +91,14 @@ type Config struct {
 	// empty.
 	APIAddr string
 
-	// API configures the records API (package edge). Logger left nil is
-	// Logger.
-	API edge.Config
+	// API configures the records API (package edge/ingest). Logger left
+	// nil is Logger.
+	API ingest.Config
 
-	// Webhook configures webhook delivery of settlements, which runs when
-	// Webhook.URL is set. Left zero, Topic is the store's settlements topic
-	// and Logger is Logger.
-	Webhook edge.WebhookConfig
+	// Webhook configures webhook delivery of settlements (package
+	// edge/webhook), which runs when Webhook.URL is set. Left zero, Topic
+	// is the store's settlements topic and Logger is Logger.
+	Webhook webhook.Config
 
 	// Telemetry serves /metrics, receives the consumer's and relay's
 	// measurements and spans, and the gauges read at scrape time (outbox

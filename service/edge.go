@@ -7,11 +7,14 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/settlehq/settle/edge"
+	"github.com/settlehq/settle/edge/ingest"
+	"github.com/settlehq/settle/edge/webhook"
+	"github.com/settlehq/settle/settle/webhooks"
 )
 
 // startEdge starts the parts of the HTTP edge that are configured (the
-// records API when it has tokens, webhook delivery when it has a URL) and
+// records API of package edge/ingest when it has tokens, webhook delivery
+// of package edge/webhook when it has a URL) and
 // returns the function that stops them: the API first, then the webhook
 // workers.
 func (s *Service) startEdge(ctx context.Context) (stop func(), err error) {
@@ -23,7 +26,7 @@ func (s *Service) startEdge(ctx context.Context) (stop func(), err error) {
 	}
 	log := s.cfg.Logger
 	if len(s.cfg.API.Tokens) > 0 {
-		api, err := edge.NewAPI(s.cfg.Store, s.cfg.API)
+		api, err := ingest.NewAPI(s.cfg.Store, s.cfg.API)
 		if err != nil {
 			return stop, &ConfigError{err}
 		}
@@ -43,7 +46,7 @@ func (s *Service) startEdge(ctx context.Context) (stop func(), err error) {
 		})
 	}
 	if s.cfg.Webhook.URL != "" {
-		wh, err := edge.NewWebhook(s.cfg.Store, s.cfg.Webhook)
+		wh, err := webhook.New(webhooks.New(s.cfg.Store), s.cfg.Webhook)
 		if err != nil {
 			return stop, &ConfigError{err}
 		}

@@ -5,12 +5,14 @@ import (
 	"strings"
 	"time"
 
-	"github.com/settlehq/settle/edge"
+	"github.com/settlehq/settle/edge/ingest"
+	"github.com/settlehq/settle/edge/webhook"
 	"github.com/settlehq/settle/service"
 )
 
-// edgeFlags configure the HTTP edge (package edge): POST /v1/records on its
-// own listener, and webhook delivery of settlements.
+// edgeFlags configure the HTTP edge: POST /v1/records on its own listener
+// (package edge/ingest), and webhook delivery of settlements (package
+// edge/webhook).
 type edgeFlags struct {
 	APIAddr            string        `name:"api-addr" hidden:"" env:"SETTLE_API_ADDR" default:"127.0.0.1:8081" help:"Listen address of the records API (POST /v1/records); loopback by default. Served only when --api-token is given."`
 	APITokens          []string      `name:"api-token" env:"SETTLE_API_TOKENS" sep:"," help:"Serve the records API with these tokens, tenant=token,..."`
@@ -30,8 +32,8 @@ type edgeFlags struct {
 }
 
 // webhookConfig is the webhook delivery the flags ask for.
-func (f edgeFlags) webhookConfig(a *app, settlementsTopic string) edge.WebhookConfig {
-	return edge.WebhookConfig{URL: f.WebhookURL, Topic: settlementsTopic,
+func (f edgeFlags) webhookConfig(a *app, settlementsTopic string) webhook.Config {
+	return webhook.Config{URL: f.WebhookURL, Topic: settlementsTopic,
 		Workers: f.WebhookWorkers, AttemptsMax: f.WebhookAttemptsMax, BackoffMin: f.WebhookBackoffMin,
 		BackoffMax: f.WebhookBackoffMax, Lease: f.WebhookLease, RequestTimeout: f.WebhookRequestTimeout, Logger: a.log}
 }
@@ -62,7 +64,7 @@ func (f edgeFlags) apply(cfg *service.Config, a *app, settlementsTopic string) e
 			tokens[token] = tenant
 		}
 		cfg.APIAddr = f.APIAddr
-		cfg.API = edge.Config{Tokens: tokens, BatchRecordsMax: f.APIBatchRecordsMax,
+		cfg.API = ingest.Config{Tokens: tokens, BatchRecordsMax: f.APIBatchRecordsMax,
 			BodyBytesMax: f.APIBodyBytesMax, Lease: f.APILease,
 			GroupRequestsMax: f.APIGroupRequests, GroupsInFlightMax: f.APIGroupsInFlight, Logger: a.log}
 	}

@@ -37,19 +37,22 @@ var Floors = map[string]int{
 	// The settling transaction.
 	"settle": 2,
 
-	// What reads what the transaction wrote, in its vocabulary.
+	// What reads what the transaction wrote, in its vocabulary, and the
+	// rows the webhook works through after it.
 	"settle/inspect":    3,
 	"settle/reconcile":  3,
 	"settle/settletest": 3,
+	"settle/webhooks":   3,
 
 	// The pipeline's parts and the analysts' surface, side by side: none
 	// imports another.
-	"consumer":   4,
-	"relay":      4,
-	"edge":       4,
-	"analyst":    4,
-	"sourcefile": 4,
-	"faults":     4,
+	"consumer":     4,
+	"relay":        4,
+	"edge/ingest":  4,
+	"edge/webhook": 4,
+	"analyst":      4,
+	"sourcefile":   4,
+	"faults":       4,
 
 	// What assembles the parts: the running service, and the benchmark
 	// that runs it under load.

@@ -1,10 +1,9 @@
-package edge
+package ingest
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -14,7 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/settlehq/settle/internal/testnet"
+	"github.com/jackc/pgx/v5"
+
 	"github.com/settlehq/settle/settle"
 )
 
@@ -117,41 +117,6 @@ func TestSameCallbackTwiceOneLedgerEntry(t *testing.T) {
 	}
 }
 
-// Design test 2 (outbound): the receiver applies a delivery but its
-// acknowledgement is lost; the retry carries the same Idempotency-Key and
-// the receiver applies it once.
-func TestWebhookSameDeliveryTwiceAcceptedOnce(t *testing.T) {
-	t.Parallel()
-	s, srv := newAPI(t, Config{}, nil)
-	rc := newReceiver(t)
-	rc.fail = func(n int, _ string) int {
-		if n == 1 {
-			return http.StatusBadGateway
-		}
-		return 0
-	}
-	wh := newWebhook(t, s, rc.srv.URL, WebhookConfig{BackoffMin: time.Millisecond, BackoffMax: 2 * time.Millisecond})
-	if r := post(srv, tokenAcme, "k-wh", usage("acme", "u-wh", "carol", "3")); r.status != http.StatusOK {
-		t.Fatalf("post: %d %s", r.status, r.body)
-	}
-	drain(t, s, wh)
-	seen, accepted := rc.counts()
-	if seen != 2 || len(accepted) != 1 {
-		t.Fatalf("receiver saw %d deliveries of %d settlements, want 2 of 1", seen, len(accepted))
-	}
-	for k, n := range accepted {
-		if n != 1 {
-			t.Fatalf("settlement %s applied %d times", k, n)
-		}
-	}
-	if got := count(t, s, `SELECT count(*)::int FROM webhook_deliveries WHERE status = 'done' AND attempts = 2`); got != 1 {
-		t.Fatalf("done deliveries after 2 attempts = %d, want 1", got)
-	}
-	if got := ledgerRows(t, s, "u-wh"); got != 1 {
-		t.Fatalf("ledger rows = %d, want 1", got)
-	}
-}
-
 // Design test 3: a crash between the settling transaction and the result
 // write, then a retry: one charge, one ledger row, and from then on one
 // stored answer.
@@ -193,36 +158,6 @@ func TestCrashBeforeResultWriteThenRetry(t *testing.T) {
 	}
 	if got := count(t, s, `SELECT attempts FROM idempotency_keys WHERE key = 'k-crash'`); got != 2 {
 		t.Fatalf("attempts = %d, want 2", got)
-	}
-}
-
-// Design test 3 (outbound): the worker crashes after the receiver got the
-// settlement and before it marked the delivery; the next worker takes the
-// expired lease over and the receiver applies the settlement once.
-func TestWebhookCrashAfterSendThenRetry(t *testing.T) {
-	t.Parallel()
-	s, srv := newAPI(t, Config{}, nil)
-	rc := newReceiver(t)
-	wh := newWebhook(t, s, rc.srv.URL, WebhookConfig{Lease: 200 * time.Millisecond, RequestTimeout: 100 * time.Millisecond})
-	var crashed atomic.Bool
-	wh.afterSend = func(settle.WebhookDelivery) bool { return !crashed.CompareAndSwap(false, true) }
-	if r := post(srv, tokenAcme, "k-whc", usage("acme", "u-whc", "erin", "4")); r.status != http.StatusOK {
-		t.Fatalf("post: %d %s", r.status, r.body)
-	}
-	if n, err := wh.RunOnce(context.Background()); n != 1 || err != nil {
-		t.Fatalf("first round: %d %v", n, err)
-	}
-	if n, err := wh.RunOnce(context.Background()); err != nil || n != 0 {
-		t.Fatalf("a delivery under a live lease was claimed again (or the round failed: %v)", err)
-	}
-	time.Sleep(250 * time.Millisecond)
-	drain(t, s, wh)
-	seen, accepted := rc.counts()
-	if seen != 2 || len(accepted) != 1 {
-		t.Fatalf("receiver saw %d deliveries of %d settlements, want 2 of 1", seen, len(accepted))
-	}
-	if got := ledgerRows(t, s, "u-whc"); got != 1 {
-		t.Fatalf("ledger rows = %d, want 1", got)
 	}
 }
 
@@ -283,65 +218,13 @@ func TestStalledAttemptAfterTakeover(t *testing.T) {
 	}
 }
 
-// Design test 4 (outbound): a stalled delivery attempt can no longer mark
-// anything once another attempt took its delivery over.
-func TestWebhookStalledAttemptCannotMark(t *testing.T) {
-	t.Parallel()
-	s, srv := newAPI(t, Config{}, nil)
-	rc := newReceiver(t)
-	wh := newWebhook(t, s, rc.srv.URL, WebhookConfig{})
-	if r := post(srv, tokenAcme, "k-whs", usage("acme", "u-whs", "gina", "2")); r.status != http.StatusOK {
-		t.Fatalf("post: %d %s", r.status, r.body)
-	}
-	ctx := context.Background()
-	a, err := s.ClaimWebhookDeliveries(ctx, 10, 50*time.Millisecond)
-	if err != nil || len(a) != 1 || a[0].Sent != 0 || a[0].TookOver {
-		t.Fatalf("claim A: %+v %v", a, err)
-	}
-	if err := s.StartWebhookAttempt(ctx, &a[0], 50*time.Millisecond); err != nil || a[0].Attempt != 1 {
-		t.Fatalf("start A: attempt %d %v", a[0].Attempt, err)
-	}
-	time.Sleep(80 * time.Millisecond)
-	b, err := s.ClaimWebhookDeliveries(ctx, 10, time.Minute)
-	if err != nil || len(b) != 1 || b[0].AttemptID == a[0].AttemptID || b[0].Sent != 1 || !b[0].TookOver {
-		t.Fatalf("takeover B: %+v %v", b, err)
-	}
-	if err := s.StartWebhookAttempt(ctx, &b[0], time.Minute); err != nil || b[0].Attempt != 2 {
-		t.Fatalf("start B: attempt %d %v", b[0].Attempt, err)
-	}
-	// A wakes up while B is still sending: every write it tries matches
-	// nothing, a renewal before sending again included.
-	for name, err := range map[string]error{
-		"start":    s.StartWebhookAttempt(ctx, &a[0], time.Minute),
-		"complete": s.CompleteWebhookDelivery(ctx, a[0], 200),
-		"retry":    s.RetryWebhookDelivery(ctx, a[0], time.Second, 500, "late"),
-		"dead":     s.DeadLetterWebhookDelivery(ctx, a[0], 500, "late"),
-	} {
-		if !errors.Is(err, settle.ErrClaimLost) {
-			t.Errorf("stalled %s: %v, want ErrClaimLost", name, err)
-		}
-	}
-	if _, err := wh.send(ctx, b[0], time.Now().Add(time.Second)); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.CompleteWebhookDelivery(ctx, b[0], 200); err != nil {
-		t.Fatal(err)
-	}
-	if got := count(t, s, `SELECT count(*)::int FROM webhook_deliveries WHERE status = 'done' AND attempt_id = $1::uuid`, b[0].AttemptID); got != 1 {
-		t.Fatal("the delivery is not marked done by the takeover")
-	}
-	if got := ledgerRows(t, s, "u-whs"); got != 1 {
-		t.Fatalf("ledger rows = %d, want 1", got)
-	}
-}
-
-// Design test 5: callbacks for one account at the same time add up; every
-// settlement reaches the receiver once, with a gapless sequence.
+// Design test 5: callbacks for one account at the same time add up, and
+// their settlements, as the outbox holds them for the settlements topic and
+// the webhook, carry a gapless sequence (their delivery:
+// edge/webhook.TestConcurrentSettlementsDeliveredOnce).
 func TestConcurrentCallbacksOneAccountSum(t *testing.T) {
 	t.Parallel()
 	s, srv := newAPI(t, Config{}, nil)
-	rc := newReceiver(t)
-	wh := newWebhook(t, s, rc.srv.URL, WebhookConfig{})
 	const n = 16
 	var start sync.WaitGroup
 	start.Add(1)
@@ -365,24 +248,29 @@ func TestConcurrentCallbacksOneAccountSum(t *testing.T) {
 	if b := balance(t, s, "hank"); b != strconv.Itoa(-n*(n+1)/2) {
 		t.Fatalf("balance = %s, want %d", b, -n*(n+1)/2)
 	}
-	drain(t, s, wh)
-	_, accepted := rc.counts()
-	if len(accepted) != n {
-		t.Fatalf("receiver applied %d settlements, want %d", len(accepted), n)
+	rows, err := s.Pool().Query(context.Background(), `SELECT value FROM outbox_messages WHERE topic = 'settlements' ORDER BY id`)
+	if err != nil {
+		t.Fatal(err)
 	}
-	seqs := map[int64]bool{}
-	rc.mu.Lock()
-	for _, body := range rc.bodies {
+	bodies, err := pgx.CollectRows(rows, pgx.RowTo[[]byte])
+	if err != nil {
+		t.Fatal(err)
+	}
+	settlements, seqs := map[string]bool{}, map[int64]bool{}
+	for _, body := range bodies {
 		var resp settle.Response
 		if err := json.Unmarshal(body, &resp); err != nil {
 			t.Fatal(err)
 		}
+		settlements[resp.SettlementID] = true
 		seqs[resp.Sequence] = true
 	}
-	rc.mu.Unlock()
+	if len(bodies) != n || len(settlements) != n {
+		t.Fatalf("the outbox holds %d settlement messages of %d settlements, want %d of %d", len(bodies), len(settlements), n, n)
+	}
 	for i := int64(1); i <= n; i++ {
 		if !seqs[i] {
-			t.Fatalf("sequence %d missing from the delivered settlements: %v", i, seqs)
+			t.Fatalf("sequence %d missing from the settlements: %v", i, seqs)
 		}
 	}
 }
@@ -542,41 +430,6 @@ func TestBatchOneResultPerRecord(t *testing.T) {
 	}
 	if b := balance(t, s, "liz"); b != "-3" {
 		t.Fatalf("balance = %s, want -3", b)
-	}
-}
-
-// After the last attempt a delivery is dead-lettered, visible in
-// webhook_dead_letters and in the log, and never sent again.
-func TestWebhookDeadLetter(t *testing.T) {
-	t.Parallel()
-	s, srv := newAPI(t, Config{}, nil)
-	rc := newReceiver(t)
-	rc.fail = func(int, string) int { return http.StatusServiceUnavailable }
-	var logBuf testnet.SyncBuffer
-	wh := newWebhook(t, s, rc.srv.URL, WebhookConfig{AttemptsMax: 3, BackoffMin: 5 * time.Millisecond, BackoffMax: 10 * time.Millisecond,
-		Logger: newTextLogger(&logBuf)})
-	if d := wh.retry.Delay(1); d < 5*time.Millisecond || d > 6*time.Millisecond {
-		t.Errorf("backoff(1) = %s", d)
-	}
-	if d := wh.retry.Delay(10); d < 10*time.Millisecond || d > 11*time.Millisecond {
-		t.Errorf("backoff(10) = %s, want capped at 10ms", d)
-	}
-	if r := post(srv, tokenAcme, "k-dead", usage("acme", "u-dead", "max", "1")); r.status != 200 {
-		t.Fatalf("post: %d %s", r.status, r.body)
-	}
-	drain(t, s, wh)
-	dead, err := s.WebhookDeadLetters(context.Background(), 10)
-	if err != nil || len(dead) != 1 || dead[0].Attempts != 3 || dead[0].LastStatus != 503 || dead[0].SettlementID == "" {
-		t.Fatalf("dead letters %+v %v", dead, err)
-	}
-	if seen, _ := rc.counts(); seen != 3 {
-		t.Fatalf("receiver saw %d attempts, want 3", seen)
-	}
-	if !strings.Contains(logBuf.String(), "webhook delivery dead-lettered") || !strings.Contains(logBuf.String(), dead[0].SettlementID) {
-		t.Fatalf("no dead-letter log line: %s", logBuf.String())
-	}
-	if n, err := wh.RunOnce(context.Background()); err != nil || n != 0 {
-		t.Fatalf("a dead delivery was claimed again (or the round failed: %v)", err)
 	}
 }
 

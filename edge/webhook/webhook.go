@@ -1,4 +1,19 @@
-package edge
+// Package webhook is the HTTP edge's way out: it POSTs every settlement
+// written after it subscribed to one external endpoint, at least once, with
+// Idempotency-Key: <settlement_id> so the receiver applies it once. Each
+// delivery is claimed by one attempt with a lease, renewed right before its
+// POST; only the attempt that owns a delivery writes its result: done,
+// retried after a backoff, or dead-lettered (after AttemptsMax failures, or
+// after sends that kept losing their result).
+//
+// It owns the sending: the workers, the leases' timing (a POST always ends
+// before its lease, so no two attempts of a delivery overlap), the retry
+// policy and the bounds on sends that never wrote a result. It never speaks
+// SQL (package settle/webhooks holds the rows, behind the small Store
+// declared here) and never settles anything: what it sends is what the
+// settling transaction queued, and it knows nothing of the records API
+// (package edge/ingest).
+package webhook
 
 import (
 	"bytes"
@@ -14,11 +29,35 @@ import (
 
 	"github.com/settlehq/settle/internal/backoff"
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/webhooks"
 )
 
-// WebhookConfig configures webhook delivery of settlements. The zero value
+// Store is what webhook delivery needs of the webhook rows: the
+// subscription, the deliveries' claims and their fenced results.
+// *webhooks.Store is one.
+type Store interface {
+	Subscribe(ctx context.Context, topic string) error
+	Claim(ctx context.Context, limit int, lease time.Duration) ([]webhooks.Delivery, error)
+	StartAttempt(ctx context.Context, d *webhooks.Delivery, lease time.Duration) error
+	Complete(ctx context.Context, d webhooks.Delivery, httpStatus int) error
+	Retry(ctx context.Context, d webhooks.Delivery, backoff time.Duration, httpStatus int, errText string) error
+	DeadLetter(ctx context.Context, d webhooks.Delivery, httpStatus int, errText string) error
+}
+
+var _ Store = (*webhooks.Store)(nil)
+
+// Headers of a delivery's POST.
+const (
+	// HeaderIdempotencyKey carries the settlement_id: the receiver applies
+	// a settlement once per key.
+	HeaderIdempotencyKey = "Idempotency-Key"
+	// HeaderAttempt numbers the sends of one delivery, from 1.
+	HeaderAttempt = "Settle-Attempt"
+)
+
+// Config configures webhook delivery of settlements. The zero value
 // of every field but URL is a documented default.
-type WebhookConfig struct {
+type Config struct {
 	// URL receives one POST per settlement: the settlement message as on
 	// the settlements topic, with Idempotency-Key: <settlement_id>.
 	URL string
@@ -69,7 +108,7 @@ type WebhookConfig struct {
 	Logger *slog.Logger
 }
 
-func (c *WebhookConfig) setDefaults() {
+func (c *Config) setDefaults() {
 	if c.Topic == "" {
 		c.Topic = "settlements"
 	}
@@ -120,14 +159,14 @@ func leaseMargin(lease time.Duration) time.Duration { return lease / 10 }
 
 // Validate reports the first setting that cannot work, saying how to fix it.
 // It checks the settings as they will be used, defaults filled in.
-func (c WebhookConfig) Validate() error {
+func (c Config) Validate() error {
 	switch {
 	case c.URL == "":
 		return errors.New("webhook: no URL (--webhook-url)")
 	case c.Workers < 0 || c.Workers > 256:
 		return fmt.Errorf("webhook: workers %d must be between 1 and 256 (0 = 4)", c.Workers)
-	case c.ClaimRecordsMax < 0 || c.ClaimRecordsMax > 1000:
-		return fmt.Errorf("webhook: claim records max %d must be between 1 and 1000 (0 = 16)", c.ClaimRecordsMax)
+	case c.ClaimRecordsMax < 0 || c.ClaimRecordsMax > webhooks.ClaimDeliveriesMax:
+		return fmt.Errorf("webhook: claim records max %d must be between 1 and %d (0 = 16)", c.ClaimRecordsMax, webhooks.ClaimDeliveriesMax)
 	case c.AttemptsMax < 0 || c.AttemptsMax > 1000:
 		return fmt.Errorf("webhook: attempts max %d must be between 1 and 1000 (0 = 10)", c.AttemptsMax)
 	case c.Lease < 0 || c.RequestTimeout < 0 || c.BackoffMin < 0 || c.BackoffMax < 0 || c.PollInterval < 0:
@@ -151,7 +190,7 @@ func (c WebhookConfig) Validate() error {
 // claimMax is how many deliveries one worker claims at a time: no more than
 // it can send one after the other, each bounded by RequestTimeout, within
 // the lease they were claimed with.
-func (c WebhookConfig) claimMax() int {
+func (c Config) claimMax() int {
 	return max(1, min(c.ClaimRecordsMax, int((c.Lease-leaseMargin(c.Lease))/c.RequestTimeout)))
 }
 
@@ -159,8 +198,8 @@ func (c WebhookConfig) claimMax() int {
 // a delivery whose attempt crashed after the receiver got it is sent again,
 // with the same Idempotency-Key, and the receiver deduplicates on it.
 type Webhook struct {
-	store WebhookStore
-	cfg   WebhookConfig
+	store Store
+	cfg   Config
 	log   *slog.Logger
 	// retry is the wait after a delivery's attempt-th failure: doubling
 	// from BackoffMin, capped at BackoffMax, up to a tenth longer so the
@@ -171,12 +210,12 @@ type Webhook struct {
 	// afterSend, when set (tests only), runs after the receiver answered
 	// and before the result is written. It returns false to simulate a
 	// crash there: nothing is written and the lease runs out.
-	afterSend func(d settle.WebhookDelivery) bool
+	afterSend func(d webhooks.Delivery) bool
 }
 
-// NewWebhook returns a webhook sender over store. It does not subscribe:
-// Run does.
-func NewWebhook(store WebhookStore, cfg WebhookConfig) (*Webhook, error) {
+// New returns a webhook sender over store (the service gives it
+// webhooks.New of its settle.Store). It does not subscribe: Run does.
+func New(store Store, cfg Config) (*Webhook, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -187,7 +226,7 @@ func NewWebhook(store WebhookStore, cfg WebhookConfig) (*Webhook, error) {
 
 // Subscribe queues every settlement written from now on for delivery.
 func (wh *Webhook) Subscribe(ctx context.Context) error {
-	return wh.store.SubscribeWebhook(ctx, wh.cfg.Topic)
+	return wh.store.Subscribe(ctx, wh.cfg.Topic)
 }
 
 // Run subscribes, then delivers with Workers workers until ctx is done.
@@ -218,7 +257,7 @@ func (wh *Webhook) Run(ctx context.Context) error {
 // ClaimRecordsMax) and sends them one after the other. It returns how many
 // it claimed.
 func (wh *Webhook) RunOnce(ctx context.Context) (int, error) {
-	ds, err := wh.store.ClaimWebhookDeliveries(ctx, wh.cfg.claimMax(), wh.cfg.Lease)
+	ds, err := wh.store.Claim(ctx, wh.cfg.claimMax(), wh.cfg.Lease)
 	if err != nil {
 		return 0, err
 	}
@@ -239,7 +278,7 @@ func (wh *Webhook) RunOnce(ctx context.Context) (int, error) {
 // attempt sends only while it owns d: it renews its lease right before the
 // POST, and the POST ends (RequestTimeout) before that lease does, so a
 // takeover, which needs the lease to have run out, never overlaps it.
-func (wh *Webhook) deliver(ctx context.Context, d settle.WebhookDelivery) {
+func (wh *Webhook) deliver(ctx context.Context, d webhooks.Delivery) {
 	log := wh.log.With("settlement_id", d.SettlementID, "delivery", d.ID, "sent", d.Sent, "failed", d.Failed)
 	// Sends that never wrote a result are bounded too: a delivery whose
 	// every send crashes its worker is given up, not sent forever.
@@ -250,7 +289,7 @@ func (wh *Webhook) deliver(ctx context.Context, d settle.WebhookDelivery) {
 	// The POST's deadline counts from before the renewal, so it ends
 	// before the renewed lease, whatever the renewal's round trip took.
 	deadline := time.Now().Add(wh.cfg.RequestTimeout)
-	if err := wh.store.StartWebhookAttempt(ctx, &d, wh.cfg.Lease); err != nil {
+	if err := wh.store.StartAttempt(ctx, &d, wh.cfg.Lease); err != nil {
 		if errors.Is(err, settle.ErrClaimLost) {
 			log.Info("webhook delivery was taken over before it was sent; not sending", "err", err)
 		} else if ctx.Err() == nil {
@@ -274,7 +313,7 @@ func (wh *Webhook) deliver(ctx context.Context, d settle.WebhookDelivery) {
 	if err == nil {
 		// Written even when the lease ran out meanwhile: the fence is the
 		// attempt id, so only a takeover makes it fail.
-		if err := wh.store.CompleteWebhookDelivery(wctx, d, status); err != nil {
+		if err := wh.store.Complete(wctx, d, status); err != nil {
 			wh.logWriteErr(log, err)
 		}
 		return
@@ -285,13 +324,13 @@ func (wh *Webhook) deliver(ctx context.Context, d settle.WebhookDelivery) {
 	}
 	wait := wh.retry.Delay(d.Failed + 1)
 	log.Info("webhook delivery failed; retrying", "err", err, "status", status, "retry_in", wait)
-	if err := wh.store.RetryWebhookDelivery(wctx, d, wait, status, err.Error()); err != nil {
+	if err := wh.store.Retry(wctx, d, wait, status, err.Error()); err != nil {
 		wh.logWriteErr(log, err)
 	}
 }
 
-func (wh *Webhook) deadLetter(ctx context.Context, log *slog.Logger, d settle.WebhookDelivery, status int, why string) {
-	if err := wh.store.DeadLetterWebhookDelivery(context.WithoutCancel(ctx), d, status, why); err != nil {
+func (wh *Webhook) deadLetter(ctx context.Context, log *slog.Logger, d webhooks.Delivery, status int, why string) {
+	if err := wh.store.DeadLetter(context.WithoutCancel(ctx), d, status, why); err != nil {
 		wh.logWriteErr(log, err)
 		return
 	}
@@ -311,7 +350,7 @@ func (wh *Webhook) logWriteErr(log *slog.Logger, err error) {
 
 // send POSTs d once, giving up at deadline. A 2xx answer is a delivery;
 // anything else an error.
-func (wh *Webhook) send(ctx context.Context, d settle.WebhookDelivery, deadline time.Time) (int, error) {
+func (wh *Webhook) send(ctx context.Context, d webhooks.Delivery, deadline time.Time) (int, error) {
 	rctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	req, err := http.NewRequestWithContext(rctx, http.MethodPost, wh.cfg.URL, bytes.NewReader(d.Body))
@@ -320,7 +359,7 @@ func (wh *Webhook) send(ctx context.Context, d settle.WebhookDelivery, deadline 
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(HeaderIdempotencyKey, d.SettlementID)
-	req.Header.Set("Settle-Attempt", strconv.Itoa(d.Attempt))
+	req.Header.Set(HeaderAttempt, strconv.Itoa(d.Attempt))
 	resp, err := wh.cfg.Client.Do(req)
 	if err != nil {
 		return 0, err

@@ -1,15 +1,12 @@
-package edge
+package webhook
 
 import (
 	"bytes"
 	"context"
-	"encoding/json"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -19,17 +16,13 @@ import (
 
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/settletest"
+	"github.com/settlehq/settle/settle/webhooks"
 )
 
-const (
-	tokenAcme = "tok-acme-0123456789abcdef"
-	tokenBeta = "tok-beta-0123456789abcdef"
-)
-
-// newStore gives the test its own migrated database and a store that works
-// as the service role settle_app, so the grants of the migrations are
-// exercised too.
-func newStore(t *testing.T, maxConns int32) *settle.Store {
+// newStores gives the test its own migrated database, a settling store that
+// works as the service role settle_app (so the grants of the migrations are
+// exercised too) and the webhook rows over the same pool.
+func newStores(t *testing.T, maxConns int32) (*settle.Store, *webhooks.Store) {
 	t.Helper()
 	cfg, err := pgxpool.ParseConfig(settletest.NewDatabase(t))
 	if err != nil {
@@ -49,87 +42,26 @@ func newStore(t *testing.T, maxConns int32) *settle.Store {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return s
+	return s, webhooks.New(s)
 }
 
-// newAPI serves an API over a fresh store on a loopback httptest server.
-func newAPI(t *testing.T, cfg Config, setup func(*API)) (*settle.Store, *httptest.Server) {
-	return newAPIConns(t, cfg, setup, 6)
+// usage is a usage record of tenant acme, the way a metering system would
+// send it.
+func usage(record, subject, amount string) map[string]any {
+	return settletest.Rec("record_id", record, "subject", subject, "amount", amount,
+		"meter", "api_calls", "quantity", "1", "unit", "call")
 }
 
-// newAPIConns is newAPI with a pool of maxConns connections (the server is
-// shared by parallel tests: keep it small).
-func newAPIConns(t *testing.T, cfg Config, setup func(*API), maxConns int32) (*settle.Store, *httptest.Server) {
+// settleAll settles recs in one batch on partition of the usage topic, from
+// offset 0, and fails unless every record is settled: one outbox row each,
+// and so one delivery each once the webhook subscribed.
+func settleAll(t *testing.T, s *settle.Store, partition int32, recs ...map[string]any) {
 	t.Helper()
-	s := newStore(t, maxConns)
-	cfg.Tokens = map[string]string{tokenAcme: "acme", tokenBeta: "beta"}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	api, err := NewAPI(s, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if setup != nil {
-		setup(api)
-	}
-	srv := httptest.NewServer(api)
-	t.Cleanup(srv.Close)
-	return s, srv
-}
-
-type reply struct {
-	status int
-	header http.Header
-	body   []byte
-	err    error
-}
-
-func (r reply) code() string {
-	var e struct{ Code string }
-	_ = json.Unmarshal(r.body, &e)
-	return e.Code
-}
-
-func post(srv *httptest.Server, token, key, body string) reply {
-	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/records", strings.NewReader(body))
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	if key != "" {
-		req.Header.Set(HeaderIdempotencyKey, key)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := srv.Client().Do(req)
-	if err != nil {
-		return reply{err: err}
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return reply{status: resp.StatusCode, header: resp.Header, body: b, err: err}
-}
-
-// postUntilAnswered retries a request while it is busy, the way a client
-// honouring Retry-After would (faster, for the test).
-func postUntilAnswered(t *testing.T, srv *httptest.Server, token, key, body string) reply {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		r := post(srv, token, key, body)
-		if r.err == nil && !(r.status == http.StatusConflict && r.code() == CodeBusy) {
-			return r
+	for i, r := range settletest.MustSettle(t, s, settletest.Batch(partition, 0, recs...)) {
+		if r.Outcome != settle.OutcomeSettled {
+			t.Fatalf("record %d: %s %s, want settled", i, r.Outcome, r.Reason)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("key %s still unanswered after 10s: %v %d %s", key, r.err, r.status, r.body)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
-}
-
-func usage(tenant, record, subject, amount string) string {
-	return fmt.Sprintf(`{"tenant_id":%q,"account_period":"2026-11","record_id":%q,"kind":"usage","subject":%q,`+
-		`"amount":%q,"currency":"USD","meter":"api_calls","quantity":"1","unit":"call",`+
-		`"occurred_at":"2026-11-03T10:00:00Z","finalization_version":1}`, tenant, record, subject, amount)
 }
 
 func count(t *testing.T, s *settle.Store, query string, args ...any) int {
@@ -146,28 +78,6 @@ func ledgerRows(t *testing.T, s *settle.Store, record string) int {
 	t.Helper()
 	return count(t, s, `SELECT count(*)::int FROM ledger_entries l JOIN identities i ON i.id = l.identity_id
 	                     WHERE i.tenant_id = 'acme' AND i.record_id = $1`, record)
-}
-
-func balance(t *testing.T, s *settle.Store, subject string) string {
-	t.Helper()
-	var b string
-	err := s.Pool().QueryRow(context.Background(),
-		`SELECT balance::text FROM accounts WHERE tenant_id = 'acme' AND subject = $1 AND currency = 'USD'`, subject).Scan(&b)
-	if err != nil {
-		t.Fatalf("balance of %s: %v", subject, err)
-	}
-	return b
-}
-
-func storedResponse(t *testing.T, s *settle.Store, key string) []byte {
-	t.Helper()
-	var b []byte
-	err := s.Pool().QueryRow(context.Background(),
-		`SELECT response FROM idempotency_keys WHERE tenant_id = 'acme' AND key = $1 AND status = 'done'`, key).Scan(&b)
-	if err != nil {
-		t.Fatalf("stored response of key %s: %v", key, err)
-	}
-	return b
 }
 
 // receiver is an external system that deduplicates webhook deliveries by
@@ -221,13 +131,14 @@ func (rc *receiver) counts() (seen int, accepted map[string]int) {
 	return rc.seen, m
 }
 
-func newWebhook(t *testing.T, s *settle.Store, url string, cfg WebhookConfig) *Webhook {
+// newWebhook returns a sender to url over ws, subscribed.
+func newWebhook(t *testing.T, ws *webhooks.Store, url string, cfg Config) *Webhook {
 	t.Helper()
 	cfg.URL = url
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	wh, err := NewWebhook(s, cfg)
+	wh, err := New(ws, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

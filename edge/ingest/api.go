@@ -1,17 +1,19 @@
-// Package edge is settle's HTTP edge: POST /v1/records settles records sent
-// over HTTP through the same core as the Kafka consumer, behind a required
-// Idempotency-Key; and Webhook delivers settlements to an external HTTP
-// endpoint, each delivery claimed by one attempt and marked by a fenced
-// write.
+// Package ingest is the HTTP edge's way in, the records API: POST
+// /v1/records settles records sent over HTTP through the same core as the
+// Kafka consumer, behind a required Idempotency-Key. A request is
+// validated alone (token, key, body, every record decoded), then committed
+// with the requests queued beside it as one group (group.go): one claim of
+// their keys, one settling transaction, one fenced write of their answers.
 //
-// It owns the HTTP contract (status codes, error codes, headers), the
-// order of claim, work and fenced result, and the group commit of
-// concurrent requests (group.go). It never speaks SQL (package settle
-// does, behind the small interfaces declared here, Store and
-// WebhookStore) and never decides an effect: the settling core does, and a
-// record's identity stays the guard against a second effect whatever the
-// edge does.
-package edge
+// It owns the API's HTTP contract (status codes, the error codes of
+// errors.go, headers), the order of claim, work and fenced result, and the
+// group commit of concurrent requests. It never speaks SQL (package settle
+// does, behind the small Store declared here) and never decides an effect:
+// the settling core does, and a record's identity stays the guard against a
+// second effect whatever the API does. Settlements leave by the outbox, and
+// by webhook through package edge/webhook, which this package knows nothing
+// of.
+package ingest
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package edge
+package webhook
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/webhooks"
 )
 
 // slowReceiver answers every POST 200 after delay, like a healthy receiver
@@ -59,17 +59,15 @@ func newSlowReceiver(t *testing.T, delay time.Duration) *slowReceiver {
 func TestWebhookSlowReceiverNoOverlap(t *testing.T) {
 	t.Parallel()
 	const settlements = 40
-	s, srv := newAPIConns(t, Config{}, nil, 12)
+	s, ws := newStores(t, 12)
 	rc := newSlowReceiver(t, 800*time.Millisecond)
-	wh := newWebhook(t, s, rc.srv.URL, WebhookConfig{Workers: 10, Lease: 3 * time.Second, AttemptsMax: 3,
+	wh := newWebhook(t, ws, rc.srv.URL, Config{Workers: 10, Lease: 3 * time.Second, AttemptsMax: 3,
 		BackoffMin: 10 * time.Millisecond, BackoffMax: 20 * time.Millisecond, PollInterval: 20 * time.Millisecond})
-	records := make([]string, settlements)
+	records := make([]map[string]any, settlements)
 	for i := range records {
-		records[i] = usage("acme", "u-slow-"+strconv.Itoa(i), "olga", "1")
+		records[i] = usage("u-slow-"+strconv.Itoa(i), "olga", "1")
 	}
-	if r := post(srv, tokenAcme, "k-slow", "["+strings.Join(records, ",")+"]"); r.status != http.StatusOK {
-		t.Fatalf("post: %d %s", r.status, r.body)
-	}
+	settleAll(t, s, 0, records...)
 	if got := count(t, s, `SELECT count(*)::int FROM webhook_deliveries`); got != settlements {
 		t.Fatalf("%d deliveries queued, want %d", got, settlements)
 	}
@@ -124,15 +122,15 @@ func TestWebhookConfigLease(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name string
-		cfg  WebhookConfig
+		cfg  Config
 		err  string // "" = valid
 	}{
-		{"defaults", WebhookConfig{}, ""},
-		{"timeout a tenth short of the lease", WebhookConfig{Lease: 3 * time.Second, RequestTimeout: 2700 * time.Millisecond}, ""},
-		{"timeout inside the margin", WebhookConfig{Lease: 3 * time.Second, RequestTimeout: 2900 * time.Millisecond}, "must be at most 2.7s"},
-		{"timeout equal to the lease", WebhookConfig{Lease: time.Second, RequestTimeout: time.Second}, "request timeout"},
-		{"timeout beyond the default lease", WebhookConfig{RequestTimeout: 40 * time.Second}, "the lease 30s"},
-		{"lease too short", WebhookConfig{Lease: time.Millisecond}, "at least 10ms"},
+		{"defaults", Config{}, ""},
+		{"timeout a tenth short of the lease", Config{Lease: 3 * time.Second, RequestTimeout: 2700 * time.Millisecond}, ""},
+		{"timeout inside the margin", Config{Lease: 3 * time.Second, RequestTimeout: 2900 * time.Millisecond}, "must be at most 2.7s"},
+		{"timeout equal to the lease", Config{Lease: time.Second, RequestTimeout: time.Second}, "request timeout"},
+		{"timeout beyond the default lease", Config{RequestTimeout: 40 * time.Second}, "the lease 30s"},
+		{"lease too short", Config{Lease: time.Millisecond}, "at least 10ms"},
 	} {
 		tc.cfg.URL = "http://127.0.0.1:1/"
 		err := tc.cfg.Validate()
@@ -141,13 +139,13 @@ func TestWebhookConfigLease(t *testing.T) {
 		}
 	}
 	for _, tc := range []struct {
-		cfg  WebhookConfig
+		cfg  Config
 		want int
 	}{
-		{WebhookConfig{}, 2}, // 27s of a 30s lease, 10s per POST
-		{WebhookConfig{Lease: 3 * time.Second, RequestTimeout: 100 * time.Millisecond}, 16},
-		{WebhookConfig{Lease: 3 * time.Second, RequestTimeout: 100 * time.Millisecond, ClaimRecordsMax: 5}, 5},
-		{WebhookConfig{Lease: 3 * time.Second, RequestTimeout: 2 * time.Second}, 1},
+		{Config{}, 2}, // 27s of a 30s lease, 10s per POST
+		{Config{Lease: 3 * time.Second, RequestTimeout: 100 * time.Millisecond}, 16},
+		{Config{Lease: 3 * time.Second, RequestTimeout: 100 * time.Millisecond, ClaimRecordsMax: 5}, 5},
+		{Config{Lease: 3 * time.Second, RequestTimeout: 2 * time.Second}, 1},
 	} {
 		tc.cfg.setDefaults()
 		if got := tc.cfg.claimMax(); got != tc.want {
@@ -162,24 +160,22 @@ func TestWebhookConfigLease(t *testing.T) {
 // attempt sends beside it.
 func TestWebhookRenewedLeaseNotTakenOver(t *testing.T) {
 	t.Parallel()
-	s, srv := newAPI(t, Config{}, nil)
-	newWebhook(t, s, "http://127.0.0.1:1/", WebhookConfig{}) // subscribes
-	if r := post(srv, tokenAcme, "k-renew", usage("acme", "u-renew", "pia", "1")); r.status != http.StatusOK {
-		t.Fatalf("post: %d %s", r.status, r.body)
-	}
+	s, ws := newStores(t, 6)
+	newWebhook(t, ws, "http://127.0.0.1:1/", Config{}) // subscribes
+	settleAll(t, s, 0, usage("u-renew", "pia", "1"))
 	ctx := context.Background()
-	a, err := s.ClaimWebhookDeliveries(ctx, 10, 30*time.Millisecond)
+	a, err := ws.Claim(ctx, 10, 30*time.Millisecond)
 	if err != nil || len(a) != 1 {
 		t.Fatalf("claim A: %+v %v", a, err)
 	}
 	time.Sleep(60 * time.Millisecond)
-	if err := s.StartWebhookAttempt(ctx, &a[0], time.Minute); err != nil || a[0].Attempt != 1 {
+	if err := ws.StartAttempt(ctx, &a[0], time.Minute); err != nil || a[0].Attempt != 1 {
 		t.Fatalf("renewing a lapsed lease nobody took over: attempt %d %v", a[0].Attempt, err)
 	}
-	if b, err := s.ClaimWebhookDeliveries(ctx, 10, time.Minute); err != nil || len(b) != 0 {
+	if b, err := ws.Claim(ctx, 10, time.Minute); err != nil || len(b) != 0 {
 		t.Fatalf("a renewed lease was taken over: %+v %v", b, err)
 	}
-	if err := s.CompleteWebhookDelivery(ctx, a[0], 200); err != nil {
+	if err := ws.Complete(ctx, a[0], 200); err != nil {
 		t.Fatal(err)
 	}
 	if got := count(t, s, `SELECT count(*)::int FROM webhook_deliveries WHERE status = 'done' AND attempts = 1`); got != 1 {
@@ -193,7 +189,7 @@ func TestWebhookRenewedLeaseNotTakenOver(t *testing.T) {
 // dead-lettered.
 func TestWebhookAnsweredSendNotDeadLettered(t *testing.T) {
 	t.Parallel()
-	s, srv := newAPI(t, Config{}, nil)
+	s, ws := newStores(t, 6)
 	rc := newReceiver(t)
 	rc.fail = func(n int, _ string) int {
 		if n == 1 {
@@ -201,13 +197,11 @@ func TestWebhookAnsweredSendNotDeadLettered(t *testing.T) {
 		}
 		return 0
 	}
-	wh := newWebhook(t, s, rc.srv.URL, WebhookConfig{AttemptsMax: 2, Lease: 200 * time.Millisecond, RequestTimeout: 100 * time.Millisecond,
+	wh := newWebhook(t, ws, rc.srv.URL, Config{AttemptsMax: 2, Lease: 200 * time.Millisecond, RequestTimeout: 100 * time.Millisecond,
 		BackoffMin: time.Millisecond, BackoffMax: 2 * time.Millisecond})
 	var sends atomic.Int32
-	wh.afterSend = func(settle.WebhookDelivery) bool { return sends.Add(1) != 2 } // the 200 is lost
-	if r := post(srv, tokenAcme, "k-lost", usage("acme", "u-lost", "quin", "1")); r.status != http.StatusOK {
-		t.Fatalf("post: %d %s", r.status, r.body)
-	}
+	wh.afterSend = func(webhooks.Delivery) bool { return sends.Add(1) != 2 } // the 200 is lost
+	settleAll(t, s, 0, usage("u-lost", "quin", "1"))
 	deadline := time.Now().Add(10 * time.Second)
 	for count(t, s, `SELECT count(*)::int FROM webhook_deliveries WHERE status IN ('done', 'dead')`) == 0 {
 		if time.Now().After(deadline) {
@@ -219,7 +213,7 @@ func TestWebhookAnsweredSendNotDeadLettered(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
-	if dead, err := s.WebhookDeadLetters(context.Background(), 10); err != nil || len(dead) != 0 {
+	if dead, err := ws.DeadLetters(context.Background(), 10); err != nil || len(dead) != 0 {
 		t.Fatalf("dead-lettered after a 200: %+v %v", dead, err)
 	}
 	if got := count(t, s, `SELECT count(*)::int FROM webhook_deliveries WHERE status = 'done' AND attempts = 3 AND failures = 1`); got != 1 {
@@ -235,14 +229,12 @@ func TestWebhookAnsweredSendNotDeadLettered(t *testing.T) {
 // done, not dead-lettered.
 func TestWebhookStoppedDuringSendNotCounted(t *testing.T) {
 	t.Parallel()
-	s, srv := newAPI(t, Config{}, nil)
+	s, ws := newStores(t, 6)
 	rc := newSlowReceiver(t, 400*time.Millisecond)
-	cfg := WebhookConfig{Workers: 1, AttemptsMax: 1, Lease: 600 * time.Millisecond, RequestTimeout: 500 * time.Millisecond,
+	cfg := Config{Workers: 1, AttemptsMax: 1, Lease: 600 * time.Millisecond, RequestTimeout: 500 * time.Millisecond,
 		PollInterval: 10 * time.Millisecond}
-	wh := newWebhook(t, s, rc.srv.URL, cfg)
-	if r := post(srv, tokenAcme, "k-stop", usage("acme", "u-stop", "rita", "1")); r.status != http.StatusOK {
-		t.Fatalf("post: %d %s", r.status, r.body)
-	}
+	wh := newWebhook(t, ws, rc.srv.URL, cfg)
+	settleAll(t, s, 0, usage("u-stop", "rita", "1"))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = wh.Run(ctx) }()
@@ -262,7 +254,7 @@ func TestWebhookStoppedDuringSendNotCounted(t *testing.T) {
 	if got := count(t, s, `SELECT count(*)::int FROM webhook_deliveries WHERE status = 'dead'`); got != 0 {
 		t.Fatal("a POST cut short by a stop dead-lettered its delivery")
 	}
-	drain(t, s, newWebhook(t, s, rc.srv.URL, cfg)) // the next process
+	drain(t, s, newWebhook(t, ws, rc.srv.URL, cfg)) // the next process
 	if got := count(t, s, `SELECT count(*)::int FROM webhook_deliveries WHERE status = 'done' AND failures = 0`); got != 1 {
 		t.Fatal("the delivery is not done, without a failure, after the restart")
 	}
@@ -272,15 +264,13 @@ func TestWebhookStoppedDuringSendNotCounted(t *testing.T) {
 // written is given up after sendsLostMax sends, not sent forever.
 func TestWebhookLostSendsBounded(t *testing.T) {
 	t.Parallel()
-	s, srv := newAPI(t, Config{}, nil)
+	s, ws := newStores(t, 6)
 	rc := newReceiver(t)
-	wh := newWebhook(t, s, rc.srv.URL, WebhookConfig{Lease: 60 * time.Millisecond, RequestTimeout: 50 * time.Millisecond})
-	wh.afterSend = func(settle.WebhookDelivery) bool { return false }
-	if r := post(srv, tokenAcme, "k-loop", usage("acme", "u-loop", "sam", "1")); r.status != http.StatusOK {
-		t.Fatalf("post: %d %s", r.status, r.body)
-	}
+	wh := newWebhook(t, ws, rc.srv.URL, Config{Lease: 60 * time.Millisecond, RequestTimeout: 50 * time.Millisecond})
+	wh.afterSend = func(webhooks.Delivery) bool { return false }
+	settleAll(t, s, 0, usage("u-loop", "sam", "1"))
 	drain(t, s, wh)
-	dead, err := s.WebhookDeadLetters(context.Background(), 10)
+	dead, err := ws.DeadLetters(context.Background(), 10)
 	if err != nil || len(dead) != 1 || dead[0].Attempts != sendsLostMax || dead[0].Failures != 0 ||
 		!strings.Contains(dead[0].LastError, "never wrote a result") {
 		t.Fatalf("dead letters %+v %v", dead, err)
