@@ -17,6 +17,7 @@ import (
 	"github.com/settlehq/settle/internal/crashpoint"
 	"github.com/settlehq/settle/internal/money"
 	"github.com/settlehq/settle/record"
+	"github.com/settlehq/settle/settle/internal/db"
 )
 
 // decoded is an input record after decoding, before the transaction.
@@ -369,17 +370,16 @@ func (s *Store) newTxState(tx pgx.Tx, attempt int, firstSeen time.Time, carried 
 // expired on the way).
 func (st *txState) nextID(ctx context.Context) (int64, error) {
 	if len(st.ids) == 0 {
-		rows, _ := st.tx.Query(ctx, sqlIdentityReserve, 64)
-		for rows.Next() {
-			var id int64
-			var now time.Time
-			if err := rows.Scan(&id, &now); err != nil {
-				return 0, err
-			}
-			st.ids = append(st.ids, id)
+		p := db.NewPipeline(st.tx)
+		rows, err := db.Rows(db.New(p).IdentityReserve(ctx, []int32{64}).Query)
+		if serr := p.Send(ctx); err == nil {
+			err = serr
 		}
-		if err := rows.Err(); err != nil {
+		if err != nil {
 			return 0, fmt.Errorf("reserve identity ids: %w", err)
+		}
+		for _, row := range rows {
+			st.ids = append(st.ids, *row.ID) // the clock stays the one load read
 		}
 	}
 	id := st.ids[0]

@@ -5,27 +5,11 @@ import (
 	"fmt"
 	"sort"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/settlehq/settle/record"
+	"github.com/settlehq/settle/settle/internal/db"
 )
 
-var (
-	sqlDeliveryLookup   = mustQuery("delivery_lookup.sql")
-	sqlIdentityLookup   = mustQuery("identity_lookup.sql")
-	sqlTargetLookup     = mustQuery("target_lookup.sql")
-	sqlWaitingLookup    = mustQuery("waiting_lookup.sql")
-	sqlPeriodLookup     = mustQuery("period_lookup.sql")
-	sqlAccountInsert    = mustQuery("account_insert.sql")
-	sqlAccountLock      = mustQuery("account_lock.sql")
-	sqlAccountRead      = mustQuery("account_read.sql")
-	sqlAccountReadByID  = mustQuery("account_read_by_id.sql")
-	sqlChainLock        = mustQuery("chain_lock.sql")
-	sqlChainRoot        = mustQuery("chain_root.sql")
-	sqlHoldLock         = mustQuery("hold_lock.sql")
-	sqlIdentityReserve  = mustQuery("identity_reserve.sql")
-	sqlConflictCaseOpen = mustQuery("conflict_case_open.sql")
-)
+var sqlConflictCaseOpen = mustQuery("conflict_case_open.sql")
 
 // ownAccount is the account a record moves by its own fields, if any.
 func ownAccount(r *record.Record) (accountKey, bool) {
@@ -77,22 +61,26 @@ func (st *txState) load(ctx context.Context, ds []decoded, wake []recKey) error 
 	k.accKeys.known = &st.s.accountIDs
 	st.collectLoadKeys(&k, ds, wake)
 
-	b := &pgx.Batch{}
-	st.queueLocks(b)
-	b.Queue(sqlDeliveryLookup, k.dTopics, k.dParts, k.dOffsets, k.dTenants)
-	b.Queue(sqlIdentityLookup, k.idKeys[0], k.idKeys[1], k.idKeys[2], k.idKeys[3])
-	b.Queue(sqlTargetLookup, k.tgtKeys.t, k.tgtKeys.p, k.tgtKeys.r)
-	b.Queue(sqlWaitingLookup, k.idKeys[0], k.idKeys[1], k.idKeys[2], k.idKeys[3], k.ownKeys.t, k.ownKeys.p, k.ownKeys.r)
-	b.Queue(sqlAccountInsert, k.accKeys.t, k.accKeys.s, k.accKeys.c)
-	queueAccounts(b, k.accKeys.t, k.accKeys.s, k.accKeys.c, k.accKeys.ids)
-	b.Queue(sqlIdentityReserve, len(ds))
-	br := st.tx.SendBatch(ctx, b)
-	defer func() { _ = br.Close() }() // for the early returns; the last step checks Close
-	waits, err := st.readLoad(br, &k)
+	p := db.NewPipeline(st.tx)
+	defer p.Close() // for the early returns; the last step is Send
+	q := db.New(p)
+	r := loadReads{
+		locks:      st.queueLocks(ctx, q),
+		deliveries: q.DeliveryLookup(ctx, []db.DeliveryLookupParams{{Topic: k.dTopics, Partition: k.dParts, Offset: k.dOffsets, TenantID: k.dTenants}}),
+		identities: q.IdentityLookup(ctx, []db.IdentityLookupParams{{TenantID: k.idKeys[0], AccountPeriod: k.idKeys[1], RecordID: k.idKeys[2], Operation: k.idKeys[3]}}),
+		targets:    q.TargetLookup(ctx, []db.TargetLookupParams{{TenantID: k.tgtKeys.t, AccountPeriod: k.tgtKeys.p, RecordID: k.tgtKeys.r}}),
+		waiting: q.WaitingLookup(ctx, []db.WaitingLookupParams{{
+			TenantID: k.idKeys[0], AccountPeriod: k.idKeys[1], RecordID: k.idKeys[2], Operation: k.idKeys[3],
+			TargetTenantID: k.ownKeys.t, TargetPeriod: k.ownKeys.p, TargetRecordID: k.ownKeys.r,
+		}}),
+		accounts: queueAccounts(ctx, q, &k.accKeys),
+		reserve:  q.IdentityReserve(ctx, []int32{int32(len(ds))}),
+	}
+	waits, err := st.readLoad(r, &k)
 	if err != nil {
 		return err
 	}
-	if err := br.Close(); err != nil {
+	if err := p.Send(ctx); err != nil {
 		return err
 	}
 	if waits, err = st.loadWaitingLevels(ctx, waits); err != nil {
@@ -157,44 +145,62 @@ func (st *txState) collectLoadKeys(k *loadKeys, ds []decoded, wake []recKey) {
 	}
 }
 
+// loadReads are the results of load's first round trip.
+type loadReads struct {
+	locks      lockReads
+	deliveries *db.DeliveryLookupBatchResults
+	identities *db.IdentityLookupBatchResults
+	targets    *db.TargetLookupBatchResults
+	waiting    *db.WaitingLookupBatchResults
+	accounts   accountReads
+	reserve    *db.IdentityReserveBatchResults
+}
+
 // readLoad reads the results of load's first round trip, in the order
 // load queued them, and returns the waiting operations it found.
-func (st *txState) readLoad(br pgx.BatchResults, k *loadKeys) ([]*waitingOp, error) {
-	if err := st.readLocks(br); err != nil {
+func (st *txState) readLoad(r loadReads, k *loadKeys) ([]*waitingOp, error) {
+	if err := st.readLocks(r.locks); err != nil {
 		return nil, err
 	}
-	if err := st.readDeliveries(br); err != nil {
+	if err := st.readDeliveries(r.deliveries); err != nil {
 		return nil, err
 	}
-	if err := st.readIdentities(br, true); err != nil {
-		return nil, err
+	ids, err := db.Rows(r.identities.Query)
+	if err != nil {
+		return nil, fmt.Errorf("read identities: %w", err)
 	}
-	if err := st.readIdentities(br, false); err != nil {
-		return nil, err
+	st.addIdentities(ids, true)
+	targets, err := db.Rows(r.targets.Query)
+	if err != nil {
+		return nil, fmt.Errorf("read targets: %w", err)
 	}
-	waits, err := st.readWaiting(br)
+	asIdentities := make([]db.IdentityLookupRow, len(targets))
+	for i, t := range targets {
+		asIdentities[i] = db.IdentityLookupRow(t)
+	}
+	st.addIdentities(asIdentities, false)
+	waits, err := st.readWaiting(r.waiting)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := br.Exec(); err != nil {
-		return nil, fmt.Errorf("create accounts: %w", err)
-	}
-	if err := st.readAccounts(br, k.accKeys.len()); err != nil {
+	if err := st.readAccounts(r.accounts, k.accKeys.len()); err != nil {
 		return nil, err
 	}
 	st.accountsByKey = st.accountsByKey || len(k.accKeys.t) > 0
-	rows, _ := br.Query()
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id, &st.now); err != nil {
-			return nil, fmt.Errorf("reserve identity ids: %w", err)
-		}
-		st.ids = append(st.ids, id)
+	return waits, st.readReserved(r.reserve)
+}
+
+// readReserved reads identity ids reserved (identity_reserve.sql) and the
+// transaction's clock.
+func (st *txState) readReserved(r *db.IdentityReserveBatchResults) error {
+	rows, err := db.Rows(r.Query)
+	if err != nil {
+		return fmt.Errorf("reserve identity ids: %w", err)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("reserve identity ids: %w", err)
+	for _, row := range rows {
+		st.ids, st.now = append(st.ids, *row.ID), *row.Now
 	}
-	return waits, nil
+	return nil
 }
 
 // loadWaitingLevels loads the operations waiting for a waiting operation the
@@ -211,12 +217,14 @@ func (st *txState) loadWaitingLevels(ctx context.Context, waits []*waitingOp) ([
 		if len(keys.t) == 0 {
 			break
 		}
-		b := &pgx.Batch{}
-		b.Queue(sqlWaitingLookup, []string{}, []string{}, []string{}, []string{}, keys.t, keys.p, keys.r)
-		br := st.tx.SendBatch(ctx, b)
-		more, err := st.readWaiting(br)
-		if cerr := br.Close(); err == nil && cerr != nil {
-			return nil, fmt.Errorf("waiting operations: %w", cerr)
+		p := db.NewPipeline(st.tx)
+		res := db.New(p).WaitingLookup(ctx, []db.WaitingLookupParams{{
+			TenantID: []string{}, AccountPeriod: []string{}, RecordID: []string{}, Operation: []string{},
+			TargetTenantID: keys.t, TargetPeriod: keys.p, TargetRecordID: keys.r,
+		}})
+		more, err := st.readWaiting(res)
+		if serr := p.Send(ctx); err == nil {
+			err = serr
 		}
 		if err != nil {
 			return nil, err
@@ -231,18 +239,31 @@ func (st *txState) loadWaitingLevels(ctx context.Context, waits []*waitingOp) ([
 	return waits, nil
 }
 
-// queueAccounts queues the lock of the accounts named by key (t, s, c)
-// and by id, then the read of their state; readAccounts reads both
-// results.
-func queueAccounts(b *pgx.Batch, t, s, c []string, ids []int64) {
-	b.Queue(sqlAccountLock, t, s, c, ids)
-	b.Queue(sqlAccountRead, t, s, c, ids)
+// accountReads are the results of queueAccounts or queueAccountsByID.
+type accountReads struct {
+	insert *db.AccountInsertBatchResults // nil: by id, nothing to create
+	lock   *db.AccountLockBatchResults
+	byKey  *db.AccountReadBatchResults
+	byID   *db.AccountReadByIDBatchResults
+}
+
+// queueAccounts queues the creation of the accounts of l not known to
+// exist, the lock of every account of l (by key and by id), then the read
+// of their state; readAccounts reads the results.
+func queueAccounts(ctx context.Context, q *db.Queries, l *accountList) accountReads {
+	return accountReads{
+		insert: q.AccountInsert(ctx, []db.AccountInsertParams{{TenantID: l.t, Subject: l.s, Currency: l.c}}),
+		lock:   q.AccountLock(ctx, []db.AccountLockParams{{Ids: l.ids, TenantID: l.t, Subject: l.s, Currency: l.c}}),
+		byKey:  q.AccountRead(ctx, []db.AccountReadParams{{Ids: l.ids, TenantID: l.t, Subject: l.s, Currency: l.c}}),
+	}
 }
 
 // queueAccountsByID is queueAccounts for accounts known by id only.
-func queueAccountsByID(b *pgx.Batch, ids []int64) {
-	b.Queue(sqlAccountLock, []string{}, []string{}, []string{}, ids)
-	b.Queue(sqlAccountReadByID, ids)
+func queueAccountsByID(ctx context.Context, q *db.Queries, ids []int64) accountReads {
+	return accountReads{
+		lock: q.AccountLock(ctx, []db.AccountLockParams{{Ids: ids, TenantID: []string{}, Subject: []string{}, Currency: []string{}}}),
+		byID: q.AccountReadByID(ctx, [][]int64{ids}),
+	}
 }
 
 // keyList collects distinct record keys as parallel arrays for unnest.

@@ -6,10 +6,9 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/settlehq/settle/internal/money"
 	"github.com/settlehq/settle/record"
+	"github.com/settlehq/settle/settle/internal/db"
 )
 
 // loadLinked is load's second round trip: it locks the chains, holds and
@@ -27,32 +26,28 @@ func (st *txState) loadLinked(ctx context.Context, waits []*waitingOp, reserving
 	if len(rootIDs)+len(holdIDs)+len(expiringAccs)+accKeys.len() == 0 {
 		return nil
 	}
-	b := &pgx.Batch{}
-	b.Queue(sqlAccountInsert, accKeys.t, accKeys.s, accKeys.c)
-	queueAccounts(b, accKeys.t, accKeys.s, accKeys.c, accKeys.ids)
-	b.Queue(sqlChainLock, rootIDs)
-	b.Queue(sqlChainRoot, rootIDs)
-	b.Queue(sqlHoldLock, holdIDs, expiringAccs)
-	br := st.tx.SendBatch(ctx, b)
-	defer func() { _ = br.Close() }() // for the early returns; the last step checks Close
-	if _, err := br.Exec(); err != nil {
-		return fmt.Errorf("create accounts: %w", err)
-	}
-	if err := st.readAccounts(br, -1); err != nil {
+	p := db.NewPipeline(st.tx)
+	defer p.Close() // for the early returns; the last step is Send
+	q := db.New(p)
+	accounts := queueAccounts(ctx, q, &accKeys)
+	chains := q.ChainLock(ctx, [][]int64{rootIDs})
+	roots := q.ChainRoot(ctx, [][]int64{rootIDs})
+	holds := q.HoldLock(ctx, []db.HoldLockParams{{IdentityIds: holdIDs, ExpiringAccountIds: expiringAccs}})
+	if err := st.readAccounts(accounts, -1); err != nil {
 		return err
 	}
 	st.accountsByKey = st.accountsByKey || len(accKeys.t) > 0
-	pending, err := readChains(br)
+	pending, err := readChains(chains)
 	if err != nil {
 		return err
 	}
-	if pending, err = readChainRoots(br, pending); err != nil {
+	if pending, err = readChainRoots(roots, pending); err != nil {
 		return err
 	}
-	if err := st.readHolds(br); err != nil {
+	if err := st.readHolds(holds); err != nil {
 		return err
 	}
-	if err := br.Close(); err != nil {
+	if err := p.Send(ctx); err != nil {
 		return err
 	}
 	if err := st.lockChainAccounts(ctx, pending); err != nil {
@@ -101,27 +96,22 @@ type pendingChain struct {
 }
 
 // readChains reads the locked chain rows.
-func readChains(br pgx.BatchResults) ([]pendingChain, error) {
-	var pending []pendingChain
-	rows, _ := br.Query()
-	for rows.Next() {
-		var (
-			ch            chain
-			accountID     int64
-			net, refunded string
-			recovered     bool
-		)
-		if err := rows.Scan(&ch.rootID, &accountID, &net, &ch.c.Version, &ch.refundID, &refunded, &ch.reclaimID,
-			&recovered, &ch.rev, &ch.rootSubject, &ch.rootCurrency, &ch.rootSettlement, &ch.refundSettlement); err != nil {
-			return nil, fmt.Errorf("lock chains: %w", err)
-		}
-		ch.c.NetCharge = money.MustParse(net)
-		ch.c.Refunded, ch.c.Refund = ch.refundID != 0, money.MustParse(refunded)
-		ch.c.Reclaimed, ch.c.Recovered = ch.reclaimID != 0 && !recovered, recovered
-		pending = append(pending, pendingChain{&ch, accountID})
-	}
-	if err := rows.Err(); err != nil {
+func readChains(res *db.ChainLockBatchResults) ([]pendingChain, error) {
+	rows, err := db.Rows(res.Query)
+	if err != nil {
 		return nil, fmt.Errorf("lock chains: %w", err)
+	}
+	var pending []pendingChain
+	for _, row := range rows {
+		ch := &chain{
+			rootID: row.RootID, refundID: row.RefundID, reclaimID: row.ReclaimID, rev: row.Rev,
+			rootSubject: row.RootSubject, rootCurrency: row.RootCurrency,
+			rootSettlement: row.RootSettlementID, refundSettlement: row.RefundSettlementID,
+		}
+		ch.c.NetCharge, ch.c.Version = money.MustParse(row.NetCharge), row.Version
+		ch.c.Refunded, ch.c.Refund = row.RefundID != 0, money.MustParse(row.Refunded)
+		ch.c.Reclaimed, ch.c.Recovered = row.ReclaimID != 0 && !row.Recovered, row.Recovered
+		pending = append(pending, pendingChain{ch, row.AccountID})
 	}
 	return pending, nil
 }
@@ -129,25 +119,22 @@ func readChains(br pgx.BatchResults) ([]pendingChain, error) {
 // readChainRoots reads the chains' root usages and appends, as new chains,
 // those without a chain row: such a chain is its root usage alone. Two
 // transactions that both create one collide on chains_pkey and one retries.
-func readChainRoots(br pgx.BatchResults, pending []pendingChain) ([]pendingChain, error) {
+func readChainRoots(res *db.ChainRootBatchResults, pending []pendingChain) ([]pendingChain, error) {
 	locked := map[int64]bool{}
 	for _, p := range pending {
 		locked[p.ch.rootID] = true
 	}
-	rows, _ := br.Query()
-	for rows.Next() {
-		var (
-			ch        chain
-			accountID int64
-			canonical []byte
-		)
-		if err := rows.Scan(&ch.rootID, &canonical, &ch.rootSubject, &ch.rootCurrency, &ch.rootSettlement, &accountID); err != nil {
-			return nil, fmt.Errorf("read chain roots: %w", err)
-		}
-		if locked[ch.rootID] {
+	rows, err := db.Rows(res.Query)
+	if err != nil {
+		return nil, fmt.Errorf("read chain roots: %w", err)
+	}
+	for _, row := range rows {
+		if locked[row.ID] {
 			continue
 		}
-		fields, err := record.CanonicalFields(canonical)
+		ch := chain{rootID: row.ID, rootSubject: row.Subject, rootCurrency: row.Currency, rootSettlement: row.SettlementID}
+		accountID := row.AccountID
+		fields, err := record.CanonicalFields(row.Canonical)
 		if err != nil {
 			return nil, fmt.Errorf("chain root %d: %w", ch.rootID, err)
 		}
@@ -157,9 +144,6 @@ func readChainRoots(br pgx.BatchResults, pending []pendingChain) ([]pendingChain
 		}
 		ch.isNew = true
 		pending = append(pending, pendingChain{&ch, accountID})
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read chain roots: %w", err)
 	}
 	return pending, nil
 }
@@ -181,12 +165,10 @@ func (st *txState) lockChainAccounts(ctx context.Context, pending []pendingChain
 	if len(missing) == 0 {
 		return nil
 	}
-	b := &pgx.Batch{}
-	queueAccountsByID(b, missing)
-	br := st.tx.SendBatch(ctx, b)
-	if err := st.readAccounts(br, -1); err != nil {
-		_ = br.Close() // the read's error is the one to report
+	p := db.NewPipeline(st.tx)
+	defer p.Close() // for the early return; the last step is Send
+	if err := st.readAccounts(queueAccountsByID(ctx, db.New(p), missing), -1); err != nil {
 		return err
 	}
-	return br.Close()
+	return p.Send(ctx)
 }

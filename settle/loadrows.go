@@ -3,81 +3,66 @@ package settle
 import (
 	"fmt"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/settlehq/settle/internal/money"
 	"github.com/settlehq/settle/record"
+	"github.com/settlehq/settle/settle/internal/db"
 )
 
 // readHolds reads locked hold rows (hold_lock.sql); their accounts are
 // attached by the caller once locked.
-func (st *txState) readHolds(br pgx.BatchResults) error {
-	rows, _ := br.Query()
-	for rows.Next() {
-		var (
-			h                 hold
-			amount, remaining string
-		)
-		if err := rows.Scan(&h.identityID, &h.tenant, &h.accountID, &amount, &remaining, &h.expiresAt, &h.status, &h.closedBy, &h.rev,
-			&h.key.AccountPeriod, &h.key.RecordID, &h.settlementID); err != nil {
-			return fmt.Errorf("lock holds: %w", err)
-		}
-		h.amount, h.remaining = money.MustParse(amount), money.MustParse(remaining)
-		h.key.TenantID, h.key.Operation = h.tenant, record.KindHold
-		if st.holds[h.identityID] == nil {
-			st.holds[h.identityID] = &h
-		}
-	}
-	if err := rows.Err(); err != nil {
+func (st *txState) readHolds(r *db.HoldLockBatchResults) error {
+	rows, err := db.Rows(r.Query)
+	if err != nil {
 		return fmt.Errorf("lock holds: %w", err)
+	}
+	for _, row := range rows {
+		if st.holds[row.IdentityID] != nil {
+			continue
+		}
+		st.holds[row.IdentityID] = &hold{
+			identityID: row.IdentityID, tenant: row.TenantID, accountID: row.AccountID,
+			amount: money.MustParse(row.Amount), remaining: money.MustParse(row.Remaining),
+			expiresAt: row.ExpiresAt, status: row.Status, closedBy: row.ClosedBy, rev: row.Rev,
+			key:          record.Identity{TenantID: row.TenantID, AccountPeriod: row.AccountPeriod, RecordID: row.RecordID, Operation: record.KindHold},
+			settlementID: row.SettlementID,
+		}
 	}
 	return nil
 }
 
-func (st *txState) readDeliveries(br pgx.BatchResults) error {
-	rows, _ := br.Query()
-	for rows.Next() {
-		var (
-			c             Coordinates
-			outcome       string
-			r             Result
-			t, p, rid, op *string
-			response      []byte
-		)
-		if err := rows.Scan(&c.Topic, &c.Partition, &c.Offset, &outcome, &r.Reason, &r.Error, &r.CaseID, &t, &p, &rid, &op, &response); err != nil {
-			return fmt.Errorf("read deliveries: %w", err)
-		}
-		r.Version, r.Source, r.Outcome, r.Redelivered = SchemaVersionOutput, c, Outcome(outcome), true
-		if t != nil {
-			r.Identity = &IdentityJSON{*t, *p, *rid, *op}
+func (st *txState) readDeliveries(res *db.DeliveryLookupBatchResults) error {
+	rows, err := db.Rows(res.Query)
+	if err != nil {
+		return fmt.Errorf("read deliveries: %w", err)
+	}
+	for _, row := range rows {
+		c := Coordinates{Topic: row.Topic, Partition: row.Partition, Offset: row.Offset}
+		r := Result{Version: SchemaVersionOutput, Source: c, Outcome: Outcome(row.Outcome), Reason: row.Reason, Error: row.Error, CaseID: row.CaseID, Redelivered: true}
+		if row.TenantID != nil {
+			r.Identity = &IdentityJSON{*row.TenantID, *row.AccountPeriod, *row.RecordID, *row.Operation}
 			if r.Outcome != OutcomeQuarantined || r.Reason != ReasonFingerprintMismatch {
-				r.Response = response
+				r.Response = row.Response
 			}
 			r.Replayed = r.Outcome == OutcomeDuplicate
 		}
 		st.redelivered[c] = r
 	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("read deliveries: %w", err)
-	}
 	return nil
 }
 
-// readIdentities reads identity rows (identity_lookup or target_lookup).
-func (st *txState) readIdentities(br pgx.BatchResults, byIdentity bool) error {
-	rows, _ := br.Query()
-	for rows.Next() {
-		var (
-			id      identity
-			op, out string
-			fp      int64
-		)
-		if err := rows.Scan(&id.id, &id.key.TenantID, &id.key.AccountPeriod, &id.key.RecordID, &op, &out, &id.reason,
-			&fp, &id.version, &id.canonical, &id.response, &id.settlementID, &id.subject, &id.currency,
-			&id.accountID, &id.rootID, &id.source.Topic, &id.source.Partition, &id.source.Offset); err != nil {
-			return fmt.Errorf("read identities: %w", err)
+// addIdentities adds identity rows read by identity_lookup (byIdentity)
+// or target_lookup: the two return the same columns, so the generated
+// target row converts to the identity row.
+func (st *txState) addIdentities(rows []db.IdentityLookupRow, byIdentity bool) {
+	for i := range rows {
+		row := &rows[i]
+		id := &identity{
+			id: row.ID, key: record.Identity{TenantID: row.TenantID, AccountPeriod: row.AccountPeriod, RecordID: row.RecordID, Operation: record.Kind(row.Operation)},
+			outcome: Outcome(row.Outcome), reason: row.Reason, fp: uint64(row.Fingerprint), version: int(row.CanonicalVersion),
+			canonical: row.Canonical, response: row.Response, settlementID: row.SettlementID, subject: row.Subject,
+			currency: row.Currency, accountID: row.AccountID, rootID: row.RootID,
+			source: Coordinates{Topic: row.Topic, Partition: row.Partition, Offset: row.Offset},
 		}
-		id.key.Operation, id.fp, id.outcome = record.Kind(op), uint64(fp), Outcome(out)
 		if prior, ok := st.identities[id.key]; ok {
 			// Found by both look-ups: keep one value.
 			if !byIdentity {
@@ -85,15 +70,11 @@ func (st *txState) readIdentities(br pgx.BatchResults, byIdentity bool) error {
 			}
 			continue
 		}
-		st.identities[id.key] = &id
+		st.identities[id.key] = id
 		if !byIdentity || canBeTarget(id.key.Operation) {
-			st.index(&id)
+			st.index(id)
 		}
 	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("read identities: %w", err)
-	}
-	return nil
 }
 
 // index makes an identity findable as a target.
@@ -110,29 +91,25 @@ func (st *txState) index(id *identity) {
 	st.byRecord[k] = append(st.byRecord[k], id)
 }
 
-func (st *txState) readWaiting(br pgx.BatchResults) ([]*waitingOp, error) {
+func (st *txState) readWaiting(res *db.WaitingLookupBatchResults) ([]*waitingOp, error) {
+	rows, err := db.Rows(res.Query)
+	if err != nil {
+		return nil, fmt.Errorf("read waiting operations: %w", err)
+	}
 	var out []*waitingOp
-	rows, _ := br.Query()
-	for rows.Next() {
-		var (
-			w       waitingOp
-			in      Input
-			id      record.Identity
-			op      string
-			fp      int64
-			headers []byte
-		)
-		if err := rows.Scan(&w.id, &id.TenantID, &id.AccountPeriod, &id.RecordID, &op, &w.target.period, &w.target.record,
-			&fp, &w.canonical, &in.Key, &in.Value, &headers, &in.Topic, &in.Partition, &in.Offset,
-			&w.response, &w.status, &w.caseID); err != nil {
-			return nil, fmt.Errorf("read waiting operations: %w", err)
-		}
-		id.Operation, w.fp, w.target.tenant = record.Kind(op), uint64(fp), id.TenantID
+	for i := range rows {
+		row := &rows[i]
+		id := record.Identity{TenantID: row.TenantID, AccountPeriod: row.AccountPeriod, RecordID: row.RecordID, Operation: record.Kind(row.Operation)}
 		if _, seen := st.waitingByID[id]; seen {
 			continue
 		}
+		w := waitingOp{
+			id: row.ID, target: recKey{row.TenantID, row.TargetPeriod, row.TargetRecordID}, fp: uint64(row.Fingerprint),
+			canonical: row.Canonical, response: row.Response, status: row.Status, caseID: row.CaseID,
+		}
+		in := Input{Key: row.Key, Value: row.Value, Topic: row.Topic, Partition: row.Partition, Offset: row.Offset}
 		var err error
-		if in.Headers, err = DecodeHeaders(headers); err != nil {
+		if in.Headers, err = DecodeHeaders(row.Headers); err != nil {
 			return nil, fmt.Errorf("waiting operation %s: headers: %w", id, err)
 		}
 		// A waiting operation is stored as the bytes it arrived with.
@@ -146,38 +123,45 @@ func (st *txState) readWaiting(br pgx.BatchResults) ([]*waitingOp, error) {
 		st.waitingByTarget[w.target] = append(st.waitingByTarget[w.target], &w)
 		out = append(out, &w)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read waiting operations: %w", err)
-	}
 	return out, nil
 }
 
 // readAccounts reads locked account rows; want >= 0 asserts their number.
-func (st *txState) readAccounts(br pgx.BatchResults, want int) error {
-	if _, err := br.Exec(); err != nil {
+func (st *txState) readAccounts(r accountReads, want int) error {
+	if r.insert != nil {
+		if err := db.Run(r.insert.Exec); err != nil {
+			return fmt.Errorf("create accounts: %w", err)
+		}
+	}
+	if err := db.Run(r.lock.Exec); err != nil {
 		return fmt.Errorf("lock accounts: %w", err)
 	}
-	rows, _ := br.Query()
-	n := 0
-	for rows.Next() {
-		var (
-			a             account
-			balance, held string
-		)
-		if err := rows.Scan(&a.id, &a.key.tenant, &a.key.subject, &a.key.currency, &balance, &held, &a.seq, &a.head); err != nil {
-			return fmt.Errorf("read accounts: %w", err)
+	var rows []db.AccountReadRow
+	var err error
+	if r.byKey != nil {
+		rows, err = db.Rows(r.byKey.Query)
+	} else {
+		var byID []db.AccountReadByIDRow
+		byID, err = db.Rows(r.byID.Query)
+		for _, row := range byID {
+			rows = append(rows, db.AccountReadRow(row))
 		}
-		n++
-		if st.accountsByID[a.id] != nil {
+	}
+	if err != nil {
+		return fmt.Errorf("read accounts: %w", err)
+	}
+	n := len(rows)
+	for _, row := range rows {
+		if st.accountsByID[row.ID] != nil {
 			continue
 		}
-		a.balance, a.held = money.MustParse(balance), money.MustParse(held)
-		a.seqBefore = a.seq
-		st.accounts[a.key] = &a
-		st.accountsByID[a.id] = &a
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("lock accounts: %w", err)
+		a := &account{
+			id: row.ID, key: accountKey{row.TenantID, row.Subject, row.Currency},
+			balance: money.MustParse(row.Balance), held: money.MustParse(row.Held),
+			seq: row.Seq, seqBefore: row.Seq, head: row.ChainHead,
+		}
+		st.accounts[a.key] = a
+		st.accountsByID[a.id] = a
 	}
 	if want >= 0 && n != want {
 		// An account this process knew is gone: the database was restored

@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-)
 
-var sqlPeriodClose = mustQuery("period_close.sql")
+	"github.com/settlehq/settle/settle/internal/db"
+)
 
 // ClosePeriod marks a tenant's period closed: its later records still
 // settle and are flagged late. Closing a closed period changes nothing
@@ -18,16 +18,16 @@ var sqlPeriodClose = mustQuery("period_close.sql")
 // settlement committed after it returns is flagged late.
 func (s *Store) ClosePeriod(ctx context.Context, tenant, period, by string) (already bool, err error) {
 	err = pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
-		b := &pgx.Batch{}
-		wholePeriod(tenant, period).queue(b)
-		b.Queue(sqlPeriodClose, tenant, period, by)
-		br := tx.SendBatch(ctx, b)
-		defer func() { _ = br.Close() }() // for the early returns; the last step checks Close
-		if _, err := br.Exec(); err != nil {
+		p := db.NewPipeline(tx)
+		defer p.Close() // for the early returns; the last step is Send
+		q := db.New(p)
+		lock := wholePeriod(tenant, period).queue(ctx, q)
+		closed := q.PeriodClose(ctx, []db.PeriodCloseParams{{TenantID: tenant, AccountPeriod: period, ClosedBy: by}})
+		if err := db.Run(lock.Exec); err != nil {
 			return fmt.Errorf("lock period: %w", err)
 		}
-		var at time.Time
-		err := br.QueryRow().Scan(&at)
+		var err error
+		closed.QueryRow(func(_ int, _ time.Time, e error) { err = e })
 		if errors.Is(err, pgx.ErrNoRows) {
 			already = true
 			err = nil
@@ -35,7 +35,7 @@ func (s *Store) ClosePeriod(ctx context.Context, tenant, period, by string) (alr
 		if err != nil {
 			return fmt.Errorf("mark period closed: %w", err)
 		}
-		return br.Close()
+		return p.Send(ctx)
 	})
 	if err != nil {
 		return false, fmt.Errorf("close period tenant=%s period=%s: %w", tenant, period, err)

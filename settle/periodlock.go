@@ -1,15 +1,15 @@
 package settle
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sort"
 
 	"github.com/cespare/xxhash/v2"
-	"github.com/jackc/pgx/v5"
-)
 
-var sqlPeriodLock = mustQuery("period_lock.sql")
+	"github.com/settlehq/settle/settle/internal/db"
+)
 
 // Transactions that meet on a record serialise on an advisory lock of its
 // (tenant, period) slice, so that what one writes is never missed by the
@@ -89,9 +89,9 @@ func (l periodLocks) covers(need periodLocks) bool {
 	return true
 }
 
-// queue adds the lock statement for l to b: one lock per key, sorted, an
+// queue queues the lock statement for l: one lock per key, sorted, an
 // exclusive one where any slice with that key asks for it.
-func (l periodLocks) queue(b *pgx.Batch) {
+func (l periodLocks) queue(ctx context.Context, q *db.Queries) *db.PeriodLockBatchResults {
 	modes := map[[2]int32]bool{}
 	for k, x := range l {
 		lk := k.lockKey()
@@ -108,7 +108,7 @@ func (l periodLocks) queue(b *pgx.Batch) {
 	for i, k := range keys {
 		k1[i], k2[i], excl[i] = k[0], k[1], modes[k]
 	}
-	b.Queue(sqlPeriodLock, k1, k2, excl)
+	return q.PeriodLock(ctx, []db.PeriodLockParams{{A: k1, B: k2, X: excl}})
 }
 
 // wholePeriod asks for every slice of a period, exclusively.
@@ -135,11 +135,17 @@ func (st *txState) checkLocks() error {
 	return errWidenLocks
 }
 
+// lockReads are the results of queueLocks.
+type lockReads struct {
+	locks  *db.PeriodLockBatchResults
+	closed *db.PeriodLookupBatchResults
+}
+
 // queueLocks queues, first in a transaction's first round trip, its period
 // locks and the look-up of which of those periods are closed (read by
 // readLocks).
-func (st *txState) queueLocks(b *pgx.Batch) {
-	st.locks.queue(b)
+func (st *txState) queueLocks(ctx context.Context, q *db.Queries) lockReads {
+	locks := st.locks.queue(ctx, q)
 	var t, p []string
 	seen := map[[2]string]bool{}
 	for k := range st.locks {
@@ -148,24 +154,20 @@ func (st *txState) queueLocks(b *pgx.Batch) {
 			t, p = append(t, k.tenant), append(p, k.period)
 		}
 	}
-	b.Queue(sqlPeriodLookup, t, p)
+	return lockReads{locks, q.PeriodLookup(ctx, []db.PeriodLookupParams{{TenantID: t, AccountPeriod: p}})}
 }
 
 // readLocks reads what queueLocks queued.
-func (st *txState) readLocks(br pgx.BatchResults) error {
-	if _, err := br.Exec(); err != nil {
+func (st *txState) readLocks(r lockReads) error {
+	if err := db.Run(r.locks.Exec); err != nil {
 		return fmt.Errorf("lock periods: %w", err)
 	}
-	rows, _ := br.Query()
-	for rows.Next() {
-		var k [2]string
-		if err := rows.Scan(&k[0], &k[1]); err != nil {
-			return fmt.Errorf("read closed periods: %w", err)
-		}
-		st.closed[k] = true
-	}
-	if err := rows.Err(); err != nil {
+	closed, err := db.Rows(r.closed.Query)
+	if err != nil {
 		return fmt.Errorf("read closed periods: %w", err)
+	}
+	for _, c := range closed {
+		st.closed[[2]string{c.TenantID, c.AccountPeriod}] = true
 	}
 	return nil
 }

@@ -11,12 +11,7 @@ import (
 
 	"github.com/settlehq/settle/internal/money"
 	"github.com/settlehq/settle/record"
-)
-
-var (
-	sqlConflictCaseLock     = mustQuery("conflict_case_lock.sql")
-	sqlCaseResolutionInsert = mustQuery("case_resolution_insert.sql")
-	sqlConflictCaseResolve  = mustQuery("conflict_case_resolve.sql")
+	"github.com/settlehq/settle/settle/internal/db"
 )
 
 // OperationResolution is the operation of the identity an accepted case
@@ -101,27 +96,20 @@ func (s *Store) resolveAttempt(ctx context.Context, req ResolveRequest, locks pe
 		return nil, err
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	var (
-		key                record.Identity
-		op, reason, status string
-		incoming           []byte
-		src                Coordinates
-		decided, settledID string
-		storedResponse     []byte
-	)
-	err = tx.QueryRow(ctx, sqlConflictCaseLock, req.CaseID).Scan(&key.TenantID, &key.AccountPeriod, &key.RecordID, &op,
-		&reason, &status, &incoming, &src.Topic, &src.Partition, &src.Offset, &decided, &settledID, &storedResponse)
+	c, err := db.On(tx).ConflictCaseLock(ctx, req.CaseID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("case %d: %w", req.CaseID, ErrCaseNotFound)
 	}
 	if err != nil {
 		return nil, err
 	}
-	key.Operation = record.Kind(op)
-	if decided != "" {
-		return &Resolution{CaseID: req.CaseID, Decision: decided, Status: status, SettlementID: settledID, Response: storedResponse, Replayed: true}, nil
+	key := record.Identity{TenantID: c.TenantID, AccountPeriod: c.AccountPeriod, RecordID: c.RecordID, Operation: record.Kind(c.Operation)}
+	reason, incoming := c.Reason, c.IncomingCanonical
+	src := Coordinates{Topic: c.Topic, Partition: c.Partition, Offset: c.Offset}
+	if c.Decision != "" {
+		return &Resolution{CaseID: req.CaseID, Decision: c.Decision, Status: c.Status, SettlementID: c.SettlementID, Response: c.Response, Replayed: true}, nil
 	}
-	switch status {
+	switch c.Status {
 	case "open":
 	case "auto_resolved":
 		return nil, fmt.Errorf("case %d: %w", req.CaseID, ErrCaseClosed)
@@ -164,10 +152,14 @@ func (s *Store) resolveAttempt(ctx context.Context, req ResolveRequest, locks pe
 	if err := st.write(ctx, ""); err != nil {
 		return nil, err
 	}
-	if _, err := tx.Exec(ctx, sqlCaseResolutionInsert, req.CaseID, key.TenantID, req.Decision, req.Amount, req.Reason, req.By, identityID); err != nil {
+	q := db.On(tx)
+	if err := q.CaseResolutionInsert(ctx, db.CaseResolutionInsertParams{
+		CaseID: req.CaseID, TenantID: key.TenantID, Decision: req.Decision, Amount: req.Amount,
+		Reason: req.Reason, ResolvedBy: req.By, IdentityID: identityID,
+	}); err != nil {
 		return nil, err
 	}
-	if _, err := tx.Exec(ctx, sqlConflictCaseResolve, req.CaseID, res.Status); err != nil {
+	if err := q.ConflictCaseResolve(ctx, db.ConflictCaseResolveParams{ID: req.CaseID, Status: res.Status}); err != nil {
 		return nil, err
 	}
 	return res, s.commit(ctx, tx, st)

@@ -5,15 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/settlehq/settle/record"
-)
-
-var (
-	sqlWaitingDue      = mustQuery("waiting_due.sql")
-	sqlWaitingWakeable = mustQuery("waiting_wakeable.sql")
-	sqlHoldDue         = mustQuery("hold_due.sql")
+	"github.com/settlehq/settle/settle/internal/db"
 )
 
 // sweepPageMax bounds the work of one sweep transaction.
@@ -42,21 +35,16 @@ func (s *Store) sweepOrphansOnce(ctx context.Context, orphanAfter time.Duration,
 		return 0, err
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	rows, _ := tx.Query(ctx, sqlWaitingDue, fmt.Sprintf("%d milliseconds", orphanAfter.Milliseconds()), sweepPageMax)
+	due, err := db.On(tx).WaitingDue(ctx, db.WaitingDueParams{OlderThanMs: orphanAfter.Milliseconds(), MaxRows: sweepPageMax})
+	if err != nil {
+		return 0, err
+	}
 	var ds []decoded
-	for rows.Next() {
-		var id record.Identity
-		var op string
-		if err := rows.Scan(&id.TenantID, &id.AccountPeriod, &id.RecordID, &op); err != nil {
-			return 0, err
-		}
-		id.Operation = record.Kind(op)
+	for _, w := range due {
+		id := record.Identity{TenantID: w.TenantID, AccountPeriod: w.AccountPeriod, RecordID: w.RecordID, Operation: record.Kind(w.Operation)}
 		// Stand-ins: load() finds the waiting operations by identity.
 		ds = append(ds, decoded{in: &Input{Topic: "settle.sweep"}, id: id, rec: record.Record{TenantID: id.TenantID,
 			AccountPeriod: id.AccountPeriod, RecordID: id.RecordID, Kind: id.Operation}})
-	}
-	if err := rows.Err(); err != nil {
-		return 0, err
 	}
 	if len(ds) == 0 {
 		return 0, nil
@@ -124,17 +112,13 @@ func (s *Store) expireHoldsOnce(ctx context.Context, locks periodLocks) (int, er
 		return 0, err
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	rows, _ := tx.Query(ctx, sqlHoldDue, sweepPageMax)
-	var holdIDs, accIDs []int64
-	for rows.Next() {
-		var h, a int64
-		if err := rows.Scan(&h, &a); err != nil {
-			return 0, err
-		}
-		holdIDs, accIDs = append(holdIDs, h), append(accIDs, a)
-	}
-	if err := rows.Err(); err != nil {
+	due, err := db.On(tx).HoldDue(ctx, sweepPageMax)
+	if err != nil {
 		return 0, err
+	}
+	var holdIDs, accIDs []int64
+	for _, h := range due {
+		holdIDs, accIDs = append(holdIDs, h.IdentityID), append(accIDs, h.AccountID)
 	}
 	if len(holdIDs) == 0 {
 		return 0, nil
@@ -143,30 +127,26 @@ func (s *Store) expireHoldsOnce(ctx context.Context, locks periodLocks) (int, er
 	// Periods, accounts, then holds: the order every settling transaction
 	// locks in. The first attempt holds no period lock; the expiries ask for
 	// their holds' periods, and the next attempt takes them.
-	b := &pgx.Batch{}
-	st.queueLocks(b)
-	queueAccountsByID(b, accIDs)
-	b.Queue(sqlHoldLock, holdIDs, []int64{})
-	b.Queue("SELECT now()")
-	br := tx.SendBatch(ctx, b)
-	if err := st.readLocks(br); err != nil {
-		_ = br.Close() // the read's error is the one to report
+	p := db.NewPipeline(tx)
+	defer p.Close() // for the early returns; the last step is Send
+	q := db.New(p)
+	lockRows := st.queueLocks(ctx, q)
+	accounts := queueAccountsByID(ctx, q, accIDs)
+	holds := q.HoldLock(ctx, []db.HoldLockParams{{IdentityIds: holdIDs, ExpiringAccountIds: []int64{}}})
+	if err := st.readLocks(lockRows); err != nil {
 		return 0, err
 	}
-	if err := st.readAccounts(br, -1); err != nil {
-		_ = br.Close() // the read's error is the one to report
+	if err := st.readAccounts(accounts, -1); err != nil {
 		return 0, err
 	}
-	if err := st.readHolds(br); err != nil {
-		_ = br.Close() // the read's error is the one to report
+	if err := st.readHolds(holds); err != nil {
 		return 0, err
 	}
-	if err := br.QueryRow().Scan(&st.now); err != nil {
-		_ = br.Close() // the read's error is the one to report
+	if err := p.Send(ctx); err != nil {
 		return 0, err
 	}
-	if err := br.Close(); err != nil {
-		return 0, err
+	if st.now, err = db.On(tx).Now(ctx); err != nil {
+		return 0, fmt.Errorf("read the clock: %w", err)
 	}
 	n := 0
 	for _, h := range st.holds {
@@ -211,13 +191,13 @@ func (s *Store) wakeWaitingOnce(ctx context.Context, locks periodLocks) (int, er
 		return 0, err
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	rows, _ := tx.Query(ctx, sqlWaitingWakeable, sweepPageMax)
-	keys, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (recKey, error) {
-		var k recKey
-		return k, row.Scan(&k.tenant, &k.period, &k.record)
-	})
+	targets, err := db.On(tx).WaitingWakeable(ctx, sweepPageMax)
 	if err != nil {
 		return 0, fmt.Errorf("find waiting operations whose target settled: %w", err)
+	}
+	keys := make([]recKey, len(targets))
+	for i, t := range targets {
+		keys[i] = recKey{t.TenantID, t.TargetPeriod, t.TargetRecordID}
 	}
 	if len(keys) == 0 {
 		return 0, nil

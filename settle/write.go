@@ -49,20 +49,21 @@ func (st *txState) write(ctx context.Context, group string) error {
 	if err := st.copyEntries(ctx); err != nil {
 		return err
 	}
-	var p db.Pipeline
-	q := db.New(&p)
-	st.queueAccounts(ctx, q, &p)
+	p := db.NewPipeline(st.tx)
+	defer p.Close() // Send closes it; this is for a panic on the way
+	q := db.New(p)
+	st.queueAccounts(ctx, q, p)
 	st.queueDeliveries(ctx, q)
 	st.queueDeadLetters(ctx, q)
 	st.queueOutbox(ctx, q)
 	st.queueOffsets(ctx, q, group)
-	st.queueChains(ctx, q, &p)
-	st.queueHolds(ctx, q, &p)
+	st.queueChains(ctx, q, p)
+	st.queueHolds(ctx, q, p)
 	st.queueWaiting(ctx, q)
 	if len(st.closedCases) > 0 {
 		_ = q.ConflictCaseClose(ctx, st.closedCases) // queued: Send reports its error
 	}
-	return p.Send(ctx, st.tx)
+	return p.Send(ctx)
 }
 
 // copyIdentities writes the identities first seen in this batch with COPY

@@ -1,7 +1,7 @@
--- name: AccountReadById :many
+-- name: AccountReadByID :batchmany
 -- Reads accounts by id (accounts reached through a chain or a hold), locked
 -- by the statement before it (account_lock.sql).
-SELECT a.id, a.tenant_id, a.subject, a.currency, a.balance::text, a.held::text, a.seq, a.chain_head
-  FROM unnest($1::bigint[]) AS k (id)
+SELECT a.id, a.tenant_id, a.subject, a.currency, a.balance::text AS balance, a.held::text AS held, a.seq, a.chain_head
+  FROM unnest(@id::bigint[]) AS k (id)
   JOIN accounts a ON a.id = k.id
  ORDER BY a.id;

@@ -1,2 +1,2 @@
 -- name: ConflictCaseResolve :exec
-UPDATE conflict_cases SET status = $2, closed_at = now() WHERE id = $1 AND status = 'open';
+UPDATE conflict_cases SET status = @status, closed_at = now() WHERE id = @id AND status = 'open';

@@ -4,4 +4,4 @@ SELECT h.identity_id, h.account_id
   FROM holds h
  WHERE h.status = 'active' AND h.expires_at <= now()
  ORDER BY h.expires_at
- LIMIT $1;
+ LIMIT @max_rows::integer;

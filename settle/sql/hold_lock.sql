@@ -1,14 +1,14 @@
--- name: HoldLock :many
+-- name: HoldLock :batchmany
 -- Locks holds by their identity, or the active holds of some accounts
 -- that have expired by now, and reads their state with their identity.
-SELECT h.identity_id, h.tenant_id, h.account_id, h.amount::text, h.remaining::text, h.expires_at, h.status,
+SELECT h.identity_id, h.tenant_id, h.account_id, h.amount::text AS amount, h.remaining::text AS remaining, h.expires_at, h.status,
        coalesce(h.closed_by, 0), h.rev, i.account_period, i.record_id, coalesce(i.settlement_id, '')
   FROM holds h
   JOIN identities i ON i.tenant_id = h.tenant_id AND i.id = h.identity_id
- WHERE h.identity_id IN (SELECT unnest($1::bigint[])
+ WHERE h.identity_id IN (SELECT unnest(@identity_ids::bigint[])
                           UNION
                           SELECT x.identity_id
                             FROM holds x
-                           WHERE x.account_id = ANY ($2::bigint[]) AND x.status = 'active' AND x.expires_at <= now())
+                           WHERE x.account_id = ANY (@expiring_account_ids::bigint[]) AND x.status = 'active' AND x.expires_at <= now())
  ORDER BY h.identity_id
    FOR UPDATE OF h;

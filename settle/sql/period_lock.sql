@@ -1,11 +1,11 @@
--- name: PeriodLock :many
+-- name: PeriodLock :batchexec
 -- Locks a transaction's period slices, in the order given (sorted, so no
--- two transactions wait on each other here): shared ($3 false) by every
--- transaction that claims an identity in the slice, exclusive ($3 true) by
+-- two transactions wait on each other here): shared (@x false) by every
+-- transaction that claims an identity in the slice, exclusive (@x true) by
 -- one that leaves an operation waiting for a target in it, and by period
 -- close for every slice. Taken before anything is read, so the reads after
 -- it see every transaction the lock waited for. Two-key advisory locks (the
 -- slice from 1<<16 up, the period's hash) live apart from the relay's
 -- single-key lock.
 SELECT CASE WHEN k.x THEN pg_advisory_xact_lock(k.a, k.b) ELSE pg_advisory_xact_lock_shared(k.a, k.b) END
-  FROM unnest($1::int[], $2::int[], $3::bool[]) AS k (a, b, x);
+  FROM unnest(@a::int[], @b::int[], @x::bool[]) AS k (a, b, x);

@@ -3,7 +3,7 @@
 -- skipped when another sweeper holds them.
 SELECT w.tenant_id, w.account_period, w.record_id, w.operation
   FROM waiting w
- WHERE w.status = 'waiting' AND w.since < now() - $1::interval
+ WHERE w.status = 'waiting' AND w.since < now() - (@older_than_ms::bigint) * interval '1 millisecond'
  ORDER BY w.id
- LIMIT $2
+ LIMIT @max_rows::integer
    FOR UPDATE SKIP LOCKED;

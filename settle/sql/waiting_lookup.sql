@@ -1,4 +1,4 @@
--- name: WaitingLookup :many
+-- name: WaitingLookup :batchmany
 -- Waiting operations that a batch repeats (by identity) or wakes (by target),
 -- locked: the batch may apply them. Two index look-ups, not one OR that
 -- would scan the table.
@@ -7,11 +7,11 @@ SELECT w.id, w.tenant_id, w.account_period, w.record_id, w.operation, w.target_p
        w.response, w.status, coalesce(w.case_id, 0)
   FROM waiting w
  WHERE w.id IN (SELECT x.id
-                  FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS k (t, p, r, o)
+                  FROM unnest(@tenant_id::text[], @account_period::text[], @record_id::text[], @operation::text[]) AS k (t, p, r, o)
                   JOIN waiting x ON x.tenant_id = k.t AND x.account_period = k.p AND x.record_id = k.r AND x.operation = k.o
                  UNION
                 SELECT x.id
-                  FROM unnest($5::text[], $6::text[], $7::text[]) AS k (t, p, r)
+                  FROM unnest(@target_tenant_id::text[], @target_period::text[], @target_record_id::text[]) AS k (t, p, r)
                   JOIN waiting x ON x.tenant_id = k.t AND x.target_period = k.p AND x.target_record_id = k.r
                  WHERE x.status <> 'applied')
    AND w.status <> 'applied'

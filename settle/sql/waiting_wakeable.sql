@@ -11,4 +11,4 @@ SELECT DISTINCT w.tenant_id, w.target_period, w.target_record_id
                   AND i.record_id = w.target_record_id
                   AND i.operation NOT IN ('refund', 'reclaim', 'hold_release', 'expire', 'resolution')
                   AND i.outcome <> 'quarantined')
- LIMIT $1;
+ LIMIT @max_rows::integer;

@@ -4,28 +4,3 @@
 // source: account_insert.sql
 
 package db
-
-import (
-	"context"
-)
-
-const accountInsert = `-- name: AccountInsert :exec
-INSERT INTO accounts (tenant_id, subject, currency)
-SELECT k.tenant_id, k.subject, k.currency
-  FROM unnest($1::text[], $2::text[], $3::text[]) AS k (tenant_id, subject, currency)
- ORDER BY 1, 2, 3
-    ON CONFLICT ON CONSTRAINT accounts_key DO NOTHING
-`
-
-type AccountInsertParams struct {
-	Column1 []string
-	Column2 []string
-	Column3 []string
-}
-
-// Creates the accounts a batch touches that do not exist yet. Sorted, so
-// concurrent batches insert in one order and cannot deadlock on the keys.
-func (q *Queries) AccountInsert(ctx context.Context, arg AccountInsertParams) error {
-	_, err := q.db.Exec(ctx, accountInsert, arg.Column1, arg.Column2, arg.Column3)
-	return err
-}

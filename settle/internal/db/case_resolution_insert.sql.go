@@ -11,17 +11,17 @@ import (
 
 const caseResolutionInsert = `-- name: CaseResolutionInsert :exec
 INSERT INTO case_resolutions (case_id, tenant_id, decision, amount, reason, resolved_by, identity_id)
-VALUES ($1, $2, $3, nullif($4, '')::numeric, $5, $6, nullif($7::bigint, 0))
+VALUES ($1, $2, $3, nullif($4::text, '')::numeric, $5, $6, nullif($7::bigint, 0))
 `
 
 type CaseResolutionInsertParams struct {
 	CaseID     int64
 	TenantID   string
 	Decision   string
-	Column4    *string
+	Amount     string
 	Reason     string
 	ResolvedBy string
-	Column7    int64
+	IdentityID int64
 }
 
 func (q *Queries) CaseResolutionInsert(ctx context.Context, arg CaseResolutionInsertParams) error {
@@ -29,10 +29,10 @@ func (q *Queries) CaseResolutionInsert(ctx context.Context, arg CaseResolutionIn
 		arg.CaseID,
 		arg.TenantID,
 		arg.Decision,
-		arg.Column4,
+		arg.Amount,
 		arg.Reason,
 		arg.ResolvedBy,
-		arg.Column7,
+		arg.IdentityID,
 	)
 	return err
 }

@@ -9,7 +9,7 @@ import (
 	"context"
 )
 
-const conflictCaseLock = `-- name: ConflictCaseLock :many
+const conflictCaseLock = `-- name: ConflictCaseLock :one
 SELECT c.tenant_id, c.account_period, c.record_id, c.operation, c.reason, c.status,
        c.incoming_canonical, c.topic, c.partition, c."offset",
        coalesce(r.decision, ''), coalesce(i.settlement_id, ''), i.response
@@ -37,36 +37,23 @@ type ConflictCaseLockRow struct {
 }
 
 // Locks a case for resolution and reads it with its resolution, if any.
-func (q *Queries) ConflictCaseLock(ctx context.Context, id int64) ([]ConflictCaseLockRow, error) {
-	rows, err := q.db.Query(ctx, conflictCaseLock, id)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []ConflictCaseLockRow
-	for rows.Next() {
-		var i ConflictCaseLockRow
-		if err := rows.Scan(
-			&i.TenantID,
-			&i.AccountPeriod,
-			&i.RecordID,
-			&i.Operation,
-			&i.Reason,
-			&i.Status,
-			&i.IncomingCanonical,
-			&i.Topic,
-			&i.Partition,
-			&i.Offset,
-			&i.Decision,
-			&i.SettlementID,
-			&i.Response,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
+func (q *Queries) ConflictCaseLock(ctx context.Context, id int64) (ConflictCaseLockRow, error) {
+	row := q.db.QueryRow(ctx, conflictCaseLock, id)
+	var i ConflictCaseLockRow
+	err := row.Scan(
+		&i.TenantID,
+		&i.AccountPeriod,
+		&i.RecordID,
+		&i.Operation,
+		&i.Reason,
+		&i.Status,
+		&i.IncomingCanonical,
+		&i.Topic,
+		&i.Partition,
+		&i.Offset,
+		&i.Decision,
+		&i.SettlementID,
+		&i.Response,
+	)
+	return i, err
 }

@@ -10,15 +10,15 @@ import (
 )
 
 const conflictCaseResolve = `-- name: ConflictCaseResolve :exec
-UPDATE conflict_cases SET status = $2, closed_at = now() WHERE id = $1 AND status = 'open'
+UPDATE conflict_cases SET status = $1, closed_at = now() WHERE id = $2 AND status = 'open'
 `
 
 type ConflictCaseResolveParams struct {
-	ID     int64
 	Status string
+	ID     int64
 }
 
 func (q *Queries) ConflictCaseResolve(ctx context.Context, arg ConflictCaseResolveParams) error {
-	_, err := q.db.Exec(ctx, conflictCaseResolve, arg.ID, arg.Status)
+	_, err := q.db.Exec(ctx, conflictCaseResolve, arg.Status, arg.ID)
 	return err
 }

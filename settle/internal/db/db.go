@@ -52,6 +52,12 @@ func (n named) CopyFrom(ctx context.Context, table pgx.Identifier, columns []str
 	return rows, nil
 }
 
+// SendBatch sends b as it is; the queries that queue many statements run
+// in a Pipeline, which names their errors.
+func (n named) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	return n.c.SendBatch(ctx, b)
+}
+
 type namedRows struct {
 	pgx.Rows
 	sql string
@@ -85,14 +91,13 @@ func Name(sql string) string {
 	}
 	camel, _, _ := strings.Cut(rest, " ")
 	var b strings.Builder
-	for i, r := range camel {
-		if unicode.IsUpper(r) {
-			if i > 0 {
-				b.WriteByte('_')
-			}
-			r = unicode.ToLower(r)
+	prev := 'A'
+	for _, r := range camel {
+		if unicode.IsUpper(r) && !unicode.IsUpper(prev) {
+			b.WriteByte('_')
 		}
-		b.WriteRune(r)
+		b.WriteRune(unicode.ToLower(r))
+		prev = r
 	}
 	return b.String()
 }

@@ -14,7 +14,7 @@ SELECT h.identity_id, h.account_id
   FROM holds h
  WHERE h.status = 'active' AND h.expires_at <= now()
  ORDER BY h.expires_at
- LIMIT $1
+ LIMIT $1::integer
 `
 
 type HoldDueRow struct {
@@ -23,8 +23,8 @@ type HoldDueRow struct {
 }
 
 // Active holds past their expiry, a page at a time, with their accounts.
-func (q *Queries) HoldDue(ctx context.Context, limit int64) ([]HoldDueRow, error) {
-	rows, err := q.db.Query(ctx, holdDue, limit)
+func (q *Queries) HoldDue(ctx context.Context, maxRows int32) ([]HoldDueRow, error) {
+	rows, err := q.db.Query(ctx, holdDue, maxRows)
 	if err != nil {
 		return nil, err
 	}

@@ -7,22 +7,20 @@ package db
 
 import (
 	"context"
-
-	"github.com/jackc/pgx/v5/pgtype"
 )
 
 const waitingDue = `-- name: WaitingDue :many
 SELECT w.tenant_id, w.account_period, w.record_id, w.operation
   FROM waiting w
- WHERE w.status = 'waiting' AND w.since < now() - $1::interval
+ WHERE w.status = 'waiting' AND w.since < now() - ($1::bigint) * interval '1 millisecond'
  ORDER BY w.id
- LIMIT $2
+ LIMIT $2::integer
    FOR UPDATE SKIP LOCKED
 `
 
 type WaitingDueParams struct {
-	Column1 pgtype.Interval
-	Limit   int64
+	OlderThanMs int64
+	MaxRows     int32
 }
 
 type WaitingDueRow struct {
@@ -35,7 +33,7 @@ type WaitingDueRow struct {
 // Waiting operations older than the orphan timeout, a page at a time;
 // skipped when another sweeper holds them.
 func (q *Queries) WaitingDue(ctx context.Context, arg WaitingDueParams) ([]WaitingDueRow, error) {
-	rows, err := q.db.Query(ctx, waitingDue, arg.Column1, arg.Limit)
+	rows, err := q.db.Query(ctx, waitingDue, arg.OlderThanMs, arg.MaxRows)
 	if err != nil {
 		return nil, err
 	}

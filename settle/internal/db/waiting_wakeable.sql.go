@@ -19,7 +19,7 @@ SELECT DISTINCT w.tenant_id, w.target_period, w.target_record_id
                   AND i.record_id = w.target_record_id
                   AND i.operation NOT IN ('refund', 'reclaim', 'hold_release', 'expire', 'resolution')
                   AND i.outcome <> 'quarantined')
- LIMIT $1
+ LIMIT $1::integer
 `
 
 type WaitingWakeableRow struct {
@@ -31,8 +31,8 @@ type WaitingWakeableRow struct {
 // Targets that have settled while operations still wait for them: a page
 // of distinct target keys. In normal running a target's own transaction
 // applies its waiting operations; this finds what that missed.
-func (q *Queries) WaitingWakeable(ctx context.Context, limit int64) ([]WaitingWakeableRow, error) {
-	rows, err := q.db.Query(ctx, waitingWakeable, limit)
+func (q *Queries) WaitingWakeable(ctx context.Context, maxRows int32) ([]WaitingWakeableRow, error) {
+	rows, err := q.db.Query(ctx, waitingWakeable, maxRows)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,3 @@
+-- name: Now :one
+-- The transaction's clock.
+SELECT now()::timestamptz AS now;
