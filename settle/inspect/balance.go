@@ -4,13 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
-)
 
-var (
-	sqlAccountBalances        = mustQuery("account_balances.sql")
-	sqlLedgerEntriesOfAccount = mustQuery("ledger_entries_of_account.sql")
-	sqlHoldsOfAccount         = mustQuery("holds_of_account.sql")
-	sqlChainsOfAccount        = mustQuery("chains_of_account.sql")
+	"github.com/settlehq/settle/settle/internal/db"
 )
 
 // AccountView is one account with the rows behind its balance.
@@ -64,56 +59,41 @@ type RowView struct {
 // is ""), each with its active holds, its chains and its newest rowsMax
 // ledger rows.
 func (s *Store) Balances(ctx context.Context, tenant, subject string, rowsMax int) ([]AccountView, error) {
-	rows, _ := s.pool.Query(ctx, sqlAccountBalances, tenant, subject)
-	var ids []int64
+	what := fmt.Sprintf("balances tenant=%s", tenant)
+	q := db.On(s.pool)
+	accounts, err := q.AccountBalances(ctx, db.AccountBalancesParams{TenantID: tenant, Subject: subject})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
 	var out []AccountView
-	for rows.Next() {
-		var id int64
-		var v AccountView
-		if err := rows.Scan(&id, &v.Subject, &v.Currency, &v.Balance, &v.Held, &v.Available, &v.Sequence); err != nil {
-			return nil, err
+	for _, a := range accounts {
+		v := AccountView{Subject: a.Subject, Currency: a.Currency, Balance: a.Balance, Held: a.Held, Available: a.Available,
+			Sequence: a.Seq, Holds: []HoldView{}, Chains: []ChainView{}, Rows: []RowView{}}
+		hs, err := q.HoldsOfAccount(ctx, a.ID)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
 		}
-		ids, out = append(ids, id), append(out, v)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("balances tenant=%s: %w", tenant, err)
-	}
-	for i, id := range ids {
-		v := &out[i]
-		v.Holds, v.Chains, v.Rows = []HoldView{}, []ChainView{}, []RowView{}
-		hs, _ := s.pool.Query(ctx, sqlHoldsOfAccount, id)
-		for hs.Next() {
-			var h HoldView
-			if err := hs.Scan(&h.Period, &h.RecordID, &h.Amount, &h.Remaining, &h.ExpiresAt, new(string)); err != nil {
-				return nil, err
-			}
-			v.Holds = append(v.Holds, h)
+		for _, h := range hs {
+			v.Holds = append(v.Holds, HoldView{Period: h.AccountPeriod, RecordID: h.RecordID, Amount: h.Amount,
+				Remaining: h.Remaining, ExpiresAt: h.ExpiresAt})
 		}
-		if err := hs.Err(); err != nil {
-			return nil, err
+		cs, err := q.ChainsOfAccount(ctx, db.ChainsOfAccountParams{AccountID: a.ID, ChainsMax: int64(rowsMax)})
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
 		}
-		cs, _ := s.pool.Query(ctx, sqlChainsOfAccount, id, rowsMax)
-		for cs.Next() {
-			var c ChainView
-			if err := cs.Scan(&c.Period, &c.RootRecord, &c.NetCharge, &c.Version, &c.Refunded, &c.Reclaimed, &c.Recovered, &c.Adjustments); err != nil {
-				return nil, err
-			}
-			v.Chains = append(v.Chains, c)
+		for _, c := range cs {
+			v.Chains = append(v.Chains, ChainView{Period: c.AccountPeriod, RootRecord: c.RecordID, NetCharge: c.NetCharge,
+				Version: c.Version, Adjustments: int(c.Adjustments), Refunded: c.Refunded, Reclaimed: c.Reclaimed, Recovered: c.Recovered})
 		}
-		if err := cs.Err(); err != nil {
-			return nil, err
+		es, err := q.LedgerEntriesOfAccount(ctx, db.LedgerEntriesOfAccountParams{AccountID: a.ID, RowsMax: int64(rowsMax)})
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
 		}
-		es, _ := s.pool.Query(ctx, sqlLedgerEntriesOfAccount, id, rowsMax)
-		for es.Next() {
-			var r RowView
-			if err := es.Scan(&r.ID, &r.Bucket, &r.Amount, &r.At, &r.Period, &r.RecordID, &r.Operation, &r.SettlementID, &r.Root); err != nil {
-				return nil, err
-			}
-			v.Rows = append(v.Rows, r)
+		for _, e := range es {
+			v.Rows = append(v.Rows, RowView{ID: e.ID, Bucket: e.Bucket, Amount: e.Amount, At: e.CreatedAt, Period: e.AccountPeriod,
+				RecordID: e.RecordID, Operation: e.Operation, SettlementID: e.SettlementID, Root: e.RootRecordID})
 		}
-		if err := es.Err(); err != nil {
-			return nil, err
-		}
+		out = append(out, v)
 	}
 	return out, nil
 }

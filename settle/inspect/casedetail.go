@@ -12,14 +12,7 @@ import (
 
 	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/settle"
-)
-
-var (
-	sqlConflictCaseGet      = mustQuery("conflict_case_get.sql")
-	sqlCaseChain            = mustQuery("case_chain.sql")
-	sqlConflictCaseByRecord = mustQuery("conflict_case_by_record.sql")
-	sqlDeliveryByCase       = mustQuery("delivery_by_case.sql")
-	sqlCaseResolutionGet    = mustQuery("case_resolution_get.sql")
+	"github.com/settlehq/settle/settle/internal/db"
 )
 
 // Case is one conflict case in full: both canonical payloads, the fields
@@ -90,37 +83,28 @@ func (s *Store) Case(ctx context.Context, id int64) (*Case, error) {
 		return nil, wrapStoreErr(fmt.Sprintf("read case %d", id), err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	c, err := readCase(ctx, tx, id)
+	c, err := readCase(ctx, db.On(tx), id)
 	if err != nil {
 		return nil, err
 	}
 	return c, nil
 }
 
-// querier is what the read side needs of a pool or a transaction.
-type querier interface {
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
-
-func readCase(ctx context.Context, q querier, id int64) (*Case, error) {
+func readCase(ctx context.Context, q *db.Queries, id int64) (*Case, error) {
 	what := fmt.Sprintf("read case %d", id)
-	c := &Case{}
-	var (
-		fp               int64
-		stored, incoming []byte
-		src              settle.Coordinates
-	)
-	err := q.QueryRow(ctx, sqlConflictCaseGet, id).Scan(&c.ID, &c.TenantID, &c.AccountPeriod, &c.RecordID, &c.Operation,
-		&c.Reason, &c.Status, &c.OpenedAt, &c.ClosedAt, &c.Detail, &fp, &c.IdentityID, &stored, &incoming,
-		&src.Topic, &src.Partition, &src.Offset)
+	row, err := q.ConflictCaseGet(ctx, id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("case %d: %w", id, settle.ErrCaseNotFound)
 	}
 	if err != nil {
 		return nil, wrapStoreErr(what, err)
 	}
-	c.IncomingFingerprint = fmt.Sprintf("%016x", uint64(fp))
+	c := &Case{CaseSummary: CaseSummary{ID: row.ID, TenantID: row.TenantID, AccountPeriod: row.AccountPeriod, RecordID: row.RecordID,
+		Operation: row.Operation, Reason: row.Reason, Status: row.Status, OpenedAt: row.OpenedAt, ClosedAt: row.ClosedAt, Detail: row.Detail},
+		IdentityID: row.IdentityID}
+	stored, incoming := row.StoredCanonical, row.IncomingCanonical
+	src := settle.Coordinates{Topic: row.Topic, Partition: row.Partition, Offset: row.Offset}
+	c.IncomingFingerprint = fmt.Sprintf("%016x", uint64(row.IncomingFingerprint))
 	c.Stored, c.Incoming = json.RawMessage("null"), json.RawMessage(incoming)
 	if stored != nil {
 		c.Stored = json.RawMessage(stored)
@@ -141,7 +125,7 @@ func readCase(ctx context.Context, q querier, id int64) (*Case, error) {
 		return nil, wrapStoreErr(what, err)
 	}
 
-	if c.Deliveries, err = readDeliveries(ctx, q, sqlDeliveryByCase, id); err != nil {
+	if c.Deliveries, err = deliveries(q.DeliveryByCase(ctx, id)); err != nil {
 		return nil, wrapStoreErr(what, err)
 	}
 	if len(c.Deliveries) == 0 {
@@ -149,11 +133,11 @@ func readCase(ctx context.Context, q querier, id int64) (*Case, error) {
 		// row naming it; its coordinates are the case's own.
 		c.Deliveries = []Delivery{{Coordinates: src, Outcome: string(settle.OutcomeQuarantined), Reason: c.Reason, At: c.OpenedAt, CaseID: id}}
 	}
-	var r CaseResolution
-	err = q.QueryRow(ctx, sqlCaseResolutionGet, id).Scan(&r.Decision, &r.Amount, &r.Reason, &r.By, &r.At, &r.IdentityID, &r.SettlementID)
+	r, err := q.CaseResolutionGet(ctx, id)
 	switch {
 	case err == nil:
-		c.Resolution = &r
+		c.Resolution = &CaseResolution{Decision: r.Decision, Amount: r.Amount, Reason: r.Reason, By: r.ResolvedBy, At: r.ResolvedAt,
+			IdentityID: r.IdentityID, SettlementID: r.SettlementID}
 	case !errors.Is(err, pgx.ErrNoRows):
 		return nil, wrapStoreErr(what, err)
 	}
@@ -162,7 +146,7 @@ func readCase(ctx context.Context, q querier, id int64) (*Case, error) {
 
 // readCaseChain reads the chain a case is about: the stored record's for a
 // fingerprint mismatch, else the one its incoming correction names.
-func readCaseChain(ctx context.Context, q querier, c *Case, incoming map[string]string) (*CaseChain, error) {
+func readCaseChain(ctx context.Context, q *db.Queries, c *Case, incoming map[string]string) (*CaseChain, error) {
 	period, record := c.AccountPeriod, c.RecordID
 	if c.Reason != settle.ReasonFingerprintMismatch {
 		if incoming["corrects"] == "" {
@@ -173,31 +157,35 @@ func readCaseChain(ctx context.Context, q querier, c *Case, incoming map[string]
 			period = p
 		}
 	}
-	var ch CaseChain
-	err := q.QueryRow(ctx, sqlCaseChain, c.TenantID, period, record).Scan(&ch.NetCharge, &ch.Version, &ch.Refunded, &ch.RootSettlement, &ch.Currency)
+	ch, err := q.CaseChain(ctx, db.CaseChainParams{TenantID: c.TenantID, AccountPeriod: period, RecordID: record})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read the case's chain: %w", err)
 	}
-	return &ch, nil
+	return &CaseChain{NetCharge: ch.NetCharge, Currency: ch.Currency, Version: ch.Version, Refunded: ch.Refunded,
+		RootSettlement: ch.RootSettlementID}, nil
 }
 
-func readDeliveries(ctx context.Context, q querier, sql string, args ...any) ([]Delivery, error) {
-	rows, err := q.Query(ctx, sql, args...)
+// deliveryRow is the row of every query that reads deliveries: one column
+// list, so one mapping.
+type deliveryRow interface {
+	db.DeliveryByCaseRow | db.DeliveryByIdentityRow | db.DeliveryGetRow
+}
+
+// deliveries maps the rows of a delivery query, or passes on its error.
+func deliveries[R deliveryRow](rows []R, err error) ([]Delivery, error) {
 	if err != nil {
 		return nil, err
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Delivery, error) {
-		var d Delivery
-		err := r.Scan(&d.Topic, &d.Partition, &d.Offset, &d.Outcome, &d.Reason, &d.Error, &d.At, &d.IdentityID, &d.CaseID)
-		return d, err
-	})
-	if out == nil {
-		out = []Delivery{}
+	out := make([]Delivery, 0, len(rows))
+	for _, r := range rows {
+		d := db.DeliveryGetRow(r)
+		out = append(out, Delivery{Coordinates: settle.Coordinates{Topic: d.Topic, Partition: d.Partition, Offset: d.Offset},
+			Outcome: d.Outcome, Reason: d.Reason, Error: d.Error, At: d.At, IdentityID: d.IdentityID, CaseID: d.CaseID})
 	}
-	return out, err
+	return out, nil
 }
 
 // sideBySide lists every field of either canonical form, sorted, marking
@@ -241,15 +229,11 @@ func (s *Store) CasesByRecord(ctx context.Context, tenant, period, recordID stri
 		return nil, wrapStoreErr("read cases", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	return casesByRecord(ctx, tx, tenant, period, recordID)
+	return casesByRecord(ctx, db.On(tx), tenant, period, recordID)
 }
 
-func casesByRecord(ctx context.Context, q querier, tenant, period, recordID string) ([]*Case, error) {
-	rows, err := q.Query(ctx, sqlConflictCaseByRecord, tenant, period, recordID)
-	if err != nil {
-		return nil, wrapStoreErr("read cases", err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+func casesByRecord(ctx context.Context, q *db.Queries, tenant, period, recordID string) ([]*Case, error) {
+	ids, err := q.ConflictCaseByRecord(ctx, db.ConflictCaseByRecordParams{TenantID: tenant, AccountPeriod: period, RecordID: recordID})
 	if err != nil {
 		return nil, wrapStoreErr("read cases", err)
 	}

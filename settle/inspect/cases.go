@@ -13,12 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-)
-
-var (
-	sqlConflictCaseList  = mustQuery("conflict_case_list.sql")
-	sqlConflictCaseCount = mustQuery("conflict_case_count.sql")
+	"github.com/settlehq/settle/settle/internal/db"
 )
 
 // Limits of the case listing.
@@ -116,25 +111,15 @@ func (s *Store) ListCases(ctx context.Context, f CaseFilter) (*CasePage, error) 
 	if limit == 0 {
 		limit = CasePageRowsDefault
 	}
-	// QueryExecModeExec: an unnamed statement planned with the values, so
-	// the unused filters fold away and the queue index is chosen (a cached
-	// generic plan could not know which filters are empty).
-	rows, err := s.pool.Query(ctx, sqlConflictCaseList, caseListArgs(f, limit+1)...)
+	rows, err := caseList(ctx, s.pool, f, limit+1)
 	if err != nil {
 		return nil, wrapStoreErr("list cases", err)
 	}
-	defer rows.Close()
-	page := &CasePage{Cases: []CaseSummary{}}
-	for rows.Next() {
-		var c CaseSummary
-		if err := rows.Scan(&c.ID, &c.TenantID, &c.AccountPeriod, &c.RecordID, &c.Operation, &c.Reason, &c.Status,
-			&c.OpenedAt, &c.ClosedAt, &c.Detail, &c.Subject, &c.IncomingAmount, &c.StoredAmount, &c.Currency); err != nil {
-			return nil, wrapStoreErr("list cases", err)
-		}
-		page.Cases = append(page.Cases, c)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, wrapStoreErr("list cases", err)
+	page := &CasePage{Cases: make([]CaseSummary, 0, len(rows))}
+	for _, r := range rows {
+		page.Cases = append(page.Cases, CaseSummary{ID: r.ID, TenantID: r.TenantID, AccountPeriod: r.AccountPeriod, RecordID: r.RecordID,
+			Operation: r.Operation, Reason: r.Reason, Status: r.Status, OpenedAt: r.OpenedAt, ClosedAt: r.ClosedAt, Detail: r.Detail,
+			Subject: r.Subject, Currency: r.Currency, IncomingAmount: r.IncomingAmount, StoredAmount: r.StoredAmount})
 	}
 	if len(page.Cases) > limit {
 		page.Cases = page.Cases[:limit]
@@ -144,43 +129,29 @@ func (s *Store) ListCases(ctx context.Context, f CaseFilter) (*CasePage, error) 
 	return page, nil
 }
 
-// caseListArgs are the arguments of conflict_case_list.sql, led by the
-// exec mode that makes pgx plan them as values.
-func caseListArgs(f CaseFilter, limit int) []any {
-	var before, after, curAt *time.Time
+// caseList runs the listing for f and a page of limit rows on conn,
+// planned with its values, so the unused filters fold away and the queue
+// index is chosen.
+func caseList(ctx context.Context, conn db.DBTX, f CaseFilter, limit int) ([]db.ConflictCaseListRow, error) {
+	return db.On(planned{conn}).ConflictCaseList(ctx, caseListParams(f, limit))
+}
+
+// caseListParams are the parameters of conflict_case_list.sql for f and
+// a page of limit rows.
+func caseListParams(f CaseFilter, limit int) db.ConflictCaseListParams {
+	p := db.ConflictCaseListParams{Status: f.Status, Tenant: f.Tenant, Reason: f.Reason, Period: f.Period, PageRows: int64(limit)}
 	if !f.OpenedBefore.IsZero() {
-		before = &f.OpenedBefore
+		p.OpenedBefore = &f.OpenedBefore
 	}
 	if !f.OpenedAfter.IsZero() {
-		after = &f.OpenedAfter
+		p.OpenedAfter = &f.OpenedAfter
 	}
 	at, id, _ := decodeCaseCursor(f.After)
 	if f.After != "" {
-		curAt = &at
+		p.AfterOpenedAt = &at
 	}
-	return []any{pgx.QueryExecModeExec, f.Status, f.Tenant, f.Reason, f.Period, before, after, curAt, id, limit}
-}
-
-// caseListPlan is EXPLAIN of the listing for f: what the plan test reads.
-func (s *Store) caseListPlan(ctx context.Context, f CaseFilter) (string, error) {
-	limit := f.Limit
-	if limit == 0 {
-		limit = CasePageRowsDefault
-	}
-	rows, err := s.pool.Query(ctx, "EXPLAIN "+sqlConflictCaseList, caseListArgs(f, limit+1)...)
-	if err != nil {
-		return "", err
-	}
-	defer rows.Close()
-	var b strings.Builder
-	for rows.Next() {
-		var line string
-		if err := rows.Scan(&line); err != nil {
-			return "", err
-		}
-		b.WriteString(line + "\n")
-	}
-	return b.String(), rows.Err()
+	p.AfterID = id
+	return p
 }
 
 // The cursor is opaque to callers: base64 of "unixmicro.id". Microseconds
@@ -220,20 +191,13 @@ type CaseCount struct {
 // CountCases counts cases by reason and status for one tenant and period
 // ("" = any): the queue's facets and the overview's open cases by reason.
 func (s *Store) CountCases(ctx context.Context, tenant, period string) ([]CaseCount, error) {
-	rows, err := s.pool.Query(ctx, sqlConflictCaseCount, pgx.QueryExecModeExec, tenant, period)
+	rows, err := db.On(planned{s.pool}).ConflictCaseCount(ctx, db.ConflictCaseCountParams{Tenant: tenant, Period: period})
 	if err != nil {
 		return nil, wrapStoreErr("count cases", err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (CaseCount, error) {
-		var c CaseCount
-		err := r.Scan(&c.Reason, &c.Status, &c.Count)
-		return c, err
-	})
-	if err != nil {
-		return nil, wrapStoreErr("count cases", err)
-	}
-	if out == nil {
-		out = []CaseCount{}
+	out := make([]CaseCount, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, CaseCount{Reason: r.Reason, Status: r.Status, Count: r.Count})
 	}
 	return out, nil
 }

@@ -12,17 +12,11 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/settlehq/settle/settle"
-
 	"github.com/jackc/pgx/v5"
 
 	"github.com/settlehq/settle/record"
-)
-
-var (
-	sqlDeadLetterList = mustQuery("dead_letter_list.sql")
-	sqlDeadLetterGet  = mustQuery("dead_letter_get.sql")
-	sqlDeadLetterMax  = mustQuery("dead_letter_max.sql")
+	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/internal/db"
 )
 
 // DeadLetterPageRowsMax caps one page of dead letters: their bytes are
@@ -69,30 +63,32 @@ func (s *Store) DeadLetters(ctx context.Context, f DeadLetterFilter) ([]DeadLett
 	if upTo == 0 {
 		upTo = 1<<63 - 1
 	}
-	rows, err := s.pool.Query(ctx, sqlDeadLetterList, pgx.QueryExecModeExec, f.Reason, f.AfterID, upTo, limit, f.Topic, f.ErrorClass)
+	rows, err := db.On(planned{s.pool}).DeadLetterList(ctx, db.DeadLetterListParams{Reason: f.Reason, Topic: f.Topic,
+		ErrorClass: f.ErrorClass, AfterID: f.AfterID, UpToID: upTo, PageRows: int64(limit)})
 	if err != nil {
 		return nil, wrapStoreErr("list dead letters", err)
 	}
-	out, err := pgx.CollectRows(rows, scanDeadLetter)
-	if err != nil {
-		return nil, wrapStoreErr("list dead letters", err)
-	}
-	if out == nil {
-		out = []DeadLetter{}
+	out := make([]DeadLetter, 0, len(rows))
+	for _, r := range rows {
+		d, err := deadLetter(r)
+		if err != nil {
+			return nil, wrapStoreErr("list dead letters", err)
+		}
+		out = append(out, d)
 	}
 	return out, nil
 }
 
 // DeadLetter returns one dead letter, or ErrNoSuchDeadLetter.
 func (s *Store) DeadLetter(ctx context.Context, id int64) (*DeadLetter, error) {
-	rows, err := s.pool.Query(ctx, sqlDeadLetterGet, id)
-	if err != nil {
-		return nil, wrapStoreErr(fmt.Sprintf("read dead letter %d", id), err)
-	}
-	d, err := pgx.CollectExactlyOneRow(rows, scanDeadLetter)
+	r, err := db.On(s.pool).DeadLetterGet(ctx, id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("dead letter %d: %w", id, ErrNoSuchDeadLetter)
 	}
+	if err != nil {
+		return nil, wrapStoreErr(fmt.Sprintf("read dead letter %d", id), err)
+	}
+	d, err := deadLetter(r)
 	if err != nil {
 		return nil, wrapStoreErr(fmt.Sprintf("read dead letter %d", id), err)
 	}
@@ -103,24 +99,24 @@ func (s *Store) DeadLetter(ctx context.Context, id int64) (*DeadLetter, error) {
 // replay of "all" stops there, so the dead letters it causes are not
 // replayed again by the same run.
 func (s *Store) DeadLetterMaxID(ctx context.Context) (int64, error) {
-	var id int64
-	if err := s.pool.QueryRow(ctx, sqlDeadLetterMax).Scan(&id); err != nil {
+	id, err := db.On(s.pool).DeadLetterMax(ctx)
+	if err != nil {
 		return 0, wrapStoreErr("read dead letters", err)
 	}
 	return id, nil
 }
 
-func scanDeadLetter(r pgx.CollectableRow) (DeadLetter, error) {
-	var (
-		d       DeadLetter
-		headers []byte
-	)
-	err := r.Scan(&d.ID, &d.Source.Topic, &d.Source.Partition, &d.Source.Offset, &d.Key, &d.Value, &headers,
-		&d.Reason, &d.ErrorClass, &d.Error, &d.Attempts, &d.At)
-	if err != nil {
-		return d, err
-	}
-	if d.Headers, err = settle.DecodeHeaders(headers); err != nil {
+// deadLetterRow is the row of both queries that read whole dead letters.
+type deadLetterRow interface {
+	db.DeadLetterGetRow | db.DeadLetterListRow
+}
+
+func deadLetter[R deadLetterRow](row R) (DeadLetter, error) {
+	r := db.DeadLetterGetRow(row)
+	d := DeadLetter{ID: r.ID, Source: settle.Coordinates{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}, Key: r.Key,
+		Value: r.Value, Reason: r.Reason, ErrorClass: r.ErrorClass, Error: r.Error, Attempts: int(r.Attempts), At: r.At}
+	var err error
+	if d.Headers, err = settle.DecodeHeaders(r.Headers); err != nil {
 		return d, fmt.Errorf("dead letter %d: headers: %w", d.ID, err)
 	}
 	return d, nil

@@ -11,22 +11,10 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/settlehq/settle/settle"
-
 	"github.com/jackc/pgx/v5"
-)
 
-var (
-	sqlIdentityByRecord      = mustQuery("identity_by_record.sql")
-	sqlIdentityRef           = mustQuery("identity_ref.sql")
-	sqlIdentityByRoot        = mustQuery("identity_by_root.sql")
-	sqlDeliveryByIdentity    = mustQuery("delivery_by_identity.sql")
-	sqlDeliveryGet           = mustQuery("delivery_get.sql")
-	sqlLedgerEntryByIdentity = mustQuery("ledger_entry_by_identity.sql")
-	sqlChainGet              = mustQuery("chain_get.sql")
-	sqlHoldGet               = mustQuery("hold_get.sql")
-	sqlOutboxBySettlement    = mustQuery("outbox_by_settlement.sql")
-	sqlWaitingByRecord       = mustQuery("waiting_by_record.sql")
+	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/internal/db"
 )
 
 // chainMembersMax caps the corrections listed under one chain.
@@ -159,129 +147,99 @@ func (s *Store) Explain(ctx context.Context, tenant, period, recordID string) (*
 		return nil, wrapStoreErr(what, err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
+	q := db.On(tx)
 	e := &Explanation{TenantID: tenant, AccountPeriod: period, RecordID: recordID}
-	if e.Operations, err = s.explainIdentities(ctx, tx, tenant, period, recordID); err != nil {
+	if e.Operations, err = s.explainIdentities(ctx, q, tenant, period, recordID); err != nil {
 		return nil, wrapStoreErr(what, err)
 	}
-	if e.Waiting, err = explainWaiting(ctx, tx, tenant, period, recordID); err != nil {
+	if e.Waiting, err = explainWaiting(ctx, q, tenant, period, recordID); err != nil {
 		return nil, wrapStoreErr(what, err)
 	}
-	if e.Cases, err = casesByRecord(ctx, tx, tenant, period, recordID); err != nil {
+	if e.Cases, err = casesByRecord(ctx, q, tenant, period, recordID); err != nil {
 		return nil, err
 	}
 	return e, nil
 }
 
-func (s *Store) explainIdentities(ctx context.Context, tx pgx.Tx, tenant, period, recordID string) ([]ExplainedIdentity, error) {
-	rows, err := tx.Query(ctx, sqlIdentityByRecord, tenant, period, recordID)
+func (s *Store) explainIdentities(ctx context.Context, q *db.Queries, tenant, period, recordID string) ([]ExplainedIdentity, error) {
+	rows, err := q.IdentityByRecord(ctx, db.IdentityByRecordParams{TenantID: tenant, AccountPeriod: period, RecordID: recordID})
 	if err != nil {
 		return nil, err
 	}
-	type links struct{ root, target, account int64 }
-	var (
-		ops []ExplainedIdentity
-		ls  []links
-	)
-	for rows.Next() {
-		var (
-			x                 ExplainedIdentity
-			l                 links
-			resp, canon, attr []byte
-		)
-		if err := rows.Scan(&x.ID, &x.Operation, &x.Outcome, &x.Reason, &x.SettlementID, &x.Subject, &x.Currency,
-			&resp, &canon, &x.Source, &attr, &x.FirstDelivery.Topic, &x.FirstDelivery.Partition, &x.FirstDelivery.Offset,
-			&x.FirstSeenAt, &x.LastAttemptedAt, &x.CommittedAt, &x.Attempts, &l.root, &l.target, &l.account); err != nil {
-			rows.Close()
+	ops := make([]ExplainedIdentity, 0, len(rows))
+	for _, r := range rows {
+		x := ExplainedIdentity{ID: r.ID, Operation: r.Operation, Outcome: r.Outcome, Reason: r.Reason, SettlementID: r.SettlementID,
+			Subject: r.Subject, Currency: r.Currency, Source: r.Source, Response: json.RawMessage(r.Response),
+			Canonical:     json.RawMessage(r.Canonical),
+			FirstDelivery: settle.Coordinates{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset},
+			FirstSeenAt:   r.FirstSeenAt, LastAttemptedAt: r.LastAttemptedAt, CommittedAt: r.CommittedAt, Attempts: int(r.Attempts)}
+		if r.Attributes != nil {
+			x.Attributes = json.RawMessage(r.Attributes)
+		}
+		if x.Deliveries, err = deliveries(q.DeliveryByIdentity(ctx, x.ID)); err != nil {
 			return nil, err
 		}
-		x.Response, x.Canonical = json.RawMessage(resp), json.RawMessage(canon)
-		if attr != nil {
-			x.Attributes = json.RawMessage(attr)
-		}
-		ops, ls = append(ops, x), append(ls, l)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	if ops == nil {
-		ops = []ExplainedIdentity{}
-	}
-	for i := range ops {
-		x := &ops[i]
-		if x.Deliveries, err = readDeliveries(ctx, tx, sqlDeliveryByIdentity, x.ID); err != nil {
+		if x.Entries, err = ledgerRows(ctx, q, x.ID); err != nil {
 			return nil, err
 		}
-		if x.Entries, err = ledgerRows(ctx, tx, x.ID); err != nil {
-			return nil, err
-		}
-		if ls[i].root != 0 && ls[i].root != x.ID {
-			if x.Links.Root, err = identityRef(ctx, tx, ls[i].root); err != nil {
+		if r.RootID != 0 && r.RootID != x.ID {
+			if x.Links.Root, err = identityRef(ctx, q, r.RootID); err != nil {
 				return nil, err
 			}
 		}
-		if ls[i].target != 0 {
-			if x.Links.Target, err = identityRef(ctx, tx, ls[i].target); err != nil {
+		if r.TargetID != 0 {
+			if x.Links.Target, err = identityRef(ctx, q, r.TargetID); err != nil {
 				return nil, err
 			}
 		}
-		if ls[i].root == x.ID {
-			if x.Links.Corrections, x.Links.Chain, err = chainLinks(ctx, tx, x.ID); err != nil {
+		if r.RootID == x.ID {
+			if x.Links.Corrections, x.Links.Chain, err = chainLinks(ctx, q, x.ID); err != nil {
 				return nil, err
 			}
 		}
 		if x.Operation == "hold" && x.Outcome == string(settle.OutcomeSettled) {
-			if x.Links.Hold, err = holdLinks(ctx, tx, x.ID); err != nil {
+			if x.Links.Hold, err = holdLinks(ctx, q, x.ID); err != nil {
 				return nil, err
 			}
 		}
 		x.Outbox = []OutboxState{}
 		if x.SettlementID != "" {
-			if x.Outbox, err = s.outboxState(ctx, tx, x.SettlementID, x.CommittedAt); err != nil {
+			if x.Outbox, err = s.outboxState(ctx, q, x.SettlementID, x.CommittedAt); err != nil {
 				return nil, err
 			}
 		}
+		ops = append(ops, x)
 	}
 	return ops, nil
 }
 
-func ledgerRows(ctx context.Context, q querier, identityID int64) ([]LedgerRow, error) {
-	rows, err := q.Query(ctx, sqlLedgerEntryByIdentity, identityID)
+func ledgerRows(ctx context.Context, q *db.Queries, identityID int64) ([]LedgerRow, error) {
+	rows, err := q.LedgerEntryByIdentity(ctx, identityID)
 	if err != nil {
 		return nil, err
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (LedgerRow, error) {
-		var e LedgerRow
-		err := r.Scan(&e.ID, &e.AccountID, &e.Subject, &e.Currency, &e.Bucket, &e.Amount, &e.CreatedAt)
-		return e, err
-	})
-	if out == nil {
-		out = []LedgerRow{}
+	out := make([]LedgerRow, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, LedgerRow{ID: r.ID, AccountID: r.AccountID, Subject: r.Subject, Currency: r.Currency, Bucket: r.Bucket,
+			Amount: r.Amount, CreatedAt: r.CreatedAt})
 	}
-	return out, err
+	return out, nil
 }
 
-func identityRefs(ctx context.Context, q querier, ids []int64) (map[int64]IdentityRef, error) {
-	rows, err := q.Query(ctx, sqlIdentityRef, ids)
-	if err != nil {
-		return nil, err
-	}
-	refs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (IdentityRef, error) {
-		var x IdentityRef
-		err := r.Scan(&x.ID, &x.AccountPeriod, &x.RecordID, &x.Operation, &x.Outcome, &x.SettlementID)
-		return x, err
-	})
+func identityRefs(ctx context.Context, q *db.Queries, ids []int64) (map[int64]IdentityRef, error) {
+	refs, err := q.IdentityRef(ctx, ids)
 	if err != nil {
 		return nil, err
 	}
 	m := make(map[int64]IdentityRef, len(refs))
 	for _, x := range refs {
-		m[x.ID] = x
+		m[x.ID] = IdentityRef{ID: x.ID, AccountPeriod: x.AccountPeriod, RecordID: x.RecordID, Operation: x.Operation,
+			Outcome: x.Outcome, SettlementID: x.SettlementID}
 	}
 	return m, nil
 }
 
-func identityRef(ctx context.Context, q querier, id int64) (*IdentityRef, error) {
+func identityRef(ctx context.Context, q *db.Queries, id int64) (*IdentityRef, error) {
 	if id == 0 {
 		return nil, nil
 	}
@@ -295,12 +253,8 @@ func identityRef(ctx context.Context, q querier, id int64) (*IdentityRef, error)
 	return &IdentityRef{ID: id}, nil
 }
 
-func chainLinks(ctx context.Context, q querier, root int64) ([]IdentityRef, *ChainState, error) {
-	rows, err := q.Query(ctx, sqlIdentityByRoot, root, chainMembersMax)
-	if err != nil {
-		return nil, nil, err
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+func chainLinks(ctx context.Context, q *db.Queries, root int64) ([]IdentityRef, *ChainState, error) {
+	ids, err := q.IdentityByRoot(ctx, db.IdentityByRootParams{RootID: root, MembersMax: chainMembersMax})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -314,87 +268,69 @@ func chainLinks(ctx context.Context, q querier, root int64) ([]IdentityRef, *Cha
 			members = append(members, m[id])
 		}
 	}
-	var (
-		c                   ChainState
-		refundID, reclaimID int64
-	)
-	err = q.QueryRow(ctx, sqlChainGet, root).Scan(&c.NetCharge, &c.Version, &refundID, &c.Refunded, &reclaimID, &c.Recovered)
+	r, err := q.ChainGet(ctx, root)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return members, nil, nil
 	}
 	if err != nil {
 		return nil, nil, err
 	}
-	if c.Refund, err = identityRef(ctx, q, refundID); err != nil {
+	c := ChainState{NetCharge: r.NetCharge, Version: r.Version, Refunded: r.Refunded, Recovered: r.Recovered}
+	if c.Refund, err = identityRef(ctx, q, r.RefundID); err != nil {
 		return nil, nil, err
 	}
-	if c.Reclaim, err = identityRef(ctx, q, reclaimID); err != nil {
+	if c.Reclaim, err = identityRef(ctx, q, r.ReclaimID); err != nil {
 		return nil, nil, err
 	}
 	return members, &c, nil
 }
 
-func holdLinks(ctx context.Context, q querier, id int64) (*HoldState, error) {
-	var (
-		h        HoldState
-		closedBy int64
-	)
-	err := q.QueryRow(ctx, sqlHoldGet, id).Scan(&h.Amount, &h.Remaining, &h.Status, &h.ExpiresAt, &closedBy)
+func holdLinks(ctx context.Context, q *db.Queries, id int64) (*HoldState, error) {
+	r, err := q.HoldGet(ctx, id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	if h.ClosedBy, err = identityRef(ctx, q, closedBy); err != nil {
+	h := HoldState{Amount: r.Amount, Remaining: r.Remaining, Status: r.Status, ExpiresAt: r.ExpiresAt}
+	if h.ClosedBy, err = identityRef(ctx, q, r.ClosedBy); err != nil {
 		return nil, err
 	}
 	return &h, nil
 }
 
-func (s *Store) outboxState(ctx context.Context, q querier, settlementID string, committedAt time.Time) ([]OutboxState, error) {
-	rows, err := q.Query(ctx, sqlOutboxBySettlement, s.cfg.SettlementsTopic,
-		base64.StdEncoding.EncodeToString([]byte(settlementID)), committedAt)
+func (s *Store) outboxState(ctx context.Context, q *db.Queries, settlementID string, committedAt time.Time) ([]OutboxState, error) {
+	rows, err := q.OutboxBySettlement(ctx, db.OutboxBySettlementParams{Topic: s.cfg.SettlementsTopic,
+		SettlementIDBase64: base64.StdEncoding.EncodeToString([]byte(settlementID)), CommittedAt: committedAt})
 	if err != nil {
 		return nil, err
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (OutboxState, error) {
-		var o OutboxState
-		err := r.Scan(&o.ID, &o.Topic, &o.CreatedAt, &o.Published, &o.Parked)
-		return o, err
-	})
-	if out == nil {
-		out = []OutboxState{}
+	out := make([]OutboxState, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, OutboxState{ID: r.ID, Topic: r.Topic, CreatedAt: r.CreatedAt, Published: r.Published, Parked: r.Parked})
 	}
-	return out, err
+	return out, nil
 }
 
-func explainWaiting(ctx context.Context, q querier, tenant, period, recordID string) ([]WaitingOp, error) {
-	rows, err := q.Query(ctx, sqlWaitingByRecord, tenant, period, recordID)
-	if err != nil {
-		return nil, err
-	}
-	ws, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (WaitingOp, error) {
-		var (
-			w    WaitingOp
-			resp []byte
-		)
-		err := r.Scan(&w.ID, &w.AccountPeriod, &w.RecordID, &w.Operation, &w.TargetPeriod, &w.TargetRecordID, &w.Status,
-			&w.CaseID, &w.Since, &w.Source.Topic, &w.Source.Partition, &w.Source.Offset, &resp)
-		w.Response = json.RawMessage(resp)
-		return w, err
-	})
+func explainWaiting(ctx context.Context, q *db.Queries, tenant, period, recordID string) ([]WaitingOp, error) {
+	ws, err := q.WaitingByRecord(ctx, db.WaitingByRecordParams{TenantID: tenant, AccountPeriod: period, RecordID: recordID})
 	if err != nil {
 		return nil, err
 	}
 	out := []WaitingOp{}
 	seen := map[int64]bool{}
-	for _, w := range ws {
-		if seen[w.ID] {
+	for _, r := range ws {
+		if seen[r.ID] {
 			continue
 		}
-		seen[w.ID] = true
-		ds, err := readDeliveries(ctx, q, sqlDeliveryGet, w.Source.Topic, w.Source.Partition, w.Source.Offset, tenant)
+		seen[r.ID] = true
+		w := WaitingOp{ID: r.ID, AccountPeriod: r.AccountPeriod, RecordID: r.RecordID, Operation: r.Operation,
+			TargetPeriod: r.TargetPeriod, TargetRecordID: r.TargetRecordID, Status: r.Status, CaseID: r.CaseID, Since: r.Since,
+			Source:   settle.Coordinates{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset},
+			Response: json.RawMessage(r.Response)}
+		ds, err := deliveries(q.DeliveryGet(ctx, db.DeliveryGetParams{TenantID: tenant, Topic: w.Source.Topic,
+			Partition: w.Source.Partition, Offset: w.Source.Offset}))
 		if err != nil {
 			return nil, err
 		}

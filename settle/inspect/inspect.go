@@ -11,13 +11,14 @@
 package inspect
 
 import (
-	"embed"
-	"errors"
+	"context"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/internal/db"
 )
 
 // Store reads one settle database.
@@ -33,16 +34,23 @@ func New(s *settle.Store) *Store {
 	return &Store{pool: s.Pool(), cfg: s.Config(), dec: s.Decoder()}
 }
 
-//go:embed sql/*.sql
-var sqlFiles embed.FS
+// The queries are the .sql files in sql/, run through the methods sqlc
+// generates from them (settle/internal/db): db.On(s.pool) or db.On(tx).
 
-// mustQuery loads one embedded query; a missing file is a build defect.
-func mustQuery(name string) string {
-	b, err := sqlFiles.ReadFile("sql/" + name)
-	if err != nil {
-		panic(errors.New("inspect: missing embedded query " + name))
-	}
-	return string(b)
+// planned runs its queries with their values bound at plan time (pgx
+// QueryExecModeExec: an unnamed statement, always a custom plan), so the
+// "an empty filter means any" branches of a query fold away and the
+// planner sees plain equalities it can match with an index; a cached
+// generic plan could not know which filters are empty. Wrap the pool or
+// the transaction in it: db.On(planned{tx}).
+type planned struct{ db.DBTX }
+
+func (p planned) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	return p.DBTX.Query(ctx, sql, append([]any{pgx.QueryExecModeExec}, args...)...)
+}
+
+func (p planned) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	return p.DBTX.QueryRow(ctx, sql, append([]any{pgx.QueryExecModeExec}, args...)...)
 }
 
 // wrapStoreErr names what was being read; see settle.StoreError.

@@ -5,24 +5,19 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/settle"
-)
-
-var (
-	sqlOutboxBacklog = mustQuery("outbox_backlog.sql")
-	sqlOutboxParked  = mustQuery("outbox_parked_list.sql")
+	"github.com/settlehq/settle/settle/internal/db"
 )
 
 // OutboxBacklog reports how many outbox rows wait to be published and when
 // the oldest of them was written (now when none wait).
 func (s *Store) OutboxBacklog(ctx context.Context) (rows int64, oldest time.Time, err error) {
-	if err := s.pool.QueryRow(ctx, sqlOutboxBacklog).Scan(&rows, &oldest); err != nil {
+	r, err := db.On(s.pool).OutboxBacklog(ctx)
+	if err != nil {
 		return 0, time.Time{}, wrapStoreErr("read outbox backlog", err)
 	}
-	return rows, oldest, nil
+	return r.Waiting, r.Oldest, nil
 }
 
 // ParkedMessage is one outbox row the relay parked, without its value.
@@ -47,29 +42,18 @@ func (s *Store) OutboxParked(ctx context.Context, afterID int64, limit int) ([]P
 	if limit < 0 || limit > DeadLetterPageRowsMax {
 		return nil, fmt.Errorf("%w: limit %d: want 1 to %d", ErrBadFilter, limit, DeadLetterPageRowsMax)
 	}
-	rows, err := s.pool.Query(ctx, sqlOutboxParked, afterID, limit)
+	rows, err := db.On(s.pool).OutboxParkedList(ctx, db.OutboxParkedListParams{AfterID: afterID, PageRows: int64(limit)})
 	if err != nil {
 		return nil, wrapStoreErr("list parked outbox rows", err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ParkedMessage, error) {
-		var (
-			m       ParkedMessage
-			headers []byte
-		)
-		if err := r.Scan(&m.ID, &m.Topic, &m.Key, &m.ValueBytes, &headers, &m.Reason, &m.Error, &m.CreatedAt, &m.ParkedAt); err != nil {
-			return m, err
+	out := make([]ParkedMessage, 0, len(rows))
+	for _, r := range rows {
+		m := ParkedMessage{ID: r.ID, Topic: r.Topic, Key: r.Key, ValueBytes: int(r.ValueBytes), Reason: r.Reason, Error: r.Error,
+			CreatedAt: r.CreatedAt, ParkedAt: r.At}
+		if m.Headers, err = settle.DecodeHeaders(r.Headers); err != nil {
+			return nil, wrapStoreErr("list parked outbox rows", fmt.Errorf("parked outbox row %d: headers: %w", m.ID, err))
 		}
-		var err error
-		if m.Headers, err = settle.DecodeHeaders(headers); err != nil {
-			return m, fmt.Errorf("parked outbox row %d: headers: %w", m.ID, err)
-		}
-		return m, nil
-	})
-	if err != nil {
-		return nil, wrapStoreErr("list parked outbox rows", err)
-	}
-	if out == nil {
-		out = []ParkedMessage{}
+		out = append(out, m)
 	}
 	return out, nil
 }

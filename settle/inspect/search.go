@@ -13,19 +13,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/settlehq/settle/settle"
-
 	"github.com/jackc/pgx/v5"
-)
 
-var (
-	sqlIdentitySearch        = mustQuery("identity_search.sql")
-	sqlConflictCaseSearch    = mustQuery("conflict_case_search.sql")
-	sqlAccountSearch         = mustQuery("account_search.sql")
-	sqlAccountSettlements    = mustQuery("account_settlements.sql")
-	sqlConflictCaseLinks     = mustQuery("conflict_case_links.sql")
-	sqlCaseResolutionOfCases = mustQuery("case_resolution_of_cases.sql")
-	sqlConflictCaseOpenAges  = mustQuery("conflict_case_open_ages.sql")
+	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/internal/db"
 )
 
 // Limits of the search.
@@ -93,18 +84,18 @@ func (s *Store) Search(ctx context.Context, q SearchQuery) ([]SearchHit, error) 
 		return nil, wrapStoreErr(what, err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	// QueryExecModeExec, in every query: planned with the values, so the
-	// "any tenant" branches fold away and the scope key is used when a
-	// tenant is given.
-	cases, err := searchCases(ctx, tx, q, text, caseID)
+	// Every query planned with the values, so the "any tenant" branches
+	// fold away and the scope key is used when a tenant is given.
+	pq := db.On(planned{tx})
+	cases, err := searchCases(ctx, pq, q, text, caseID)
 	if err != nil {
 		return nil, wrapStoreErr(what, err)
 	}
-	settlements, records, err := searchIdentities(ctx, tx, q, text)
+	settlements, records, err := searchIdentities(ctx, pq, q, text)
 	if err != nil {
 		return nil, wrapStoreErr(what, err)
 	}
-	accounts, err := searchAccounts(ctx, tx, q, text)
+	accounts, err := searchAccounts(ctx, pq, q, text)
 	if err != nil {
 		return nil, wrapStoreErr(what, err)
 	}
@@ -113,36 +104,31 @@ func (s *Store) Search(ctx context.Context, q SearchQuery) ([]SearchHit, error) 
 }
 
 // searchCases finds the conflict cases whose record or number is text.
-func searchCases(ctx context.Context, tx pgx.Tx, q SearchQuery, text string, caseID int64) ([]SearchHit, error) {
-	rows, err := tx.Query(ctx, sqlConflictCaseSearch, pgx.QueryExecModeExec, q.Tenant, q.Period, text, caseID, SearchHitsMax)
+func searchCases(ctx context.Context, pq *db.Queries, q SearchQuery, text string, caseID int64) ([]SearchHit, error) {
+	rows, err := pq.ConflictCaseSearch(ctx, db.ConflictCaseSearchParams{Tenant: q.Tenant, Period: q.Period, RecordID: text,
+		CaseID: caseID, HitsMax: SearchHitsMax})
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (SearchHit, error) {
-		h := SearchHit{Kind: HitCase}
-		err := r.Scan(&h.CaseID, &h.TenantID, &h.AccountPeriod, &h.RecordID, &h.Operation, &h.Reason, &h.Status)
-		return h, err
-	})
+	hits := make([]SearchHit, 0, len(rows))
+	for _, r := range rows {
+		hits = append(hits, SearchHit{Kind: HitCase, CaseID: r.ID, TenantID: r.TenantID, AccountPeriod: r.AccountPeriod,
+			RecordID: r.RecordID, Operation: r.Operation, Reason: r.Reason, Status: r.Status})
+	}
+	return hits, nil
 }
 
 // searchIdentities finds the settlements and the records text names.
-func searchIdentities(ctx context.Context, tx pgx.Tx, q SearchQuery, text string) (settlements, records []SearchHit, err error) {
-	rows, err := tx.Query(ctx, sqlIdentitySearch, pgx.QueryExecModeExec, q.Tenant, q.Period, text, SearchHitsMax)
+func searchIdentities(ctx context.Context, pq *db.Queries, q SearchQuery, text string) (settlements, records []SearchHit, err error) {
+	rows, err := pq.IdentitySearch(ctx, db.IdentitySearchParams{Tenant: q.Tenant, Period: q.Period, Term: text, HitsMax: SearchHitsMax})
 	if err != nil {
 		return nil, nil, err
 	}
-	defer rows.Close()
 	seen := map[[3]string]bool{}
-	for rows.Next() {
-		var (
-			h       SearchHit
-			bySttlm bool
-		)
-		if err := rows.Scan(&h.TenantID, &h.AccountPeriod, &h.RecordID, &h.Operation, &h.Outcome, &h.SettlementID,
-			&h.Subject, &h.Currency, &bySttlm); err != nil {
-			return nil, nil, err
-		}
-		if bySttlm {
+	for _, r := range rows {
+		h := SearchHit{TenantID: r.TenantID, AccountPeriod: r.AccountPeriod, RecordID: r.RecordID, Operation: r.Operation,
+			Outcome: r.Outcome, SettlementID: r.SettlementID, Subject: r.Subject, Currency: r.Currency}
+		if r.BySettlement {
 			h.Kind = HitSettlement
 			settlements = append(settlements, h)
 			continue
@@ -155,20 +141,20 @@ func searchIdentities(ctx context.Context, tx pgx.Tx, q SearchQuery, text string
 			records = append(records, h)
 		}
 	}
-	return settlements, records, rows.Err()
+	return settlements, records, nil
 }
 
 // searchAccounts finds the accounts whose subject text names.
-func searchAccounts(ctx context.Context, tx pgx.Tx, q SearchQuery, text string) ([]SearchHit, error) {
-	rows, err := tx.Query(ctx, sqlAccountSearch, pgx.QueryExecModeExec, q.Tenant, text, SearchHitsMax)
+func searchAccounts(ctx context.Context, pq *db.Queries, q SearchQuery, text string) ([]SearchHit, error) {
+	rows, err := pq.AccountSearch(ctx, db.AccountSearchParams{Tenant: q.Tenant, Subject: text, HitsMax: SearchHitsMax})
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (SearchHit, error) {
-		h := SearchHit{Kind: HitAccount}
-		err := r.Scan(&h.TenantID, &h.Subject, &h.Currency, &h.Balance)
-		return h, err
-	})
+	hits := make([]SearchHit, 0, len(rows))
+	for _, r := range rows {
+		hits = append(hits, SearchHit{Kind: HitAccount, TenantID: r.TenantID, Subject: r.Subject, Currency: r.Currency, Balance: r.Balance})
+	}
+	return hits, nil
 }
 
 // AccountSettlement is one settlement in an account's sequence.
@@ -194,21 +180,15 @@ func (s *Store) AccountSettlements(ctx context.Context, tenant, subject, currenc
 		return nil, fmt.Errorf("%w: limit %d: want 1 to %d", ErrBadFilter, limit, AccountSettlementsMax)
 	}
 	what := fmt.Sprintf("settlements of account tenant=%s subject=%s currency=%s", tenant, subject, currency)
-	rows, err := s.pool.Query(ctx, sqlAccountSettlements, tenant, subject, currency, limit)
+	rows, err := db.On(s.pool).AccountSettlements(ctx, db.AccountSettlementsParams{TenantID: tenant, Subject: subject,
+		Currency: currency, SettlementsMax: int32(limit)})
 	if err != nil {
 		return nil, wrapStoreErr(what, err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (AccountSettlement, error) {
-		var a AccountSettlement
-		err := r.Scan(&a.Sequence, &a.SettlementID, &a.AccountPeriod, &a.RecordID, &a.Operation, &a.BalanceAfter,
-			&a.HeldAfter, &a.CommittedAt)
-		return a, err
-	})
-	if err != nil {
-		return nil, wrapStoreErr(what, err)
-	}
-	if out == nil {
-		out = []AccountSettlement{}
+	out := make([]AccountSettlement, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, AccountSettlement{Sequence: r.Sequence, SettlementID: r.SettlementID, AccountPeriod: r.AccountPeriod,
+			RecordID: r.RecordID, Operation: r.Operation, BalanceAfter: r.BalanceAfter, HeldAfter: r.HeldAfter, CommittedAt: r.CommittedAt})
 	}
 	return out, nil
 }
@@ -233,15 +213,7 @@ type StoredIdentity struct {
 
 // CaseLinks returns what case id links to, or settle.ErrCaseNotFound.
 func (s *Store) CaseLinks(ctx context.Context, id int64) (*CaseLinks, error) {
-	var (
-		fp                       int64
-		has                      bool
-		st                       StoredIdentity
-		adjPeriod, adjRec, adjOp string
-	)
-	err := s.pool.QueryRow(ctx, sqlConflictCaseLinks, id).Scan(&fp, &has, &st.AccountPeriod, &st.RecordID, &st.Operation,
-		&st.Outcome, &st.SettlementID, &st.FirstDelivery.Topic, &st.FirstDelivery.Partition, &st.FirstDelivery.Offset,
-		&adjPeriod, &adjRec, &adjOp)
+	r, err := db.On(s.pool).ConflictCaseLinks(ctx, id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("case %d: %w", id, settle.ErrCaseNotFound)
 	}
@@ -249,12 +221,16 @@ func (s *Store) CaseLinks(ctx context.Context, id int64) (*CaseLinks, error) {
 		return nil, wrapStoreErr(fmt.Sprintf("read links of case %d", id), err)
 	}
 	l := &CaseLinks{}
-	if has {
-		st.Fingerprint = fmt.Sprintf("%016x", uint64(fp))
-		l.Stored = &st
+	if r.HasStored {
+		l.Stored = &StoredIdentity{
+			IdentityRef: IdentityRef{AccountPeriod: r.AccountPeriod, RecordID: r.RecordID, Operation: r.Operation, Outcome: r.Outcome,
+				SettlementID: r.SettlementID},
+			Fingerprint:   fmt.Sprintf("%016x", uint64(r.Fingerprint)),
+			FirstDelivery: settle.Coordinates{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset},
+		}
 	}
-	if adjRec != "" {
-		l.Adjustment = &IdentityRef{AccountPeriod: adjPeriod, RecordID: adjRec, Operation: adjOp}
+	if r.AdjustmentRecordID != "" {
+		l.Adjustment = &IdentityRef{AccountPeriod: r.AdjustmentPeriod, RecordID: r.AdjustmentRecordID, Operation: r.AdjustmentOperation}
 	}
 	return l, nil
 }
@@ -266,23 +242,13 @@ func (s *Store) CaseResolutions(ctx context.Context, ids []int64) (map[int64]Cas
 	if len(ids) == 0 {
 		return out, nil
 	}
-	rows, err := s.pool.Query(ctx, sqlCaseResolutionOfCases, ids)
+	rows, err := db.On(s.pool).CaseResolutionOfCases(ctx, ids)
 	if err != nil {
 		return nil, wrapStoreErr("read resolutions", err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var (
-			id int64
-			r  CaseResolution
-		)
-		if err := rows.Scan(&id, &r.Decision, &r.Amount, &r.Reason, &r.By, &r.At, &r.IdentityID, &r.SettlementID); err != nil {
-			return nil, wrapStoreErr("read resolutions", err)
-		}
-		out[id] = r
-	}
-	if err := rows.Err(); err != nil {
-		return nil, wrapStoreErr("read resolutions", err)
+	for _, r := range rows {
+		out[r.CaseID] = CaseResolution{Decision: r.Decision, Amount: r.Amount, Reason: r.Reason, By: r.ResolvedBy, At: r.ResolvedAt,
+			IdentityID: r.IdentityID, SettlementID: r.SettlementID}
 	}
 	return out, nil
 }
@@ -318,23 +284,12 @@ func (s *Store) OpenCaseAges(ctx context.Context, now time.Time, bounds []time.D
 		}
 		out[i].FromSeconds, out[i].ToSeconds = int64(out[i].From/time.Second), int64(out[i].To/time.Second)
 	}
-	rows, err := s.pool.Query(ctx, sqlConflictCaseOpenAges, cut)
+	rows, err := db.On(s.pool).ConflictCaseOpenAges(ctx, cut)
 	if err != nil {
 		return nil, wrapStoreErr("count open cases by age", err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var (
-			older int
-			n     int64
-		)
-		if err := rows.Scan(&older, &n); err != nil {
-			return nil, wrapStoreErr("count open cases by age", err)
-		}
-		out[older].Count = n // older: how many bounds the case is past
-	}
-	if err := rows.Err(); err != nil {
-		return nil, wrapStoreErr("count open cases by age", err)
+	for _, r := range rows {
+		out[r.OlderThan].Count = r.Count // older than: how many bounds the case is past
 	}
 	return out, nil
 }

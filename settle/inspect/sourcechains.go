@@ -9,6 +9,7 @@ import (
 
 	"github.com/settlehq/settle/internal/money"
 	"github.com/settlehq/settle/record"
+	"github.com/settlehq/settle/settle/internal/db"
 )
 
 // chainNode is a source usage, correction or reversal, by the hash of its
@@ -198,14 +199,15 @@ func (c *sourceCheck) compareChainNets(ctx context.Context, part []*chainRoot) e
 		periods[i], recs[i] = r.period, r.recordID
 		byKey[[2]string{r.period, r.recordID}] = r
 	}
-	rows, err := c.tx.Query(ctx, sqlSourceChainNet, c.in.TenantID, periods, recs, c.in.From, c.in.To)
+	rows, err := c.q.SourceChainNet(ctx, db.SourceChainNetParams{TenantID: c.in.TenantID, Periods: periods, RecordIds: recs,
+		FromPeriod: c.in.From, ToPeriod: c.in.To})
 	if err != nil {
 		return err
 	}
-	for rows.Next() {
-		var period, recordID, currency, net string
-		if err := rows.Scan(&period, &recordID, &currency, &net); err != nil {
-			rows.Close()
+	for _, row := range rows {
+		period, recordID, currency := row.AccountPeriod, row.RecordID, row.Currency
+		net, err := notNull(row.NetCharge, "net charge")
+		if err != nil {
 			return err
 		}
 		r := byKey[[2]string{period, recordID}]
@@ -227,28 +229,40 @@ func (c *sourceCheck) compareChainNets(ctx context.Context, part []*chainRoot) e
 					want, r.currency, r.version, state, got, currency)})
 		}
 	}
-	return rows.Err()
+	return nil
 }
 
 // settleTotals reads settle's side of the totals: per period and currency,
 // the charge of the scope's chains.
 func (c *sourceCheck) settleTotals(ctx context.Context, totals sourceTotals) error {
-	rows, err := c.tx.Query(ctx, sqlSourceChainTotals, c.in.TenantID, c.in.From, c.in.To)
+	rows, err := c.q.SourceChainTotals(ctx, db.SourceChainTotalsParams{TenantID: c.in.TenantID, FromPeriod: c.in.From, ToPeriod: c.in.To})
 	if err != nil {
 		return err
 	}
-	for rows.Next() {
-		var (
-			k   totalKey
-			sum string
-			n   int64
-		)
-		if err := rows.Scan(&k.period, &k.currency, &sum, &n); err != nil {
-			rows.Close()
+	for _, row := range rows {
+		sum, err := notNull(row.Charge, "charge")
+		if err != nil {
 			return err
 		}
-		t := totals.get(k)
+		n, err := notNull(row.Chains, "chain count")
+		if err != nil {
+			return err
+		}
+		t := totals.get(totalKey{row.AccountPeriod, row.Currency})
 		t.Settle, t.SettleChains = money.MustParse(sum).String(), n
 	}
-	return rows.Err()
+	return nil
+}
+
+// notNull is *v, or an error for a NULL. sqlc types the columns of the
+// chain queries from the database, not from the SQL (it cannot follow
+// their LATERAL's reference to the outer row), so it cannot know that
+// their sums and counts are never NULL; a NULL fails the read as a Scan
+// into a plain value would.
+func notNull[T any](v *T, column string) (T, error) {
+	if v == nil {
+		var zero T
+		return zero, fmt.Errorf("%s: NULL where the query returns none", column)
+	}
+	return *v, nil
 }

@@ -23,15 +23,7 @@ import (
 
 	"github.com/settlehq/settle/internal/money"
 	"github.com/settlehq/settle/record"
-)
-
-var (
-	sqlSourceIdentities  = mustQuery("source_identities.sql")
-	sqlSourceWaiting     = mustQuery("source_waiting.sql")
-	sqlSourceDeadLetters = mustQuery("source_dead_letters.sql")
-	sqlSourceSettledScan = mustQuery("source_settled_scan.sql")
-	sqlSourceChainNet    = mustQuery("source_chain_net.sql")
-	sqlSourceChainTotals = mustQuery("source_chain_totals.sql")
+	"github.com/settlehq/settle/settle/internal/db"
 )
 
 // Limits of a source check.
@@ -184,7 +176,7 @@ func (r *SourceReport) Agrees() bool {
 
 type sourceCheck struct {
 	s   *Store
-	tx  pgx.Tx
+	q   *db.Queries // over the check's READ ONLY transaction
 	in  SourceCheckInput
 	ops map[string]bool
 	r   *SourceReport
@@ -228,7 +220,7 @@ func (s *Store) CheckSource(ctx context.Context, in SourceCheckInput, src Source
 	}
 	what := fmt.Sprintf("check source tenant=%s periods=%s..%s", in.TenantID, in.From, in.To)
 	err := s.readOnly(ctx, what, func(tx pgx.Tx) error {
-		c.tx = tx
+		c.q = db.On(tx)
 		return c.run(ctx, src)
 	})
 	if err != nil {

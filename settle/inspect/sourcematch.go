@@ -11,6 +11,7 @@ import (
 
 	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/internal/db"
 )
 
 type deadLetterRef struct {
@@ -40,31 +41,19 @@ func identityHash(id record.Identity) uint64 {
 func (c *sourceCheck) loadDeadLetters(ctx context.Context) error {
 	var after int64
 	for {
-		rows, err := c.tx.Query(ctx, sqlSourceDeadLetters, after, sourcePageRowsMax)
+		rows, err := c.q.SourceDeadLetters(ctx, db.SourceDeadLettersParams{AfterID: after, PageRows: sourcePageRowsMax})
 		if err != nil {
 			return err
 		}
-		n := 0
-		for rows.Next() {
-			var (
-				ref            deadLetterRef
-				value, headers []byte
-			)
-			if err := rows.Scan(&ref.id, &value, &headers, &ref.reason, &ref.err); err != nil {
-				rows.Close()
-				return err
-			}
-			n, after = n+1, ref.id
-			hs, _ := settle.DecodeHeaders(headers)
-			id, ok := c.deadLetterIdentity(value, hs)
+		for _, r := range rows {
+			after = r.ID
+			hs, _ := settle.DecodeHeaders(r.Headers)
+			id, ok := c.deadLetterIdentity(r.Value, hs)
 			if ok {
-				c.dead[id] = ref
+				c.dead[id] = deadLetterRef{id: r.ID, reason: r.Reason, err: r.Error}
 			}
 		}
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		if n < sourcePageRowsMax {
+		if len(rows) < sourcePageRowsMax {
 			return nil
 		}
 	}
@@ -159,8 +148,8 @@ type storedIdentity struct {
 	outcome, reason, settlementID string
 	version                       int
 	canonical                     []byte
-	caseID                        *int64
-	caseReason, caseStatus        *string
+	caseID                        int64 // the key's newest conflict case; 0 = none
+	caseReason, caseStatus        string
 }
 
 // sourceWait is a waiting operation settle holds for a source identity.
@@ -173,25 +162,14 @@ type sourceWait struct {
 // storedIdentities looks up the chunk's identities, in one query.
 func (c *sourceCheck) storedIdentities(ctx context.Context, periods, recs, ops []string) (map[sourceKey]*storedIdentity, error) {
 	found := map[sourceKey]*storedIdentity{}
-	rows, err := c.tx.Query(ctx, sqlSourceIdentities, c.in.TenantID, periods, recs, ops)
+	rows, err := c.q.SourceIdentities(ctx, db.SourceIdentitiesParams{TenantID: c.in.TenantID, Periods: periods, RecordIds: recs, Operations: ops})
 	if err != nil {
 		return nil, fmt.Errorf("identities: %w", err)
 	}
-	for rows.Next() {
-		var (
-			k  sourceKey
-			st storedIdentity
-			id int64
-		)
-		if err := rows.Scan(&k.period, &k.record, &k.op, &id, &st.outcome, &st.reason, &st.version, &st.canonical, &st.settlementID,
-			&st.caseID, &st.caseReason, &st.caseStatus); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("identities: %w", err)
-		}
-		found[k] = &st
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("identities: %w", err)
+	for _, r := range rows {
+		found[sourceKey{r.AccountPeriod, r.RecordID, r.Operation}] = &storedIdentity{outcome: r.Outcome, reason: r.Reason,
+			settlementID: r.SettlementID, version: int(r.CanonicalVersion), canonical: r.Canonical, caseID: r.CaseID,
+			caseReason: r.CaseReason, caseStatus: r.CaseStatus}
 	}
 	return found, nil
 }
@@ -200,23 +178,13 @@ func (c *sourceCheck) storedIdentities(ctx context.Context, periods, recs, ops [
 // one query.
 func (c *sourceCheck) waitingOps(ctx context.Context, periods, recs, ops []string) (map[sourceKey]sourceWait, error) {
 	waits := map[sourceKey]sourceWait{}
-	rows, err := c.tx.Query(ctx, sqlSourceWaiting, c.in.TenantID, periods, recs, ops)
+	rows, err := c.q.SourceWaiting(ctx, db.SourceWaitingParams{TenantID: c.in.TenantID, Periods: periods, RecordIds: recs, Operations: ops})
 	if err != nil {
 		return nil, fmt.Errorf("waiting: %w", err)
 	}
-	for rows.Next() {
-		var (
-			k sourceKey
-			w sourceWait
-		)
-		if err := rows.Scan(&k.period, &k.record, &k.op, &w.status, &w.targetPeriod, &w.targetRecord, &w.since, &w.caseID); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("waiting: %w", err)
-		}
-		waits[k] = w
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("waiting: %w", err)
+	for _, r := range rows {
+		waits[sourceKey{r.AccountPeriod, r.RecordID, r.Operation}] = sourceWait{status: r.Status, targetPeriod: r.TargetPeriod,
+			targetRecord: r.TargetRecordID, since: r.Since, caseID: r.CaseID}
 	}
 	return waits, nil
 }
@@ -248,9 +216,7 @@ func (c *sourceCheck) compareStored(f SourceFinding, r *record.Record, st *store
 	f.SettlementID = st.settlementID
 	if st.outcome == string(settle.OutcomeQuarantined) {
 		f.Class, f.Seen, f.Reason = ClassSourceMissing, SeenQuarantined, st.reason
-		if st.caseID != nil {
-			f.CaseID = *st.caseID
-		}
+		f.CaseID = st.caseID
 		f.Detail = fmt.Sprintf("quarantined %s (case %d)", st.reason, f.CaseID)
 		c.add(f)
 		return nil
@@ -271,9 +237,9 @@ func (c *sourceCheck) compareStored(f SourceFinding, r *record.Record, st *store
 			names[j] = d.Field
 		}
 		f.Detail = fmt.Sprintf("%s %s with another payload: %v differ", st.outcome, r.Kind, names)
-		if st.caseID != nil {
-			f.CaseID, f.Reason = *st.caseID, *st.caseReason
-			f.Detail += fmt.Sprintf(" (case %d, %s, %s)", *st.caseID, *st.caseReason, *st.caseStatus)
+		if st.caseID != 0 {
+			f.CaseID, f.Reason = st.caseID, st.caseReason
+			f.Detail += fmt.Sprintf(" (case %d, %s, %s)", st.caseID, st.caseReason, st.caseStatus)
 		}
 		c.add(f)
 	} else {
@@ -294,34 +260,22 @@ func (c *sourceCheck) compareStored(f SourceFinding, r *record.Record, st *store
 func (c *sourceCheck) scanExtra(ctx context.Context) error {
 	var after, total, extra int64
 	for {
-		rows, err := c.tx.Query(ctx, sqlSourceSettledScan, c.in.TenantID, c.in.From, c.in.To, c.in.Operations, after, sourcePageRowsMax)
+		rows, err := c.q.SourceSettledScan(ctx, db.SourceSettledScanParams{TenantID: c.in.TenantID, FromPeriod: c.in.From,
+			ToPeriod: c.in.To, Operations: c.in.Operations, AfterID: after, PageRows: sourcePageRowsMax})
 		if err != nil {
 			return err
 		}
-		n := 0
-		for rows.Next() {
-			var (
-				id                                 int64
-				period, recordID, op, sid, subject string
-				currency                           string
-			)
-			if err := rows.Scan(&id, &period, &recordID, &op, &sid, &subject, &currency); err != nil {
-				rows.Close()
-				return err
-			}
-			n, after, total = n+1, id, total+1
-			key := record.Identity{TenantID: c.in.TenantID, AccountPeriod: period, RecordID: recordID, Operation: record.Kind(op)}
+		for _, r := range rows {
+			after, total = r.ID, total+1
+			key := record.Identity{TenantID: c.in.TenantID, AccountPeriod: r.AccountPeriod, RecordID: r.RecordID, Operation: record.Kind(r.Operation)}
 			if _, ok := c.seen[identityHash(key)]; ok {
 				continue
 			}
 			extra++
-			c.add(SourceFinding{Class: ClassSourceExtra, Period: period, RecordID: recordID, Operation: op, SettlementID: sid, Currency: currency,
-				Detail: fmt.Sprintf("settled for %s, absent from the source", subject)})
+			c.add(SourceFinding{Class: ClassSourceExtra, Period: r.AccountPeriod, RecordID: r.RecordID, Operation: r.Operation,
+				SettlementID: r.SettlementID, Currency: r.Currency, Detail: fmt.Sprintf("settled for %s, absent from the source", r.Subject)})
 		}
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		if n < sourcePageRowsMax {
+		if len(rows) < sourcePageRowsMax {
 			break
 		}
 	}

@@ -6,19 +6,11 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/settlehq/settle/settle"
-
 	"github.com/jackc/pgx/v5"
 
 	"github.com/settlehq/settle/internal/money"
-)
-
-var (
-	sqlStatementAccounts  = mustQuery("statement_accounts.sql")
-	sqlStatementLines     = mustQuery("statement_lines.sql")
-	sqlStatementSequences = mustQuery("statement_sequences.sql")
-	sqlStatementRows      = mustQuery("statement_rows.sql")
-	sqlPeriodGet          = mustQuery("period_get.sql")
+	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/internal/db"
 )
 
 // StatementRowsMax caps the ledger rows one statement lists with its lines
@@ -164,33 +156,32 @@ func (s *Store) Statement(ctx context.Context, in StatementInput) (*Statement, e
 	}
 	what := fmt.Sprintf("statement tenant=%s period=%s", in.TenantID, in.Period)
 	st := &Statement{TenantID: in.TenantID, Period: in.Period, Accounts: []StatementAccount{}}
-	err := s.readOnly(ctx, what, func(tx pgx.Tx) error { return statementTx(ctx, tx, in, st) })
+	err := s.readOnly(ctx, what, func(tx pgx.Tx) error { return statementTx(ctx, db.On(tx), in, st) })
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	return st, nil
 }
 
-func statementTx(ctx context.Context, tx pgx.Tx, in StatementInput, st *Statement) error {
-	var closedAt time.Time
-	switch err := tx.QueryRow(ctx, sqlPeriodGet, in.TenantID, in.Period).Scan(&closedAt, &st.ClosedBy); {
+func statementTx(ctx context.Context, q *db.Queries, in StatementInput, st *Statement) error {
+	switch p, err := q.PeriodGet(ctx, db.PeriodGetParams{TenantID: in.TenantID, AccountPeriod: in.Period}); {
 	case err == nil:
-		st.ClosedAt = &closedAt
+		st.ClosedAt, st.ClosedBy = &p.ClosedAt, p.ClosedBy
 	case !errors.Is(err, pgx.ErrNoRows):
 		return fmt.Errorf("period: %w", err)
 	}
 	b := &statementBuild{byID: map[int64]*stmtAccount{}, lineIndex: map[int64]map[[4]string]int{}}
-	if err := b.readAccounts(ctx, tx, in); err != nil {
+	if err := b.readAccounts(ctx, q, in); err != nil {
 		return fmt.Errorf("accounts: %w", err)
 	}
-	if err := b.readLines(ctx, tx, in); err != nil {
+	if err := b.readLines(ctx, q, in); err != nil {
 		return fmt.Errorf("lines: %w", err)
 	}
-	if err := b.readSequences(ctx, tx, in); err != nil {
+	if err := b.readSequences(ctx, q, in); err != nil {
 		return fmt.Errorf("sequences: %w", err)
 	}
 	if in.Rows {
-		if err := statementRows(ctx, tx, in, b.byID, b.lineIndex, b.all); err != nil {
+		if err := statementRows(ctx, q, in, b.byID, b.lineIndex, b.all); err != nil {
 			return err
 		}
 	}
@@ -215,50 +206,36 @@ type statementBuild struct {
 
 // readAccounts reads the tenant's accounts that have a statement for the
 // period, with their sums outside it.
-func (b *statementBuild) readAccounts(ctx context.Context, tx pgx.Tx, in StatementInput) error {
-	rows, err := tx.Query(ctx, sqlStatementAccounts, in.TenantID, in.Period, in.Subject)
+func (b *statementBuild) readAccounts(ctx context.Context, q *db.Queries, in StatementInput) error {
+	rows, err := q.StatementAccounts(ctx, db.StatementAccountsParams{TenantID: in.TenantID, Period: in.Period, Subject: in.Subject})
 	if err != nil {
 		return err
 	}
-	for rows.Next() {
-		var (
-			id                 int64
-			a                  StatementAccount
-			ob, oh, lb, lh     string
-			periodRows, orphan int64
-		)
-		if err := rows.Scan(&id, &a.Subject, &a.Currency, &a.Balance, &a.Held, &ob, &oh, &lb, &lh, &periodRows, &orphan); err != nil {
-			rows.Close()
-			return err
-		}
-		x := &stmtAccount{i: len(b.all), opening: money.MustParse(ob), openingHeld: money.MustParse(oh), later: money.MustParse(lb), lhd: money.MustParse(lh), orphans: orphan}
+	for _, r := range rows {
+		x := &stmtAccount{i: len(b.all), opening: money.MustParse(r.OpeningBalance), openingHeld: money.MustParse(r.OpeningHeld),
+			later: money.MustParse(r.LaterBalance), lhd: money.MustParse(r.LaterHeld), orphans: r.OrphanRows}
 		// An account with nothing in the period and nothing before it has
 		// no statement for it.
-		if periodRows == 0 && x.opening.IsZero() && x.openingHeld.IsZero() && orphan == 0 {
+		if r.PeriodRows == 0 && x.opening.IsZero() && x.openingHeld.IsZero() && r.OrphanRows == 0 {
 			continue
 		}
-		a.Lines = []StatementLine{}
-		b.byID[id], b.order, b.all = x, append(b.order, id), append(b.all, a)
+		a := StatementAccount{Subject: r.Subject, Currency: r.Currency, Balance: r.Balance, Held: r.Held, Lines: []StatementLine{}}
+		b.byID[r.ID], b.order, b.all = x, append(b.order, r.ID), append(b.all, a)
 	}
-	return rows.Err()
+	return nil
 }
 
 // readLines reads the accounts' lines of the period.
-func (b *statementBuild) readLines(ctx context.Context, tx pgx.Tx, in StatementInput) error {
-	rows, err := tx.Query(ctx, sqlStatementLines, in.TenantID, in.Period, in.Subject)
+func (b *statementBuild) readLines(ctx context.Context, q *db.Queries, in StatementInput) error {
+	rows, err := q.StatementLines(ctx, db.StatementLinesParams{TenantID: in.TenantID, Period: in.Period, Subject: in.Subject})
 	if err != nil {
 		return err
 	}
-	for rows.Next() {
-		var (
-			id int64
-			l  StatementLine
-		)
-		if err := rows.Scan(&id, &l.Operation, &l.Bucket, &l.Meter, &l.Late, &l.Amount, &l.Rows, &l.Settlements,
-			&l.FirstRowID, &l.LastRowID, &l.FirstSequence, &l.LastSequence); err != nil {
-			rows.Close()
-			return err
-		}
+	for _, r := range rows {
+		id := r.AccountID
+		l := StatementLine{Operation: r.Operation, Bucket: r.Bucket, Meter: r.Meter, Late: r.Late, Amount: r.Amount, Rows: r.Rows,
+			Settlements: r.Settlements, FirstRowID: r.FirstRowID, LastRowID: r.LastRowID, FirstSequence: r.FirstSequence,
+			LastSequence: r.LastSequence}
 		x := b.byID[id]
 		if x == nil {
 			continue // not possible: the account has rows in the period
@@ -271,29 +248,22 @@ func (b *statementBuild) readLines(ctx context.Context, tx pgx.Tx, in StatementI
 		b.lineIndex[id][lineKey(l.Operation, l.Bucket, l.Meter, l.Late)] = len(a.Lines)
 		a.Lines = append(a.Lines, l)
 	}
-	return rows.Err()
+	return nil
 }
 
 // readSequences reads each account's settlements of the period and their
 // first and last sequence.
-func (b *statementBuild) readSequences(ctx context.Context, tx pgx.Tx, in StatementInput) error {
-	rows, err := tx.Query(ctx, sqlStatementSequences, in.TenantID, in.Period, in.Subject)
+func (b *statementBuild) readSequences(ctx context.Context, q *db.Queries, in StatementInput) error {
+	rows, err := q.StatementSequences(ctx, db.StatementSequencesParams{TenantID: in.TenantID, Period: in.Period, Subject: in.Subject})
 	if err != nil {
 		return err
 	}
-	for rows.Next() {
-		var (
-			id, n, first, last int64
-		)
-		if err := rows.Scan(&id, &n, &first, &last); err != nil {
-			rows.Close()
-			return err
-		}
-		if x := b.byID[id]; x != nil {
-			b.all[x.i].Settlements, b.all[x.i].FirstSequence, b.all[x.i].LastSequence = n, first, last
+	for _, r := range rows {
+		if x := b.byID[r.AccountID]; x != nil {
+			b.all[x.i].Settlements, b.all[x.i].FirstSequence, b.all[x.i].LastSequence = r.Settlements, r.FirstSequence, r.LastSequence
 		}
 	}
-	return rows.Err()
+	return nil
 }
 
 // closeAccount sums an account's lines into its closing balances and checks
@@ -343,38 +313,31 @@ type stmtAccount struct {
 }
 
 // statementRows puts every ledger row of the period under its line.
-func statementRows(ctx context.Context, tx pgx.Tx, in StatementInput, byID map[int64]*stmtAccount, lineIndex map[int64]map[[4]string]int, all []StatementAccount) error {
-	rows, err := tx.Query(ctx, sqlStatementRows, in.TenantID, in.Period, in.Subject, StatementRowsMax+1)
+func statementRows(ctx context.Context, q *db.Queries, in StatementInput, byID map[int64]*stmtAccount, lineIndex map[int64]map[[4]string]int, all []StatementAccount) error {
+	rows, err := q.StatementRows(ctx, db.StatementRowsParams{TenantID: in.TenantID, Period: in.Period, Subject: in.Subject,
+		RowsMax: StatementRowsMax + 1})
 	if err != nil {
 		return fmt.Errorf("rows: %w", err)
 	}
-	defer rows.Close()
-	n := 0
-	for rows.Next() {
-		var (
-			id                int64
-			op, bucket, meter string
-			late              bool
-			r                 StatementRow
-		)
-		if err := rows.Scan(&id, &r.ID, &op, &bucket, &meter, &late, &r.Amount, &r.RecordID, &r.SettlementID, &r.Sequence, &r.At); err != nil {
-			return fmt.Errorf("rows: %w", err)
-		}
-		if n++; n > StatementRowsMax {
+	for n, row := range rows {
+		if n+1 > StatementRowsMax {
 			return fmt.Errorf("%w: the period has more than %d ledger rows: take the statement without its rows, or one subject at a time", ErrBadFilter, StatementRowsMax)
 		}
+		id := row.AccountID
+		r := StatementRow{ID: row.ID, Amount: row.Amount, RecordID: row.RecordID, SettlementID: row.SettlementID,
+			Sequence: row.Sequence, At: row.CreatedAt}
 		x := byID[id]
 		if x == nil {
 			continue
 		}
-		li, ok := lineIndex[id][lineKey(op, bucket, meter, late)]
+		li, ok := lineIndex[id][lineKey(row.Operation, row.Bucket, row.Meter, row.Late)]
 		if !ok {
 			return fmt.Errorf("rows: ledger row %d has no line (the snapshot changed?)", r.ID)
 		}
 		l := &all[x.i].Lines[li]
 		l.LedgerRows = append(l.LedgerRows, r)
 	}
-	return rows.Err()
+	return nil
 }
 
 // validPeriod reports whether p is YYYY-MM with a month of 01 to 12.

@@ -1,9 +1,10 @@
 -- name: AccountSearch :many
--- Accounts whose subject is $2, for the analysts' search; $1 = '' means any
--- tenant (then a scan of accounts, one row per subject and currency).
-SELECT a.tenant_id, a.subject, a.currency, a.balance::text
+-- Accounts whose subject is subject, for the analysts' search; tenant = ''
+-- means any tenant (then a scan of accounts, one row per subject and
+-- currency).
+SELECT a.tenant_id, a.subject, a.currency, a.balance::text AS balance
   FROM accounts a
- WHERE ($1::text = '' OR a.tenant_id = $1)
-   AND a.subject = $2
+ WHERE (sqlc.arg(tenant)::text = '' OR a.tenant_id = sqlc.arg(tenant))
+   AND a.subject = sqlc.arg(subject)
  ORDER BY a.tenant_id, a.currency
- LIMIT $3;
+ LIMIT sqlc.arg(hits_max);

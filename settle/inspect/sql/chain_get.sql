@@ -1,6 +1,6 @@
 -- name: ChainGet :one
 -- A chain's state by its root.
-SELECT c.net_charge::text, c.version, coalesce(c.refund_id, 0), coalesce(c.refunded::text, ''),
-       coalesce(c.reclaim_id, 0), c.recovered
+SELECT c.net_charge::text AS net_charge, c.version, coalesce(c.refund_id, 0) AS refund_id,
+       coalesce(c.refunded::text, '')::text AS refunded, coalesce(c.reclaim_id, 0) AS reclaim_id, c.recovered
   FROM chains c
  WHERE c.root_id = $1;

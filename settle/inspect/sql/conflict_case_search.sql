@@ -1,11 +1,11 @@
 -- name: ConflictCaseSearch :many
--- Cases of a record_id ($3), or the case whose id is $4 (0 = none), for
--- the analysts' search. $1/$2 = '' mean any tenant/period.
+-- Cases of a record_id, or the case whose id is case_id (0 = none), for
+-- the analysts' search. An empty tenant or period means any.
 SELECT c.id, c.tenant_id, c.account_period, c.record_id, c.operation, c.reason, c.status
   FROM conflict_cases c
- WHERE c.id = $4
-    OR (($1::text = '' OR c.tenant_id = $1)
-        AND ($2::text = '' OR c.account_period = $2)
-        AND c.record_id = $3)
+ WHERE c.id = sqlc.arg(case_id)
+    OR ((sqlc.arg(tenant)::text = '' OR c.tenant_id = sqlc.arg(tenant))
+        AND (sqlc.arg(period)::text = '' OR c.account_period = sqlc.arg(period))
+        AND c.record_id = sqlc.arg(record_id))
  ORDER BY c.id DESC
- LIMIT $5;
+ LIMIT sqlc.arg(hits_max);

@@ -1,2 +1,2 @@
 -- name: DeadLetterMax :one
-SELECT coalesce(max(id), 0) FROM dead_letters;
+SELECT coalesce(max(id), 0)::bigint AS max_id FROM dead_letters;

@@ -1,7 +1,7 @@
 -- name: DeliveryTimeline :many
--- Deliveries per hour and outcome since $1: the overview's chart.
-SELECT date_trunc('hour', d.at), d.outcome, count(*)
+-- Deliveries per hour and outcome since since: the overview's chart.
+SELECT date_trunc('hour', d.at)::timestamptz AS hour, d.outcome, count(*)
   FROM deliveries d
- WHERE d.at >= $1
+ WHERE d.at >= sqlc.arg(since)::timestamptz
  GROUP BY 1, 2
  ORDER BY 1, 2;

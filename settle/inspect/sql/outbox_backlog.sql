@@ -1,5 +1,5 @@
 -- name: OutboxBacklog :one
 -- How many outbox rows wait to be published, and since when.
-SELECT count(*), coalesce(min(o.created_at), now())
+SELECT count(*) AS waiting, coalesce(min(o.created_at), now())::timestamptz AS oldest
   FROM outbox_queue q
   JOIN outbox o ON o.tenant_id = q.tenant_id AND o.id = q.id;

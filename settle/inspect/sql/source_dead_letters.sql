@@ -3,6 +3,6 @@
 -- export's identities to the records settle dead-lettered.
 SELECT d.id, d.value, d.headers, d.reason, d.error
   FROM dead_letters d
- WHERE d.id > $1
+ WHERE d.id > sqlc.arg(after_id)
  ORDER BY d.id
- LIMIT $2;
+ LIMIT sqlc.arg(page_rows);

@@ -1,15 +1,17 @@
 -- name: StatementRows :many
 -- Every ledger row of a tenant's statement for one period, in account and
 -- row order, with what puts it on its line: the rows behind the figures.
+-- (The outer casts tell sqlc a column is never NULL.)
 SELECT e.account_id, e.id, i.operation, e.bucket,
-       CASE WHEN i.operation IN ('usage', 'correction') AND e.bucket = 'balance'
-            THEN coalesce(convert_from(i.canonical, 'UTF8')::json ->> 'meter', '') ELSE '' END,
-       coalesce((i.response ->> 'late')::boolean, false),
-       e.amount::text, i.record_id, coalesce(i.settlement_id, ''),
-       coalesce((i.response ->> 'sequence')::bigint, 0), e.created_at
+       (CASE WHEN i.operation IN ('usage', 'correction') AND e.bucket = 'balance'
+             THEN coalesce(convert_from(i.canonical, 'UTF8')::json ->> 'meter', '') ELSE '' END)::text AS meter,
+       coalesce((i.response ->> 'late')::boolean, false)::boolean AS late,
+       e.amount::text AS amount, i.record_id, coalesce(i.settlement_id, '') AS settlement_id,
+       coalesce((i.response ->> 'sequence')::bigint, 0)::bigint AS sequence, e.created_at
   FROM accounts a
   JOIN ledger_entries e ON e.tenant_id = a.tenant_id AND e.account_id = a.id
   JOIN identities i ON i.tenant_id = e.tenant_id AND i.id = e.identity_id
- WHERE a.tenant_id = $1 AND ($3 = '' OR a.subject = $3) AND i.account_period = $2
+ WHERE a.tenant_id = sqlc.arg(tenant_id) AND (sqlc.arg(subject)::text = '' OR a.subject = sqlc.arg(subject))
+   AND i.account_period = sqlc.arg(period)
  ORDER BY e.account_id, e.id
- LIMIT $4;
+ LIMIT sqlc.arg(rows_max);

@@ -10,30 +10,32 @@ import (
 )
 
 const accountBalances = `-- name: AccountBalances :many
-SELECT a.id, a.subject, a.currency, a.balance::text, a.held::text, (a.balance - a.held)::text, a.seq
+SELECT a.id, a.subject, a.currency, a.balance::text AS balance, a.held::text AS held,
+       (a.balance - a.held)::text AS available, a.seq
   FROM accounts a
- WHERE a.tenant_id = $1 AND ($2 = '' OR a.subject = $2)
+ WHERE a.tenant_id = $1 AND ($2::text = '' OR a.subject = $2)
  ORDER BY a.subject, a.currency
 `
 
 type AccountBalancesParams struct {
 	TenantID string
-	Column2  *string
+	Subject  string
 }
 
 type AccountBalancesRow struct {
-	ID       int64
-	Subject  string
-	Currency string
-	ABalance string
-	AHeld    string
-	Column6  string
-	Seq      int64
+	ID        int64
+	Subject   string
+	Currency  string
+	Balance   string
+	Held      string
+	Available string
+	Seq       int64
 }
 
-// Accounts of a tenant (one subject, or all), with active holds.
+// Accounts of a tenant (one subject, or all when subject is ”), with
+// active holds.
 func (q *Queries) AccountBalances(ctx context.Context, arg AccountBalancesParams) ([]AccountBalancesRow, error) {
-	rows, err := q.db.Query(ctx, accountBalances, arg.TenantID, arg.Column2)
+	rows, err := q.db.Query(ctx, accountBalances, arg.TenantID, arg.Subject)
 	if err != nil {
 		return nil, err
 	}
@@ -45,9 +47,9 @@ func (q *Queries) AccountBalances(ctx context.Context, arg AccountBalancesParams
 			&i.ID,
 			&i.Subject,
 			&i.Currency,
-			&i.ABalance,
-			&i.AHeld,
-			&i.Column6,
+			&i.Balance,
+			&i.Held,
+			&i.Available,
 			&i.Seq,
 		); err != nil {
 			return nil, err

@@ -10,7 +10,7 @@ import (
 )
 
 const accountSearch = `-- name: AccountSearch :many
-SELECT a.tenant_id, a.subject, a.currency, a.balance::text
+SELECT a.tenant_id, a.subject, a.currency, a.balance::text AS balance
   FROM accounts a
  WHERE ($1::text = '' OR a.tenant_id = $1)
    AND a.subject = $2
@@ -19,22 +19,23 @@ SELECT a.tenant_id, a.subject, a.currency, a.balance::text
 `
 
 type AccountSearchParams struct {
-	Column1 string
+	Tenant  string
 	Subject string
-	Limit   int64
+	HitsMax int64
 }
 
 type AccountSearchRow struct {
 	TenantID string
 	Subject  string
 	Currency string
-	ABalance string
+	Balance  string
 }
 
-// Accounts whose subject is $2, for the analysts' search; $1 = ” means any
-// tenant (then a scan of accounts, one row per subject and currency).
+// Accounts whose subject is subject, for the analysts' search; tenant = ”
+// means any tenant (then a scan of accounts, one row per subject and
+// currency).
 func (q *Queries) AccountSearch(ctx context.Context, arg AccountSearchParams) ([]AccountSearchRow, error) {
-	rows, err := q.db.Query(ctx, accountSearch, arg.Column1, arg.Subject, arg.Limit)
+	rows, err := q.db.Query(ctx, accountSearch, arg.Tenant, arg.Subject, arg.HitsMax)
 	if err != nil {
 		return nil, err
 	}
@@ -46,7 +47,7 @@ func (q *Queries) AccountSearch(ctx context.Context, arg AccountSearchParams) ([
 			&i.TenantID,
 			&i.Subject,
 			&i.Currency,
-			&i.ABalance,
+			&i.Balance,
 		); err != nil {
 			return nil, err
 		}

@@ -11,8 +11,8 @@ import (
 )
 
 const caseResolutionGet = `-- name: CaseResolutionGet :one
-SELECT r.decision, coalesce(r.amount::text, ''), r.reason, r.resolved_by, r.resolved_at,
-       coalesce(r.identity_id, 0), coalesce(i.settlement_id, '')
+SELECT r.decision, coalesce(r.amount::text, '')::text AS amount, r.reason, r.resolved_by, r.resolved_at,
+       coalesce(r.identity_id, 0) AS identity_id, coalesce(i.settlement_id, '') AS settlement_id
   FROM case_resolutions r
   LEFT JOIN identities i ON i.tenant_id = r.tenant_id AND i.id = r.identity_id
  WHERE r.case_id = $1
@@ -20,7 +20,7 @@ SELECT r.decision, coalesce(r.amount::text, ''), r.reason, r.resolved_by, r.reso
 
 type CaseResolutionGetRow struct {
 	Decision     string
-	Coalesce     *string
+	Amount       string
 	Reason       string
 	ResolvedBy   string
 	ResolvedAt   time.Time
@@ -34,7 +34,7 @@ func (q *Queries) CaseResolutionGet(ctx context.Context, caseID int64) (CaseReso
 	var i CaseResolutionGetRow
 	err := row.Scan(
 		&i.Decision,
-		&i.Coalesce,
+		&i.Amount,
 		&i.Reason,
 		&i.ResolvedBy,
 		&i.ResolvedAt,

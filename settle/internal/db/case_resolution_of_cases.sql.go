@@ -11,8 +11,8 @@ import (
 )
 
 const caseResolutionOfCases = `-- name: CaseResolutionOfCases :many
-SELECT r.case_id, r.decision, coalesce(r.amount::text, ''), r.reason, r.resolved_by, r.resolved_at,
-       coalesce(r.identity_id, 0), coalesce(i.settlement_id, '')
+SELECT r.case_id, r.decision, coalesce(r.amount::text, '')::text AS amount, r.reason, r.resolved_by, r.resolved_at,
+       coalesce(r.identity_id, 0) AS identity_id, coalesce(i.settlement_id, '') AS settlement_id
   FROM case_resolutions r
   LEFT JOIN identities i ON i.tenant_id = r.tenant_id AND i.id = r.identity_id
  WHERE r.case_id = ANY ($1::bigint[])
@@ -21,7 +21,7 @@ SELECT r.case_id, r.decision, coalesce(r.amount::text, ''), r.reason, r.resolved
 type CaseResolutionOfCasesRow struct {
 	CaseID       int64
 	Decision     string
-	Coalesce     *string
+	Amount       string
 	Reason       string
 	ResolvedBy   string
 	ResolvedAt   time.Time
@@ -29,9 +29,9 @@ type CaseResolutionOfCasesRow struct {
 	SettlementID string
 }
 
-// The resolutions of a page of cases ($1: their ids), for the export.
-func (q *Queries) CaseResolutionOfCases(ctx context.Context, dollar_1 []int64) ([]CaseResolutionOfCasesRow, error) {
-	rows, err := q.db.Query(ctx, caseResolutionOfCases, dollar_1)
+// The resolutions of a page of cases (case_ids), for the export.
+func (q *Queries) CaseResolutionOfCases(ctx context.Context, caseIds []int64) ([]CaseResolutionOfCasesRow, error) {
+	rows, err := q.db.Query(ctx, caseResolutionOfCases, caseIds)
 	if err != nil {
 		return nil, err
 	}
@@ -42,7 +42,7 @@ func (q *Queries) CaseResolutionOfCases(ctx context.Context, dollar_1 []int64) (
 		if err := rows.Scan(
 			&i.CaseID,
 			&i.Decision,
-			&i.Coalesce,
+			&i.Amount,
 			&i.Reason,
 			&i.ResolvedBy,
 			&i.ResolvedAt,

@@ -10,19 +10,19 @@ import (
 )
 
 const chainGet = `-- name: ChainGet :one
-SELECT c.net_charge::text, c.version, coalesce(c.refund_id, 0), coalesce(c.refunded::text, ''),
-       coalesce(c.reclaim_id, 0), c.recovered
+SELECT c.net_charge::text AS net_charge, c.version, coalesce(c.refund_id, 0) AS refund_id,
+       coalesce(c.refunded::text, '')::text AS refunded, coalesce(c.reclaim_id, 0) AS reclaim_id, c.recovered
   FROM chains c
  WHERE c.root_id = $1
 `
 
 type ChainGetRow struct {
-	CNetCharge string
-	Version    int64
-	RefundID   int64
-	Coalesce   *string
-	ReclaimID  int64
-	Recovered  bool
+	NetCharge string
+	Version   int64
+	RefundID  int64
+	Refunded  string
+	ReclaimID int64
+	Recovered bool
 }
 
 // A chain's state by its root.
@@ -30,10 +30,10 @@ func (q *Queries) ChainGet(ctx context.Context, rootID int64) (ChainGetRow, erro
 	row := q.db.QueryRow(ctx, chainGet, rootID)
 	var i ChainGetRow
 	err := row.Scan(
-		&i.CNetCharge,
+		&i.NetCharge,
 		&i.Version,
 		&i.RefundID,
-		&i.Coalesce,
+		&i.Refunded,
 		&i.ReclaimID,
 		&i.Recovered,
 	)

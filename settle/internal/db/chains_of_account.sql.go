@@ -10,9 +10,10 @@ import (
 )
 
 const chainsOfAccount = `-- name: ChainsOfAccount :many
-SELECT r.account_period, r.record_id, c.net_charge::text, c.version, coalesce(c.refunded::text, ''),
-       c.reclaim_id IS NOT NULL AND NOT c.recovered, c.recovered,
-       (SELECT count(*) FROM identities m WHERE m.tenant_id = c.tenant_id AND m.root_id = c.root_id AND m.operation IN ('correction', 'reversal', 'resolution'))
+SELECT r.account_period, r.record_id, c.net_charge::text AS net_charge, c.version,
+       coalesce(c.refunded::text, '')::text AS refunded,
+       (c.reclaim_id IS NOT NULL AND NOT c.recovered)::boolean AS reclaimed, c.recovered,
+       (SELECT count(*) FROM identities m WHERE m.tenant_id = c.tenant_id AND m.root_id = c.root_id AND m.operation IN ('correction', 'reversal', 'resolution')) AS adjustments
   FROM chains c JOIN identities r ON r.tenant_id = c.tenant_id AND r.id = c.root_id
  WHERE c.account_id = $1
  ORDER BY c.root_id DESC
@@ -21,24 +22,24 @@ SELECT r.account_period, r.record_id, c.net_charge::text, c.version, coalesce(c.
 
 type ChainsOfAccountParams struct {
 	AccountID int64
-	Limit     int64
+	ChainsMax int64
 }
 
 type ChainsOfAccountRow struct {
 	AccountPeriod string
 	RecordID      string
-	CNetCharge    string
+	NetCharge     string
 	Version       int64
-	Coalesce      *string
-	Column6       *bool
+	Refunded      string
+	Reclaimed     bool
 	Recovered     bool
-	Count         int64
+	Adjustments   int64
 }
 
 // The net view: every chain of an account, its root, net charge, version
 // and refund state.
 func (q *Queries) ChainsOfAccount(ctx context.Context, arg ChainsOfAccountParams) ([]ChainsOfAccountRow, error) {
-	rows, err := q.db.Query(ctx, chainsOfAccount, arg.AccountID, arg.Limit)
+	rows, err := q.db.Query(ctx, chainsOfAccount, arg.AccountID, arg.ChainsMax)
 	if err != nil {
 		return nil, err
 	}
@@ -49,12 +50,12 @@ func (q *Queries) ChainsOfAccount(ctx context.Context, arg ChainsOfAccountParams
 		if err := rows.Scan(
 			&i.AccountPeriod,
 			&i.RecordID,
-			&i.CNetCharge,
+			&i.NetCharge,
 			&i.Version,
-			&i.Coalesce,
-			&i.Column6,
+			&i.Refunded,
+			&i.Reclaimed,
 			&i.Recovered,
-			&i.Count,
+			&i.Adjustments,
 		); err != nil {
 			return nil, err
 		}

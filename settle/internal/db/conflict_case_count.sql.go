@@ -19,8 +19,8 @@ SELECT c.reason, c.status, count(*)
 `
 
 type ConflictCaseCountParams struct {
-	Column1 string
-	Column2 string
+	Tenant string
+	Period string
 }
 
 type ConflictCaseCountRow struct {
@@ -31,9 +31,9 @@ type ConflictCaseCountRow struct {
 
 // Cases by reason and status under the same filters as the queue (less
 // status, paging and age, so the counts show every status): the queue's
-// facets.
+// facets. An empty tenant or period means "any".
 func (q *Queries) ConflictCaseCount(ctx context.Context, arg ConflictCaseCountParams) ([]ConflictCaseCountRow, error) {
-	rows, err := q.db.Query(ctx, conflictCaseCount, arg.Column1, arg.Column2)
+	rows, err := q.db.Query(ctx, conflictCaseCount, arg.Tenant, arg.Period)
 	if err != nil {
 		return nil, err
 	}

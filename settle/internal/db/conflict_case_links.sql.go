@@ -10,10 +10,13 @@ import (
 )
 
 const conflictCaseLinks = `-- name: ConflictCaseLinks :one
-SELECT coalesce(i.fingerprint, 0), i.id IS NOT NULL, coalesce(i.account_period, ''), coalesce(i.record_id, ''),
-       coalesce(i.operation, ''), coalesce(i.outcome, ''), coalesce(i.settlement_id, ''), coalesce(i.topic, ''),
-       coalesce(i.partition, 0), coalesce(i."offset", 0),
-       coalesce(a.account_period, ''), coalesce(a.record_id, ''), coalesce(a.operation, '')
+SELECT coalesce(i.fingerprint, 0) AS fingerprint, (i.id IS NOT NULL)::boolean AS has_stored,
+       coalesce(i.account_period, '') AS account_period, coalesce(i.record_id, '') AS record_id,
+       coalesce(i.operation, '') AS operation, coalesce(i.outcome, '') AS outcome,
+       coalesce(i.settlement_id, '') AS settlement_id, coalesce(i.topic, '') AS topic,
+       coalesce(i.partition, 0) AS partition, coalesce(i."offset", 0) AS "offset",
+       coalesce(a.account_period, '') AS adjustment_period, coalesce(a.record_id, '') AS adjustment_record_id,
+       coalesce(a.operation, '') AS adjustment_operation
   FROM conflict_cases c
   LEFT JOIN identities i ON i.tenant_id = c.tenant_id AND i.id = c.identity_id
   LEFT JOIN case_resolutions r ON r.tenant_id = c.tenant_id AND r.case_id = c.id
@@ -22,19 +25,19 @@ SELECT coalesce(i.fingerprint, 0), i.id IS NOT NULL, coalesce(i.account_period, 
 `
 
 type ConflictCaseLinksRow struct {
-	Fingerprint     int64
-	Column2         *bool
-	AccountPeriod   string
-	RecordID        string
-	Operation       string
-	Outcome         string
-	SettlementID    string
-	Topic           string
-	Partition       int32
-	Offset          int64
-	AccountPeriod_2 string
-	RecordID_2      string
-	Operation_2     string
+	Fingerprint         int64
+	HasStored           bool
+	AccountPeriod       string
+	RecordID            string
+	Operation           string
+	Outcome             string
+	SettlementID        string
+	Topic               string
+	Partition           int32
+	Offset              int64
+	AdjustmentPeriod    string
+	AdjustmentRecordID  string
+	AdjustmentOperation string
 }
 
 // What a case page links to: the stored identity (its fingerprint and first
@@ -44,7 +47,7 @@ func (q *Queries) ConflictCaseLinks(ctx context.Context, id int64) (ConflictCase
 	var i ConflictCaseLinksRow
 	err := row.Scan(
 		&i.Fingerprint,
-		&i.Column2,
+		&i.HasStored,
 		&i.AccountPeriod,
 		&i.RecordID,
 		&i.Operation,
@@ -53,9 +56,9 @@ func (q *Queries) ConflictCaseLinks(ctx context.Context, id int64) (ConflictCase
 		&i.Topic,
 		&i.Partition,
 		&i.Offset,
-		&i.AccountPeriod_2,
-		&i.RecordID_2,
-		&i.Operation_2,
+		&i.AdjustmentPeriod,
+		&i.AdjustmentRecordID,
+		&i.AdjustmentOperation,
 	)
 	return i, err
 }

@@ -13,10 +13,10 @@ import (
 const conflictCaseList = `-- name: ConflictCaseList :many
 SELECT c.id, c.tenant_id, c.account_period, c.record_id, c.operation, c.reason, c.status,
        c.opened_at, c.closed_at, c.detail,
-       coalesce(convert_from(c.incoming_canonical, 'UTF8')::jsonb ->> 'subject', ''),
-       coalesce(convert_from(c.incoming_canonical, 'UTF8')::jsonb ->> 'amount', ''),
-       coalesce(convert_from(c.stored_canonical, 'UTF8')::jsonb ->> 'amount', ''),
-       coalesce(convert_from(c.incoming_canonical, 'UTF8')::jsonb ->> 'currency', '')
+       coalesce(convert_from(c.incoming_canonical, 'UTF8')::jsonb ->> 'subject', '')::text AS subject,
+       coalesce(convert_from(c.incoming_canonical, 'UTF8')::jsonb ->> 'amount', '')::text AS incoming_amount,
+       coalesce(convert_from(c.stored_canonical, 'UTF8')::jsonb ->> 'amount', '')::text AS stored_amount,
+       coalesce(convert_from(c.incoming_canonical, 'UTF8')::jsonb ->> 'currency', '')::text AS currency
   FROM conflict_cases c
  WHERE ($1::text = '' OR c.status = $1)
    AND ($2::text = '' OR c.tenant_id = $2)
@@ -30,51 +30,51 @@ SELECT c.id, c.tenant_id, c.account_period, c.record_id, c.operation, c.reason, 
 `
 
 type ConflictCaseListParams struct {
-	Column1 string
-	Column2 string
-	Column3 string
-	Column4 string
-	Column5 time.Time
-	Column6 time.Time
-	Column7 time.Time
-	Column8 int64
-	Limit   int64
+	Status        string
+	Tenant        string
+	Reason        string
+	Period        string
+	OpenedBefore  *time.Time
+	OpenedAfter   *time.Time
+	AfterOpenedAt *time.Time
+	AfterID       int64
+	PageRows      int64
 }
 
 type ConflictCaseListRow struct {
-	ID            int64
-	TenantID      string
-	AccountPeriod string
-	RecordID      string
-	Operation     string
-	Reason        string
-	Status        string
-	OpenedAt      time.Time
-	ClosedAt      *time.Time
-	Detail        string
-	Coalesce      *string
-	Coalesce_2    *string
-	Coalesce_3    *string
-	Coalesce_4    *string
+	ID             int64
+	TenantID       string
+	AccountPeriod  string
+	RecordID       string
+	Operation      string
+	Reason         string
+	Status         string
+	OpenedAt       time.Time
+	ClosedAt       *time.Time
+	Detail         string
+	Subject        string
+	IncomingAmount string
+	StoredAmount   string
+	Currency       string
 }
 
 // One page of the analysts' queue, newest first, keyset-paged on
 // (opened_at, id). An empty filter argument means "any". Run with
 // parameters bound at plan time (pgx QueryExecModeExec: an unnamed
-// statement, always a custom plan), so the "$n = ”" branches fold away and
+// statement, always a custom plan), so the "= ”" branches fold away and
 // the planner sees plain equalities it can match with conflict_cases_queue
 // (status, tenant_id, reason, opened_at DESC, id DESC).
 func (q *Queries) ConflictCaseList(ctx context.Context, arg ConflictCaseListParams) ([]ConflictCaseListRow, error) {
 	rows, err := q.db.Query(ctx, conflictCaseList,
-		arg.Column1,
-		arg.Column2,
-		arg.Column3,
-		arg.Column4,
-		arg.Column5,
-		arg.Column6,
-		arg.Column7,
-		arg.Column8,
-		arg.Limit,
+		arg.Status,
+		arg.Tenant,
+		arg.Reason,
+		arg.Period,
+		arg.OpenedBefore,
+		arg.OpenedAfter,
+		arg.AfterOpenedAt,
+		arg.AfterID,
+		arg.PageRows,
 	)
 	if err != nil {
 		return nil, err
@@ -94,10 +94,10 @@ func (q *Queries) ConflictCaseList(ctx context.Context, arg ConflictCaseListPara
 			&i.OpenedAt,
 			&i.ClosedAt,
 			&i.Detail,
-			&i.Coalesce,
-			&i.Coalesce_2,
-			&i.Coalesce_3,
-			&i.Coalesce_4,
+			&i.Subject,
+			&i.IncomingAmount,
+			&i.StoredAmount,
+			&i.Currency,
 		); err != nil {
 			return nil, err
 		}

@@ -24,10 +24,10 @@ type ConflictCaseOpenAgesRow struct {
 	Count     int64
 }
 
-// Open cases by age: for each case, how many of the cut-offs $1 (opened_at
+// Open cases by age: for each case, how many of the cut-offs (opened_at
 // bounds, newest first) it is older than; the overview's age buckets.
-func (q *Queries) ConflictCaseOpenAges(ctx context.Context, dollar_1 []time.Time) ([]ConflictCaseOpenAgesRow, error) {
-	rows, err := q.db.Query(ctx, conflictCaseOpenAges, dollar_1)
+func (q *Queries) ConflictCaseOpenAges(ctx context.Context, cutoffs []time.Time) ([]ConflictCaseOpenAgesRow, error) {
+	rows, err := q.db.Query(ctx, conflictCaseOpenAges, cutoffs)
 	if err != nil {
 		return nil, err
 	}

@@ -12,20 +12,20 @@ import (
 const conflictCaseSearch = `-- name: ConflictCaseSearch :many
 SELECT c.id, c.tenant_id, c.account_period, c.record_id, c.operation, c.reason, c.status
   FROM conflict_cases c
- WHERE c.id = $4
-    OR (($1::text = '' OR c.tenant_id = $1)
-        AND ($2::text = '' OR c.account_period = $2)
-        AND c.record_id = $3)
+ WHERE c.id = $1
+    OR (($2::text = '' OR c.tenant_id = $2)
+        AND ($3::text = '' OR c.account_period = $3)
+        AND c.record_id = $4)
  ORDER BY c.id DESC
  LIMIT $5
 `
 
 type ConflictCaseSearchParams struct {
-	Column1  string
-	Column2  string
+	CaseID   int64
+	Tenant   string
+	Period   string
 	RecordID string
-	ID       int64
-	Limit    int64
+	HitsMax  int64
 }
 
 type ConflictCaseSearchRow struct {
@@ -38,15 +38,15 @@ type ConflictCaseSearchRow struct {
 	Status        string
 }
 
-// Cases of a record_id ($3), or the case whose id is $4 (0 = none), for
-// the analysts' search. $1/$2 = ” mean any tenant/period.
+// Cases of a record_id, or the case whose id is case_id (0 = none), for
+// the analysts' search. An empty tenant or period means any.
 func (q *Queries) ConflictCaseSearch(ctx context.Context, arg ConflictCaseSearchParams) ([]ConflictCaseSearchRow, error) {
 	rows, err := q.db.Query(ctx, conflictCaseSearch,
-		arg.Column1,
-		arg.Column2,
+		arg.CaseID,
+		arg.Tenant,
+		arg.Period,
 		arg.RecordID,
-		arg.ID,
-		arg.Limit,
+		arg.HitsMax,
 	)
 	if err != nil {
 		return nil, err

@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-const deadLetterGet = `-- name: DeadLetterGet :many
+const deadLetterGet = `-- name: DeadLetterGet :one
 SELECT d.id, d.topic, d.partition, d."offset", d.key, d.value, d.headers, d.reason, d.error_class, d.error,
        d.attempts, d.at
   FROM dead_letters d
@@ -32,35 +32,22 @@ type DeadLetterGetRow struct {
 	At         time.Time
 }
 
-func (q *Queries) DeadLetterGet(ctx context.Context, id int64) ([]DeadLetterGetRow, error) {
-	rows, err := q.db.Query(ctx, deadLetterGet, id)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []DeadLetterGetRow
-	for rows.Next() {
-		var i DeadLetterGetRow
-		if err := rows.Scan(
-			&i.ID,
-			&i.Topic,
-			&i.Partition,
-			&i.Offset,
-			&i.Key,
-			&i.Value,
-			&i.Headers,
-			&i.Reason,
-			&i.ErrorClass,
-			&i.Error,
-			&i.Attempts,
-			&i.At,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
+func (q *Queries) DeadLetterGet(ctx context.Context, id int64) (DeadLetterGetRow, error) {
+	row := q.db.QueryRow(ctx, deadLetterGet, id)
+	var i DeadLetterGetRow
+	err := row.Scan(
+		&i.ID,
+		&i.Topic,
+		&i.Partition,
+		&i.Offset,
+		&i.Key,
+		&i.Value,
+		&i.Headers,
+		&i.Reason,
+		&i.ErrorClass,
+		&i.Error,
+		&i.Attempts,
+		&i.At,
+	)
+	return i, err
 }

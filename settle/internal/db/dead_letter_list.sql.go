@@ -15,20 +15,20 @@ SELECT d.id, d.topic, d.partition, d."offset", d.key, d.value, d.headers, d.reas
        d.attempts, d.at
   FROM dead_letters d
  WHERE ($1::text = '' OR d.reason = $1)
-   AND ($5::text = '' OR d.topic = $5)
-   AND ($6::text = '' OR d.error_class = $6)
-   AND d.id > $2 AND d.id <= $3
+   AND ($2::text = '' OR d.topic = $2)
+   AND ($3::text = '' OR d.error_class = $3)
+   AND d.id > $4 AND d.id <= $5
  ORDER BY d.id
- LIMIT $4
+ LIMIT $6
 `
 
 type DeadLetterListParams struct {
-	Column1 string
-	ID      int64
-	ID_2    int64
-	Limit   int64
-	Column5 string
-	Column6 string
+	Reason     string
+	Topic      string
+	ErrorClass string
+	AfterID    int64
+	UpToID     int64
+	PageRows   int64
 }
 
 type DeadLetterListRow struct {
@@ -46,17 +46,18 @@ type DeadLetterListRow struct {
 	At         time.Time
 }
 
-// One page of dead letters, oldest first, keyset-paged on id. $1 = ” means
-// any reason ($5 any topic, $6 any error class); $3 caps the ids read (a replay reads what existed when it
-// started, not the dead letters it causes).
+// One page of dead letters, oldest first, keyset-paged on id. An empty
+// reason, topic or error class means any; up_to_id caps the ids read (a
+// replay reads what existed when it started, not the dead letters it
+// causes).
 func (q *Queries) DeadLetterList(ctx context.Context, arg DeadLetterListParams) ([]DeadLetterListRow, error) {
 	rows, err := q.db.Query(ctx, deadLetterList,
-		arg.Column1,
-		arg.ID,
-		arg.ID_2,
-		arg.Limit,
-		arg.Column5,
-		arg.Column6,
+		arg.Reason,
+		arg.Topic,
+		arg.ErrorClass,
+		arg.AfterID,
+		arg.UpToID,
+		arg.PageRows,
 	)
 	if err != nil {
 		return nil, err

@@ -10,12 +10,12 @@ import (
 )
 
 const deadLetterMax = `-- name: DeadLetterMax :one
-SELECT coalesce(max(id), 0) FROM dead_letters
+SELECT coalesce(max(id), 0)::bigint AS max_id FROM dead_letters
 `
 
-func (q *Queries) DeadLetterMax(ctx context.Context) (*int64, error) {
+func (q *Queries) DeadLetterMax(ctx context.Context) (int64, error) {
 	row := q.db.QueryRow(ctx, deadLetterMax)
-	var coalesce *int64
-	err := row.Scan(&coalesce)
-	return coalesce, err
+	var max_id int64
+	err := row.Scan(&max_id)
+	return max_id, err
 }

@@ -11,9 +11,10 @@ import (
 )
 
 const deliveryByCase = `-- name: DeliveryByCase :many
-SELECT d.topic, d.partition, d."offset", d.outcome, d.reason, d.error, d.at, coalesce(d.identity_id, 0), coalesce(d.case_id, 0)
+SELECT d.topic, d.partition, d."offset", d.outcome, d.reason, d.error, d.at, coalesce(d.identity_id, 0) AS identity_id,
+       coalesce(d.case_id, 0) AS case_id
   FROM deliveries d
- WHERE d.case_id = $1
+ WHERE d.case_id = $1::bigint
  ORDER BY d.at, d.topic, d.partition, d."offset"
 `
 
@@ -30,7 +31,7 @@ type DeliveryByCaseRow struct {
 }
 
 // Every delivery that joined a case, in arrival order.
-func (q *Queries) DeliveryByCase(ctx context.Context, caseID *int64) ([]DeliveryByCaseRow, error) {
+func (q *Queries) DeliveryByCase(ctx context.Context, caseID int64) ([]DeliveryByCaseRow, error) {
 	rows, err := q.db.Query(ctx, deliveryByCase, caseID)
 	if err != nil {
 		return nil, err

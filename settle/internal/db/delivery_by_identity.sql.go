@@ -11,9 +11,10 @@ import (
 )
 
 const deliveryByIdentity = `-- name: DeliveryByIdentity :many
-SELECT d.topic, d.partition, d."offset", d.outcome, d.reason, d.error, d.at, coalesce(d.identity_id, 0), coalesce(d.case_id, 0)
+SELECT d.topic, d.partition, d."offset", d.outcome, d.reason, d.error, d.at, coalesce(d.identity_id, 0) AS identity_id,
+       coalesce(d.case_id, 0) AS case_id
   FROM deliveries d
- WHERE d.identity_id = $1
+ WHERE d.identity_id = $1::bigint
  ORDER BY d.at, d.topic, d.partition, d."offset"
 `
 
@@ -30,7 +31,7 @@ type DeliveryByIdentityRow struct {
 }
 
 // Every delivery of one identity (deliveries_identity).
-func (q *Queries) DeliveryByIdentity(ctx context.Context, identityID *int64) ([]DeliveryByIdentityRow, error) {
+func (q *Queries) DeliveryByIdentity(ctx context.Context, identityID int64) ([]DeliveryByIdentityRow, error) {
 	rows, err := q.db.Query(ctx, deliveryByIdentity, identityID)
 	if err != nil {
 		return nil, err

@@ -11,16 +11,18 @@ import (
 )
 
 const deliveryGet = `-- name: DeliveryGet :many
-SELECT d.topic, d.partition, d."offset", d.outcome, d.reason, d.error, d.at, coalesce(d.identity_id, 0), coalesce(d.case_id, 0)
+SELECT d.topic, d.partition, d."offset", d.outcome, d.reason, d.error, d.at, coalesce(d.identity_id, 0) AS identity_id,
+       coalesce(d.case_id, 0) AS case_id
   FROM deliveries d
- WHERE d.tenant_id = ANY (ARRAY[$4::text, '']) AND d.topic = $1 AND d.partition = $2 AND d."offset" = $3
+ WHERE d.tenant_id = ANY (ARRAY[$1::text, '']) AND d.topic = $2
+   AND d.partition = $3 AND d."offset" = $4
 `
 
 type DeliveryGetParams struct {
+	TenantID  string
 	Topic     string
 	Partition int32
 	Offset    int64
-	Column4   string
 }
 
 type DeliveryGetRow struct {
@@ -35,13 +37,14 @@ type DeliveryGetRow struct {
 	CaseID     int64
 }
 
-// The delivery row of one input record.
+// The delivery row of one input record: the tenant's, or one written
+// without a tenant.
 func (q *Queries) DeliveryGet(ctx context.Context, arg DeliveryGetParams) ([]DeliveryGetRow, error) {
 	rows, err := q.db.Query(ctx, deliveryGet,
+		arg.TenantID,
 		arg.Topic,
 		arg.Partition,
 		arg.Offset,
-		arg.Column4,
 	)
 	if err != nil {
 		return nil, err

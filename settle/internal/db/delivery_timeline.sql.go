@@ -11,22 +11,22 @@ import (
 )
 
 const deliveryTimeline = `-- name: DeliveryTimeline :many
-SELECT date_trunc('hour', d.at), d.outcome, count(*)
+SELECT date_trunc('hour', d.at)::timestamptz AS hour, d.outcome, count(*)
   FROM deliveries d
- WHERE d.at >= $1
+ WHERE d.at >= $1::timestamptz
  GROUP BY 1, 2
  ORDER BY 1, 2
 `
 
 type DeliveryTimelineRow struct {
-	DateTrunc time.Time
-	Outcome   string
-	Count     int64
+	Hour    time.Time
+	Outcome string
+	Count   int64
 }
 
-// Deliveries per hour and outcome since $1: the overview's chart.
-func (q *Queries) DeliveryTimeline(ctx context.Context, at time.Time) ([]DeliveryTimelineRow, error) {
-	rows, err := q.db.Query(ctx, deliveryTimeline, at)
+// Deliveries per hour and outcome since since: the overview's chart.
+func (q *Queries) DeliveryTimeline(ctx context.Context, since time.Time) ([]DeliveryTimelineRow, error) {
+	rows, err := q.db.Query(ctx, deliveryTimeline, since)
 	if err != nil {
 		return nil, err
 	}
@@ -34,7 +34,7 @@ func (q *Queries) DeliveryTimeline(ctx context.Context, at time.Time) ([]Deliver
 	var items []DeliveryTimelineRow
 	for rows.Next() {
 		var i DeliveryTimelineRow
-		if err := rows.Scan(&i.DateTrunc, &i.Outcome, &i.Count); err != nil {
+		if err := rows.Scan(&i.Hour, &i.Outcome, &i.Count); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

@@ -11,17 +11,17 @@ import (
 )
 
 const holdGet = `-- name: HoldGet :one
-SELECT h.amount::text, h.remaining::text, h.status, h.expires_at, coalesce(h.closed_by, 0)
+SELECT h.amount::text AS amount, h.remaining::text AS remaining, h.status, h.expires_at, coalesce(h.closed_by, 0) AS closed_by
   FROM holds h
  WHERE h.identity_id = $1
 `
 
 type HoldGetRow struct {
-	HAmount    string
-	HRemaining string
-	Status     string
-	ExpiresAt  *time.Time
-	ClosedBy   int64
+	Amount    string
+	Remaining string
+	Status    string
+	ExpiresAt *time.Time
+	ClosedBy  int64
 }
 
 // A hold's state by its identity.
@@ -29,8 +29,8 @@ func (q *Queries) HoldGet(ctx context.Context, identityID int64) (HoldGetRow, er
 	row := q.db.QueryRow(ctx, holdGet, identityID)
 	var i HoldGetRow
 	err := row.Scan(
-		&i.HAmount,
-		&i.HRemaining,
+		&i.Amount,
+		&i.Remaining,
 		&i.Status,
 		&i.ExpiresAt,
 		&i.ClosedBy,

@@ -11,7 +11,7 @@ import (
 )
 
 const holdsOfAccount = `-- name: HoldsOfAccount :many
-SELECT i.account_period, i.record_id, h.amount::text, h.remaining::text, h.expires_at, h.status
+SELECT i.account_period, i.record_id, h.amount::text AS amount, h.remaining::text AS remaining, h.expires_at, h.status
   FROM holds h JOIN identities i ON i.tenant_id = h.tenant_id AND i.id = h.identity_id
  WHERE h.account_id = $1 AND h.status = 'active'
  ORDER BY h.identity_id
@@ -20,8 +20,8 @@ SELECT i.account_period, i.record_id, h.amount::text, h.remaining::text, h.expir
 type HoldsOfAccountRow struct {
 	AccountPeriod string
 	RecordID      string
-	HAmount       string
-	HRemaining    string
+	Amount        string
+	Remaining     string
 	ExpiresAt     *time.Time
 	Status        string
 }
@@ -38,8 +38,8 @@ func (q *Queries) HoldsOfAccount(ctx context.Context, accountID int64) ([]HoldsO
 		if err := rows.Scan(
 			&i.AccountPeriod,
 			&i.RecordID,
-			&i.HAmount,
-			&i.HRemaining,
+			&i.Amount,
+			&i.Remaining,
 			&i.ExpiresAt,
 			&i.Status,
 		); err != nil {

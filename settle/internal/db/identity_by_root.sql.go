@@ -12,19 +12,19 @@ import (
 const identityByRoot = `-- name: IdentityByRoot :many
 SELECT i.id
   FROM identities i
- WHERE i.root_id = $1 AND i.operation IN ('correction', 'reversal', 'resolution')
+ WHERE i.root_id = $1::bigint AND i.operation IN ('correction', 'reversal', 'resolution')
  ORDER BY i.id
  LIMIT $2
 `
 
 type IdentityByRootParams struct {
-	RootID *int64
-	Limit  int64
+	RootID     int64
+	MembersMax int64
 }
 
 // The members of a chain other than its root (identities_root).
 func (q *Queries) IdentityByRoot(ctx context.Context, arg IdentityByRootParams) ([]int64, error) {
-	rows, err := q.db.Query(ctx, identityByRoot, arg.RootID, arg.Limit)
+	rows, err := q.db.Query(ctx, identityByRoot, arg.RootID, arg.MembersMax)
 	if err != nil {
 		return nil, err
 	}

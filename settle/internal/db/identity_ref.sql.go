@@ -10,7 +10,7 @@ import (
 )
 
 const identityRef = `-- name: IdentityRef :many
-SELECT i.id, i.account_period, i.record_id, i.operation, i.outcome, coalesce(i.settlement_id, '')
+SELECT i.id, i.account_period, i.record_id, i.operation, i.outcome, coalesce(i.settlement_id, '') AS settlement_id
   FROM identities i
  WHERE i.id = ANY ($1::bigint[])
 `
@@ -25,8 +25,8 @@ type IdentityRefRow struct {
 }
 
 // Short references to identities, for links.
-func (q *Queries) IdentityRef(ctx context.Context, dollar_1 []int64) ([]IdentityRefRow, error) {
-	rows, err := q.db.Query(ctx, identityRef, dollar_1)
+func (q *Queries) IdentityRef(ctx context.Context, ids []int64) ([]IdentityRefRow, error) {
+	rows, err := q.db.Query(ctx, identityRef, ids)
 	if err != nil {
 		return nil, err
 	}

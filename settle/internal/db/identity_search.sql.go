@@ -10,21 +10,21 @@ import (
 )
 
 const identitySearch = `-- name: IdentitySearch :many
-SELECT i.tenant_id, i.account_period, i.record_id, i.operation, i.outcome, coalesce(i.settlement_id, ''),
-       i.subject, i.currency, i.settlement_id IS NOT DISTINCT FROM $3
+SELECT i.tenant_id, i.account_period, i.record_id, i.operation, i.outcome, coalesce(i.settlement_id, '') AS settlement_id,
+       i.subject, i.currency, i.settlement_id IS NOT DISTINCT FROM $1::text AS by_settlement
   FROM identities i
- WHERE ($1::text = '' OR i.tenant_id = $1)
-   AND ($2::text = '' OR i.account_period = $2)
-   AND (i.record_id = $3 OR i.settlement_id = $3)
+ WHERE ($2::text = '' OR i.tenant_id = $2)
+   AND ($3::text = '' OR i.account_period = $3)
+   AND (i.record_id = $1 OR i.settlement_id = $1)
  ORDER BY i.id DESC
  LIMIT $4
 `
 
 type IdentitySearchParams struct {
-	Column1      string
-	Column2      string
-	SettlementID *string
-	Limit        int64
+	Term    string
+	Tenant  string
+	Period  string
+	HitsMax int64
 }
 
 type IdentitySearchRow struct {
@@ -36,21 +36,21 @@ type IdentitySearchRow struct {
 	SettlementID  string
 	Subject       string
 	Currency      string
-	Column9       bool
+	BySettlement  bool
 }
 
-// Identities whose record_id or settlement_id is $3, for the analysts'
-// search. $1/$2 = ” mean any tenant/period. With tenant and period the
+// Identities whose record_id or settlement_id is term, for the analysts'
+// search. An empty tenant or period means any. With tenant and period the
 // scope key finds them; with the tenant alone it is the key's prefix, read
 // to the end; without a tenant (and for a settlement id, which has no index
 // of its own: the hot path does not pay for one the analysts use rarely) it
 // is a scan, bounded by LIMIT and the request's timeout.
 func (q *Queries) IdentitySearch(ctx context.Context, arg IdentitySearchParams) ([]IdentitySearchRow, error) {
 	rows, err := q.db.Query(ctx, identitySearch,
-		arg.Column1,
-		arg.Column2,
-		arg.SettlementID,
-		arg.Limit,
+		arg.Term,
+		arg.Tenant,
+		arg.Period,
+		arg.HitsMax,
 	)
 	if err != nil {
 		return nil, err
@@ -68,7 +68,7 @@ func (q *Queries) IdentitySearch(ctx context.Context, arg IdentitySearchParams) 
 			&i.SettlementID,
 			&i.Subject,
 			&i.Currency,
-			&i.Column9,
+			&i.BySettlement,
 		); err != nil {
 			return nil, err
 		}

@@ -11,8 +11,8 @@ import (
 )
 
 const ledgerEntriesOfAccount = `-- name: LedgerEntriesOfAccount :many
-SELECT e.id, e.bucket, e.amount::text, e.created_at, i.account_period, i.record_id, i.operation,
-       coalesce(i.settlement_id, ''), coalesce(r.record_id, '')
+SELECT e.id, e.bucket, e.amount::text AS amount, e.created_at, i.account_period, i.record_id, i.operation,
+       coalesce(i.settlement_id, '') AS settlement_id, coalesce(r.record_id, '') AS root_record_id
   FROM ledger_entries e
   JOIN identities i ON i.tenant_id = e.tenant_id AND i.id = e.identity_id
   LEFT JOIN identities r ON r.tenant_id = i.tenant_id AND r.id = i.root_id
@@ -23,24 +23,24 @@ SELECT e.id, e.bucket, e.amount::text, e.created_at, i.account_period, i.record_
 
 type LedgerEntriesOfAccountParams struct {
 	AccountID int64
-	Limit     int64
+	RowsMax   int64
 }
 
 type LedgerEntriesOfAccountRow struct {
 	ID            int64
 	Bucket        string
-	EAmount       string
+	Amount        string
 	CreatedAt     time.Time
 	AccountPeriod string
 	RecordID      string
 	Operation     string
 	SettlementID  string
-	RecordID_2    string
+	RootRecordID  string
 }
 
 // The newest ledger rows of an account, with the identity behind each.
 func (q *Queries) LedgerEntriesOfAccount(ctx context.Context, arg LedgerEntriesOfAccountParams) ([]LedgerEntriesOfAccountRow, error) {
-	rows, err := q.db.Query(ctx, ledgerEntriesOfAccount, arg.AccountID, arg.Limit)
+	rows, err := q.db.Query(ctx, ledgerEntriesOfAccount, arg.AccountID, arg.RowsMax)
 	if err != nil {
 		return nil, err
 	}
@@ -51,13 +51,13 @@ func (q *Queries) LedgerEntriesOfAccount(ctx context.Context, arg LedgerEntriesO
 		if err := rows.Scan(
 			&i.ID,
 			&i.Bucket,
-			&i.EAmount,
+			&i.Amount,
 			&i.CreatedAt,
 			&i.AccountPeriod,
 			&i.RecordID,
 			&i.Operation,
 			&i.SettlementID,
-			&i.RecordID_2,
+			&i.RootRecordID,
 		); err != nil {
 			return nil, err
 		}

@@ -11,7 +11,7 @@ import (
 )
 
 const ledgerEntryByIdentity = `-- name: LedgerEntryByIdentity :many
-SELECT e.id, e.account_id, a.subject, a.currency, e.bucket, e.amount::text, e.created_at
+SELECT e.id, e.account_id, a.subject, a.currency, e.bucket, e.amount::text AS amount, e.created_at
   FROM ledger_entries e
   JOIN accounts a ON a.tenant_id = e.tenant_id AND a.id = e.account_id
  WHERE e.identity_id = $1
@@ -24,7 +24,7 @@ type LedgerEntryByIdentityRow struct {
 	Subject   string
 	Currency  string
 	Bucket    string
-	EAmount   string
+	Amount    string
 	CreatedAt time.Time
 }
 
@@ -44,7 +44,7 @@ func (q *Queries) LedgerEntryByIdentity(ctx context.Context, identityID int64) (
 			&i.Subject,
 			&i.Currency,
 			&i.Bucket,
-			&i.EAmount,
+			&i.Amount,
 			&i.CreatedAt,
 		); err != nil {
 			return nil, err

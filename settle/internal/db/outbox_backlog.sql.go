@@ -11,20 +11,20 @@ import (
 )
 
 const outboxBacklog = `-- name: OutboxBacklog :one
-SELECT count(*), coalesce(min(o.created_at), now())
+SELECT count(*) AS waiting, coalesce(min(o.created_at), now())::timestamptz AS oldest
   FROM outbox_queue q
   JOIN outbox o ON o.tenant_id = q.tenant_id AND o.id = q.id
 `
 
 type OutboxBacklogRow struct {
-	Count    int64
-	Coalesce *time.Time
+	Waiting int64
+	Oldest  time.Time
 }
 
 // How many outbox rows wait to be published, and since when.
 func (q *Queries) OutboxBacklog(ctx context.Context) (OutboxBacklogRow, error) {
 	row := q.db.QueryRow(ctx, outboxBacklog)
 	var i OutboxBacklogRow
-	err := row.Scan(&i.Count, &i.Coalesce)
+	err := row.Scan(&i.Waiting, &i.Oldest)
 	return i, err
 }

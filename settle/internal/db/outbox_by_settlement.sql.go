@@ -11,35 +11,37 @@ import (
 )
 
 const outboxBySettlement = `-- name: OutboxBySettlement :many
-SELECT m.id, m.topic, m.created_at, m.published, m.parked
+SELECT m.id, m.topic, m.created_at::timestamptz AS created_at, m.published::boolean AS published,
+       m.parked::boolean AS parked
   FROM outbox_messages m
- WHERE m.created_at = $3
-   AND m.topic = $1
-   AND m.headers @> jsonb_build_array(jsonb_build_object('key', 'settlement_id', 'value', $2::text))
+ WHERE m.created_at = $1::timestamptz
+   AND m.topic = $2
+   AND m.headers @> jsonb_build_array(jsonb_build_object('key', 'settlement_id', 'value', $3::text))
  ORDER BY m.id
 `
 
 type OutboxBySettlementParams struct {
-	Topic     string
-	Column2   string
-	CreatedAt time.Time
+	CommittedAt        time.Time
+	Topic              string
+	SettlementIDBase64 string
 }
 
 type OutboxBySettlementRow struct {
 	ID        int64
 	Topic     string
 	CreatedAt time.Time
-	Published *bool
-	Parked    interface{}
+	Published bool
+	Parked    bool
 }
 
 // The outbox rows that publish one settlement. The settling transaction
 // writes them with the identity, so their created_at is the identity's
-// committed_at (both now() of that transaction): $3 narrows the search;
-// the header match decides. $2 is the settlement id in base64, as headers
-// are stored.
+// committed_at (both now() of that transaction): committed_at narrows the
+// search; the header match decides. settlement_id_base64 is the settlement
+// id in base64, as headers are stored. (The view's columns are cast for
+// sqlc, which cannot type them.)
 func (q *Queries) OutboxBySettlement(ctx context.Context, arg OutboxBySettlementParams) ([]OutboxBySettlementRow, error) {
-	rows, err := q.db.Query(ctx, outboxBySettlement, arg.Topic, arg.Column2, arg.CreatedAt)
+	rows, err := q.db.Query(ctx, outboxBySettlement, arg.CommittedAt, arg.Topic, arg.SettlementIDBase64)
 	if err != nil {
 		return nil, err
 	}

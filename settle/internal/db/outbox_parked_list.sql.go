@@ -11,7 +11,8 @@ import (
 )
 
 const outboxParkedList = `-- name: OutboxParkedList :many
-SELECT p.id, m.topic, m.key, length(m.value), m.headers, p.reason, p.error, m.created_at, p.at
+SELECT p.id, m.topic, m.key, length(m.value) AS value_bytes, m.headers::jsonb AS headers, p.reason, p.error,
+       m.created_at, p.at
   FROM outbox_parked p
   JOIN outbox_messages m ON m.tenant_id = p.tenant_id AND m.id = p.id
  WHERE p.id > $1
@@ -20,26 +21,27 @@ SELECT p.id, m.topic, m.key, length(m.value), m.headers, p.reason, p.error, m.cr
 `
 
 type OutboxParkedListParams struct {
-	ID    int64
-	Limit int64
+	AfterID  int64
+	PageRows int64
 }
 
 type OutboxParkedListRow struct {
-	ID        int64
-	Topic     string
-	Key       []byte
-	Length    int32
-	Headers   interface{}
-	Reason    string
-	Error     string
-	CreatedAt time.Time
-	At        time.Time
+	ID         int64
+	Topic      string
+	Key        []byte
+	ValueBytes int32
+	Headers    []byte
+	Reason     string
+	Error      string
+	CreatedAt  time.Time
+	At         time.Time
 }
 
 // One page of parked outbox rows, oldest first, keyset-paged on id, with
-// the size of the message that was refused.
+// the size of the message that was refused. (The view's headers are cast
+// for sqlc, which cannot type them.)
 func (q *Queries) OutboxParkedList(ctx context.Context, arg OutboxParkedListParams) ([]OutboxParkedListRow, error) {
-	rows, err := q.db.Query(ctx, outboxParkedList, arg.ID, arg.Limit)
+	rows, err := q.db.Query(ctx, outboxParkedList, arg.AfterID, arg.PageRows)
 	if err != nil {
 		return nil, err
 	}
@@ -51,7 +53,7 @@ func (q *Queries) OutboxParkedList(ctx context.Context, arg OutboxParkedListPara
 			&i.ID,
 			&i.Topic,
 			&i.Key,
-			&i.Length,
+			&i.ValueBytes,
 			&i.Headers,
 			&i.Reason,
 			&i.Error,

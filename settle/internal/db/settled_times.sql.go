@@ -11,14 +11,14 @@ import (
 )
 
 const settledTimes = `-- name: SettledTimes :many
-SELECT tenant_id || '/' || account_period || '/' || record_id || '/' || operation,
+SELECT (tenant_id || '/' || account_period || '/' || record_id || '/' || operation)::text AS identity,
        first_seen_at, last_attempted_at
   FROM identities
  WHERE outcome = 'settled'
 `
 
 type SettledTimesRow struct {
-	Column1         *string
+	Identity        string
 	FirstSeenAt     time.Time
 	LastAttemptedAt time.Time
 }
@@ -34,7 +34,7 @@ func (q *Queries) SettledTimes(ctx context.Context) ([]SettledTimesRow, error) {
 	var items []SettledTimesRow
 	for rows.Next() {
 		var i SettledTimesRow
-		if err := rows.Scan(&i.Column1, &i.FirstSeenAt, &i.LastAttemptedAt); err != nil {
+		if err := rows.Scan(&i.Identity, &i.FirstSeenAt, &i.LastAttemptedAt); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

@@ -10,9 +10,9 @@ import (
 )
 
 const sourceChainNet = `-- name: SourceChainNet :many
-SELECT r.account_period, r.record_id, r.currency, (-coalesce(sum(e.amount), 0))::text
-  FROM unnest($2::text[], $3::text[]) AS k (account_period, record_id)
-  JOIN identities r ON r.tenant_id = $1 AND r.account_period = k.account_period
+SELECT r.account_period, r.record_id, r.currency, (-coalesce(sum(e.amount), 0))::text AS net_charge
+  FROM unnest($1::text[], $2::text[]) AS k (account_period, record_id)
+  JOIN identities r ON r.tenant_id = $3 AND r.account_period = k.account_period
                    AND r.record_id = k.record_id AND r.operation = 'usage' AND r.outcome = 'settled'
   LEFT JOIN LATERAL (
         SELECT r.id AS id
@@ -28,32 +28,32 @@ SELECT r.account_period, r.record_id, r.currency, (-coalesce(sum(e.amount), 0)):
 `
 
 type SourceChainNetParams struct {
-	TenantID        string
-	Column2         []string
-	Column3         []string
-	AccountPeriod   string
-	AccountPeriod_2 string
+	Periods    []string
+	RecordIds  []string
+	TenantID   string
+	FromPeriod string
+	ToPeriod   string
 }
 
 type SourceChainNetRow struct {
 	AccountPeriod string
 	RecordID      string
 	Currency      string
-	Text          *string
+	NetCharge     *string
 }
 
 // The charge of chains named by their root usage, as their ledger rows
 // make it: the balance rows of the root, of its corrections, reversals and
 // resolutions, and of its refund and reclaim, counting only the members
-// whose period is in the range ($4 to $5), negated (a charge is a
-// negative row). A root settle has not settled is not returned.
+// whose period is in the range (from_period to to_period), negated (a
+// charge is a negative row). A root settle has not settled is not returned.
 func (q *Queries) SourceChainNet(ctx context.Context, arg SourceChainNetParams) ([]SourceChainNetRow, error) {
 	rows, err := q.db.Query(ctx, sourceChainNet,
+		arg.Periods,
+		arg.RecordIds,
 		arg.TenantID,
-		arg.Column2,
-		arg.Column3,
-		arg.AccountPeriod,
-		arg.AccountPeriod_2,
+		arg.FromPeriod,
+		arg.ToPeriod,
 	)
 	if err != nil {
 		return nil, err
@@ -66,7 +66,7 @@ func (q *Queries) SourceChainNet(ctx context.Context, arg SourceChainNetParams) 
 			&i.AccountPeriod,
 			&i.RecordID,
 			&i.Currency,
-			&i.Text,
+			&i.NetCharge,
 		); err != nil {
 			return nil, err
 		}

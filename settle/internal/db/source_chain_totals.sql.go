@@ -10,41 +10,41 @@ import (
 )
 
 const sourceChainTotals = `-- name: SourceChainTotals :many
-SELECT r.account_period, r.currency, (-coalesce(sum(e.amount), 0))::text, count(DISTINCT r.id)
+SELECT r.account_period, r.currency, (-coalesce(sum(e.amount), 0))::text AS charge, count(DISTINCT r.id) AS chains
   FROM identities r
   LEFT JOIN LATERAL (
         SELECT r.id AS id
         UNION ALL
         SELECT m.id FROM identities m
          WHERE m.tenant_id = r.tenant_id AND m.root_id = r.id AND m.id <> r.id AND m.operation IN ('correction', 'reversal', 'resolution')
-           AND m.account_period >= $2 AND m.account_period <= $3
+           AND m.account_period >= $1 AND m.account_period <= $2
         UNION ALL
         SELECT m.id FROM chains c JOIN identities m ON m.tenant_id = c.tenant_id AND m.id IN (c.refund_id, c.reclaim_id)
-         WHERE c.tenant_id = r.tenant_id AND c.root_id = r.id AND m.account_period >= $2 AND m.account_period <= $3) mem ON true
+         WHERE c.tenant_id = r.tenant_id AND c.root_id = r.id AND m.account_period >= $1 AND m.account_period <= $2) mem ON true
   LEFT JOIN ledger_entries e ON e.tenant_id = r.tenant_id AND e.identity_id = mem.id AND e.bucket = 'balance'
- WHERE r.tenant_id = $1 AND r.account_period >= $2 AND r.account_period <= $3
+ WHERE r.tenant_id = $3 AND r.account_period >= $1 AND r.account_period <= $2
    AND r.operation = 'usage' AND r.outcome = 'settled'
  GROUP BY r.account_period, r.currency
 `
 
 type SourceChainTotalsParams struct {
-	TenantID        string
-	AccountPeriod   string
-	AccountPeriod_2 string
+	FromPeriod string
+	ToPeriod   string
+	TenantID   string
 }
 
 type SourceChainTotalsRow struct {
 	AccountPeriod string
 	Currency      string
-	Text          *string
-	Count         *int64
+	Charge        *string
+	Chains        *int64
 }
 
 // Settle's side of a source export's totals: the charge of every chain
 // whose root usage is in the tenant's period range, as source_chain_net.sql
 // computes one, summed per root period and currency.
 func (q *Queries) SourceChainTotals(ctx context.Context, arg SourceChainTotalsParams) ([]SourceChainTotalsRow, error) {
-	rows, err := q.db.Query(ctx, sourceChainTotals, arg.TenantID, arg.AccountPeriod, arg.AccountPeriod_2)
+	rows, err := q.db.Query(ctx, sourceChainTotals, arg.FromPeriod, arg.ToPeriod, arg.TenantID)
 	if err != nil {
 		return nil, err
 	}
@@ -55,8 +55,8 @@ func (q *Queries) SourceChainTotals(ctx context.Context, arg SourceChainTotalsPa
 		if err := rows.Scan(
 			&i.AccountPeriod,
 			&i.Currency,
-			&i.Text,
-			&i.Count,
+			&i.Charge,
+			&i.Chains,
 		); err != nil {
 			return nil, err
 		}

@@ -18,8 +18,8 @@ SELECT d.id, d.value, d.headers, d.reason, d.error
 `
 
 type SourceDeadLettersParams struct {
-	ID    int64
-	Limit int64
+	AfterID  int64
+	PageRows int64
 }
 
 type SourceDeadLettersRow struct {
@@ -33,7 +33,7 @@ type SourceDeadLettersRow struct {
 // One page of dead letters, keyset-paged on id, for matching a source
 // export's identities to the records settle dead-lettered.
 func (q *Queries) SourceDeadLetters(ctx context.Context, arg SourceDeadLettersParams) ([]SourceDeadLettersRow, error) {
-	rows, err := q.db.Query(ctx, sourceDeadLetters, arg.ID, arg.Limit)
+	rows, err := q.db.Query(ctx, sourceDeadLetters, arg.AfterID, arg.PageRows)
 	if err != nil {
 		return nil, err
 	}

@@ -10,52 +10,54 @@ import (
 )
 
 const sourceIdentities = `-- name: SourceIdentities :many
-SELECT k.account_period, k.record_id, k.operation,
-       i.id, i.outcome, i.reason, i.canonical_version, i.canonical, coalesce(i.settlement_id, ''),
-       c.id, c.reason, c.status
-  FROM unnest($2::text[], $3::text[], $4::text[]) AS k (account_period, record_id, operation)
-  JOIN identities i ON i.tenant_id = $1 AND i.account_period = k.account_period
+SELECT k.account_period::text AS account_period, k.record_id::text AS record_id, k.operation::text AS operation,
+       i.id, i.outcome, i.reason, i.canonical_version, i.canonical, coalesce(i.settlement_id, '') AS settlement_id,
+       coalesce(c.id, 0)::bigint AS case_id, coalesce(c.reason, '')::text AS case_reason,
+       coalesce(c.status, '')::text AS case_status
+  FROM unnest($1::text[], $2::text[], $3::text[]) AS k (account_period, record_id, operation)
+  JOIN identities i ON i.tenant_id = $4 AND i.account_period = k.account_period
                    AND i.record_id = k.record_id AND i.operation = k.operation
   LEFT JOIN LATERAL (
         SELECT cc.id, cc.reason, cc.status
           FROM conflict_cases cc
-         WHERE cc.tenant_id = $1 AND cc.account_period = k.account_period
+         WHERE cc.tenant_id = $4 AND cc.account_period = k.account_period
            AND cc.record_id = k.record_id AND cc.operation = k.operation
          ORDER BY cc.id DESC
          LIMIT 1) c ON true
 `
 
 type SourceIdentitiesParams struct {
-	TenantID string
-	Column2  []string
-	Column3  []string
-	Column4  []string
+	Periods    []string
+	RecordIds  []string
+	Operations []string
+	TenantID   string
 }
 
 type SourceIdentitiesRow struct {
-	AccountPeriod    *string
-	RecordID         *string
-	Operation        *string
+	AccountPeriod    string
+	RecordID         string
+	Operation        string
 	ID               int64
 	Outcome          string
 	Reason           string
 	CanonicalVersion int16
 	Canonical        []byte
 	SettlementID     string
-	ID_2             int64
-	Reason_2         string
-	Status           string
+	CaseID           int64
+	CaseReason       string
+	CaseStatus       string
 }
 
 // One chunk of a source export's identities of one tenant, looked up by
 // scope key: what settle stored for each (settled, refused or
-// quarantined), with the newest conflict case of the key.
+// quarantined), with the newest conflict case of the key (case_id 0 and
+// empty reason and status when there is none).
 func (q *Queries) SourceIdentities(ctx context.Context, arg SourceIdentitiesParams) ([]SourceIdentitiesRow, error) {
 	rows, err := q.db.Query(ctx, sourceIdentities,
+		arg.Periods,
+		arg.RecordIds,
+		arg.Operations,
 		arg.TenantID,
-		arg.Column2,
-		arg.Column3,
-		arg.Column4,
 	)
 	if err != nil {
 		return nil, err
@@ -74,9 +76,9 @@ func (q *Queries) SourceIdentities(ctx context.Context, arg SourceIdentitiesPara
 			&i.CanonicalVersion,
 			&i.Canonical,
 			&i.SettlementID,
-			&i.ID_2,
-			&i.Reason_2,
-			&i.Status,
+			&i.CaseID,
+			&i.CaseReason,
+			&i.CaseStatus,
 		); err != nil {
 			return nil, err
 		}

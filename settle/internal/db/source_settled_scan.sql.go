@@ -10,7 +10,7 @@ import (
 )
 
 const sourceSettledScan = `-- name: SourceSettledScan :many
-SELECT i.id, i.account_period, i.record_id, i.operation, coalesce(i.settlement_id, ''), i.subject, i.currency
+SELECT i.id, i.account_period, i.record_id, i.operation, coalesce(i.settlement_id, '') AS settlement_id, i.subject, i.currency
   FROM identities i
  WHERE i.tenant_id = $1 AND i.account_period >= $2 AND i.account_period <= $3
    AND i.operation = ANY ($4::text[]) AND i.outcome = 'settled'
@@ -20,12 +20,12 @@ SELECT i.id, i.account_period, i.record_id, i.operation, coalesce(i.settlement_i
 `
 
 type SourceSettledScanParams struct {
-	TenantID        string
-	AccountPeriod   string
-	AccountPeriod_2 string
-	Column4         []string
-	ID              int64
-	Limit           int64
+	TenantID   string
+	FromPeriod string
+	ToPeriod   string
+	Operations []string
+	AfterID    int64
+	PageRows   int64
 }
 
 type SourceSettledScanRow struct {
@@ -38,17 +38,17 @@ type SourceSettledScanRow struct {
 	Currency      string
 }
 
-// One page of the settled identities of a tenant's period range and
-// operations, keyset-paged on id: settle's side of a source export, read
-// once, to find what the source lacks.
+// One page of the settled identities of a tenant's period range (from_period
+// to to_period) and operations, keyset-paged on id: settle's side of a
+// source export, read once, to find what the source lacks.
 func (q *Queries) SourceSettledScan(ctx context.Context, arg SourceSettledScanParams) ([]SourceSettledScanRow, error) {
 	rows, err := q.db.Query(ctx, sourceSettledScan,
 		arg.TenantID,
-		arg.AccountPeriod,
-		arg.AccountPeriod_2,
-		arg.Column4,
-		arg.ID,
-		arg.Limit,
+		arg.FromPeriod,
+		arg.ToPeriod,
+		arg.Operations,
+		arg.AfterID,
+		arg.PageRows,
 	)
 	if err != nil {
 		return nil, err

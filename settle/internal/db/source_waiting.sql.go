@@ -12,18 +12,18 @@ import (
 
 const sourceWaiting = `-- name: SourceWaiting :many
 SELECT w.account_period, w.record_id, w.operation, w.status, w.target_period, w.target_record_id,
-       w.since, coalesce(w.case_id, 0)
-  FROM unnest($2::text[], $3::text[], $4::text[]) AS k (account_period, record_id, operation)
-  JOIN waiting w ON w.tenant_id = $1 AND w.account_period = k.account_period
+       w.since, coalesce(w.case_id, 0) AS case_id
+  FROM unnest($1::text[], $2::text[], $3::text[]) AS k (account_period, record_id, operation)
+  JOIN waiting w ON w.tenant_id = $4 AND w.account_period = k.account_period
                 AND w.record_id = k.record_id AND w.operation = k.operation
  WHERE w.status <> 'applied'
 `
 
 type SourceWaitingParams struct {
-	TenantID string
-	Column2  []string
-	Column3  []string
-	Column4  []string
+	Periods    []string
+	RecordIds  []string
+	Operations []string
+	TenantID   string
 }
 
 type SourceWaitingRow struct {
@@ -41,10 +41,10 @@ type SourceWaitingRow struct {
 // the ones still waiting for their target (or orphaned, with their case).
 func (q *Queries) SourceWaiting(ctx context.Context, arg SourceWaitingParams) ([]SourceWaitingRow, error) {
 	rows, err := q.db.Query(ctx, sourceWaiting,
+		arg.Periods,
+		arg.RecordIds,
+		arg.Operations,
 		arg.TenantID,
-		arg.Column2,
-		arg.Column3,
-		arg.Column4,
 	)
 	if err != nil {
 		return nil, err

@@ -10,49 +10,50 @@ import (
 )
 
 const statementAccounts = `-- name: StatementAccounts :many
-SELECT a.id, a.subject, a.currency, a.balance::text, a.held::text,
-       coalesce(sum(e.amount) FILTER (WHERE e.bucket = 'balance' AND i.account_period < $2), 0)::text,
-       coalesce(sum(e.amount) FILTER (WHERE e.bucket = 'held' AND i.account_period < $2), 0)::text,
-       coalesce(sum(e.amount) FILTER (WHERE e.bucket = 'balance' AND i.account_period > $2), 0)::text,
-       coalesce(sum(e.amount) FILTER (WHERE e.bucket = 'held' AND i.account_period > $2), 0)::text,
-       count(e.id) FILTER (WHERE i.account_period = $2),
-       count(e.id) FILTER (WHERE i.id IS NULL)
+SELECT a.id, a.subject, a.currency, a.balance::text AS balance, a.held::text AS held,
+       coalesce(sum(e.amount) FILTER (WHERE e.bucket = 'balance' AND i.account_period < $1), 0)::text AS opening_balance,
+       coalesce(sum(e.amount) FILTER (WHERE e.bucket = 'held' AND i.account_period < $1), 0)::text AS opening_held,
+       coalesce(sum(e.amount) FILTER (WHERE e.bucket = 'balance' AND i.account_period > $1), 0)::text AS later_balance,
+       coalesce(sum(e.amount) FILTER (WHERE e.bucket = 'held' AND i.account_period > $1), 0)::text AS later_held,
+       count(e.id) FILTER (WHERE i.account_period = $1) AS period_rows,
+       count(e.id) FILTER (WHERE i.id IS NULL) AS orphan_rows
   FROM accounts a
   LEFT JOIN ledger_entries e ON e.tenant_id = a.tenant_id AND e.account_id = a.id
   LEFT JOIN identities i ON i.tenant_id = e.tenant_id AND i.id = e.identity_id
- WHERE a.tenant_id = $1 AND ($3 = '' OR a.subject = $3)
+ WHERE a.tenant_id = $2 AND ($3::text = '' OR a.subject = $3)
  GROUP BY a.tenant_id, a.id
  ORDER BY a.subject, a.currency
 `
 
 type StatementAccountsParams struct {
-	TenantID      string
-	AccountPeriod string
-	Column3       *string
+	Period   string
+	TenantID string
+	Subject  string
 }
 
 type StatementAccountsRow struct {
-	ID       int64
-	Subject  string
-	Currency string
-	ABalance string
-	AHeld    string
-	Column6  string
-	Column7  string
-	Column8  string
-	Column9  string
-	Count    int64
-	Count_2  int64
+	ID             int64
+	Subject        string
+	Currency       string
+	Balance        string
+	Held           string
+	OpeningBalance string
+	OpeningHeld    string
+	LaterBalance   string
+	LaterHeld      string
+	PeriodRows     int64
+	OrphanRows     int64
 }
 
-// The accounts of a tenant's statement for one period ($2): each with its
+// The accounts of a tenant's statement for one period: each with its
 // cached balance and held, and its ledger rows summed by bucket for the
-// periods before $2 (the opening) and after it (what the statement does
-// not cover), and how many rows $2 has. A period is the record's
+// periods before it (the opening) and after it (what the statement does
+// not cover), and how many rows the period has. A period is the record's
 // account_period, the source's assertion: a late record of an earlier
-// period counts in that period, wherever it falls in the sequence.
+// period counts in that period, wherever it falls in the sequence. An
+// empty subject means every account of the tenant.
 func (q *Queries) StatementAccounts(ctx context.Context, arg StatementAccountsParams) ([]StatementAccountsRow, error) {
-	rows, err := q.db.Query(ctx, statementAccounts, arg.TenantID, arg.AccountPeriod, arg.Column3)
+	rows, err := q.db.Query(ctx, statementAccounts, arg.Period, arg.TenantID, arg.Subject)
 	if err != nil {
 		return nil, err
 	}
@@ -64,14 +65,14 @@ func (q *Queries) StatementAccounts(ctx context.Context, arg StatementAccountsPa
 			&i.ID,
 			&i.Subject,
 			&i.Currency,
-			&i.ABalance,
-			&i.AHeld,
-			&i.Column6,
-			&i.Column7,
-			&i.Column8,
-			&i.Column9,
-			&i.Count,
-			&i.Count_2,
+			&i.Balance,
+			&i.Held,
+			&i.OpeningBalance,
+			&i.OpeningHeld,
+			&i.LaterBalance,
+			&i.LaterHeld,
+			&i.PeriodRows,
+			&i.OrphanRows,
 		); err != nil {
 			return nil, err
 		}

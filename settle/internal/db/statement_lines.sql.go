@@ -13,45 +13,48 @@ const statementLines = `-- name: StatementLines :many
 SELECT e.account_id, i.operation, e.bucket,
        CASE WHEN i.operation IN ('usage', 'correction') AND e.bucket = 'balance'
             THEN coalesce(convert_from(i.canonical, 'UTF8')::json ->> 'meter', '') ELSE '' END AS meter,
-       coalesce((i.response ->> 'late')::boolean, false) AS late,
-       sum(e.amount)::text, count(*), count(DISTINCT i.id), min(e.id), max(e.id),
-       coalesce(min((i.response ->> 'sequence')::bigint), 0), coalesce(max((i.response ->> 'sequence')::bigint), 0)
+       coalesce((i.response ->> 'late')::boolean, false)::boolean AS late,
+       sum(e.amount)::text AS amount, count(*) AS rows, count(DISTINCT i.id) AS settlements,
+       min(e.id) AS first_row_id, max(e.id) AS last_row_id,
+       coalesce(min((i.response ->> 'sequence')::bigint), 0)::bigint AS first_sequence,
+       coalesce(max((i.response ->> 'sequence')::bigint), 0)::bigint AS last_sequence
   FROM accounts a
   JOIN ledger_entries e ON e.tenant_id = a.tenant_id AND e.account_id = a.id
   JOIN identities i ON i.tenant_id = e.tenant_id AND i.id = e.identity_id
- WHERE a.tenant_id = $1 AND ($3 = '' OR a.subject = $3) AND i.account_period = $2
+ WHERE a.tenant_id = $1 AND ($2::text = '' OR a.subject = $2)
+   AND i.account_period = $3
  GROUP BY 1, 2, 3, 4, 5
  ORDER BY 1, 5, 2, 3, 4
 `
 
 type StatementLinesParams struct {
-	TenantID      string
-	AccountPeriod string
-	Column3       *string
+	TenantID string
+	Subject  string
+	Period   string
 }
 
 type StatementLinesRow struct {
-	AccountID  int64
-	Operation  string
-	Bucket     string
-	Meter      string
-	Late       *bool
-	Column6    string
-	Count      int64
-	Count_2    int64
-	Min        int64
-	Max        int64
-	Coalesce   *int64
-	Coalesce_2 *int64
+	AccountID     int64
+	Operation     string
+	Bucket        string
+	Meter         string
+	Late          bool
+	Amount        string
+	Rows          int64
+	Settlements   int64
+	FirstRowID    int64
+	LastRowID     int64
+	FirstSequence int64
+	LastSequence  int64
 }
 
 // The lines of a tenant's statement for one period: its ledger rows summed
 // by account, operation, bucket, meter (usage and corrections) and the late
 // flag of the settlement (CONTRACT.md section 5), with the row and
 // settlement counts, the row id range and the per-account sequence range
-// behind each sum.
+// behind each sum. (The outer casts tell sqlc a column is never NULL.)
 func (q *Queries) StatementLines(ctx context.Context, arg StatementLinesParams) ([]StatementLinesRow, error) {
-	rows, err := q.db.Query(ctx, statementLines, arg.TenantID, arg.AccountPeriod, arg.Column3)
+	rows, err := q.db.Query(ctx, statementLines, arg.TenantID, arg.Subject, arg.Period)
 	if err != nil {
 		return nil, err
 	}
@@ -65,13 +68,13 @@ func (q *Queries) StatementLines(ctx context.Context, arg StatementLinesParams) 
 			&i.Bucket,
 			&i.Meter,
 			&i.Late,
-			&i.Column6,
-			&i.Count,
-			&i.Count_2,
-			&i.Min,
-			&i.Max,
-			&i.Coalesce,
-			&i.Coalesce_2,
+			&i.Amount,
+			&i.Rows,
+			&i.Settlements,
+			&i.FirstRowID,
+			&i.LastRowID,
+			&i.FirstSequence,
+			&i.LastSequence,
 		); err != nil {
 			return nil, err
 		}

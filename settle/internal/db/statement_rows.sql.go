@@ -12,24 +12,25 @@ import (
 
 const statementRows = `-- name: StatementRows :many
 SELECT e.account_id, e.id, i.operation, e.bucket,
-       CASE WHEN i.operation IN ('usage', 'correction') AND e.bucket = 'balance'
-            THEN coalesce(convert_from(i.canonical, 'UTF8')::json ->> 'meter', '') ELSE '' END,
-       coalesce((i.response ->> 'late')::boolean, false),
-       e.amount::text, i.record_id, coalesce(i.settlement_id, ''),
-       coalesce((i.response ->> 'sequence')::bigint, 0), e.created_at
+       (CASE WHEN i.operation IN ('usage', 'correction') AND e.bucket = 'balance'
+             THEN coalesce(convert_from(i.canonical, 'UTF8')::json ->> 'meter', '') ELSE '' END)::text AS meter,
+       coalesce((i.response ->> 'late')::boolean, false)::boolean AS late,
+       e.amount::text AS amount, i.record_id, coalesce(i.settlement_id, '') AS settlement_id,
+       coalesce((i.response ->> 'sequence')::bigint, 0)::bigint AS sequence, e.created_at
   FROM accounts a
   JOIN ledger_entries e ON e.tenant_id = a.tenant_id AND e.account_id = a.id
   JOIN identities i ON i.tenant_id = e.tenant_id AND i.id = e.identity_id
- WHERE a.tenant_id = $1 AND ($3 = '' OR a.subject = $3) AND i.account_period = $2
+ WHERE a.tenant_id = $1 AND ($2::text = '' OR a.subject = $2)
+   AND i.account_period = $3
  ORDER BY e.account_id, e.id
  LIMIT $4
 `
 
 type StatementRowsParams struct {
-	TenantID      string
-	AccountPeriod string
-	Column3       *string
-	Limit         int64
+	TenantID string
+	Subject  string
+	Period   string
+	RowsMax  int64
 }
 
 type StatementRowsRow struct {
@@ -37,23 +38,24 @@ type StatementRowsRow struct {
 	ID           int64
 	Operation    string
 	Bucket       string
-	Column5      string
-	Coalesce     *bool
-	EAmount      string
+	Meter        string
+	Late         bool
+	Amount       string
 	RecordID     string
 	SettlementID string
-	Coalesce_2   *int64
+	Sequence     int64
 	CreatedAt    time.Time
 }
 
 // Every ledger row of a tenant's statement for one period, in account and
 // row order, with what puts it on its line: the rows behind the figures.
+// (The outer casts tell sqlc a column is never NULL.)
 func (q *Queries) StatementRows(ctx context.Context, arg StatementRowsParams) ([]StatementRowsRow, error) {
 	rows, err := q.db.Query(ctx, statementRows,
 		arg.TenantID,
-		arg.AccountPeriod,
-		arg.Column3,
-		arg.Limit,
+		arg.Subject,
+		arg.Period,
+		arg.RowsMax,
 	)
 	if err != nil {
 		return nil, err
@@ -67,12 +69,12 @@ func (q *Queries) StatementRows(ctx context.Context, arg StatementRowsParams) ([
 			&i.ID,
 			&i.Operation,
 			&i.Bucket,
-			&i.Column5,
-			&i.Coalesce,
-			&i.EAmount,
+			&i.Meter,
+			&i.Late,
+			&i.Amount,
 			&i.RecordID,
 			&i.SettlementID,
-			&i.Coalesce_2,
+			&i.Sequence,
 			&i.CreatedAt,
 		); err != nil {
 			return nil, err

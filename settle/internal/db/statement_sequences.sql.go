@@ -10,32 +10,34 @@ import (
 )
 
 const statementSequences = `-- name: StatementSequences :many
-SELECT e.account_id, count(DISTINCT i.id),
-       coalesce(min((i.response ->> 'sequence')::bigint), 0), coalesce(max((i.response ->> 'sequence')::bigint), 0)
+SELECT e.account_id, count(DISTINCT i.id) AS settlements,
+       coalesce(min((i.response ->> 'sequence')::bigint), 0)::bigint AS first_sequence,
+       coalesce(max((i.response ->> 'sequence')::bigint), 0)::bigint AS last_sequence
   FROM accounts a
   JOIN ledger_entries e ON e.tenant_id = a.tenant_id AND e.account_id = a.id
   JOIN identities i ON i.tenant_id = e.tenant_id AND i.id = e.identity_id
- WHERE a.tenant_id = $1 AND ($3 = '' OR a.subject = $3) AND i.account_period = $2
+ WHERE a.tenant_id = $1 AND ($2::text = '' OR a.subject = $2)
+   AND i.account_period = $3
  GROUP BY 1
 `
 
 type StatementSequencesParams struct {
-	TenantID      string
-	AccountPeriod string
-	Column3       *string
+	TenantID string
+	Subject  string
+	Period   string
 }
 
 type StatementSequencesRow struct {
-	AccountID  int64
-	Count      int64
-	Coalesce   *int64
-	Coalesce_2 *int64
+	AccountID     int64
+	Settlements   int64
+	FirstSequence int64
+	LastSequence  int64
 }
 
 // Per account, the settlements of one period that wrote its rows: how many,
 // and the range of the account's sequence they hold.
 func (q *Queries) StatementSequences(ctx context.Context, arg StatementSequencesParams) ([]StatementSequencesRow, error) {
-	rows, err := q.db.Query(ctx, statementSequences, arg.TenantID, arg.AccountPeriod, arg.Column3)
+	rows, err := q.db.Query(ctx, statementSequences, arg.TenantID, arg.Subject, arg.Period)
 	if err != nil {
 		return nil, err
 	}
@@ -45,9 +47,9 @@ func (q *Queries) StatementSequences(ctx context.Context, arg StatementSequences
 		var i StatementSequencesRow
 		if err := rows.Scan(
 			&i.AccountID,
-			&i.Count,
-			&i.Coalesce,
-			&i.Coalesce_2,
+			&i.Settlements,
+			&i.FirstSequence,
+			&i.LastSequence,
 		); err != nil {
 			return nil, err
 		}
