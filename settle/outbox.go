@@ -13,8 +13,6 @@ import (
 	"github.com/settlehq/settle/settle/internal/db"
 )
 
-var sqlOutboxPending = mustQuery("outbox_pending.sql")
-
 // outboxPendingLimit bounds one read of the outbox.
 const outboxPendingLimit = 100_000
 
@@ -120,34 +118,20 @@ func (l *OutboxLease) Pending(ctx context.Context, limit int) ([]OutboxMessage, 
 	// it, and a plan cached while it was empty probes it by sequential scan
 	// for every queued row (the relay then fell behind settling 5 to 1 in
 	// settle bench); a poll's planning is ≈ 2 ms.
-	rows, err := l.conn.Query(ctx, sqlOutboxPending, pgx.QueryExecModeExec, limit)
+	rows, err := db.On(db.Planned(l.conn)).OutboxPending(ctx, int32(limit))
 	if err != nil {
 		return nil, l.fail("read outbox", err)
 	}
-	defer rows.Close()
-	var out []OutboxMessage
-	for rows.Next() {
-		var (
-			m                    OutboxMessage
-			headers              []byte
-			settlement, tenantID *string
-			sequence             *int64
-			kind                 *string
-			version              *int16
-		)
-		if err := rows.Scan(&m.ID, &m.Topic, &m.Key, &m.Value, &headers, &settlement, &tenantID, &sequence, &kind, &version); err != nil {
-			return nil, l.fail("read outbox", err)
-		}
-		if m.Headers, err = DecodeHeaders(headers); err != nil {
+	out := make([]OutboxMessage, 0, len(rows))
+	for _, r := range rows {
+		m := OutboxMessage{ID: r.ID, Topic: r.Topic, Key: r.Key, Value: r.Value}
+		if m.Headers, err = DecodeHeaders(r.StoredHeaders); err != nil {
 			return nil, fmt.Errorf("read outbox row %d: headers: %w", m.ID, err)
 		}
-		if sequence != nil && settlement != nil && tenantID != nil && kind != nil && version != nil {
-			m.Headers = append(settlementHeaders(*settlement, *tenantID, *sequence, *kind, int(*version)), m.Headers...)
+		if r.Sequence != nil && r.SettlementID != nil && r.SettlementTenantID != nil && r.Kind != nil && r.Version != nil {
+			m.Headers = append(settlementHeaders(*r.SettlementID, *r.SettlementTenantID, *r.Sequence, *r.Kind, int(*r.Version)), m.Headers...)
 		}
 		out = append(out, m)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, l.fail("read outbox", err)
 	}
 	return out, nil
 }

@@ -11,9 +11,6 @@
 package inspect
 
 import (
-	"context"
-
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/settlehq/settle/record"
@@ -37,21 +34,11 @@ func New(s *settle.Store) *Store {
 // The queries are the .sql files in sql/, run through the methods sqlc
 // generates from them (settle/internal/db): db.On(s.pool) or db.On(tx).
 
-// planned runs its queries with their values bound at plan time (pgx
-// QueryExecModeExec: an unnamed statement, always a custom plan), so the
-// "an empty filter means any" branches of a query fold away and the
-// planner sees plain equalities it can match with an index; a cached
-// generic plan could not know which filters are empty. Wrap the pool or
-// the transaction in it: db.On(planned{tx}).
-type planned struct{ db.DBTX }
-
-func (p planned) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	return p.DBTX.Query(ctx, sql, append([]any{pgx.QueryExecModeExec}, args...)...)
-}
-
-func (p planned) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	return p.DBTX.QueryRow(ctx, sql, append([]any{pgx.QueryExecModeExec}, args...)...)
-}
+// planned runs the queries whose "an empty filter means any" branches must
+// fold away at plan time, so the planner sees plain equalities it can
+// match with an index (a cached generic plan could not know which filters
+// are empty): db.On(planned(tx)).
+func planned(c db.DBTX) db.DBTX { return db.Planned(c) }
 
 // wrapStoreErr names what was being read; see settle.StoreError.
 func wrapStoreErr(what string, err error) error { return settle.StoreError(what, err) }

@@ -9,7 +9,7 @@
 -- are read as their parts and assembled by the relay (settlementHeaders),
 -- not built here.
 SELECT m.id, m.topic, m.key, m.value, m.stored_headers, m.settlement_id, m.settlement_tenant_id, m.sequence, m.kind, m.version
-  FROM (SELECT tenant_id, id FROM outbox_queue ORDER BY id LIMIT $1) q
+  FROM (SELECT tenant_id, id FROM outbox_queue ORDER BY id LIMIT @max_rows::integer) q
  CROSS JOIN LATERAL (SELECT x.id, x.topic, x.key, x.value, x.stored_headers, x.settlement_id, x.settlement_tenant_id,
                             x.sequence, x.kind, x.version
                        FROM outbox_messages x

@@ -25,6 +25,23 @@ import (
 // every error wrapped in the name of its query ("conflict_case_get: ...").
 func On(c DBTX) *Queries { return New(named{c}) }
 
+// Planned runs its queries with their values bound at plan time (pgx
+// QueryExecModeExec: an unnamed statement, always a custom plan, never a
+// cached generic one): for a query whose best plan depends on its values,
+// or on a table that grows faster than it is analysed. Wrap the pool, the
+// connection or the transaction in it: On(Planned(tx)).
+func Planned(c DBTX) DBTX { return planned{c} }
+
+type planned struct{ DBTX }
+
+func (p planned) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	return p.DBTX.Query(ctx, sql, append([]any{pgx.QueryExecModeExec}, args...)...)
+}
+
+func (p planned) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	return p.DBTX.QueryRow(ctx, sql, append([]any{pgx.QueryExecModeExec}, args...)...)
+}
+
 type named struct{ c DBTX }
 
 func (n named) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {

@@ -11,7 +11,7 @@ import (
 
 const outboxPending = `-- name: OutboxPending :many
 SELECT m.id, m.topic, m.key, m.value, m.stored_headers, m.settlement_id, m.settlement_tenant_id, m.sequence, m.kind, m.version
-  FROM (SELECT tenant_id, id FROM outbox_queue ORDER BY id LIMIT $1) q
+  FROM (SELECT tenant_id, id FROM outbox_queue ORDER BY id LIMIT $1::integer) q
  CROSS JOIN LATERAL (SELECT x.id, x.topic, x.key, x.value, x.stored_headers, x.settlement_id, x.settlement_tenant_id,
                             x.sequence, x.kind, x.version
                        FROM outbox_messages x
@@ -41,8 +41,8 @@ type OutboxPendingRow struct {
 // tables are partitioned by tenant, for every poll. A settlement's headers
 // are read as their parts and assembled by the relay (settlementHeaders),
 // not built here.
-func (q *Queries) OutboxPending(ctx context.Context, limit int64) ([]OutboxPendingRow, error) {
-	rows, err := q.db.Query(ctx, outboxPending, limit)
+func (q *Queries) OutboxPending(ctx context.Context, maxRows int32) ([]OutboxPendingRow, error) {
+	rows, err := q.db.Query(ctx, outboxPending, maxRows)
 	if err != nil {
 		return nil, err
 	}
