@@ -14,7 +14,8 @@
 // (StartAttempt): the column attempts counts sends started, not claims, and
 // failures the attempts that finished and failed.
 //
-// Its statements are the files in sql/. It never settles anything, never
+// Its statements are the files in sql/, run through the methods sqlc
+// generates from them (settle/internal/db). It never settles anything, never
 // writes the outbox and never speaks HTTP; its errors say what was being
 // done and carry settle.ErrUnavailable when the database itself failed
 // (settle.StoreError).
@@ -22,7 +23,6 @@ package webhooks
 
 import (
 	"context"
-	"embed"
 	"errors"
 	"fmt"
 	"time"
@@ -31,6 +31,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/internal/db"
 )
 
 // ClaimDeliveriesMax bounds the deliveries of one claim.
@@ -43,28 +44,6 @@ type Store struct {
 
 // New returns the webhook rows of the database of s, over its pool.
 func New(s *settle.Store) *Store { return &Store{pool: s.Pool()} }
-
-//go:embed sql/*.sql
-var sqlFiles embed.FS
-
-// mustQuery loads one embedded query; a missing file is a build defect.
-func mustQuery(name string) string {
-	b, err := sqlFiles.ReadFile("sql/" + name)
-	if err != nil {
-		panic(errors.New("webhooks: missing embedded query " + name))
-	}
-	return string(b)
-}
-
-var (
-	sqlSubscribe = mustQuery("webhook_subscribe.sql")
-	sqlClaim     = mustQuery("webhook_claim.sql")
-	sqlStart     = mustQuery("webhook_attempt_start.sql")
-	sqlComplete  = mustQuery("webhook_complete.sql")
-	sqlRetry     = mustQuery("webhook_retry.sql")
-	sqlDead      = mustQuery("webhook_dead.sql")
-	sqlDeadList  = mustQuery("webhook_dead_list.sql")
-)
 
 // Delivery is one claimed delivery of a settlement.
 type Delivery struct {
@@ -108,7 +87,7 @@ type DeadLetter struct {
 // Subscribe queues every outbox row of topic written from now on for
 // webhook delivery. Rows written before are not queued.
 func (s *Store) Subscribe(ctx context.Context, topic string) error {
-	if _, err := s.pool.Exec(ctx, sqlSubscribe, topic); err != nil {
+	if err := db.On(s.pool).WebhookSubscribe(ctx, topic); err != nil {
 		return settle.StoreError("subscribe webhook to topic "+topic, err)
 	}
 	return nil
@@ -123,21 +102,14 @@ func (s *Store) Claim(ctx context.Context, limit int, lease time.Duration) ([]De
 	if lease < time.Millisecond {
 		return nil, fmt.Errorf("claim webhook deliveries: lease %s is too short", lease)
 	}
-	rows, err := s.pool.Query(ctx, sqlClaim, limit, lease.Milliseconds())
+	rows, err := db.On(s.pool).WebhookClaim(ctx, db.WebhookClaimParams{MaxRows: int32(limit), LeaseMs: lease.Milliseconds()})
 	if err != nil {
 		return nil, settle.StoreError("claim webhook deliveries", err)
 	}
-	defer rows.Close()
-	var out []Delivery
-	for rows.Next() {
-		var d Delivery
-		if err := rows.Scan(&d.ID, &d.OutboxID, &d.AttemptID, &d.Sent, &d.Failed, &d.TookOver, &d.TenantID, &d.SettlementID, &d.Body); err != nil {
-			return nil, settle.StoreError("claim webhook deliveries", err)
-		}
-		out = append(out, d)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, settle.StoreError("claim webhook deliveries", err)
+	out := make([]Delivery, len(rows))
+	for i, r := range rows {
+		out[i] = Delivery{ID: r.ID, OutboxID: r.OutboxID, AttemptID: r.AttemptID, Sent: int(r.Attempts), Failed: int(r.Failures),
+			TookOver: r.TookOver, TenantID: r.TenantID, SettlementID: r.SettlementID, Body: r.Body}
 	}
 	return out, nil
 }
@@ -153,15 +125,14 @@ func (s *Store) StartAttempt(ctx context.Context, d *Delivery, lease time.Durati
 	if lease < time.Millisecond {
 		return fmt.Errorf("%s: lease %s is too short", what, lease)
 	}
-	var attempts int
-	err := s.pool.QueryRow(ctx, sqlStart, d.ID, d.AttemptID, lease.Milliseconds()).Scan(&attempts)
+	attempts, err := db.On(s.pool).WebhookAttemptStart(ctx, db.WebhookAttemptStartParams{ID: d.ID, AttemptID: d.AttemptID, LeaseMs: lease.Milliseconds()})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Errorf("%s: %w", what, settle.ErrClaimLost)
 	}
 	if err != nil {
 		return settle.StoreError(what, err)
 	}
-	d.Attempt = attempts
+	d.Attempt = int(attempts)
 	return nil
 }
 
@@ -169,13 +140,15 @@ func (s *Store) StartAttempt(ctx context.Context, d *Delivery, lease time.Durati
 // returns settle.ErrClaimLost, and changes nothing, when d's attempt no
 // longer owns the delivery.
 func (s *Store) Complete(ctx context.Context, d Delivery, httpStatus int) error {
-	return s.fenced(ctx, d, "complete", sqlComplete, httpStatus)
+	return fenced(d, "complete")(db.On(s.pool).WebhookComplete(ctx, db.WebhookCompleteParams{ID: d.ID, AttemptID: d.AttemptID, HttpStatus: int32(httpStatus)}))
 }
 
 // Retry counts d's failed attempt and puts d back to be tried again after
 // backoff. Fenced like Complete.
 func (s *Store) Retry(ctx context.Context, d Delivery, backoff time.Duration, httpStatus int, errText string) error {
-	return s.fenced(ctx, d, "retry", sqlRetry, backoff.Milliseconds(), httpStatus, errText)
+	return fenced(d, "retry")(db.On(s.pool).WebhookRetry(ctx, db.WebhookRetryParams{
+		ID: d.ID, AttemptID: d.AttemptID, BackoffMs: backoff.Milliseconds(), HttpStatus: int32(httpStatus), ErrorText: errText,
+	}))
 }
 
 // DeadLetter gives d up (view webhook_dead_letters). When d's attempt sent
@@ -185,41 +158,40 @@ func (s *Store) DeadLetter(ctx context.Context, d Delivery, httpStatus int, errT
 	if d.Attempt > 0 {
 		failed = 1
 	}
-	return s.fenced(ctx, d, "dead-letter", sqlDead, httpStatus, errText, failed)
+	return fenced(d, "dead-letter")(db.On(s.pool).WebhookDead(ctx, db.WebhookDeadParams{
+		ID: d.ID, AttemptID: d.AttemptID, HttpStatus: int32(httpStatus), ErrorText: errText, Failed: int32(failed),
+	}))
 }
 
-// fenced runs one write of d's attempt: sql's first two parameters are
-// the delivery and its attempt id, and no row changed means the attempt no
-// longer owns the delivery.
-func (s *Store) fenced(ctx context.Context, d Delivery, what, sql string, args ...any) error {
-	tag, err := s.pool.Exec(ctx, sql, append([]any{d.ID, d.AttemptID}, args...)...)
-	what = fmt.Sprintf("%s webhook delivery %d settlement=%s attempt=%d", what, d.ID, d.SettlementID, d.Attempt)
-	if err != nil {
-		return settle.StoreError(what, err)
+// fenced judges one write of d's attempt, guarded on the delivery and its
+// attempt id: no row changed means the attempt no longer owns the
+// delivery.
+func fenced(d Delivery, what string) func(rows int64, err error) error {
+	return func(rows int64, err error) error {
+		what := fmt.Sprintf("%s webhook delivery %d settlement=%s attempt=%d", what, d.ID, d.SettlementID, d.Attempt)
+		if err != nil {
+			return settle.StoreError(what, err)
+		}
+		if rows == 0 {
+			return fmt.Errorf("%s: %w", what, settle.ErrClaimLost)
+		}
+		return nil
 	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("%s: %w", what, settle.ErrClaimLost)
-	}
-	return nil
 }
 
 // DeadLetters lists up to limit dead-lettered deliveries, oldest first.
 func (s *Store) DeadLetters(ctx context.Context, limit int) ([]DeadLetter, error) {
-	rows, err := s.pool.Query(ctx, sqlDeadList, limit)
+	rows, err := db.On(s.pool).WebhookDeadList(ctx, int32(limit))
 	if err != nil {
 		return nil, settle.StoreError("list webhook dead letters", err)
 	}
-	defer rows.Close()
-	var out []DeadLetter
-	for rows.Next() {
-		var d DeadLetter
-		if err := rows.Scan(&d.ID, &d.TenantID, &d.SettlementID, &d.OutboxID, &d.Attempts, &d.Failures, &d.LastStatus, &d.LastError, &d.DeadAt); err != nil {
-			return nil, settle.StoreError("list webhook dead letters", err)
+	out := make([]DeadLetter, len(rows))
+	for i, r := range rows {
+		out[i] = DeadLetter{ID: r.ID, TenantID: r.TenantID, SettlementID: r.SettlementID, OutboxID: r.OutboxID,
+			Attempts: int(r.Attempts), Failures: int(r.Failures), LastStatus: int(r.LastStatus), LastError: r.LastError}
+		if r.DeadAt != nil {
+			out[i].DeadAt = *r.DeadAt
 		}
-		out = append(out, d)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, settle.StoreError("list webhook dead letters", err)
 	}
 	return out, nil
 }

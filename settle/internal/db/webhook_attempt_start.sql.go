@@ -7,24 +7,22 @@ package db
 
 import (
 	"context"
-
-	"github.com/jackc/pgx/v5/pgtype"
 )
 
-const webhookAttemptStart = `-- name: WebhookAttemptStart :many
+const webhookAttemptStart = `-- name: WebhookAttemptStart :one
 UPDATE webhook_deliveries
-   SET lease_until = now() + $3::bigint * interval '1 millisecond',
+   SET lease_until = now() + ($1::bigint) * interval '1 millisecond',
        attempts    = attempts + 1
- WHERE id = $1
-   AND attempt_id = $2::uuid
+ WHERE id = $2
+   AND attempt_id = ($3::text)::uuid
    AND status = 'in_flight'
 RETURNING attempts
 `
 
 type WebhookAttemptStartParams struct {
-	ID      int64
-	Column2 pgtype.UUID
-	Column3 int64
+	LeaseMs   int64
+	ID        int64
+	AttemptID string
 }
 
 // An attempt is about to POST its delivery: it renews its lease to $3 ms
@@ -32,22 +30,9 @@ type WebhookAttemptStartParams struct {
 // whose lease lapsed but that nobody took over still owns the row (the
 // claim that would take it over changes the attempt id under the same row
 // lock), so renewing it cannot overlap another attempt.
-func (q *Queries) WebhookAttemptStart(ctx context.Context, arg WebhookAttemptStartParams) ([]int32, error) {
-	rows, err := q.db.Query(ctx, webhookAttemptStart, arg.ID, arg.Column2, arg.Column3)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []int32
-	for rows.Next() {
-		var attempts int32
-		if err := rows.Scan(&attempts); err != nil {
-			return nil, err
-		}
-		items = append(items, attempts)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
+func (q *Queries) WebhookAttemptStart(ctx context.Context, arg WebhookAttemptStartParams) (int32, error) {
+	row := q.db.QueryRow(ctx, webhookAttemptStart, arg.LeaseMs, arg.ID, arg.AttemptID)
+	var attempts int32
+	err := row.Scan(&attempts)
+	return attempts, err
 }

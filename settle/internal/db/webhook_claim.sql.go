@@ -16,27 +16,27 @@ WITH due AS (
      WHERE (status = 'pending' AND next_attempt_at <= now())
         OR (status = 'in_flight' AND lease_until <= now())
      ORDER BY id
-     LIMIT $1
+     LIMIT $2::integer
        FOR UPDATE SKIP LOCKED
 )
 UPDATE webhook_deliveries w
    SET status      = 'in_flight',
        attempt_id  = gen_random_uuid(),
-       lease_until = now() + $2::bigint * interval '1 millisecond'
+       lease_until = now() + ($1::bigint) * interval '1 millisecond'
   FROM due
  WHERE w.id = due.id
-RETURNING w.id, w.outbox_id, w.attempt_id::text, w.attempts, w.failures, due.took_over, w.tenant_id, w.settlement_id, w.body
+RETURNING w.id, w.outbox_id, w.attempt_id::text AS attempt_id, w.attempts, w.failures, due.took_over, w.tenant_id, w.settlement_id, w.body
 `
 
 type WebhookClaimParams struct {
-	Limit   int64
-	Column2 int64
+	LeaseMs int64
+	MaxRows int32
 }
 
 type WebhookClaimRow struct {
 	ID           int64
 	OutboxID     int64
-	WAttemptID   string
+	AttemptID    string
 	Attempts     int32
 	Failures     int32
 	TookOver     bool
@@ -54,7 +54,7 @@ type WebhookClaimRow struct {
 // claim taken over before it sent costs nothing. took_over says the row
 // was in flight: its last attempt ended without writing a result.
 func (q *Queries) WebhookClaim(ctx context.Context, arg WebhookClaimParams) ([]WebhookClaimRow, error) {
-	rows, err := q.db.Query(ctx, webhookClaim, arg.Limit, arg.Column2)
+	rows, err := q.db.Query(ctx, webhookClaim, arg.LeaseMs, arg.MaxRows)
 	if err != nil {
 		return nil, err
 	}
@@ -65,7 +65,7 @@ func (q *Queries) WebhookClaim(ctx context.Context, arg WebhookClaimParams) ([]W
 		if err := rows.Scan(
 			&i.ID,
 			&i.OutboxID,
-			&i.WAttemptID,
+			&i.AttemptID,
 			&i.Attempts,
 			&i.Failures,
 			&i.TookOver,

@@ -7,31 +7,32 @@ package db
 
 import (
 	"context"
-
-	"github.com/jackc/pgx/v5/pgtype"
 )
 
-const webhookComplete = `-- name: WebhookComplete :exec
+const webhookComplete = `-- name: WebhookComplete :execrows
 UPDATE webhook_deliveries
    SET status      = 'done',
        done_at     = now(),
        lease_until = NULL,
-       last_status = $3,
+       last_status = $1::integer,
        last_error  = ''
- WHERE id = $1
-   AND attempt_id = $2::uuid
+ WHERE id = $2
+   AND attempt_id = ($3::text)::uuid
    AND status = 'in_flight'
 `
 
 type WebhookCompleteParams struct {
+	HttpStatus int32
 	ID         int64
-	Column2    pgtype.UUID
-	LastStatus *int32
+	AttemptID  string
 }
 
 // The fenced write of a delivered settlement: only the attempt that owns
 // the claim marks it done.
-func (q *Queries) WebhookComplete(ctx context.Context, arg WebhookCompleteParams) error {
-	_, err := q.db.Exec(ctx, webhookComplete, arg.ID, arg.Column2, arg.LastStatus)
-	return err
+func (q *Queries) WebhookComplete(ctx context.Context, arg WebhookCompleteParams) (int64, error) {
+	result, err := q.db.Exec(ctx, webhookComplete, arg.HttpStatus, arg.ID, arg.AttemptID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }

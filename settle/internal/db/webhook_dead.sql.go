@@ -7,42 +7,43 @@ package db
 
 import (
 	"context"
-
-	"github.com/jackc/pgx/v5/pgtype"
 )
 
-const webhookDead = `-- name: WebhookDead :exec
+const webhookDead = `-- name: WebhookDead :execrows
 UPDATE webhook_deliveries
    SET status      = 'dead',
-       failures    = failures + $5::integer,
+       failures    = failures + ($1::integer),
        done_at     = now(),
        lease_until = NULL,
-       last_status = nullif($3::integer, 0),
-       last_error  = $4
- WHERE id = $1
-   AND attempt_id = $2::uuid
+       last_status = nullif(($2::integer), 0),
+       last_error  = $3::text
+ WHERE id = $4
+   AND attempt_id = ($5::text)::uuid
    AND status = 'in_flight'
 `
 
 type WebhookDeadParams struct {
-	ID        int64
-	Column2   pgtype.UUID
-	Column3   int32
-	LastError string
-	Column5   int32
+	Failed     int32
+	HttpStatus int32
+	ErrorText  string
+	ID         int64
+	AttemptID  string
 }
 
 // The last attempt failed, or sends that never wrote a result reached the
 // bound: the delivery is dead-lettered (see the view webhook_dead_letters).
 // $5 is 1 when this attempt sent and failed (a failure counted), 0 when it
 // gives up without sending. Fenced like every write of a claim.
-func (q *Queries) WebhookDead(ctx context.Context, arg WebhookDeadParams) error {
-	_, err := q.db.Exec(ctx, webhookDead,
+func (q *Queries) WebhookDead(ctx context.Context, arg WebhookDeadParams) (int64, error) {
+	result, err := q.db.Exec(ctx, webhookDead,
+		arg.Failed,
+		arg.HttpStatus,
+		arg.ErrorText,
 		arg.ID,
-		arg.Column2,
-		arg.Column3,
-		arg.LastError,
-		arg.Column5,
+		arg.AttemptID,
 	)
-	return err
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }

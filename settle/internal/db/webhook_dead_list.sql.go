@@ -11,10 +11,10 @@ import (
 )
 
 const webhookDeadList = `-- name: WebhookDeadList :many
-SELECT id, tenant_id, settlement_id, outbox_id, attempts, failures, coalesce(last_status, 0), last_error, dead_at
+SELECT id, tenant_id, settlement_id, outbox_id, attempts, failures, coalesce(last_status, 0) AS last_status, last_error, dead_at
   FROM webhook_dead_letters
  ORDER BY id
- LIMIT $1
+ LIMIT $1::integer
 `
 
 type WebhookDeadListRow struct {
@@ -30,8 +30,8 @@ type WebhookDeadListRow struct {
 }
 
 // Dead-lettered webhook deliveries, oldest first.
-func (q *Queries) WebhookDeadList(ctx context.Context, limit int64) ([]WebhookDeadListRow, error) {
-	rows, err := q.db.Query(ctx, webhookDeadList, limit)
+func (q *Queries) WebhookDeadList(ctx context.Context, maxRows int32) ([]WebhookDeadListRow, error) {
+	rows, err := q.db.Query(ctx, webhookDeadList, maxRows)
 	if err != nil {
 		return nil, err
 	}

@@ -7,41 +7,42 @@ package db
 
 import (
 	"context"
-
-	"github.com/jackc/pgx/v5/pgtype"
 )
 
-const webhookRetry = `-- name: WebhookRetry :exec
+const webhookRetry = `-- name: WebhookRetry :execrows
 UPDATE webhook_deliveries
    SET status          = 'pending',
        failures        = failures + 1,
        lease_until     = NULL,
-       next_attempt_at = now() + $3::bigint * interval '1 millisecond',
-       last_status     = nullif($4::integer, 0),
-       last_error      = $5
- WHERE id = $1
-   AND attempt_id = $2::uuid
+       next_attempt_at = now() + ($1::bigint) * interval '1 millisecond',
+       last_status     = nullif(($2::integer), 0),
+       last_error      = $3::text
+ WHERE id = $4
+   AND attempt_id = ($5::text)::uuid
    AND status = 'in_flight'
 `
 
 type WebhookRetryParams struct {
-	ID        int64
-	Column2   pgtype.UUID
-	Column3   int64
-	Column4   int32
-	LastError string
+	BackoffMs  int64
+	HttpStatus int32
+	ErrorText  string
+	ID         int64
+	AttemptID  string
 }
 
 // A failed attempt puts its delivery back for another attempt after a
 // backoff of $3 ms, counting the failure; fenced like every write of a
 // claim.
-func (q *Queries) WebhookRetry(ctx context.Context, arg WebhookRetryParams) error {
-	_, err := q.db.Exec(ctx, webhookRetry,
+func (q *Queries) WebhookRetry(ctx context.Context, arg WebhookRetryParams) (int64, error) {
+	result, err := q.db.Exec(ctx, webhookRetry,
+		arg.BackoffMs,
+		arg.HttpStatus,
+		arg.ErrorText,
 		arg.ID,
-		arg.Column2,
-		arg.Column3,
-		arg.Column4,
-		arg.LastError,
+		arg.AttemptID,
 	)
-	return err
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }

@@ -13,13 +13,13 @@ WITH due AS (
      WHERE (status = 'pending' AND next_attempt_at <= now())
         OR (status = 'in_flight' AND lease_until <= now())
      ORDER BY id
-     LIMIT $1
+     LIMIT @max_rows::integer
        FOR UPDATE SKIP LOCKED
 )
 UPDATE webhook_deliveries w
    SET status      = 'in_flight',
        attempt_id  = gen_random_uuid(),
-       lease_until = now() + $2::bigint * interval '1 millisecond'
+       lease_until = now() + (@lease_ms::bigint) * interval '1 millisecond'
   FROM due
  WHERE w.id = due.id
-RETURNING w.id, w.outbox_id, w.attempt_id::text, w.attempts, w.failures, due.took_over, w.tenant_id, w.settlement_id, w.body;
+RETURNING w.id, w.outbox_id, w.attempt_id::text AS attempt_id, w.attempts, w.failures, due.took_over, w.tenant_id, w.settlement_id, w.body;
