@@ -18,6 +18,7 @@ import (
 	"github.com/settlehq/settle/analyst"
 	"github.com/settlehq/settle/edge/ingest"
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/idempotency"
 )
 
 func init() {
@@ -92,7 +93,7 @@ func TestOpenAPIDescribesEveryRoute(t *testing.T) {
 	// The edge over a store of its own.
 	es := newFixture(t, nil).store
 	const token = "tok-acme-0123456789"
-	api, err := ingest.NewAPI(es, ingest.Config{Tokens: map[string]string{token: "acme"}, BatchRecordsMax: 3})
+	api, err := ingest.NewAPI(es, idempotency.New(es), ingest.Config{Tokens: map[string]string{token: "acme"}, BatchRecordsMax: 3})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/settlehq/settle/edge/ingest"
 	"github.com/settlehq/settle/edge/webhook"
+	"github.com/settlehq/settle/settle/idempotency"
 	"github.com/settlehq/settle/settle/webhooks"
 )
 
@@ -26,7 +27,7 @@ func (s *Service) startEdge(ctx context.Context) (stop func(), err error) {
 	}
 	log := s.cfg.Logger
 	if len(s.cfg.API.Tokens) > 0 {
-		api, err := ingest.NewAPI(s.cfg.Store, s.cfg.API)
+		api, err := ingest.NewAPI(s.cfg.Store, idempotency.New(s.cfg.Store), s.cfg.API)
 		if err != nil {
 			return stop, &ConfigError{err}
 		}

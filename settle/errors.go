@@ -21,6 +21,14 @@ var ErrUnavailable = errors.New("database unavailable")
 // It never counts against a record.
 var ErrContention = errors.New("contention")
 
+// ErrClaimLost is returned by a fenced write of the settle database's rooms
+// (idempotency.Store.Complete, webhooks.Store.Complete, ...) whose attempt
+// no longer owns the claim: its lease expired and another attempt took it
+// over, or the claim is finished. The write changed nothing. It is declared
+// here, below both rooms, so that callers branch on one error whichever
+// room's claim they hold.
+var ErrClaimLost = errors.New("claim lost: another attempt owns it now")
+
 // classify maps an error from a settling transaction to ErrUnavailable,
 // ErrContention or nil (anything else: possibly caused by a record).
 func classify(err error) error {

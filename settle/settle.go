@@ -3,9 +3,14 @@
 // record's scoped identity, applies its effect at most once, and stores the
 // response, the delivery rows, the ledger rows and the outbox rows together.
 //
-// It is the only package that speaks SQL. It never talks to Kafka: callers
-// (the consumer, the HTTP edge, the analyst tools) hand it records and
-// publish what it returns or what it leaves in the outbox.
+// With its rooms it is the only code that speaks SQL: settle/inspect and
+// settle/reconcile read what the transaction wrote, settle/idempotency and
+// settle/webhooks keep the HTTP edge's rows around it (the Idempotency-Keys
+// claimed before it, the webhook deliveries after it). A room asks this
+// package, through an exported method, for what only the transaction
+// writes (OpenConflictCase). It never talks to Kafka: callers (the
+// consumer, the HTTP edge, the analyst tools) hand it records and publish
+// what it returns or what it leaves in the outbox.
 package settle
 
 import (

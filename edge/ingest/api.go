@@ -7,9 +7,10 @@
 //
 // It owns the API's HTTP contract (status codes, the error codes of
 // errors.go, headers), the order of claim, work and fenced result, and the
-// group commit of concurrent requests. It never speaks SQL (package settle
-// does, behind the small Store declared here) and never decides an effect:
-// the settling core does, and a record's identity stays the guard against a
+// group commit of concurrent requests. It never speaks SQL (package
+// settle settles and package settle/idempotency keeps the keys, behind the
+// small Store and Keys declared here) and never decides an effect: the
+// settling core does, and a record's identity stays the guard against a
 // second effect whatever the API does. Settlements leave by the outbox, and
 // by webhook through package edge/webhook, which this package knows nothing
 // of.
@@ -32,6 +33,7 @@ import (
 
 	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/idempotency"
 )
 
 // Config configures the API. The zero value of every field but Tokens is a
@@ -41,7 +43,7 @@ type Config struct {
 	Tokens map[string]string
 
 	// BatchRecordsMax caps the records of one request. 0 = 100; at most the
-	// store's batch limit and settle.HTTPBatchRecordsMax.
+	// store's batch limit and idempotency.HTTPBatchRecordsMax.
 	BatchRecordsMax int
 
 	// BodyBytesMax caps a request body. 0 = 1 MiB.
@@ -108,8 +110,8 @@ func (c Config) Validate() error {
 		}
 	}
 	switch {
-	case c.BatchRecordsMax < 0 || c.BatchRecordsMax > settle.HTTPBatchRecordsMax:
-		return fmt.Errorf("edge: batch records max %d must be between 1 and %d (0 = 100)", c.BatchRecordsMax, settle.HTTPBatchRecordsMax)
+	case c.BatchRecordsMax < 0 || c.BatchRecordsMax > idempotency.HTTPBatchRecordsMax:
+		return fmt.Errorf("edge: batch records max %d must be between 1 and %d (0 = 100)", c.BatchRecordsMax, idempotency.HTTPBatchRecordsMax)
 	case c.BodyBytesMax < 0:
 		return fmt.Errorf("edge: body bytes max %d must be positive (0 = 1 MiB)", c.BodyBytesMax)
 	case c.Lease < 0 || c.SettleTimeout < 0:
@@ -118,8 +120,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("edge: lease %s is too short: a live request would be taken over", c.Lease)
 	case c.Lease > 0 && c.SettleTimeout >= c.Lease:
 		return fmt.Errorf("edge: settle timeout %s must be shorter than the lease %s", c.SettleTimeout, c.Lease)
-	case c.GroupRequestsMax < 0 || c.GroupRequestsMax > settle.IdempotencyGroupKeysMax:
-		return fmt.Errorf("edge: group requests max %d must be between 1 and %d (0 = 64)", c.GroupRequestsMax, settle.IdempotencyGroupKeysMax)
+	case c.GroupRequestsMax < 0 || c.GroupRequestsMax > idempotency.GroupKeysMax:
+		return fmt.Errorf("edge: group requests max %d must be between 1 and %d (0 = 64)", c.GroupRequestsMax, idempotency.GroupKeysMax)
 	case c.GroupsInFlightMax < 0 || c.GroupsInFlightMax > 64:
 		return fmt.Errorf("edge: groups in flight max %d must be between 1 and 64 (0 = 2)", c.GroupsInFlightMax)
 	}
@@ -130,6 +132,7 @@ func (c Config) Validate() error {
 // http.Handler.
 type API struct {
 	store Store
+	keys  Keys
 	cfg   Config
 	dec   *record.Decoder
 	log   *slog.Logger
@@ -148,8 +151,10 @@ type API struct {
 	onGroup func(size int)
 }
 
-// NewAPI returns the API over store.
-func NewAPI(store Store, cfg Config) (*API, error) {
+// NewAPI returns the API that settles through store behind the
+// Idempotency-Keys of keys (both over one database: a key's records settle
+// at coordinates its row id gives).
+func NewAPI(store Store, keys Keys, cfg Config) (*API, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -161,7 +166,7 @@ func NewAPI(store Store, cfg Config) (*API, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &API{store: store, cfg: cfg, dec: dec, log: cfg.Logger.With("component", "edge"),
+	a := &API{store: store, keys: keys, cfg: cfg, dec: dec, log: cfg.Logger.With("component", "edge"),
 		groupRecordsMax: store.Config().BatchRecordsMax}
 	a.group.api = a
 	a.mux = http.NewServeMux()
@@ -254,22 +259,22 @@ func (a *API) postRecords(w http.ResponseWriter, r *http.Request) {
 
 // answerClaim answers a request whose key was not claimed for it: the
 // stored answer (replay), busy, or a conflict with the key's first body.
-func (a *API) answerClaim(ctx context.Context, w http.ResponseWriter, claim settle.IdempotencyClaim, canon [][]byte) {
+func (a *API) answerClaim(ctx context.Context, w http.ResponseWriter, claim idempotency.Claim, canon [][]byte) {
 	switch claim.State {
-	case settle.ClaimReplay:
+	case idempotency.ClaimReplay:
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set(HeaderReplayed, "true")
 		w.WriteHeader(claim.ResponseStatus)
 		w.Write(claim.Response)
-	case settle.ClaimBusy:
+	case idempotency.ClaimBusy:
 		secs := int((claim.RetryAfter + time.Second - 1) / time.Second)
 		w.Header().Set("Retry-After", strconv.Itoa(max(secs, 1)))
 		writeError(w, apiError{status: http.StatusConflict, Code: CodeBusy, RetryAfterSeconds: max(secs, 1),
 			Message: "a request with this Idempotency-Key is still being processed: retry the same request after Retry-After seconds to get its answer"})
-	case settle.ClaimMismatch:
+	case idempotency.ClaimMismatch:
 		// Opening the case is this request's business alone: a client
 		// that hangs up must not leave it half done.
-		conflicts, err := a.store.OpenKeyConflictCases(context.WithoutCancel(ctx), claim.KeyID, claim.StoredCanonicals, canon)
+		conflicts, err := a.keys.OpenConflictCases(context.WithoutCancel(ctx), claim.KeyID, claim.StoredCanonicals, canon)
 		if err != nil {
 			writeError(w, storeError(err, "open the conflict case"))
 			return
@@ -312,9 +317,9 @@ func checkKey(key string) *apiError {
 		return &apiError{status: http.StatusBadRequest, Code: CodeKeyMissing,
 			Message: "send an Idempotency-Key header: a unique value per logical request, the same on every retry of it"}
 	}
-	if len(key) > settle.IdempotencyKeyBytesMax {
+	if len(key) > idempotency.KeyBytesMax {
 		return &apiError{status: http.StatusBadRequest, Code: CodeKeyInvalid,
-			Message: fmt.Sprintf("the Idempotency-Key is %d bytes: use at most %d", len(key), settle.IdempotencyKeyBytesMax)}
+			Message: fmt.Sprintf("the Idempotency-Key is %d bytes: use at most %d", len(key), idempotency.KeyBytesMax)}
 	}
 	for _, c := range []byte(key) {
 		if c < 0x21 || c > 0x7e {

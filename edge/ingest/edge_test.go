@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/idempotency"
 )
 
 // Design test 1: the same request sent in parallel charges once; every
@@ -332,7 +333,7 @@ func TestKeyReusedWithOtherBody(t *testing.T) {
 	}
 	var e struct {
 		Message   string
-		Conflicts []settle.KeyConflict
+		Conflicts []idempotency.Conflict
 	}
 	if err := json.Unmarshal(r.body, &e); err != nil || len(e.Conflicts) != 1 || e.Message == "" {
 		t.Fatalf("body %s: %v", r.body, err)

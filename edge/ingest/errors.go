@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/idempotency"
 )
 
 // Error codes of the API: stable, for clients to branch on. The message
@@ -42,11 +43,11 @@ type RecordError struct {
 // apiError is the JSON body of every error answer.
 type apiError struct {
 	status            int
-	Code              string               `json:"code"`
-	Message           string               `json:"message"`
-	RetryAfterSeconds int                  `json:"retry_after_seconds,omitempty"`
-	Errors            []RecordError        `json:"errors,omitempty"`
-	Conflicts         []settle.KeyConflict `json:"conflicts,omitempty"`
+	Code              string                 `json:"code"`
+	Message           string                 `json:"message"`
+	RetryAfterSeconds int                    `json:"retry_after_seconds,omitempty"`
+	Errors            []RecordError          `json:"errors,omitempty"`
+	Conflicts         []idempotency.Conflict `json:"conflicts,omitempty"`
 }
 
 func writeError(w http.ResponseWriter, e apiError) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/idempotency"
 )
 
 // Group commit. A request that passed validation joins the queue; a
@@ -39,17 +40,17 @@ type pending struct {
 	recs        []*record.Decoded
 	batch       bool
 
-	claim    settle.IdempotencyClaim
+	claim    idempotency.Claim
 	answered bool
 	done     chan outcome // buffered: the committer never waits for the handler
 }
 
 // outcome is what the committer decided for a request.
 type outcome struct {
-	claim   settle.IdempotencyClaim // replay, busy, mismatch: answered by the handler from it
-	body    []byte                  // the stored answer (200)
-	aerr    *apiError               // answered instead of a body
-	crashed bool                    // tests: the simulated crash before the answer was stored
+	claim   idempotency.Claim // replay, busy, mismatch: answered by the handler from it
+	body    []byte            // the stored answer (200)
+	aerr    *apiError         // answered instead of a body
+	crashed bool              // tests: the simulated crash before the answer was stored
 }
 
 func (p *pending) answer(o outcome) {
@@ -158,7 +159,7 @@ func (c *committer) take(leave bool) []*pending {
 
 // answered is a settled group whose answers wait for the fenced write.
 type answered struct {
-	answers []settle.IdempotencyAnswer
+	answers []idempotency.Answer
 	reqs    []*pending
 }
 
@@ -189,15 +190,15 @@ func (c *committer) commit(settled *answered, g []*pending) (next *answered) {
 	// The requests' own contexts are not used: a client that hangs up must
 	// not leave a settled key without its stored answer.
 	ctx := context.Background()
-	reqs := make([]settle.IdempotencyRequest, len(g))
+	reqs := make([]idempotency.Request, len(g))
 	for i, p := range g {
-		reqs[i] = settle.IdempotencyRequest{TenantID: p.tenant, Key: p.key, RequestHash: p.hash, Canonicals: p.canon, Lease: c.api.cfg.Lease}
+		reqs[i] = idempotency.Request{TenantID: p.tenant, Key: p.key, RequestHash: p.hash, Canonicals: p.canon, Lease: c.api.cfg.Lease}
 	}
-	var answers []settle.IdempotencyAnswer
+	var answers []idempotency.Answer
 	if settled != nil {
 		answers = settled.answers
 	}
-	lost, claims, err := c.api.store.CompleteAndClaimIdempotencyKeys(ctx, answers, reqs)
+	lost, claims, err := c.api.keys.CompleteAndClaim(ctx, answers, reqs)
 	if settled != nil {
 		c.answerStored(settled, lost, err)
 	}
@@ -210,7 +211,7 @@ func (c *committer) commit(settled *answered, g []*pending) (next *answered) {
 	}
 	var work []*pending
 	for i, p := range g {
-		if claims[i].State != settle.ClaimAcquired {
+		if claims[i].State != idempotency.ClaimAcquired {
 			p.answer(outcome{claim: claims[i]})
 			continue
 		}
@@ -243,7 +244,7 @@ func (c *committer) settle(ctx context.Context, work []*pending, next *answered)
 	for _, p := range work {
 		for i, raw := range p.raws {
 			inputs = append(inputs, settle.Input{
-				Topic: settle.HTTPTopic, Partition: settle.HTTPSettlePartition, Offset: settle.HTTPOffset(p.claim.KeyID, i),
+				Topic: idempotency.HTTPTopic, Partition: idempotency.HTTPSettlePartition, Offset: idempotency.HTTPOffset(p.claim.KeyID, i),
 				Key: []byte(p.recs[i].Record.TenantID + "/" + p.recs[i].Record.Subject), Value: raw, Timestamp: now,
 				Decoded: p.recs[i],
 			})
@@ -270,7 +271,7 @@ func (c *committer) settle(ctx context.Context, work []*pending, next *answered)
 			p.answer(outcome{crashed: true}) // the simulated crash: no answer stored
 			continue
 		}
-		next.answers = append(next.answers, settle.IdempotencyAnswer{KeyID: p.claim.KeyID, AttemptID: p.claim.AttemptID,
+		next.answers = append(next.answers, idempotency.Answer{KeyID: p.claim.KeyID, AttemptID: p.claim.AttemptID,
 			Status: http.StatusOK, Response: body})
 		next.reqs = append(next.reqs, p)
 	}
@@ -313,7 +314,7 @@ func (c *committer) fail(ctx context.Context, work []*pending, err error) {
 	for i, p := range work {
 		ids[i], attempts[i] = p.claim.KeyID, p.claim.AttemptID
 	}
-	if _, rerr := c.api.store.ReleaseIdempotencyKeys(ctx, ids, attempts); rerr != nil {
+	if _, rerr := c.api.keys.ReleaseMany(ctx, ids, attempts); rerr != nil {
 		c.api.log.Warn("could not release idempotency keys; their retries take them over when the leases end", "keys", len(ids), "err", rerr)
 	}
 	c.api.log.Warn("settling HTTP requests failed", "requests", len(work), "err", err)

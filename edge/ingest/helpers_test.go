@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/idempotency"
 	"github.com/settlehq/settle/settle/settletest"
 )
 
@@ -64,7 +65,7 @@ func newAPIConns(t *testing.T, cfg Config, setup func(*API), maxConns int32) (*s
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	api, err := NewAPI(s, cfg)
+	api, err := NewAPI(s, idempotency.New(s), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

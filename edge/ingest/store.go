@@ -4,18 +4,27 @@ import (
 	"context"
 
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/idempotency"
 )
 
 // Store is what the records API needs of the settling store: its
-// configuration, the settling of a batch, and the Idempotency-Keys of a
-// group. *settle.Store is one.
+// configuration and the settling of a batch. *settle.Store is one.
 type Store interface {
 	Config() settle.Config
 	Settle(ctx context.Context, group string, inputs []settle.Input) ([]settle.Result, error)
-	CompleteAndClaimIdempotencyKeys(ctx context.Context, answers []settle.IdempotencyAnswer,
-		reqs []settle.IdempotencyRequest) (lost []bool, claims []settle.IdempotencyClaim, err error)
-	ReleaseIdempotencyKeys(ctx context.Context, keyIDs []int64, attemptIDs []string) (int, error)
-	OpenKeyConflictCases(ctx context.Context, keyID int64, stored, incoming [][]byte) ([]settle.KeyConflict, error)
 }
 
-var _ Store = (*settle.Store)(nil)
+// Keys is what the records API needs of the Idempotency-Keys: the claims
+// and answers of a group, the release of claims whose work failed, and the
+// conflict cases of a reused key. *idempotency.Store is one.
+type Keys interface {
+	CompleteAndClaim(ctx context.Context, answers []idempotency.Answer,
+		reqs []idempotency.Request) (lost []bool, claims []idempotency.Claim, err error)
+	ReleaseMany(ctx context.Context, keyIDs []int64, attemptIDs []string) (int, error)
+	OpenConflictCases(ctx context.Context, keyID int64, stored, incoming [][]byte) ([]idempotency.Conflict, error)
+}
+
+var (
+	_ Store = (*settle.Store)(nil)
+	_ Keys  = (*idempotency.Store)(nil)
+)

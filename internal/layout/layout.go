@@ -38,11 +38,13 @@ var Floors = map[string]int{
 	"settle": 2,
 
 	// What reads what the transaction wrote, in its vocabulary, and the
-	// rows the webhook works through after it.
-	"settle/inspect":    3,
-	"settle/reconcile":  3,
-	"settle/settletest": 3,
-	"settle/webhooks":   3,
+	// rows the HTTP edge works through around it: the Idempotency-Keys
+	// claimed before it, the webhook deliveries after it.
+	"settle/inspect":     3,
+	"settle/reconcile":   3,
+	"settle/settletest":  3,
+	"settle/idempotency": 3,
+	"settle/webhooks":    3,
 
 	// The pipeline's parts and the analysts' surface, side by side: none
 	// imports another.

@@ -721,6 +721,279 @@ func (b *HoldLockBatchResults) Close() error {
 	return b.br.Close()
 }
 
+const idempotencyClaimMany = `-- name: IdempotencyClaimMany :batchmany
+INSERT INTO idempotency_keys (tenant_id, key, request_hash, canonicals, records, attempt_id, lease_until)
+SELECT r.tenant_id, r.key, r.request_hash, ($1::bytea[])[r.lo:r.hi], r.hi - r.lo + 1, r.attempt_id,
+       now() + r.lease_ms * interval '1 millisecond'
+  FROM unnest($2::text[], $3::text[], $4::bytea[], $5::int[], $6::int[],
+              ($7::text[])::uuid[], $8::bigint[])
+       WITH ORDINALITY AS r(tenant_id, key, request_hash, lo, hi, attempt_id, lease_ms, ord)
+ ORDER BY r.ord
+    ON CONFLICT ON CONSTRAINT idempotency_keys_key DO NOTHING
+RETURNING id, tenant_id, key
+`
+
+type IdempotencyClaimManyBatchResults struct {
+	br     pgx.BatchResults
+	tot    int
+	closed bool
+}
+
+type IdempotencyClaimManyParams struct {
+	Canonicals  [][]byte
+	TenantID    []string
+	Key         []string
+	RequestHash [][]byte
+	Lo          []int32
+	Hi          []int32
+	AttemptID   []string
+	LeaseMs     []int64
+}
+
+type IdempotencyClaimManyRow struct {
+	ID       int64
+	TenantID string
+	Key      string
+}
+
+// Claims a group's Idempotency-Keys in one statement (one transaction):
+// row i of the arrays is one key, its canonicals the slice
+// canonicals[lo:hi] of the flat array. Returns the id, tenant and key of
+// every key this statement inserted; a key that exists returns nothing (the
+// caller reads it with idempotency_lookup_many.sql). The caller sends each
+// key at most once, sorted, so concurrent groups take the keys' index
+// entries in one order.
+func (q *Queries) IdempotencyClaimMany(ctx context.Context, arg []IdempotencyClaimManyParams) *IdempotencyClaimManyBatchResults {
+	batch := &pgx.Batch{}
+	for _, a := range arg {
+		vals := []interface{}{
+			a.Canonicals,
+			a.TenantID,
+			a.Key,
+			a.RequestHash,
+			a.Lo,
+			a.Hi,
+			a.AttemptID,
+			a.LeaseMs,
+		}
+		batch.Queue(idempotencyClaimMany, vals...)
+	}
+	br := q.db.SendBatch(ctx, batch)
+	return &IdempotencyClaimManyBatchResults{br, len(arg), false}
+}
+
+func (b *IdempotencyClaimManyBatchResults) Query(f func(int, []IdempotencyClaimManyRow, error)) {
+	defer b.br.Close()
+	for t := 0; t < b.tot; t++ {
+		var items []IdempotencyClaimManyRow
+		if b.closed {
+			if f != nil {
+				f(t, items, ErrBatchAlreadyClosed)
+			}
+			continue
+		}
+		err := func() error {
+			rows, err := b.br.Query()
+			if err != nil {
+				return err
+			}
+			defer rows.Close()
+			for rows.Next() {
+				var i IdempotencyClaimManyRow
+				if err := rows.Scan(&i.ID, &i.TenantID, &i.Key); err != nil {
+					return err
+				}
+				items = append(items, i)
+			}
+			return rows.Err()
+		}()
+		if f != nil {
+			f(t, items, err)
+		}
+	}
+}
+
+func (b *IdempotencyClaimManyBatchResults) Close() error {
+	b.closed = true
+	return b.br.Close()
+}
+
+const idempotencyCompleteMany = `-- name: IdempotencyCompleteMany :batchmany
+UPDATE idempotency_keys AS k
+   SET status          = 'done',
+       response_status = r.status,
+       response        = r.response,
+       completed_at    = now()
+  FROM unnest($1::bigint[], ($2::text[])::uuid[], $3::int[], $4::bytea[])
+       AS r(id, attempt_id, status, response)
+ WHERE k.id = r.id
+   AND k.attempt_id = r.attempt_id
+   AND k.status = 'in_progress'
+RETURNING k.id
+`
+
+type IdempotencyCompleteManyBatchResults struct {
+	br     pgx.BatchResults
+	tot    int
+	closed bool
+}
+
+type IdempotencyCompleteManyParams struct {
+	ID        []int64
+	AttemptID []string
+	Status    []int32
+	Response  [][]byte
+}
+
+// The fenced write of a group's answers, one statement: each key's answer
+// is stored only if its attempt still owns the claim. Returns the ids it
+// stored; a key missing from them was taken over (or finished) and keeps
+// what it has.
+func (q *Queries) IdempotencyCompleteMany(ctx context.Context, arg []IdempotencyCompleteManyParams) *IdempotencyCompleteManyBatchResults {
+	batch := &pgx.Batch{}
+	for _, a := range arg {
+		vals := []interface{}{
+			a.ID,
+			a.AttemptID,
+			a.Status,
+			a.Response,
+		}
+		batch.Queue(idempotencyCompleteMany, vals...)
+	}
+	br := q.db.SendBatch(ctx, batch)
+	return &IdempotencyCompleteManyBatchResults{br, len(arg), false}
+}
+
+func (b *IdempotencyCompleteManyBatchResults) Query(f func(int, []int64, error)) {
+	defer b.br.Close()
+	for t := 0; t < b.tot; t++ {
+		var items []int64
+		if b.closed {
+			if f != nil {
+				f(t, items, ErrBatchAlreadyClosed)
+			}
+			continue
+		}
+		err := func() error {
+			rows, err := b.br.Query()
+			if err != nil {
+				return err
+			}
+			defer rows.Close()
+			for rows.Next() {
+				var id int64
+				if err := rows.Scan(&id); err != nil {
+					return err
+				}
+				items = append(items, id)
+			}
+			return rows.Err()
+		}()
+		if f != nil {
+			f(t, items, err)
+		}
+	}
+}
+
+func (b *IdempotencyCompleteManyBatchResults) Close() error {
+	b.closed = true
+	return b.br.Close()
+}
+
+const idempotencyLookupMany = `-- name: IdempotencyLookupMany :batchmany
+SELECT r.ord::bigint AS ord, k.id, k.request_hash, k.canonicals, k.status, k.attempt_id::text AS holder, k.attempts,
+       greatest(0, ceil(extract(epoch FROM k.lease_until - now()) * 1000))::bigint AS lease_left_ms,
+       coalesce(k.response_status, 0)::int AS response_status, k.response
+  FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS r(tenant_id, key, ord)
+  JOIN idempotency_keys k ON k.tenant_id = r.tenant_id AND k.key = r.key
+`
+
+type IdempotencyLookupManyBatchResults struct {
+	br     pgx.BatchResults
+	tot    int
+	closed bool
+}
+
+type IdempotencyLookupManyParams struct {
+	TenantID []string
+	Key      []string
+}
+
+type IdempotencyLookupManyRow struct {
+	Ord            int64
+	ID             int64
+	RequestHash    []byte
+	Canonicals     [][]byte
+	Status         string
+	Holder         string
+	Attempts       int32
+	LeaseLeftMs    int64
+	ResponseStatus int32
+	Response       []byte
+}
+
+// The existing Idempotency-Keys of a group, as idempotency_lookup.sql reads
+// one: ord is the key's ordinal in the arrays.
+func (q *Queries) IdempotencyLookupMany(ctx context.Context, arg []IdempotencyLookupManyParams) *IdempotencyLookupManyBatchResults {
+	batch := &pgx.Batch{}
+	for _, a := range arg {
+		vals := []interface{}{
+			a.TenantID,
+			a.Key,
+		}
+		batch.Queue(idempotencyLookupMany, vals...)
+	}
+	br := q.db.SendBatch(ctx, batch)
+	return &IdempotencyLookupManyBatchResults{br, len(arg), false}
+}
+
+func (b *IdempotencyLookupManyBatchResults) Query(f func(int, []IdempotencyLookupManyRow, error)) {
+	defer b.br.Close()
+	for t := 0; t < b.tot; t++ {
+		var items []IdempotencyLookupManyRow
+		if b.closed {
+			if f != nil {
+				f(t, items, ErrBatchAlreadyClosed)
+			}
+			continue
+		}
+		err := func() error {
+			rows, err := b.br.Query()
+			if err != nil {
+				return err
+			}
+			defer rows.Close()
+			for rows.Next() {
+				var i IdempotencyLookupManyRow
+				if err := rows.Scan(
+					&i.Ord,
+					&i.ID,
+					&i.RequestHash,
+					&i.Canonicals,
+					&i.Status,
+					&i.Holder,
+					&i.Attempts,
+					&i.LeaseLeftMs,
+					&i.ResponseStatus,
+					&i.Response,
+				); err != nil {
+					return err
+				}
+				items = append(items, i)
+			}
+			return rows.Err()
+		}()
+		if f != nil {
+			f(t, items, err)
+		}
+	}
+}
+
+func (b *IdempotencyLookupManyBatchResults) Close() error {
+	b.closed = true
+	return b.br.Close()
+}
+
 const identityLookup = `-- name: IdentityLookup :batchmany
 SELECT i.id, i.tenant_id, i.account_period, i.record_id, i.operation, i.outcome, i.reason,
        i.fingerprint, i.canonical_version, i.canonical, i.response, coalesce(i.settlement_id, ''),

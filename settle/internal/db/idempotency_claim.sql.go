@@ -7,13 +7,12 @@ package db
 
 import (
 	"context"
-
-	"github.com/jackc/pgx/v5/pgtype"
 )
 
-const idempotencyClaim = `-- name: IdempotencyClaim :many
+const idempotencyClaim = `-- name: IdempotencyClaim :one
 INSERT INTO idempotency_keys (tenant_id, key, request_hash, canonicals, records, attempt_id, lease_until)
-VALUES ($1, $2, $3, $4, $5, $6, now() + $7::bigint * interval '1 millisecond')
+VALUES ($1, $2, $3, $4, $5, ($6::text)::uuid,
+        now() + $7::bigint * interval '1 millisecond')
     ON CONFLICT ON CONSTRAINT idempotency_keys_key DO NOTHING
 RETURNING id
 `
@@ -24,37 +23,25 @@ type IdempotencyClaimParams struct {
 	RequestHash []byte
 	Canonicals  [][]byte
 	Records     int32
-	AttemptID   pgtype.UUID
-	Column7     int64
+	AttemptID   string
+	LeaseMs     int64
 }
 
 // Claims an Idempotency-Key for one attempt: the database, not the caller,
-// decides who owns a key. Returns nothing when the key exists (the caller
+// decides who owns a key. Returns no row when the key exists (the caller
 // reads it with idempotency_lookup.sql); never "select, then insert".
-func (q *Queries) IdempotencyClaim(ctx context.Context, arg IdempotencyClaimParams) ([]int64, error) {
-	rows, err := q.db.Query(ctx, idempotencyClaim,
+// (sqlc.arg: after "+", @lease_ms would read as the prefix operator @.)
+func (q *Queries) IdempotencyClaim(ctx context.Context, arg IdempotencyClaimParams) (int64, error) {
+	row := q.db.QueryRow(ctx, idempotencyClaim,
 		arg.TenantID,
 		arg.Key,
 		arg.RequestHash,
 		arg.Canonicals,
 		arg.Records,
 		arg.AttemptID,
-		arg.Column7,
+		arg.LeaseMs,
 	)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []int64
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		items = append(items, id)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
+	var id int64
+	err := row.Scan(&id)
+	return id, err
 }

@@ -7,36 +7,37 @@ package db
 
 import (
 	"context"
-
-	"github.com/jackc/pgx/v5/pgtype"
 )
 
-const idempotencyComplete = `-- name: IdempotencyComplete :exec
+const idempotencyComplete = `-- name: IdempotencyComplete :execrows
 UPDATE idempotency_keys
    SET status          = 'done',
-       response_status = $3,
-       response        = $4,
+       response_status = $1::int,
+       response        = $2,
        completed_at    = now()
- WHERE id = $1
-   AND attempt_id = $2
+ WHERE id = $3
+   AND attempt_id = ($4::text)::uuid
    AND status = 'in_progress'
 `
 
 type IdempotencyCompleteParams struct {
-	ID             int64
-	AttemptID      pgtype.UUID
-	ResponseStatus *int32
+	ResponseStatus int32
 	Response       []byte
+	ID             int64
+	AttemptID      string
 }
 
 // The fenced write: stores the answer only if this attempt still owns the
 // claim. An attempt that was taken over matches no row.
-func (q *Queries) IdempotencyComplete(ctx context.Context, arg IdempotencyCompleteParams) error {
-	_, err := q.db.Exec(ctx, idempotencyComplete,
-		arg.ID,
-		arg.AttemptID,
+func (q *Queries) IdempotencyComplete(ctx context.Context, arg IdempotencyCompleteParams) (int64, error) {
+	result, err := q.db.Exec(ctx, idempotencyComplete,
 		arg.ResponseStatus,
 		arg.Response,
+		arg.ID,
+		arg.AttemptID,
 	)
-	return err
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }

@@ -9,9 +9,10 @@ import (
 	"context"
 )
 
-const idempotencyIdentityLookup = `-- name: IdempotencyIdentityLookup :many
+const idempotencyIdentityLookup = `-- name: IdempotencyIdentityLookup :one
 SELECT coalesce((SELECT id FROM identities
-                  WHERE tenant_id = $1 AND account_period = $2 AND record_id = $3 AND operation = $4), 0)
+                  WHERE tenant_id = $1 AND account_period = $2
+                    AND record_id = $3 AND operation = $4), 0)::bigint AS identity_id
 `
 
 type IdempotencyIdentityLookupParams struct {
@@ -23,27 +24,14 @@ type IdempotencyIdentityLookupParams struct {
 
 // The identity row a conflicting Idempotency-Key request collides with,
 // 0 when that record never claimed an identity (it waits, for instance).
-func (q *Queries) IdempotencyIdentityLookup(ctx context.Context, arg IdempotencyIdentityLookupParams) ([]*int64, error) {
-	rows, err := q.db.Query(ctx, idempotencyIdentityLookup,
+func (q *Queries) IdempotencyIdentityLookup(ctx context.Context, arg IdempotencyIdentityLookupParams) (int64, error) {
+	row := q.db.QueryRow(ctx, idempotencyIdentityLookup,
 		arg.TenantID,
 		arg.AccountPeriod,
 		arg.RecordID,
 		arg.Operation,
 	)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []*int64
-	for rows.Next() {
-		var coalesce *int64
-		if err := rows.Scan(&coalesce); err != nil {
-			return nil, err
-		}
-		items = append(items, coalesce)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
+	var identity_id int64
+	err := row.Scan(&identity_id)
+	return identity_id, err
 }

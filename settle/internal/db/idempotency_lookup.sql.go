@@ -9,10 +9,10 @@ import (
 	"context"
 )
 
-const idempotencyLookup = `-- name: IdempotencyLookup :many
-SELECT id, request_hash, canonicals, status, attempt_id::text, attempts,
+const idempotencyLookup = `-- name: IdempotencyLookup :one
+SELECT id, request_hash, canonicals, status, attempt_id::text AS holder, attempts,
        greatest(0, ceil(extract(epoch FROM lease_until - now()) * 1000))::bigint AS lease_left_ms,
-       coalesce(response_status, 0), response
+       coalesce(response_status, 0)::int AS response_status, response
   FROM idempotency_keys
  WHERE tenant_id = $1 AND key = $2
 `
@@ -27,7 +27,7 @@ type IdempotencyLookupRow struct {
 	RequestHash    []byte
 	Canonicals     [][]byte
 	Status         string
-	AttemptID      string
+	Holder         string
 	Attempts       int32
 	LeaseLeftMs    int64
 	ResponseStatus int32
@@ -37,32 +37,19 @@ type IdempotencyLookupRow struct {
 // An existing Idempotency-Key: its request, its claim and, when done, its
 // stored answer. lease_left_ms is measured by the database's clock, the
 // clock that takeover uses.
-func (q *Queries) IdempotencyLookup(ctx context.Context, arg IdempotencyLookupParams) ([]IdempotencyLookupRow, error) {
-	rows, err := q.db.Query(ctx, idempotencyLookup, arg.TenantID, arg.Key)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []IdempotencyLookupRow
-	for rows.Next() {
-		var i IdempotencyLookupRow
-		if err := rows.Scan(
-			&i.ID,
-			&i.RequestHash,
-			&i.Canonicals,
-			&i.Status,
-			&i.AttemptID,
-			&i.Attempts,
-			&i.LeaseLeftMs,
-			&i.ResponseStatus,
-			&i.Response,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
+func (q *Queries) IdempotencyLookup(ctx context.Context, arg IdempotencyLookupParams) (IdempotencyLookupRow, error) {
+	row := q.db.QueryRow(ctx, idempotencyLookup, arg.TenantID, arg.Key)
+	var i IdempotencyLookupRow
+	err := row.Scan(
+		&i.ID,
+		&i.RequestHash,
+		&i.Canonicals,
+		&i.Status,
+		&i.Holder,
+		&i.Attempts,
+		&i.LeaseLeftMs,
+		&i.ResponseStatus,
+		&i.Response,
+	)
+	return i, err
 }

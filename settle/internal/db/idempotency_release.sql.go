@@ -7,27 +7,28 @@ package db
 
 import (
 	"context"
-
-	"github.com/jackc/pgx/v5/pgtype"
 )
 
-const idempotencyRelease = `-- name: IdempotencyRelease :exec
+const idempotencyRelease = `-- name: IdempotencyRelease :execrows
 UPDATE idempotency_keys
    SET lease_until = now()
  WHERE id = $1
-   AND attempt_id = $2
+   AND attempt_id = ($2::text)::uuid
    AND status = 'in_progress'
 `
 
 type IdempotencyReleaseParams struct {
 	ID        int64
-	AttemptID pgtype.UUID
+	AttemptID string
 }
 
 // Ends a claim's lease early after a failure that settled nothing for sure,
 // so the client's retry takes the key over at once instead of waiting out
 // the lease. Fenced like every write of a claim.
-func (q *Queries) IdempotencyRelease(ctx context.Context, arg IdempotencyReleaseParams) error {
-	_, err := q.db.Exec(ctx, idempotencyRelease, arg.ID, arg.AttemptID)
-	return err
+func (q *Queries) IdempotencyRelease(ctx context.Context, arg IdempotencyReleaseParams) (int64, error) {
+	result, err := q.db.Exec(ctx, idempotencyRelease, arg.ID, arg.AttemptID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }

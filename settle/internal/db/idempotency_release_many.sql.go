@@ -7,14 +7,12 @@ package db
 
 import (
 	"context"
-
-	"github.com/jackc/pgx/v5/pgtype"
 )
 
 const idempotencyReleaseMany = `-- name: IdempotencyReleaseMany :many
 UPDATE idempotency_keys AS k
    SET lease_until = now()
-  FROM unnest($1::bigint[], $2::uuid[]) AS r(id, attempt_id)
+  FROM unnest($1::bigint[], ($2::text[])::uuid[]) AS r(id, attempt_id)
  WHERE k.id = r.id
    AND k.attempt_id = r.attempt_id
    AND k.status = 'in_progress'
@@ -22,14 +20,14 @@ RETURNING k.id
 `
 
 type IdempotencyReleaseManyParams struct {
-	Column1 []int64
-	Column2 []pgtype.UUID
+	ID        []int64
+	AttemptID []string
 }
 
 // Ends the leases of a group's claims whose work failed, fenced like
 // idempotency_release.sql. Returns the ids it released.
 func (q *Queries) IdempotencyReleaseMany(ctx context.Context, arg IdempotencyReleaseManyParams) ([]int64, error) {
-	rows, err := q.db.Query(ctx, idempotencyReleaseMany, arg.Column1, arg.Column2)
+	rows, err := q.db.Query(ctx, idempotencyReleaseMany, arg.ID, arg.AttemptID)
 	if err != nil {
 		return nil, err
 	}

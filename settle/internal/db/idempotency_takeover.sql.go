@@ -7,53 +7,39 @@ package db
 
 import (
 	"context"
-
-	"github.com/jackc/pgx/v5/pgtype"
 )
 
-const idempotencyTakeover = `-- name: IdempotencyTakeover :many
+const idempotencyTakeover = `-- name: IdempotencyTakeover :one
 UPDATE idempotency_keys
-   SET attempt_id  = $3,
+   SET attempt_id  = ($1::text)::uuid,
        attempts    = attempts + 1,
-       lease_until = now() + $4::bigint * interval '1 millisecond'
- WHERE id = $1
-   AND attempt_id = $2
+       lease_until = now() + $2::bigint * interval '1 millisecond'
+ WHERE id = $3
+   AND attempt_id = ($4::text)::uuid
    AND status = 'in_progress'
    AND lease_until <= now()
 RETURNING attempts
 `
 
 type IdempotencyTakeoverParams struct {
-	ID          int64
-	AttemptID   pgtype.UUID
-	AttemptID_2 pgtype.UUID
-	Column4     int64
+	AttemptID string
+	LeaseMs   int64
+	ID        int64
+	Holder    string
 }
 
 // Takes over a claim whose lease expired (its attempt crashed or stalled):
 // swaps in the new attempt id only if the claim is still the expired one
-// that was read. Of two takers, one matches the row; the other gets nothing.
-func (q *Queries) IdempotencyTakeover(ctx context.Context, arg IdempotencyTakeoverParams) ([]int32, error) {
-	rows, err := q.db.Query(ctx, idempotencyTakeover,
-		arg.ID,
+// that was read. Of two takers, one matches the row; the other gets no row.
+// (sqlc.arg: after "+", @lease_ms would read as the prefix operator @.)
+func (q *Queries) IdempotencyTakeover(ctx context.Context, arg IdempotencyTakeoverParams) (int32, error) {
+	row := q.db.QueryRow(ctx, idempotencyTakeover,
 		arg.AttemptID,
-		arg.AttemptID_2,
-		arg.Column4,
+		arg.LeaseMs,
+		arg.ID,
+		arg.Holder,
 	)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []int32
-	for rows.Next() {
-		var attempts int32
-		if err := rows.Scan(&attempts); err != nil {
-			return nil, err
-		}
-		items = append(items, attempts)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
+	var attempts int32
+	err := row.Scan(&attempts)
+	return attempts, err
 }

@@ -1,4 +1,4 @@
--- name: IdempotencyCompleteMany :many
+-- name: IdempotencyCompleteMany :batchmany
 -- The fenced write of a group's answers, one statement: each key's answer
 -- is stored only if its attempt still owns the claim. Returns the ids it
 -- stored; a key missing from them was taken over (or finished) and keeps
@@ -8,7 +8,8 @@ UPDATE idempotency_keys AS k
        response_status = r.status,
        response        = r.response,
        completed_at    = now()
-  FROM unnest($1::bigint[], $2::uuid[], $3::int[], $4::bytea[]) AS r(id, attempt_id, status, response)
+  FROM unnest(@id::bigint[], (@attempt_id::text[])::uuid[], @status::int[], @response::bytea[])
+       AS r(id, attempt_id, status, response)
  WHERE k.id = r.id
    AND k.attempt_id = r.attempt_id
    AND k.status = 'in_progress'

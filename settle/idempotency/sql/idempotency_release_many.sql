@@ -3,7 +3,7 @@
 -- idempotency_release.sql. Returns the ids it released.
 UPDATE idempotency_keys AS k
    SET lease_until = now()
-  FROM unnest($1::bigint[], $2::uuid[]) AS r(id, attempt_id)
+  FROM unnest(@id::bigint[], (@attempt_id::text[])::uuid[]) AS r(id, attempt_id)
  WHERE k.id = r.id
    AND k.attempt_id = r.attempt_id
    AND k.status = 'in_progress'

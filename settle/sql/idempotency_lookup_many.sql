@@ -1,8 +1,0 @@
--- name: IdempotencyLookupMany :many
--- The existing Idempotency-Keys of a group, as idempotency_lookup.sql reads
--- one: ord is the key's ordinal in the arrays.
-SELECT r.ord, k.id, k.request_hash, k.canonicals, k.status, k.attempt_id::text, k.attempts,
-       greatest(0, ceil(extract(epoch FROM k.lease_until - now()) * 1000))::bigint AS lease_left_ms,
-       coalesce(k.response_status, 0), k.response
-  FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS r(tenant_id, key, ord)
-  JOIN idempotency_keys k ON k.tenant_id = r.tenant_id AND k.key = r.key;
