@@ -45,7 +45,7 @@ func (s *Store) OpenConflictCase(ctx context.Context, c ConflictCase) (int64, er
 	p := db.ConflictCaseOpenParams{
 		TenantID: c.Identity.TenantID, AccountPeriod: c.Identity.AccountPeriod, RecordID: c.Identity.RecordID,
 		Operation: string(c.Identity.Operation), Reason: c.Reason, IncomingFingerprint: int64(record.Sum(c.Incoming)),
-		Column7: c.IdentityID, StoredCanonical: c.Stored, IncomingCanonical: c.Incoming, Diff: diff, Detail: c.Detail,
+		IdentityID: c.IdentityID, StoredCanonical: c.Stored, IncomingCanonical: c.Incoming, Diff: diff, Detail: c.Detail,
 		Topic: c.Source.Topic, Partition: c.Source.Partition, Offset: c.Source.Offset,
 	}
 	for range conflictCaseOpenRoundsMax {

@@ -3,13 +3,11 @@ package settle
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/settlehq/settle/record"
+	"github.com/settlehq/settle/settle/internal/db"
 )
 
 // handle decides the outcome of one input record against the state so far,
@@ -272,16 +270,18 @@ func (st *txState) openCase(ctx context.Context, d *decoded, reason string, prio
 		}
 	}
 	diffJSON, _ := json.Marshal(diff)
-	var id int64
-	err := st.tx.QueryRow(ctx, sqlConflictCaseOpen, d.id.TenantID, d.id.AccountPeriod, d.id.RecordID, string(d.id.Operation),
-		reason, int64(d.fp), priorID, stored, incoming, diffJSON, detail, d.in.Topic, d.in.Partition, d.in.Offset).Scan(&id)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, errLostRace
-	}
+	ids, err := db.On(st.tx).ConflictCaseOpen(ctx, db.ConflictCaseOpenParams{
+		TenantID: d.id.TenantID, AccountPeriod: d.id.AccountPeriod, RecordID: d.id.RecordID, Operation: string(d.id.Operation),
+		Reason: reason, IncomingFingerprint: int64(d.fp), IdentityID: priorID, StoredCanonical: stored,
+		IncomingCanonical: incoming, Diff: diffJSON, Detail: detail, Topic: d.in.Topic, Partition: d.in.Partition, Offset: d.in.Offset,
+	})
 	if err != nil {
 		return 0, fmt.Errorf("%s: open case: %w", d.id, err)
 	}
-	return id, nil
+	if len(ids) == 0 {
+		return 0, errLostRace
+	}
+	return ids[0], nil
 }
 
 // claim records a new identity with its stored response and returns the

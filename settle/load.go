@@ -9,8 +9,6 @@ import (
 	"github.com/settlehq/settle/settle/internal/db"
 )
 
-var sqlConflictCaseOpen = mustQuery("conflict_case_open.sql")
-
 // ownAccount is the account a record moves by its own fields, if any.
 func ownAccount(r *record.Record) (accountKey, bool) {
 	switch r.Kind {

@@ -15,8 +15,6 @@ package settle
 
 import (
 	"context"
-	"embed"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -206,16 +204,3 @@ func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 
 // Config returns the store's configuration with defaults filled in.
 func (s *Store) Config() Config { return s.cfg }
-
-//go:embed sql/*.sql
-var sqlFiles embed.FS
-
-// mustQuery loads one embedded query. The set is fixed at build time, so a
-// missing file is a build defect and panics at package initialisation.
-func mustQuery(name string) string {
-	b, err := sqlFiles.ReadFile("sql/" + name)
-	if err != nil {
-		panic(errors.New("settle: missing embedded query " + name))
-	}
-	return string(b)
-}

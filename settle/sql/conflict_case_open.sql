@@ -6,13 +6,15 @@ WITH opened AS (
     INSERT INTO conflict_cases (tenant_id, account_period, record_id, operation, reason, incoming_fingerprint,
                                 identity_id, stored_canonical, incoming_canonical, diff, detail,
                                 topic, partition, "offset")
-    VALUES ($1, $2, $3, $4, $5, $6, nullif($7::bigint, 0), $8, $9, $10, $11, $12, $13, $14)
+    VALUES (@tenant_id, @account_period, @record_id, @operation, @reason, @incoming_fingerprint,
+            nullif((@identity_id::bigint), 0), @stored_canonical, @incoming_canonical, @diff, @detail, @topic,
+            @partition, sqlc.arg('offset'))
         ON CONFLICT ON CONSTRAINT conflict_cases_key DO NOTHING
     RETURNING id
 )
 SELECT id FROM opened
  UNION ALL
 SELECT id FROM conflict_cases
- WHERE tenant_id = $1 AND account_period = $2 AND record_id = $3 AND operation = $4
-   AND reason = $5 AND incoming_fingerprint = $6
+ WHERE tenant_id = @tenant_id AND account_period = @account_period AND record_id = @record_id
+   AND operation = @operation AND reason = @reason AND incoming_fingerprint = @incoming_fingerprint
  LIMIT 1;

@@ -14,15 +14,17 @@ WITH opened AS (
     INSERT INTO conflict_cases (tenant_id, account_period, record_id, operation, reason, incoming_fingerprint,
                                 identity_id, stored_canonical, incoming_canonical, diff, detail,
                                 topic, partition, "offset")
-    VALUES ($1, $2, $3, $4, $5, $6, nullif($7::bigint, 0), $8, $9, $10, $11, $12, $13, $14)
+    VALUES ($1, $2, $3, $4, $5, $6,
+            nullif(($7::bigint), 0), $8, $9, $10, $11, $12,
+            $13, $14)
         ON CONFLICT ON CONSTRAINT conflict_cases_key DO NOTHING
     RETURNING id
 )
 SELECT id FROM opened
  UNION ALL
 SELECT id FROM conflict_cases
- WHERE tenant_id = $1 AND account_period = $2 AND record_id = $3 AND operation = $4
-   AND reason = $5 AND incoming_fingerprint = $6
+ WHERE tenant_id = $1 AND account_period = $2 AND record_id = $3
+   AND operation = $4 AND reason = $5 AND incoming_fingerprint = $6
  LIMIT 1
 `
 
@@ -33,7 +35,7 @@ type ConflictCaseOpenParams struct {
 	Operation           string
 	Reason              string
 	IncomingFingerprint int64
-	Column7             int64
+	IdentityID          int64
 	StoredCanonical     []byte
 	IncomingCanonical   []byte
 	Diff                []byte
@@ -54,7 +56,7 @@ func (q *Queries) ConflictCaseOpen(ctx context.Context, arg ConflictCaseOpenPara
 		arg.Operation,
 		arg.Reason,
 		arg.IncomingFingerprint,
-		arg.Column7,
+		arg.IdentityID,
 		arg.StoredCanonical,
 		arg.IncomingCanonical,
 		arg.Diff,
