@@ -150,11 +150,11 @@ func (s *checker) checkReferences(ctx context.Context, tx pgx.Tx, in Input) ([]F
 func (s *checker) checkEffectRepeats(ctx context.Context, tx pgx.Tx, in Input) ([]Finding, error) {
 	return findRows(ctx, tx, sqlReconcileEffectRepeat, []any{in.TenantID}, func(rows pgx.Rows) (Finding, error) {
 		var (
-			f      = Finding{Class: ClassEffectRepeated}
-			id, tx int64
+			f                     = Finding{Class: ClassEffectRepeated}
+			id, tx, rowsN, bucket int64
 		)
-		err := rows.Scan(&id, &f.TenantID, &f.Period, &f.RecordID, &f.Operation, &f.SettlementID, &tx)
-		f.Detail = fmt.Sprintf("identity %d has ledger rows from %d transactions; an effect is written once", id, tx)
+		err := rows.Scan(&id, &f.TenantID, &f.Period, &f.RecordID, &f.Operation, &f.SettlementID, &tx, &rowsN, &bucket)
+		f.Detail = fmt.Sprintf("identity %d has %d ledger rows in %d buckets from %d transactions; an effect is written once, one row per bucket", id, rowsN, bucket, tx)
 		return f, err
 	})
 }

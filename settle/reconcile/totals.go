@@ -16,6 +16,7 @@ type Totals struct {
 	Deliveries           int64 // delivery rows
 	DeliveredCoordinates int64 // distinct input coordinates among them
 	Identities           int64 // stored identities
+	Settled              int64 // stored identities that settled
 	Waiting              int64 // operations still waiting (not applied)
 	EntriesExpected      int64 // ledger rows the stored responses announce
 	Entries              int64 // ledger rows written
@@ -31,7 +32,7 @@ type Totals struct {
 func Count(ctx context.Context, store *settle.Store) (Totals, error) {
 	var t Totals
 	err := store.Pool().QueryRow(ctx, sqlTotals, store.Config().SettlementsTopic).Scan(&t.Deliveries, &t.DeliveredCoordinates,
-		&t.Identities, &t.Waiting, &t.EntriesExpected, &t.Entries, &t.SettledEffects, &t.OutboxSettlements,
+		&t.Identities, &t.Settled, &t.Waiting, &t.EntriesExpected, &t.Entries, &t.SettledEffects, &t.OutboxSettlements,
 		&t.SplitEffects, &t.BadAccounts, &t.Unpublished)
 	if err != nil {
 		return t, wrapStoreErr("count totals", err)
