@@ -259,3 +259,24 @@ func (s *checker) checkOffsets(ctx context.Context, tx pgx.Tx, in Input) ([]Find
 	})
 	return out, nil
 }
+
+// CheckKafkaOffsets runs only the kafka_offsets_not_ahead check of Run,
+// for a caller that samples it while the pipeline runs (Run's every check
+// is too much to repeat several times a second): the group's committed
+// offsets in Kafka, read by the caller first, against PostgreSQL's.
+func CheckKafkaOffsets(ctx context.Context, store *settle.Store, group string, kafka map[string]map[int32]int64) ([]Finding, error) {
+	s := &checker{pool: store.Pool(), cfg: store.Config()}
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return nil, wrapStoreErr("reconcile: begin", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	if group == "" {
+		group = "settle"
+	}
+	fs, err := s.checkOffsets(ctx, tx, Input{Group: group, KafkaOffsets: kafka})
+	if err != nil {
+		return nil, fmt.Errorf("reconcile offsets: %w", err)
+	}
+	return fs, nil
+}

@@ -81,8 +81,8 @@ func sameAmount(a, b string) bool {
 }
 
 // compareAccounts reports every expected account that is missing or holds
-// another balance or held amount. Accounts the model does not list are not
-// compared.
+// another balance or held amount, and every stored account the model does
+// not list.
 func (s *checker) compareAccounts(ctx context.Context, tx pgx.Tx, in Input) ([]Finding, error) {
 	got := map[[3]string][2]string{}
 	rows, err := tx.Query(ctx, sqlReconcileAccounts, in.TenantID)
@@ -101,11 +101,14 @@ func (s *checker) compareAccounts(ctx context.Context, tx pgx.Tx, in Input) ([]F
 		return nil, err
 	}
 	var out []Finding
+	listed := map[[3]string]bool{}
 	for _, a := range in.ExpectedAccounts {
 		if in.TenantID != "" && a.TenantID != in.TenantID {
 			continue
 		}
-		g, ok := got[[3]string{a.TenantID, a.Subject, a.Currency}]
+		k := [3]string{a.TenantID, a.Subject, a.Currency}
+		listed[k] = true
+		g, ok := got[k]
 		switch {
 		case !ok:
 			out = append(out, Finding{Class: ClassAccountModelMismatch, TenantID: a.TenantID,
@@ -115,7 +118,15 @@ func (s *checker) compareAccounts(ctx context.Context, tx pgx.Tx, in Input) ([]F
 				Detail: fmt.Sprintf("account %s/%s/%s: balance %s, held %s; the model has %s and %s", a.TenantID, a.Subject, a.Currency, g[0], g[1], a.Balance, a.Held)})
 		}
 	}
-	return out, nil
+	var extra []Finding
+	for k, g := range got {
+		if !listed[k] {
+			extra = append(extra, Finding{Class: ClassAccountModelMismatch, TenantID: k[0],
+				Detail: fmt.Sprintf("account %s/%s/%s (balance %s, held %s) is not in the model", k[0], k[1], k[2], g[0], g[1])})
+		}
+	}
+	sort.Slice(extra, func(i, j int) bool { return extra[i].Detail < extra[j].Detail })
+	return append(out, extra...), nil
 }
 
 // entriesKey is a multiset of ledger rows in a comparable form: each

@@ -204,9 +204,9 @@ type Input struct {
 	ResultsRead bool
 
 	// What a known input must have produced, by a model of it (tests and
-	// the benchmark; the CLI has none): every expected account's balance
-	// and held amount, every identity's outcome and ledger rows (a stored
-	// identity the model lacks is a finding too), and the delivery rows
+	// the benchmark; the CLI has none): every account's balance and held
+	// amount, every identity's outcome and ledger rows (a stored account
+	// or identity the model lacks is a finding too), and the delivery rows
 	// of SourceTopic ("" = every topic) by outcome. nil skips each.
 	ExpectedAccounts   []ExpectedAccount
 	ExpectedIdentities []ExpectedIdentity

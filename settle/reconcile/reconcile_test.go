@@ -300,6 +300,8 @@ func TestReconcileFindsModelDiscrepancies(t *testing.T) {
 			[]string{reconcile.ClassAccountModelMismatch}},
 		{"account held off the model", func(in *reconcile.Input) { in.ExpectedAccounts[1].Held = "1" },
 			[]string{reconcile.ClassAccountModelMismatch}},
+		{"account the model does not have", func(in *reconcile.Input) { in.ExpectedAccounts = in.ExpectedAccounts[:1] },
+			[]string{reconcile.ClassAccountModelMismatch}},
 		{"account of the model not stored", func(in *reconcile.Input) {
 			in.ExpectedAccounts = append(in.ExpectedAccounts, reconcile.ExpectedAccount{TenantID: "acme", Subject: "cust-9", Currency: "USD", Balance: "0", Held: "0"})
 		}, []string{reconcile.ClassAccountModelMismatch}},
@@ -340,6 +342,23 @@ func TestReconcileFindsModelDiscrepancies(t *testing.T) {
 				t.Errorf("found %v, want %v:\n%+v", got, tc.want, r.Findings)
 			}
 		})
+	}
+}
+
+// TestCheckKafkaOffsets: the offsets check alone, as a caller sampling it
+// while the pipeline runs uses it, finds what Run's finds.
+func TestCheckKafkaOffsets(t *testing.T) {
+	t.Parallel()
+	s, source, _ := reconcileFixture(t)
+	at := map[string]map[int32]int64{"usage": {0: int64(len(source))}}
+	if fs, err := reconcile.CheckKafkaOffsets(context.Background(), s, "g", at); err != nil || len(fs) != 0 {
+		t.Fatalf("offsets equal to PostgreSQL's: %v, %+v", err, fs)
+	}
+	at["usage"][0]++
+	at["usage"][2] = 1
+	fs, err := reconcile.CheckKafkaOffsets(context.Background(), s, "g", at)
+	if err != nil || len(fs) != 2 || fs[0].Class != reconcile.ClassKafkaOffsetAhead || fs[1].Source.Partition != 2 {
+		t.Fatalf("offsets ahead: %v, %+v", err, fs)
 	}
 }
 

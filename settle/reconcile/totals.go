@@ -39,3 +39,21 @@ func Count(ctx context.Context, store *settle.Store) (Totals, error) {
 	}
 	return t, nil
 }
+
+var sqlProgress = mustQuery("progress.sql")
+
+// Progress is how far a running pipeline has got, for a caller waiting
+// for it to catch up (the tests): cheap enough to poll, unlike Count.
+type Progress struct {
+	Deliveries  int64 // delivery rows
+	Unpublished int64 // outbox rows the relay has not published
+}
+
+// ReadProgress reads the Progress of the database of store.
+func ReadProgress(ctx context.Context, store *settle.Store) (Progress, error) {
+	var p Progress
+	if err := store.Pool().QueryRow(ctx, sqlProgress).Scan(&p.Deliveries, &p.Unpublished); err != nil {
+		return p, wrapStoreErr("read progress", err)
+	}
+	return p, nil
+}
