@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sort"
 	"testing"
 	"time"
 
@@ -13,23 +12,23 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/settlehq/settle/internal/kafkatest"
-	"github.com/settlehq/settle/internal/money"
-	gen "github.com/settlehq/settle/internal/workload"
+	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/reconcile"
 )
 
-// findings is what check saw: problems (each a broken invariant) and the
-// figures the report quotes.
+// findings is what check saw: problems (each a broken invariant, from
+// reconcile's report) and the figures the report quotes.
 type findings struct {
 	problems []string
 
-	deliveries         int
-	outcomes           map[string]int
+	deliveries         int64
 	settlementsRaw     int // messages on the settlements topic
 	settlementsUnique  int // distinct settlement_id
 	settlementsRepeats int // raw - unique: republished by a relay that died before marking
 	results            int
 	kafkaOffsets       map[int32]int64
-	pgOffsets          map[int32]int64
+	endOffsets         map[int32]int64
+	tenant             string // a tenant of the run
 }
 
 func (f *findings) bad(format string, args ...any) {
@@ -39,7 +38,9 @@ func (f *findings) bad(format string, args ...any) {
 }
 
 // check verifies the contract's invariants over the database of a finished
-// run (no settle process running) and the broker's topics:
+// run (no settle process running) and the broker's topics, through
+// settle/reconcile: the test reads the topics and the group's offsets and
+// gives reconcile them and the workload's model:
 //   - every input record (coordinates) has exactly one delivery row, and
 //     the outcomes add up to the workload model's (originals settled,
 //     duplicates duplicate, conflicts quarantined);
@@ -47,224 +48,127 @@ func (f *findings) bad(format string, args ...any) {
 //     with exactly the one ledger row of the expected amount, and no
 //     identity that was not in the input;
 //   - the settlements topic deduplicated by settlement_id holds exactly one
-//     message per settled identity that wrote ledger rows, with a gapless
-//     per-account sequence; raw repeats are counted;
+//     message per settled identity that wrote ledger rows, its header
+//     agreeing with its body, with a gapless per-account sequence
+//     (reconcile: the stored sequences are 1..seq per account, and each
+//     message carries its stored one); raw repeats are counted;
 //   - every input record has a message on usage.results;
 //   - no Kafka commit of the group is ahead of PostgreSQL's consumer_offsets;
 //   - every cached balance (and held amount) equals the sum of its rows;
-//   - the outbox is fully published.
+//   - the outbox is fully published;
+//   - and every other invariant reconcile checks.
 func check(t *testing.T, pool *pgxpool.Pool, brokers []string, group string, w *workload) *findings {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	f := &findings{outcomes: map[string]int{}}
+	f := &findings{}
 
-	// Offsets first: Kafka's commit is read before PostgreSQL's, which only
-	// grows, so a live pipeline could not produce a false alarm either.
+	// Offsets first: Kafka's commit is read before PostgreSQL's (by
+	// reconcile), which only grows, so a live pipeline could not produce a
+	// false alarm either.
 	f.kafkaOffsets = committed(ctx, t, brokers, group)
-	f.pgOffsets = map[int32]int64{}
-	rows, err := pool.Query(ctx, `SELECT partition, next_offset FROM consumer_offsets WHERE group_id = $1 AND topic = 'usage'`, group)
-	if err != nil {
-		t.Fatalf("read consumer_offsets: %v", err)
+	usage, ends := readAllEnds(ctx, t, brokers, "usage")
+	f.endOffsets = ends
+	// The input the model describes is the whole topic: then "every
+	// record below the end offsets" is "every input record".
+	var onTopic int64
+	for _, e := range ends {
+		onTopic += e
 	}
-	for rows.Next() {
-		var p int32
-		var o int64
-		if err := rows.Scan(&p, &o); err != nil {
-			t.Fatal(err)
+	for _, r := range usage {
+		if !w.coords[coord{r.Partition, r.Offset}] {
+			f.bad("usage: record %d/%d on the topic is not an input record", r.Partition, r.Offset)
 		}
-		f.pgOffsets[p] = o
 	}
-	rows.Close()
-	for p, o := range f.kafkaOffsets {
-		if o > f.pgOffsets[p] {
-			f.bad("offsets: partition %d: kafka committed %d, ahead of postgres %d", p, o, f.pgOffsets[p])
-		}
+	if onTopic != int64(len(w.coords)) {
+		f.bad("usage: %d records on the topic, %d input records", onTopic, len(w.coords))
 	}
 
-	// Deliveries: exactly one per input record, none for anything else.
-	seen := map[coord]bool{}
-	rows, err = pool.Query(ctx, `SELECT partition, "offset", outcome FROM deliveries WHERE topic = 'usage'`)
-	if err != nil {
-		t.Fatalf("read deliveries: %v", err)
+	in := reconcile.Input{Group: group, SourceTopic: "usage", OutboxGrace: time.Nanosecond,
+		KafkaOffsets:     map[string]map[int32]int64{"usage": f.kafkaOffsets},
+		EndOffsets:       map[string]map[int32]int64{"usage": ends},
+		ExpectedOutcomes: map[string]int64{}, ResultsRead: true}
+	for outcome, n := range w.outcomes {
+		in.ExpectedOutcomes[outcome] = int64(n)
 	}
-	for rows.Next() {
-		var c coord
-		var outcome string
-		if err := rows.Scan(&c.partition, &c.offset, &outcome); err != nil {
-			t.Fatal(err)
-		}
-		if seen[c] {
-			f.bad("deliveries: %d/%d has more than one row", c.partition, c.offset)
-		}
-		if !w.coords[c] {
-			f.bad("deliveries: %d/%d is not an input record", c.partition, c.offset)
-		}
-		seen[c] = true
-		f.deliveries++
-		f.outcomes[outcome]++
+	for _, a := range w.accounts {
+		in.ExpectedAccounts = append(in.ExpectedAccounts, reconcile.ExpectedAccount{TenantID: a.Tenant, Subject: a.Subject,
+			Currency: a.Currency, Balance: a.Balance.String(), Held: a.Held.String()})
 	}
-	rows.Close()
-	missing := 0
-	for c := range w.coords {
-		if !seen[c] {
-			if missing < 5 {
-				f.bad("deliveries: input record %d/%d has no delivery row", c.partition, c.offset)
-			}
-			missing++
-		}
-	}
-	if missing > 0 {
-		f.bad("deliveries: %d of %d input records have no delivery row", missing, len(w.coords))
-	}
-	for outcome, want := range w.outcomes {
-		if f.outcomes[outcome] != want {
-			f.bad("outcomes: %d %s, want %d", f.outcomes[outcome], outcome, want)
-		}
-	}
-	for outcome, n := range f.outcomes {
-		if _, ok := w.outcomes[outcome]; !ok {
-			f.bad("outcomes: %d unexpected %s", n, outcome)
-		}
-	}
-
-	// One effect per identity.
-	settled := map[string]bool{} // settlement ids of identities that wrote rows
-	rows, err = pool.Query(ctx, `
-		SELECT i.tenant_id, i.account_period, i.record_id, i.operation, i.outcome, coalesce(i.settlement_id, ''),
-		       count(l.id), count(l.id) FILTER (WHERE l.bucket <> 'balance'), coalesce(sum(l.amount), 0)::text
-		  FROM identities i LEFT JOIN ledger_entries l ON l.identity_id = i.id
-		 GROUP BY i.tenant_id, i.id`)
-	if err != nil {
-		t.Fatalf("read identities: %v", err)
-	}
-	found := 0
-	for rows.Next() {
-		var tenant, period, record, op, outcome, sid, sum string
-		var n, other int
-		if err := rows.Scan(&tenant, &period, &record, &op, &outcome, &sid, &n, &other, &sum); err != nil {
-			t.Fatal(err)
-		}
-		name := gen.Identity{Tenant: tenant, Period: period, RecordID: record, Operation: op}
-		want, ok := w.effects[name]
-		switch {
-		case !ok:
-			f.bad("identity %s: not in the input", name)
-		case outcome != want.Outcome:
-			f.bad("identity %s: outcome %s, want %s", name, outcome, want.Outcome)
-		case n != 1 || other != 0:
-			// The workload's usage and grants each write one balance row.
-			f.bad("identity %s: %d ledger rows (%d not balance), want exactly one balance row", name, n, other)
-		case money.MustParse(sum).Cmp(money.MustParse(want.Balance.String())) != 0:
-			f.bad("identity %s: effect %s, want %s", name, sum, want.Balance)
-		}
-		if ok {
-			found++
-		}
-		if n > 0 && sid != "" {
-			settled[sid] = true
-		}
-	}
-	rows.Close()
-	if found != len(w.effects) {
-		f.bad("identities: %d of the %d in the input are in the database", found, len(w.effects))
-	}
-
-	// Cached balances equal the sums of their rows.
-	var drift int
-	var example string
-	err = pool.QueryRow(ctx, `
-		WITH sums AS (
-		  SELECT a.id, a.balance, a.held,
-		         coalesce(sum(l.amount) FILTER (WHERE l.bucket = 'balance'), 0) AS rows_balance,
-		         coalesce(sum(l.amount) FILTER (WHERE l.bucket = 'held'), 0) AS rows_held
-		    FROM accounts a LEFT JOIN ledger_entries l ON l.account_id = a.id
-		   GROUP BY a.tenant_id, a.id)
-		SELECT count(*), coalesce(min(format('account %s: balance %s held %s, rows %s and %s', id, balance, held, rows_balance, rows_held)), '')
-		  FROM sums WHERE balance <> rows_balance OR held <> rows_held`).Scan(&drift, &example)
-	if err != nil {
-		t.Fatalf("check balances: %v", err)
-	}
-	if drift > 0 {
-		f.bad("balances: %d accounts differ from the sum of their rows, e.g. %s", drift, example)
-	}
-
-	var backlog int
-	if err := pool.QueryRow(ctx, `SELECT count(*) FROM outbox_queue`).Scan(&backlog); err != nil {
-		t.Fatal(err)
-	}
-	if backlog > 0 {
-		f.bad("outbox: %d rows never published", backlog)
-	}
-
-	// The settlements topic, deduplicated by settlement_id.
-	onTopic := map[string]int{}
-	seqs := map[string][]int64{} // per account key, distinct settlements' sequences
-	for _, r := range readAll(ctx, t, brokers, "settlements") {
-		f.settlementsRaw++
-		sid := kafkatest.Header(r, "settlement_id")
-		var body struct {
-			SettlementID string `json:"settlement_id"`
-			Sequence     int64  `json:"sequence"`
-		}
-		if err := json.Unmarshal(r.Value, &body); err != nil || sid == "" || body.SettlementID != sid {
-			f.bad("settlements: message at %d/%d: header settlement_id %q, body %q (%v)", r.Partition, r.Offset, sid, body.SettlementID, err)
-			continue
-		}
-		onTopic[sid]++
-		if onTopic[sid] == 1 {
-			seqs[string(r.Key)] = append(seqs[string(r.Key)], body.Sequence)
-		}
-	}
-	f.settlementsUnique = len(onTopic)
-	f.settlementsRepeats = f.settlementsRaw - f.settlementsUnique
-	for sid := range onTopic {
-		if !settled[sid] {
-			f.bad("settlements: %s is not a settled identity with ledger rows", sid)
-		}
-	}
-	unpublished := 0
-	for sid := range settled {
-		if onTopic[sid] == 0 {
-			unpublished++
-		}
-	}
-	if unpublished > 0 {
-		f.bad("settlements: %d of %d settled identities have no message", unpublished, len(settled))
-	}
-	for key, s := range seqs {
-		sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-		for i, q := range s {
-			if q != int64(i+1) {
-				f.bad("settlements: account %s: sequences %v are not 1..%d", key, s[:min(len(s), 10)], len(s))
-				break
-			}
-		}
+	periods := map[[2]string]bool{} // (tenant, period) compared with the settlements topic
+	for id, e := range w.effects {
+		// The workload's usage and grants each write one balance row.
+		in.ExpectedIdentities = append(in.ExpectedIdentities, reconcile.ExpectedIdentity{TenantID: id.Tenant, Period: id.Period,
+			RecordID: id.RecordID, Operation: id.Operation, Outcome: e.Outcome,
+			Entries: []reconcile.ExpectedEntry{{Bucket: "balance", Amount: e.Balance.String()}}})
+		periods[[2]string{id.Tenant, id.Period}] = true
+		f.tenant = id.Tenant
 	}
 
 	// One result (at least) per input record.
-	resulted := map[coord]bool{}
 	for _, r := range readAll(ctx, t, brokers, "usage.results") {
 		f.results++
-		var res struct {
-			Source struct {
-				Partition int32 `json:"partition"`
-				Offset    int64 `json:"offset"`
-			} `json:"source"`
-		}
+		var res settle.Result
 		if err := json.Unmarshal(r.Value, &res); err == nil {
-			resulted[coord{res.Source.Partition, res.Source.Offset}] = true
+			in.Results = append(in.Results, res.Source)
 		}
 	}
-	noResult := 0
-	for c := range w.coords {
-		if !resulted[c] {
-			noResult++
+
+	// The settlements topic, by tenant and period, as reconcile compares
+	// it.
+	published := map[[2]string][]reconcile.PublishedSettlement{}
+	unique := map[string]bool{}
+	for _, r := range readAll(ctx, t, brokers, "settlements") {
+		f.settlementsRaw++
+		var resp settle.Response
+		if err := json.Unmarshal(r.Value, &resp); err != nil || resp.Identity.TenantID == "" {
+			f.bad("settlements: message at %d/%d does not decode as a settlement (%v): %.200s", r.Partition, r.Offset, err, r.Value)
+			continue
+		}
+		unique[resp.SettlementID] = true
+		k := [2]string{resp.Identity.TenantID, resp.Identity.AccountPeriod}
+		periods[k] = true
+		published[k] = append(published[k], reconcile.PublishedSettlement{SettlementID: resp.SettlementID,
+			RecordID: resp.Identity.RecordID, Operation: resp.Identity.Operation,
+			Source:             settle.Coordinates{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset},
+			HeaderSettlementID: kafkatest.Header(r, "settlement_id"), Sequence: resp.Sequence})
+	}
+	f.settlementsUnique = len(unique)
+	f.settlementsRepeats = f.settlementsRaw - f.settlementsUnique
+
+	store, err := settle.Open(ctx, pool, settle.Config{})
+	if err != nil {
+		t.Fatalf("open the store: %v", err)
+	}
+	seen := map[string]bool{} // a check every run makes reports its finding once
+	report := func(in reconcile.Input) {
+		t.Helper()
+		rep, err := reconcile.Run(ctx, store, in)
+		if err != nil {
+			t.Fatalf("reconcile tenant=%q period=%q: %v", in.TenantID, in.Period, err)
+		}
+		for _, c := range rep.Checks {
+			if c.Skipped != "" && in.TenantID == "" && c.Name != "usage_topic_vs_identities" && c.Name != "identities_vs_settlements_topic" {
+				f.bad("reconcile: check %s skipped: %s", c.Name, c.Skipped)
+			}
+		}
+		for _, x := range rep.Findings {
+			if p := x.Class + ": " + x.Detail; !seen[p] {
+				seen[p] = true
+				f.bad("%s", p)
+			}
 		}
 	}
-	if noResult > 0 {
-		f.bad("results: %d input records have no message on usage.results", noResult)
+	report(in)
+	for k := range periods {
+		report(reconcile.Input{TenantID: k[0], Period: k[1], Group: group, OutboxGrace: time.Nanosecond,
+			Published: published[k], PublishedRead: true})
 	}
+	totals, err := reconcile.Count(ctx, store)
+	if err != nil {
+		t.Fatalf("count: %v", err)
+	}
+	f.deliveries = totals.Deliveries
 	return f
 }
 
@@ -293,6 +197,13 @@ func committed(ctx context.Context, t *testing.T, brokers []string, group string
 // the call.
 func readAll(ctx context.Context, t *testing.T, brokers []string, topic string) []*kgo.Record {
 	t.Helper()
+	out, _ := readAllEnds(ctx, t, brokers, topic)
+	return out
+}
+
+// readAllEnds is readAll, and the end offsets it read to, by partition.
+func readAllEnds(ctx context.Context, t *testing.T, brokers []string, topic string) ([]*kgo.Record, map[int32]int64) {
+	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxBytes(64<<20))
 	if err != nil {
@@ -304,10 +215,12 @@ func readAll(ctx context.Context, t *testing.T, brokers []string, topic string) 
 		t.Fatalf("end offsets of %s: %v", topic, err)
 	}
 	left := map[int32]int64{} // partition -> end offset not yet reached
+	endsOf := map[int32]int64{}
 	ends.Each(func(o kadm.ListedOffset) {
 		if o.Err != nil {
 			t.Fatalf("end offset of %s/%d: %v", topic, o.Partition, o.Err)
 		}
+		endsOf[o.Partition] = o.Offset
 		if o.Offset > 0 {
 			left[o.Partition] = o.Offset
 		}
@@ -327,7 +240,7 @@ func readAll(ctx context.Context, t *testing.T, brokers []string, topic string) 
 			}
 		})
 	}
-	return out
+	return out, endsOf
 }
 
 // waitSettled waits until n deliveries exist, or fails after timeout.
@@ -351,18 +264,25 @@ func waitDeliveries(t *testing.T, pool *pgxpool.Pool, n int, timeout time.Durati
 
 func countDeliveries(t *testing.T, pool *pgxpool.Pool) int {
 	t.Helper()
-	var n int
-	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM deliveries`).Scan(&n); err != nil {
-		t.Fatalf("count deliveries: %v", err)
-	}
-	return n
+	return int(readProgress(t, pool).Deliveries)
 }
 
 func outboxBacklog(t *testing.T, pool *pgxpool.Pool) int {
 	t.Helper()
-	var n int
-	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM outbox_queue`).Scan(&n); err != nil {
-		t.Fatalf("outbox backlog: %v", err)
+	return int(readProgress(t, pool).Unpublished)
+}
+
+// readProgress reads, through reconcile, how far the pipeline has got.
+func readProgress(t *testing.T, pool *pgxpool.Pool) reconcile.Progress {
+	t.Helper()
+	ctx := context.Background()
+	store, err := settle.Open(ctx, pool, settle.Config{})
+	if err != nil {
+		t.Fatalf("open the store: %v", err)
 	}
-	return n
+	p, err := reconcile.ReadProgress(ctx, store)
+	if err != nil {
+		t.Fatalf("read progress: %v", err)
+	}
+	return p
 }

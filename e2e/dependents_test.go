@@ -10,6 +10,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/settlehq/settle/internal/kafkatest"
+	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/reconcile"
 )
 
 // TestDependentsAcrossPartitions: usages and their refunds (and
@@ -71,28 +73,31 @@ func TestDependentsAcrossPartitions(t *testing.T) {
 	}
 	inst.stop(t)
 
-	var stuck int
-	if err := pool.QueryRow(ctx, `SELECT count(*) FROM waiting WHERE status <> 'applied'`).Scan(&stuck); err != nil {
-		t.Fatal(err)
-	}
-	if stuck != 0 {
-		t.Errorf("%d operations still wait although every target settled", stuck)
-	}
-	rows, err := pool.Query(ctx, `SELECT subject, balance::text FROM accounts WHERE tenant_id = 'acme'`)
+	store, err := settle.Open(ctx, pool, settle.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for rows.Next() {
-		var subject, b string
-		if err := rows.Scan(&subject, &b); err != nil {
-			t.Fatal(err)
-		}
-		// 30 pairs per account: 15 refunded (0), 15 corrected to 4.
-		if b != "-60" {
-			t.Errorf("%s balance = %s, want -60", subject, b)
-		}
+	totals, err := reconcile.Count(ctx, store)
+	if err != nil {
+		t.Fatal(err)
 	}
-	rows.Close()
+	if totals.Waiting != 0 {
+		t.Errorf("%d operations still wait although every target settled", totals.Waiting)
+	}
+	// 30 pairs per account: 15 refunded (0), 15 corrected to 4; and
+	// every other invariant reconcile checks.
+	in := reconcile.Input{TenantID: "acme", OutboxGrace: time.Nanosecond, Group: r.group}
+	for i := 0; i < 20; i++ {
+		in.ExpectedAccounts = append(in.ExpectedAccounts, reconcile.ExpectedAccount{TenantID: "acme",
+			Subject: fmt.Sprintf("cust-%d", i), Currency: "USD", Balance: "-60", Held: "0"})
+	}
+	rep, err := reconcile.Run(ctx, store, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range rep.Findings {
+		t.Errorf("reconcile: %s: %s", f.Class, f.Detail)
+	}
 
 	// Per input record, in the order of its results partition.
 	type seen struct{ waiting, final int }

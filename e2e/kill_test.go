@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -19,6 +18,8 @@ import (
 	"github.com/settlehq/settle/internal/kafkatest"
 	"github.com/settlehq/settle/internal/proctest"
 	"github.com/settlehq/settle/internal/testnet"
+	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/reconcile"
 )
 
 // instance is one `settle run` member of a group.
@@ -101,15 +102,12 @@ func sampleOffsets(brokers []string, pool *pgxpool.Pool, group string, stop <-ch
 				}
 			})
 		}
-		pg := map[int32]int64{}
-		var rows pgx.Rows
+		var found []reconcile.Finding
 		if err == nil {
-			rows, err = pool.Query(ctx, `SELECT partition, next_offset FROM consumer_offsets WHERE group_id = $1 AND topic = 'usage'`, group)
-		}
-		if err == nil {
-			var p int32
-			var o int64
-			_, err = pgx.ForEachRow(rows, []any{&p, &o}, func() error { pg[p] = o; return nil })
+			var store *settle.Store
+			if store, err = settle.Open(ctx, pool, settle.Config{}); err == nil {
+				found, err = reconcile.CheckKafkaOffsets(ctx, store, group, map[string]map[int32]int64{"usage": kafka})
+			}
 		}
 		cancel()
 		if err != nil {
@@ -117,9 +115,9 @@ func sampleOffsets(brokers []string, pool *pgxpool.Pool, group string, stop <-ch
 			continue
 		}
 		out.n++
-		for p, o := range kafka {
-			if o > pg[p] && len(out.violations) < 20 {
-				out.violations = append(out.violations, fmt.Sprintf("offsets (sampled while running): partition %d: kafka committed %d, ahead of postgres %d", p, o, pg[p]))
+		for _, f := range found {
+			if len(out.violations) < 20 {
+				out.violations = append(out.violations, "offsets (sampled while running): "+f.Class+": "+f.Detail)
 			}
 		}
 	}
@@ -262,15 +260,15 @@ func TestKillMidStream(t *testing.T) {
 	if f.settlementsRepeats > kills*roundRowsMax {
 		t.Errorf("settlements: %d raw repeats, more than %d kill(s) can explain (%d each)", f.settlementsRepeats, kills, roundRowsMax)
 	}
-	t.Logf("figures: %d input records, %d kill, deliveries %v, settlements %d raw / %d distinct (%d repeats), %d results, kafka offsets %v, postgres offsets %v; settled in %s, checked in %s",
-		len(w.coords), kills, f.outcomes, f.settlementsRaw, f.settlementsUnique, f.settlementsRepeats, f.results,
-		f.kafkaOffsets, f.pgOffsets, settledIn.Round(time.Millisecond), (time.Since(began) - settledIn).Round(time.Millisecond))
+	t.Logf("figures: %d input records, %d kill, %d deliveries %v (as the model), settlements %d raw / %d distinct (%d repeats), %d results, kafka offsets %v, end offsets %v; settled in %s, checked in %s",
+		len(w.coords), kills, f.deliveries, w.outcomes, f.settlementsRaw, f.settlementsUnique, f.settlementsRepeats, f.results,
+		f.kafkaOffsets, f.endOffsets, settledIn.Round(time.Millisecond), (time.Since(began) - settledIn).Round(time.Millisecond))
 	if t.Failed() {
 		return
 	}
 
 	// The checker must be able to fail: break four invariants by hand (and
-	// the model) and see each caught.
+	// the model) and see reconcile catch each.
 	t.Run("BrokenVariant", func(t *testing.T) {
 		ctx := context.Background()
 		// An identity settled twice: a second copy of its ledger row (the
@@ -287,13 +285,20 @@ func TestKillMidStream(t *testing.T) {
 		}
 		defer adm.Close()
 		var offs kadm.Offsets
-		offs.Add(kadm.Offset{Topic: "usage", Partition: 0, At: f.pgOffsets[0] + 10, LeaderEpoch: -1})
+		// PostgreSQL's offset is the end offset (reconcile found every
+		// record below it delivered and none past it, no gap below
+		// PostgreSQL's offset): ten past it is ahead.
+		offs.Add(kadm.Offset{Topic: "usage", Partition: 0, At: f.endOffsets[0] + 10, LeaderEpoch: -1})
 		if resp, err := kadm.NewClient(adm).CommitOffsets(ctx, r.group, offs); err != nil || resp.Error() != nil {
 			t.Fatalf("commit ahead: %v %v", err, resp.Error())
 		}
-		// A settlement nobody settled.
-		k.Produce(t, &kgo.Record{Topic: "settlements", Value: []byte(`{"settlement_id":"forged","sequence":1}`),
+		// A settlement nobody settled, for a tenant and period of the run,
+		// and a message that is no settlement at all.
+		k.Produce(t, &kgo.Record{Topic: "settlements", Value: []byte(`{"settlement_id":"forged","sequence":1,` +
+			`"identity":{"tenant_id":"` + f.tenant + `","account_period":"2026-11","record_id":"forged","operation":"usage"}}`),
 			Headers: []kgo.RecordHeader{{Key: "settlement_id", Value: []byte("forged")}}})
+		k.Produce(t, &kgo.Record{Topic: "settlements", Value: []byte(`{"settlement_id":"anonymous","sequence":1}`),
+			Headers: []kgo.RecordHeader{{Key: "settlement_id", Value: []byte("anonymous")}}})
 
 		// A model that expects another effect: two identities one cent off
 		// (two, so that one is not the identity whose row was doubled).
@@ -307,7 +312,9 @@ func TestKillMidStream(t *testing.T) {
 		}
 
 		broken := check(t, pool, k.Brokers, r.group, w)
-		for _, want := range []string{"ledger rows", "balances:", "offsets: partition 0: kafka committed", "settlements: forged", ": effect "} {
+		for _, want := range []string{reconcile.ClassEffectRepeated + ":", reconcile.ClassBalanceMismatch + ":",
+			reconcile.ClassKafkaOffsetAhead + ": group " + r.group + " committed offset " + fmt.Sprint(f.endOffsets[0]+10) + " in Kafka for usage/0,",
+			reconcile.ClassSettlementNoIdentity + ":", "settlements: message", reconcile.ClassIdentityModelMismatch + ":"} {
 			caught := false
 			for _, p := range broken.problems {
 				caught = caught || strings.Contains(p, want)

@@ -23,6 +23,7 @@ type workload struct {
 
 	effects  map[gen.Identity]gen.Effect // every identity's expected outcome and effect
 	outcomes map[string]int              // expected deliveries by outcome
+	accounts []gen.Account               // every account's expected balance
 	counts   map[string]int              // records by how they were made
 }
 
@@ -49,7 +50,7 @@ func newWorkload(seed uint64, total, partitions int) *workload {
 		panic(err)
 	}
 	w := &workload{partitions: partitions, records: g.Take(total), coords: map[coord]bool{},
-		effects: g.Model().Effects(), outcomes: map[string]int{}, counts: g.Counts()}
+		effects: g.Model().Effects(), outcomes: map[string]int{}, accounts: g.Model().Accounts(), counts: g.Counts()}
 	for e, n := range g.Model().Outcomes() {
 		w.outcomes[e.Outcome] += n
 	}

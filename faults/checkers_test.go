@@ -15,8 +15,9 @@ import (
 // after a clean run, it breaks the state the way a defect would — a second
 // ledger row for one identity, a lost delivery row, a cached balance that
 // no longer equals its rows, a Kafka offset committed ahead of PostgreSQL
-// (what committing before the transaction leaves behind), a model that
-// disagrees — checks that Check reports exactly that, and repairs it.
+// (what committing before the transaction leaves behind), an outbox row
+// not published, a model that disagrees — checks that Check (reconcile,
+// underneath) reports exactly that, and repairs it.
 func TestCheckersCatchBrokenState(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, 5, 1)
@@ -94,6 +95,16 @@ func TestCheckersCatchBrokenState(t *testing.T) {
 	commit(committed[0] + 5)
 	expect("kafka offset ahead of postgres", func(r Report) bool { return r.OffsetsAhead == 1 })
 	commit(committed[0])
+
+	// Every outbox row published (final): a settlement put back on the
+	// relay's queue, as a relay that lost its mark would leave it.
+	var outboxID int64
+	if err := conn.QueryRow(ctx, `INSERT INTO outbox_queue (tenant_id, id)
+		SELECT tenant_id, id FROM outbox WHERE topic = 'settlements' ORDER BY id DESC LIMIT 1 RETURNING id`).Scan(&outboxID); err != nil {
+		t.Fatal(err)
+	}
+	expect("outbox row not published", func(r Report) bool { return r.Unpublished == 1 })
+	exec(`DELETE FROM outbox_queue WHERE id = $1`, outboxID)
 
 	// The model: an account that disagrees with the workload's model by
 	// one cent (the model's balance, the database's untouched).

@@ -14,7 +14,12 @@
 //   - every account's cached balance, held amount and sequence equal its
 //     ledger rows, and (at the end) the balance and held amount the exact
 //     model of the generated workload (internal/workload) predicts;
-//   - no Kafka committed offset ahead of PostgreSQL's.
+//   - no Kafka committed offset ahead of PostgreSQL's;
+//   - (at the end) every outbox row published;
+//
+// and every other invariant settle/reconcile holds: Check is reconcile.Run
+// underneath, given the offsets and end offsets faults reads from the
+// broker and the model's accounts, and keeps no SQL of its own.
 //
 // It is test support and tests only: production code must never import it.
 // The harness (Binary, Start, Check, Workload) is exported so that other

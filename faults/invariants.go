@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -13,37 +12,60 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/settlehq/settle/internal/workload"
+	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/reconcile"
 )
 
-// Report is what Check found. Every count but Inputs, Deliveries and
-// Settled must be zero.
+// Report is what Check found: the figures of the run, and reconcile's
+// verdict, which every invariant is read from (settle/reconcile holds the
+// checks; faults keeps no SQL of its own).
 type Report struct {
 	Inputs     int64 // records in the usage topic
 	Deliveries int64 // delivery rows
 	Settled    int64 // identities settled
 
-	DoubleEffects   int64 // identities with two rows in one bucket, or a scope key claimed twice
-	Gaps            int64 // offsets below PostgreSQL's next offset with no delivery row
-	Lost            int64 // (final) input records with no delivery row
-	OffsetsAhead    int64 // partitions whose Kafka commit is ahead of PostgreSQL's
-	BalanceMismatch int64 // accounts whose balance, held or seq differ from their rows
-	ModelMismatch   int64 // (final, with a model) accounts whose balance or held differ from the model
-	Unpublished     int64 // (final) outbox rows not published
+	// Counts of reconcile's findings by what they break; every one must be
+	// zero (OK reads the whole report, these only name the usual ones).
+	DoubleEffects   int64 // effect_repeated, identity_duplicated: an effect written twice, a scope key claimed twice
+	Gaps            int64 // delivery_gap: offsets below PostgreSQL's next offset with no delivery row
+	Lost            int64 // (final) record_not_delivered: records below the end offsets with no delivery row
+	OffsetsAhead    int64 // kafka_offset_ahead: partitions whose Kafka commit is ahead of PostgreSQL's
+	BalanceMismatch int64 // balance_mismatch, settlement_sequence_broken: balance, held or seq off their rows
+	ModelMismatch   int64 // (final, with a model) account_model_mismatch
+	Unpublished     int64 // outbox_unpublished (final: any age), outbox_parked
 
-	Details []string
+	Reconcile *reconcile.Report
 }
 
-// OK reports whether every invariant held.
-func (r Report) OK() bool {
-	return r.DoubleEffects == 0 && r.Gaps == 0 && r.Lost == 0 && r.OffsetsAhead == 0 &&
-		r.BalanceMismatch == 0 && r.ModelMismatch == 0 && r.Unpublished == 0
+// OK reports whether every invariant held: reconcile found nothing.
+func (r Report) OK() bool { return r.Reconcile != nil && r.Reconcile.Clean() }
+
+// Found is how many findings of class reconcile reported.
+func (r Report) Found(class string) int64 {
+	var n int64
+	if r.Reconcile != nil {
+		for _, f := range r.Reconcile.Findings {
+			if f.Class == class {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 func (r Report) String() string {
 	s := fmt.Sprintf("inputs=%d deliveries=%d settled=%d double_effects=%d gaps=%d lost=%d offsets_ahead=%d balance_mismatch=%d model_mismatch=%d unpublished=%d",
 		r.Inputs, r.Deliveries, r.Settled, r.DoubleEffects, r.Gaps, r.Lost, r.OffsetsAhead, r.BalanceMismatch, r.ModelMismatch, r.Unpublished)
-	if len(r.Details) > 0 {
-		s += "\n  " + strings.Join(r.Details, "\n  ")
+	if r.Reconcile == nil {
+		return s
+	}
+	s += fmt.Sprintf(" findings=%d", len(r.Reconcile.Findings))
+	for i, f := range r.Reconcile.Findings {
+		if i == 20 {
+			s += fmt.Sprintf("\n  ... %d more", len(r.Reconcile.Findings)-i)
+			break
+		}
+		s += "\n  " + f.Class + ": " + f.Detail
 	}
 	return s
 }
@@ -56,10 +78,13 @@ type Target struct {
 	Topic   string // "" = "usage"
 }
 
-// Check checks the invariants. With final, the run is over: every input
-// record must have its delivery row, every outbox row must be published, and
-// every account of expect (the workload model's Accounts; nil: none) must
-// hold its balance and held amount.
+// Check checks the invariants through settle/reconcile, given the group's
+// Kafka offsets (read first: PostgreSQL's only grow, so a live pipeline
+// cannot raise a false alarm). With final, the run is over: every record
+// below the topic's end offsets must have its delivery row, every outbox
+// row must be published whatever its age, and every account of expect
+// (the workload model's Accounts; nil: none) must hold its balance and
+// held amount.
 func Check(ctx context.Context, tg Target, final bool, expect []workload.Account) (Report, error) {
 	if tg.Group == "" {
 		tg.Group = "settle"
@@ -68,83 +93,45 @@ func Check(ctx context.Context, tg Target, final bool, expect []workload.Account
 		tg.Topic = "usage"
 	}
 	var r Report
-	q := func(dst *int64, sql string, args ...any) error {
-		if err := tg.Pool.QueryRow(ctx, sql, args...).Scan(dst); err != nil {
-			return fmt.Errorf("check: %s: %w", strings.Fields(sql)[0:3], err)
-		}
-		return nil
-	}
-	if err := q(&r.Deliveries, `SELECT count(*) FROM deliveries WHERE topic = $1`, tg.Topic); err != nil {
-		return r, err
-	}
-	if err := q(&r.Settled, `SELECT count(*) FROM identities WHERE outcome = 'settled'`); err != nil {
-		return r, err
-	}
-	// One effect per identity.
-	var a, b int64
-	if err := q(&a, `SELECT count(*) FROM (SELECT 1 FROM ledger_entries GROUP BY identity_id, bucket HAVING count(*) > 1) x`); err != nil {
-		return r, err
-	}
-	if err := q(&b, `SELECT count(*) FROM (SELECT 1 FROM identities GROUP BY tenant_id, account_period, record_id, operation HAVING count(*) > 1) x`); err != nil {
-		return r, err
-	}
-	r.DoubleEffects = a + b
-	// Balances equal rows.
-	if err := q(&r.BalanceMismatch, `
-		SELECT count(*) FROM accounts a
-		 WHERE a.balance <> coalesce((SELECT sum(amount) FROM ledger_entries e WHERE e.account_id = a.id AND bucket = 'balance'), 0)
-		    OR a.held <> coalesce((SELECT sum(amount) FROM ledger_entries e WHERE e.account_id = a.id AND bucket = 'held'), 0)
-		    OR a.seq <> (SELECT count(DISTINCT identity_id) FROM ledger_entries e WHERE e.account_id = a.id)`); err != nil {
-		return r, err
-	}
-	// No gap below PostgreSQL's offsets: every record the database says it
-	// has passed has its delivery row.
-	if err := q(&r.Gaps, `
-		SELECT coalesce(sum(o.next_offset - (SELECT count(*) FROM deliveries d
-		        WHERE d.topic = o.topic AND d.partition = o.partition AND d."offset" < o.next_offset)), 0)
-		  FROM consumer_offsets o WHERE o.group_id = $1 AND o.topic = $2`, tg.Group, tg.Topic); err != nil {
-		return r, err
-	}
-	pgOffsets, err := perPartition(ctx, tg.Pool, `SELECT partition, next_offset FROM consumer_offsets WHERE group_id = $1 AND topic = $2`, tg.Group, tg.Topic)
-	if err != nil {
-		return r, err
-	}
-	// Kafka's commits not ahead of PostgreSQL's.
 	committed, ends, err := kafkaOffsets(ctx, tg.Brokers, tg.Group, tg.Topic)
 	if err != nil {
 		return r, err
 	}
-	for p, k := range committed {
-		if k > pgOffsets[p] {
-			r.OffsetsAhead++
-			r.Details = append(r.Details, fmt.Sprintf("partition %d: kafka committed %d, postgres %d", p, k, pgOffsets[p]))
-		}
-	}
 	for _, e := range ends {
 		r.Inputs += e
 	}
+	store, err := settle.Open(ctx, tg.Pool, settle.Config{})
+	if err != nil {
+		return r, fmt.Errorf("check: %w", err)
+	}
+	in := reconcile.Input{Group: tg.Group, SourceTopic: tg.Topic,
+		KafkaOffsets: map[string]map[int32]int64{tg.Topic: committed}}
 	if final {
-		delivered, err := perPartition(ctx, tg.Pool, `SELECT partition, count(*) FROM deliveries WHERE topic = $1 GROUP BY 1`, tg.Topic)
-		if err != nil {
-			return r, err
-		}
-		for p, e := range ends {
-			if d := e - delivered[p]; d > 0 {
-				r.Lost += d
-				r.Details = append(r.Details, fmt.Sprintf("partition %d: %d records, %d delivery rows", p, e, delivered[p]))
-			}
-		}
-		if err := q(&r.Unpublished, `SELECT count(*) FROM outbox_queue`); err != nil {
-			return r, err
-		}
+		in.EndOffsets = map[string]map[int32]int64{tg.Topic: ends}
+		in.OutboxGrace = time.Nanosecond
 		if expect != nil {
-			n, details, err := compareAccounts(ctx, tg.Pool, expect)
-			if err != nil {
-				return r, err
+			in.ExpectedAccounts = make([]reconcile.ExpectedAccount, 0, len(expect))
+			for _, a := range expect {
+				in.ExpectedAccounts = append(in.ExpectedAccounts, reconcile.ExpectedAccount{TenantID: a.Tenant, Subject: a.Subject,
+					Currency: a.Currency, Balance: a.Balance.String(), Held: a.Held.String()})
 			}
-			r.ModelMismatch, r.Details = n, append(r.Details, details...)
 		}
 	}
+	if r.Reconcile, err = reconcile.Run(ctx, store, in); err != nil {
+		return r, fmt.Errorf("check: %w", err)
+	}
+	t, err := reconcile.Count(ctx, store)
+	if err != nil {
+		return r, fmt.Errorf("check: %w", err)
+	}
+	r.Deliveries, r.Settled = t.Deliveries, t.Settled
+	r.DoubleEffects = r.Found(reconcile.ClassEffectRepeated) + r.Found(reconcile.ClassIdentityDuplicated)
+	r.Gaps = r.Found(reconcile.ClassDeliveryGap)
+	r.Lost = r.Found(reconcile.ClassRecordNotDelivered)
+	r.OffsetsAhead = r.Found(reconcile.ClassKafkaOffsetAhead)
+	r.BalanceMismatch = r.Found(reconcile.ClassBalanceMismatch) + r.Found(reconcile.ClassSequenceBroken)
+	r.ModelMismatch = r.Found(reconcile.ClassAccountModelMismatch)
+	r.Unpublished = r.Found(reconcile.ClassOutboxUnpublished) + r.Found(reconcile.ClassOutboxParked)
 	return r, nil
 }
 
@@ -204,27 +191,13 @@ func Done(ctx context.Context, tg Target) (bool, error) {
 			return false, nil
 		}
 	}
-	var deliveries, unpublished int64
-	if err := tg.Pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM deliveries WHERE topic = $1), (SELECT count(*) FROM outbox_queue)`, tg.Topic).Scan(&deliveries, &unpublished); err != nil {
+	store, err := settle.Open(ctx, tg.Pool, settle.Config{})
+	if err != nil {
 		return false, nil //nolint:nilerr // the database may be restarting: asked again
 	}
-	return deliveries == inputs && unpublished == 0, nil
-}
-
-// perPartition runs a query of (partition, number) rows into a map.
-func perPartition(ctx context.Context, pool *pgxpool.Pool, query string, args ...any) (map[int32]int64, error) {
-	rows, err := pool.Query(ctx, query, args...)
+	p, err := reconcile.ReadProgress(ctx, store)
 	if err != nil {
-		return nil, err
+		return false, nil //nolint:nilerr // the database may be restarting: asked again
 	}
-	out := map[int32]int64{}
-	for rows.Next() {
-		var p int32
-		var n int64
-		if err := rows.Scan(&p, &n); err != nil {
-			return nil, err
-		}
-		out[p] = n
-	}
-	return out, rows.Err()
+	return p.Deliveries == inputs && p.Unpublished == 0, nil
 }

@@ -11,6 +11,8 @@ import (
 
 	"github.com/settlehq/settle/internal/kafkatest"
 	"github.com/settlehq/settle/internal/workload"
+	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/reconcile"
 	"github.com/settlehq/settle/settle/settletest"
 )
 
@@ -101,11 +103,20 @@ func (r *rig) waitDone(d time.Duration, svcs ...*Service) {
 		// Done also needs Kafka's commits at the end of every partition
 		// and an empty outbox, which a non-final Check does not report.
 		committed, ends, _ := kafkaOffsets(context.Background(), r.tg.Brokers, "settle", "usage")
-		var unpublished int64
-		_ = r.pool.QueryRow(context.Background(), `SELECT count(*) FROM outbox_queue`).Scan(&unpublished)
+		progress, _ := r.progress(context.Background())
 		r.t.Fatalf("service did not catch up within %s: %s\n  kafka committed %v, end offsets %v, unpublished outbox rows %d\n  %s",
-			d, rep, committed, ends, unpublished, kafkatest.DescribeGroup(context.Background(), r.tg.Brokers, "settle"))
+			d, rep, committed, ends, progress.Unpublished, kafkatest.DescribeGroup(context.Background(), r.tg.Brokers, "settle"))
 	}
+}
+
+// progress reads how far the rig's database has got (deliveries,
+// unpublished outbox rows), through reconcile.
+func (r *rig) progress(ctx context.Context) (reconcile.Progress, error) {
+	store, err := settle.Open(ctx, r.pool, settle.Config{})
+	if err != nil {
+		return reconcile.Progress{}, err
+	}
+	return reconcile.ReadProgress(ctx, store)
 }
 
 // drain runs an unarmed service until every record is settled, published

@@ -38,13 +38,11 @@ func TestStalledOwner(t *testing.T) {
 	for round := 0; round < rounds; round++ {
 		r.produce(3000)
 		a := r.start("A", "")
-		var start int64
-		_ = r.pool.QueryRow(ctx, `SELECT count(*) FROM deliveries`).Scan(&start)
+		start, _ := r.progress(ctx)
 		wctx, cancel := context.WithTimeout(ctx, time.Minute)
 		err := WaitFor(wctx, func() (bool, error) {
-			var n int64
-			err := r.pool.QueryRow(ctx, `SELECT count(*) FROM deliveries`).Scan(&n)
-			return n >= start+400, err
+			n, err := r.progress(ctx)
+			return n.Deliveries >= start.Deliveries+400, err
 		})
 		cancel()
 		if err != nil {

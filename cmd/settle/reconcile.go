@@ -172,9 +172,16 @@ func (c *reconcileCmd) readKafka(a *app, kopts []kgo.Opt, in *reconcile.Input) e
 		if json.Unmarshal(r.Value, &resp) != nil || resp.Identity.TenantID != c.Tenant || resp.Identity.AccountPeriod != c.Period {
 			return
 		}
+		header := ""
+		for _, h := range r.Headers {
+			if h.Key == "settlement_id" {
+				header = string(h.Value)
+			}
+		}
 		in.Published = append(in.Published, reconcile.PublishedSettlement{SettlementID: resp.SettlementID,
 			RecordID: resp.Identity.RecordID, Operation: resp.Identity.Operation,
-			Source: settle.Coordinates{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}})
+			Source:             settle.Coordinates{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset},
+			HeaderSettlementID: header, Sequence: resp.Sequence})
 	})
 	if err != nil {
 		return err

@@ -150,11 +150,11 @@ func (s *checker) checkReferences(ctx context.Context, tx pgx.Tx, in Input) ([]F
 func (s *checker) checkEffectRepeats(ctx context.Context, tx pgx.Tx, in Input) ([]Finding, error) {
 	return findRows(ctx, tx, sqlReconcileEffectRepeat, []any{in.TenantID}, func(rows pgx.Rows) (Finding, error) {
 		var (
-			f      = Finding{Class: ClassEffectRepeated}
-			id, tx int64
+			f                     = Finding{Class: ClassEffectRepeated}
+			id, tx, rowsN, bucket int64
 		)
-		err := rows.Scan(&id, &f.TenantID, &f.Period, &f.RecordID, &f.Operation, &f.SettlementID, &tx)
-		f.Detail = fmt.Sprintf("identity %d has ledger rows from %d transactions; an effect is written once", id, tx)
+		err := rows.Scan(&id, &f.TenantID, &f.Period, &f.RecordID, &f.Operation, &f.SettlementID, &tx, &rowsN, &bucket)
+		f.Detail = fmt.Sprintf("identity %d has %d ledger rows in %d buckets from %d transactions; an effect is written once, one row per bucket", id, rowsN, bucket, tx)
 		return f, err
 	})
 }
@@ -258,4 +258,25 @@ func (s *checker) checkOffsets(ctx context.Context, tx pgx.Tx, in Input) ([]Find
 		return a.Topic < b.Topic || (a.Topic == b.Topic && a.Partition < b.Partition)
 	})
 	return out, nil
+}
+
+// CheckKafkaOffsets runs only the kafka_offsets_not_ahead check of Run,
+// for a caller that samples it while the pipeline runs (Run's every check
+// is too much to repeat several times a second): the group's committed
+// offsets in Kafka, read by the caller first, against PostgreSQL's.
+func CheckKafkaOffsets(ctx context.Context, store *settle.Store, group string, kafka map[string]map[int32]int64) ([]Finding, error) {
+	s := &checker{pool: store.Pool(), cfg: store.Config()}
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return nil, wrapStoreErr("reconcile: begin", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	if group == "" {
+		group = "settle"
+	}
+	fs, err := s.checkOffsets(ctx, tx, Input{Group: group, KafkaOffsets: kafka})
+	if err != nil {
+		return nil, fmt.Errorf("reconcile offsets: %w", err)
+	}
+	return fs, nil
 }

@@ -1,10 +1,16 @@
 // Package reconcile is the one invariant checker of a settle database:
 // balances equal their ledger rows, one effect per identity, every effect
 // published once, the hash chains, nothing waiting for a settled target,
-// no hold active past its expiry, Kafka's offsets not ahead of PostgreSQL's,
-// and, given what the topics hold, the usage topic against the identities
-// and the identities against the settlements topic. `settle reconcile`, the
-// tests and the benchmark read their verdict from it.
+// no hold active past its expiry, one identity per key, gapless per-account
+// sequences, one delivery row per record and none missing below
+// PostgreSQL's offsets; and, given what the topics hold, Kafka's offsets
+// not ahead of PostgreSQL's, the usage topic against the identities, the
+// identities against the settlements topic, and for a finished run every
+// record below the end offsets delivered and answered on the results
+// topic; given a model of a known input, the accounts, identities and
+// delivery outcomes against it. `settle reconcile`, the tests (faults/,
+// e2e/) and the benchmark read their verdict from it; it never talks to a
+// broker itself: the caller reads the topics and passes what they hold.
 //
 // It only reads, in one REPEATABLE READ READ ONLY transaction, and never
 // repairs what it finds: each finding says what to do.
@@ -54,7 +60,7 @@ const (
 	ClassSourceIdentityMissing = "source_identity_missing"          // a usage record delivered, but its identity is not stored
 	ClassIdentityNoSource      = "identity_without_source"          // a stored identity whose usage record is not on the topic
 	ClassSettlementNotOnTopic  = "settlement_not_on_topic"          // a settlement marked published but absent from the settlements topic
-	ClassSettlementNoIdentity  = "settlement_without_identity"      // a settlements-topic message no stored identity explains
+	ClassSettlementNoIdentity  = "settlement_without_identity"      // a settlements-topic message no stored effect explains
 	ClassChainBroken           = "ledger_chain_broken"              // a ledger row whose hash does not follow its account's chain
 	ClassChainHeadMismatch     = "ledger_chain_head_mismatch"       // an account's chain head is not its newest row's hash
 	ClassDeliveryNoIdentity    = "delivery_without_identity"        // a delivery row naming an identity that does not exist
@@ -62,6 +68,26 @@ const (
 	ClassIdentityRefMissing    = "identity_reference_missing"       // an identity whose root or target identity does not exist
 	ClassWaitingTargetSettled  = "waiting_target_settled"           // an operation still waiting although its target settled
 	ClassHoldOverdue           = "hold_overdue"                     // a hold still active past its expires_at and the grace period
+	ClassIdentityDuplicated    = "identity_duplicated"              // one (tenant, period, record_id, operation) stored more than once
+	ClassSequenceBroken        = "settlement_sequence_broken"       // an account's settlements do not carry the sequences 1..seq, each once
+	ClassDeliveryRepeated      = "delivery_repeated"                // more than one delivery row for one record's coordinates
+	ClassDeliveryGap           = "delivery_gap"                     // an offset below PostgreSQL's next offset with no delivery row
+
+	// Given the end offsets of a finished run, and the results topic.
+	ClassRecordNotDelivered = "record_not_delivered" // a record below its topic's end offset with no delivery row
+	ClassDeliveryPastEnd    = "delivery_past_end"    // a delivery row at or past its topic's end offset
+	ClassResultMissing      = "result_missing"       // a record below its topic's end offset that no results message names
+
+	// Given the settlements topic, beyond the identities.
+	ClassSettlementHeaderMismatch   = "settlement_header_mismatch"   // a message whose settlement_id header differs from its body's
+	ClassSettlementSequenceMismatch = "settlement_sequence_mismatch" // a message whose sequence differs from the one settle stored
+
+	// Given a model of a known input (tests, the benchmark).
+	ClassAccountModelMismatch    = "account_model_mismatch"     // an account missing or holding another balance or held than the model
+	ClassIdentityModelMismatch   = "identity_model_mismatch"    // an identity whose outcome or ledger rows differ from the model's
+	ClassIdentityNotExpected     = "identity_not_expected"      // a stored identity the model does not have
+	ClassIdentityExpectedMissing = "identity_expected_missing"  // an identity of the model not stored
+	ClassOutcomesModelMismatch   = "delivery_outcomes_mismatch" // delivery rows by outcome differ from the model's counts
 )
 
 // Finding is one difference reconcile found.
@@ -119,6 +145,12 @@ type PublishedSettlement struct {
 	RecordID     string
 	Operation    string
 	Source       settle.Coordinates
+
+	// HeaderSettlementID is the message's settlement_id header, which
+	// must equal the body's; Sequence is the per-account sequence the
+	// body carries, which must be the one settle stored.
+	HeaderSettlementID string
+	Sequence           int64
 }
 
 // Input says what to reconcile. The zero value checks the
@@ -158,6 +190,27 @@ type Input struct {
 	// PublishedRead says it was read.
 	Published     []PublishedSettlement
 	PublishedRead bool
+
+	// EndOffsets are the end offsets, by topic and partition, of topics
+	// the caller knows were consumed to the end (a finished run): every
+	// offset below has its delivery row and none lies at or past it. nil
+	// skips the check.
+	EndOffsets map[string]map[int32]int64
+
+	// Results are the source coordinates the results topic's messages
+	// name; ResultsRead says it was read. With EndOffsets, every record
+	// below them has a result.
+	Results     []settle.Coordinates
+	ResultsRead bool
+
+	// What a known input must have produced, by a model of it (tests and
+	// the benchmark; the CLI has none): every account's balance and held
+	// amount, every identity's outcome and ledger rows (a stored account
+	// or identity the model lacks is a finding too), and the delivery rows
+	// of SourceTopic ("" = every topic) by outcome. nil skips each.
+	ExpectedAccounts   []ExpectedAccount
+	ExpectedIdentities []ExpectedIdentity
+	ExpectedOutcomes   map[string]int64
 }
 
 // Run checks the invariants of the database and, when given what the
@@ -198,6 +251,9 @@ func Run(ctx context.Context, store *settle.Store, in Input) (*Report, error) {
 		{"ledger_hash_chain", s.checkHashChain},
 		{"no_operation_waits_for_a_settled_target", s.checkWaitingTargetSettled},
 		{"no_hold_active_past_expiry", s.checkHoldOverdue},
+		{"one_identity_per_key", s.checkIdentityDuplicates},
+		{"settlement_sequences_gapless", s.checkSequences},
+		{"one_delivery_per_record", s.checkDeliveryRepeated},
 	}
 	for _, st := range steps {
 		fs, err := st.fn(ctx, tx, in)
@@ -206,14 +262,34 @@ func Run(ctx context.Context, store *settle.Store, in Input) (*Report, error) {
 		}
 		r.add(st.name, fs)
 	}
-	if in.KafkaOffsets == nil {
-		r.skip("kafka_offsets_not_ahead", "no brokers given")
-	} else {
-		fs, err := s.checkOffsets(ctx, tx, in)
-		if err != nil {
-			return nil, fmt.Errorf("reconcile offsets: %w", err)
+	wasPruned, err := pruned(ctx, tx)
+	if err != nil {
+		return nil, fmt.Errorf("reconcile: %w", err)
+	}
+	// The checks that run only when given what they compare against.
+	given := []struct {
+		name, skipped string
+		fn            func(context.Context, pgx.Tx, Input) ([]Finding, error)
+	}{
+		{"no_delivery_gap_below_offsets", skipIf(wasPruned, "settle prune removed delivery rows"), s.checkDeliveryGaps},
+		{"kafka_offsets_not_ahead", skipIf(in.KafkaOffsets == nil, "no brokers given"), s.checkOffsets},
+		{"every_record_delivered", skipIf(in.EndOffsets == nil, "no end offsets of a finished run given"), s.checkEveryRecordDelivered},
+		{"every_record_has_a_result", skipIf(in.EndOffsets == nil || !in.ResultsRead, "no end offsets and results topic given"),
+			func(context.Context, pgx.Tx, Input) ([]Finding, error) { return resultsMissing(in), nil }},
+		{"accounts_match_model", skipIf(in.ExpectedAccounts == nil, "no model given"), s.compareAccounts},
+		{"identities_match_model", skipIf(in.ExpectedIdentities == nil, "no model given"), s.compareIdentities},
+		{"delivery_outcomes_match_model", skipIf(in.ExpectedOutcomes == nil, "no model given"), s.compareOutcomes},
+	}
+	for _, st := range given {
+		if st.skipped != "" {
+			r.skip(st.name, st.skipped)
+			continue
 		}
-		r.add("kafka_offsets_not_ahead", fs)
+		fs, err := st.fn(ctx, tx, in)
+		if err != nil {
+			return nil, fmt.Errorf("reconcile %s: %w", st.name, err)
+		}
+		r.add(st.name, fs)
 	}
 	if in.TenantID == "" || in.Period == "" {
 		r.skip("usage_topic_vs_identities", "no --tenant and --period")
@@ -239,6 +315,14 @@ func Run(ctx context.Context, store *settle.Store, in Input) (*Report, error) {
 		r.skip("identities_vs_settlements_topic", "no brokers given")
 	}
 	return r, nil
+}
+
+// skipIf is why a check is skipped: why when skip, else "" (it runs).
+func skipIf(skip bool, why string) string {
+	if skip {
+		return why
+	}
+	return ""
 }
 
 // checker runs the checks against one database.

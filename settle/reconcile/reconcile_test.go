@@ -62,7 +62,8 @@ func reconcileFixture(t *testing.T) (*settle.Store, []reconcile.SourceRecord, []
 			t.Fatal(err)
 		}
 		published = append(published, reconcile.PublishedSettlement{SettlementID: resp.SettlementID, RecordID: resp.Identity.RecordID,
-			Operation: resp.Identity.Operation, Source: settle.Coordinates{Topic: "settlements", Offset: id}})
+			Operation: resp.Identity.Operation, Source: settle.Coordinates{Topic: "settlements", Offset: id},
+			HeaderSettlementID: resp.SettlementID, Sequence: resp.Sequence})
 	}
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
@@ -100,11 +101,41 @@ func full(source []reconcile.SourceRecord, published []reconcile.PublishedSettle
 		KafkaOffsets: map[string]map[int32]int64{"usage": {0: int64(len(source))}}}
 }
 
+// withModel adds to in what a finished run of the clean fixture gives:
+// the usage topic's end offset, a result for every record, and the model
+// of the accounts, identities and delivery outcomes, written out by hand.
+func withModel(in reconcile.Input) reconcile.Input {
+	in.EndOffsets = map[string]map[int32]int64{"usage": {0: int64(len(in.Source))}}
+	in.ResultsRead = true
+	for _, sr := range in.Source {
+		in.Results = append(in.Results, sr.Source)
+	}
+	// g-1 grants 100; u-1 charges 40, corrected to 30 by c-1 (+10); h-1
+	// holds 10, captured by u-2 (7 charged, the hold released); u-2 is
+	// refunded (+7); g-2 grants 5 to cust-2.
+	in.ExpectedAccounts = []reconcile.ExpectedAccount{
+		{TenantID: "acme", Subject: "cust-1", Currency: "USD", Balance: "70", Held: "0"},
+		{TenantID: "acme", Subject: "cust-2", Currency: "USD", Balance: "5", Held: "0"},
+	}
+	id := func(rec, op string, es ...reconcile.ExpectedEntry) reconcile.ExpectedIdentity {
+		return reconcile.ExpectedIdentity{TenantID: "acme", Period: "2026-11", RecordID: rec, Operation: op, Outcome: "settled", Entries: es}
+	}
+	bal := func(a string) reconcile.ExpectedEntry { return reconcile.ExpectedEntry{Bucket: "balance", Amount: a} }
+	held := func(a string) reconcile.ExpectedEntry { return reconcile.ExpectedEntry{Bucket: "held", Amount: a} }
+	in.ExpectedIdentities = []reconcile.ExpectedIdentity{
+		id("g-1", "grant", bal("100")), id("u-1", "usage", bal("-40")), id("h-1", "hold", held("10")),
+		id("u-2", "usage", bal("-7"), held("-10")), id("c-1", "correction", bal("10")), id("u-2", "refund", bal("7")),
+		id("g-2", "grant", bal("5")),
+	}
+	in.ExpectedOutcomes = map[string]int64{"settled": int64(len(in.Source))}
+	return in
+}
+
 // TestReconcileClean: a clean history reports nothing, every check runs.
 func TestReconcileClean(t *testing.T) {
 	t.Parallel()
 	s, source, published := reconcileFixture(t)
-	r := runReconcile(t, s, full(source, published))
+	r := runReconcile(t, s, withModel(full(source, published)))
 	if !r.Clean() {
 		t.Fatalf("clean run found %v: %+v", classes(r), r.Findings)
 	}
@@ -113,8 +144,8 @@ func TestReconcileClean(t *testing.T) {
 			t.Errorf("check %s skipped: %s", c.Name, c.Skipped)
 		}
 	}
-	if len(r.Checks) != 13 {
-		t.Errorf("%d checks ran, want 13: %+v", len(r.Checks), r.Checks)
+	if len(r.Checks) != 22 {
+		t.Errorf("%d checks ran, want 22: %+v", len(r.Checks), r.Checks)
 	}
 }
 
@@ -151,7 +182,7 @@ func TestReconcileFindsInjectedDiscrepancies(t *testing.T) {
 			in.Published = in.Published[1:]
 		}, []string{reconcile.ClassSettlementNotOnTopic}},
 		{"settlement on the topic with no identity", func(t *testing.T, s *settle.Store, in *reconcile.Input) {
-			in.Published = append(in.Published, reconcile.PublishedSettlement{SettlementID: "f00d", RecordID: "ghost", Operation: "usage"})
+			in.Published = append(in.Published, reconcile.PublishedSettlement{SettlementID: "f00d", RecordID: "ghost", Operation: "usage", HeaderSettlementID: "f00d"})
 		}, []string{reconcile.ClassSettlementNoIdentity}},
 		{"ledger row inserted by a superuser, triggers and keys bypassed", func(t *testing.T, s *settle.Store, in *reconcile.Input) {
 			settletest.Bypass(t, s.Pool(), `INSERT INTO ledger_entries (identity_id, account_id, tenant_id, bucket, amount)
@@ -180,7 +211,9 @@ func TestReconcileFindsInjectedDiscrepancies(t *testing.T) {
 			settletest.Bypass(t, s.Pool(), `UPDATE accounts a SET balance = a.balance - e.amount FROM ledger_entries e
 				 WHERE e.id = (SELECT max(id) FROM ledger_entries WHERE bucket = 'balance') AND a.id = e.account_id;
 				DELETE FROM ledger_entries WHERE id = (SELECT max(id) FROM ledger_entries WHERE bucket = 'balance');`)
-		}, []string{reconcile.ClassChainHeadMismatch}},
+			// The account's seq still counts the settlement, and its
+			// message on the topic names an effect that no longer is.
+		}, []string{reconcile.ClassChainHeadMismatch, reconcile.ClassSequenceBroken, reconcile.ClassSettlementNoIdentity}},
 		{"cached balance edited", func(t *testing.T, s *settle.Store, in *reconcile.Input) {
 			exec(t, s, `UPDATE accounts SET balance = balance + 1 WHERE subject = 'cust-2'`)
 		}, []string{reconcile.ClassBalanceMismatch}},
@@ -195,7 +228,38 @@ func TestReconcileFindsInjectedDiscrepancies(t *testing.T) {
 			in.Source = append(in.Source, reconcile.SourceRecord{Source: settle.Coordinates{Topic: "usage", Offset: int64(len(in.Source))},
 				RecordID: "u-lost", Operation: "usage"})
 			in.KafkaOffsets["usage"][0]++
-		}, []string{reconcile.ClassSourceNotSettled}},
+			// The offset PostgreSQL passed over has no delivery row either.
+		}, []string{reconcile.ClassSourceNotSettled, reconcile.ClassDeliveryGap}},
+		{"second row in one bucket, in the effect's own transaction", func(t *testing.T, s *settle.Store, in *reconcile.Input) {
+			// Same created_at: only the one-row-per-bucket rule sees it.
+			exec(t, s, `INSERT INTO ledger_entries (identity_id, account_id, tenant_id, bucket, amount, created_at)
+			            SELECT identity_id, account_id, tenant_id, bucket, amount, created_at
+			              FROM ledger_entries WHERE id = (SELECT min(id) FROM ledger_entries)`)
+		}, []string{reconcile.ClassBalanceMismatch, reconcile.ClassEffectRepeated, reconcile.ClassChainBroken}},
+		{"scope key claimed twice", func(t *testing.T, s *settle.Store, in *reconcile.Input) {
+			// Only with the unique key dropped: a copy of a settled
+			// identity that wrote nothing, under a new id.
+			exec(t, s, `ALTER TABLE identities DROP CONSTRAINT identities_scope_key`)
+			settletest.Bypass(t, s.Pool(), `CREATE TEMP TABLE copy AS SELECT * FROM identities WHERE record_id = 'g-2';
+				UPDATE copy SET id = id + 1000000, topic = '';
+				INSERT INTO identities OVERRIDING SYSTEM VALUE SELECT * FROM copy;`)
+		}, []string{reconcile.ClassIdentityDuplicated}},
+		{"account seq moved", func(t *testing.T, s *settle.Store, in *reconcile.Input) {
+			exec(t, s, `UPDATE accounts SET seq = seq + 1 WHERE subject = 'cust-2'`)
+		}, []string{reconcile.ClassSequenceBroken}},
+		{"settlement sequence on the topic differs", func(t *testing.T, s *settle.Store, in *reconcile.Input) {
+			in.Published[0].Sequence += 7
+		}, []string{reconcile.ClassSettlementSequenceMismatch}},
+		{"settlement header differs from the body", func(t *testing.T, s *settle.Store, in *reconcile.Input) {
+			in.Published[0].HeaderSettlementID = "forged"
+		}, []string{reconcile.ClassSettlementHeaderMismatch}},
+		{"record delivered twice", func(t *testing.T, s *settle.Store, in *reconcile.Input) {
+			exec(t, s, `INSERT INTO delivery_repeats (topic, partition, "offset", tenant_id, identity_id, outcome)
+			            SELECT topic, partition, "offset", tenant_id, id, 'duplicate' FROM identities WHERE record_id = 'u-1'`)
+		}, []string{reconcile.ClassDeliveryRepeated}},
+		{"first delivery lost (its identity no longer names its record)", func(t *testing.T, s *settle.Store, in *reconcile.Input) {
+			settletest.Bypass(t, s.Pool(), `UPDATE identities SET topic = '' WHERE record_id = 'u-1'`)
+		}, []string{reconcile.ClassDeliveryGap, reconcile.ClassSourceNotSettled}},
 		{"identity whose usage record is not on the topic", func(t *testing.T, s *settle.Store, in *reconcile.Input) {
 			in.Source = in.Source[1:]
 		}, []string{reconcile.ClassIdentityNoSource}},
@@ -218,6 +282,83 @@ func TestReconcileFindsInjectedDiscrepancies(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestReconcileFindsModelDiscrepancies: given what a finished run must
+// have produced (end offsets, results, a model), each difference from it
+// is found, with its class, and nothing else is.
+func TestReconcileFindsModelDiscrepancies(t *testing.T) {
+	t.Parallel()
+	s, source, published := reconcileFixture(t)
+	for _, tc := range []struct {
+		name   string
+		inject func(in *reconcile.Input)
+		want   []string
+	}{
+		{"account balance off the model", func(in *reconcile.Input) { in.ExpectedAccounts[0].Balance = "70.01" },
+			[]string{reconcile.ClassAccountModelMismatch}},
+		{"account held off the model", func(in *reconcile.Input) { in.ExpectedAccounts[1].Held = "1" },
+			[]string{reconcile.ClassAccountModelMismatch}},
+		{"account the model does not have", func(in *reconcile.Input) { in.ExpectedAccounts = in.ExpectedAccounts[:1] },
+			[]string{reconcile.ClassAccountModelMismatch}},
+		{"account of the model not stored", func(in *reconcile.Input) {
+			in.ExpectedAccounts = append(in.ExpectedAccounts, reconcile.ExpectedAccount{TenantID: "acme", Subject: "cust-9", Currency: "USD", Balance: "0", Held: "0"})
+		}, []string{reconcile.ClassAccountModelMismatch}},
+		{"identity effect off the model", func(in *reconcile.Input) { in.ExpectedIdentities[1].Entries[0].Amount = "-41" },
+			[]string{reconcile.ClassIdentityModelMismatch}},
+		{"identity row in another bucket than the model's", func(in *reconcile.Input) { in.ExpectedIdentities[0].Entries[0].Bucket = "held" },
+			[]string{reconcile.ClassIdentityModelMismatch}},
+		{"identity with a row the model lacks", func(in *reconcile.Input) {
+			in.ExpectedIdentities[3].Entries = in.ExpectedIdentities[3].Entries[:1]
+		}, []string{reconcile.ClassIdentityModelMismatch}},
+		{"identity outcome off the model", func(in *reconcile.Input) { in.ExpectedIdentities[6].Outcome = "quarantined" },
+			[]string{reconcile.ClassIdentityModelMismatch}},
+		{"identity the model does not have", func(in *reconcile.Input) {
+			in.ExpectedIdentities = in.ExpectedIdentities[:len(in.ExpectedIdentities)-1]
+		}, []string{reconcile.ClassIdentityNotExpected}},
+		{"identity of the model not stored", func(in *reconcile.Input) {
+			in.ExpectedIdentities = append(in.ExpectedIdentities, reconcile.ExpectedIdentity{TenantID: "acme", Period: "2026-11", RecordID: "u-9", Operation: "usage", Outcome: "settled"})
+		}, []string{reconcile.ClassIdentityExpectedMissing}},
+		{"delivery outcomes off the model", func(in *reconcile.Input) { in.ExpectedOutcomes["duplicate"] = 1 },
+			[]string{reconcile.ClassOutcomesModelMismatch}},
+		{"a record on the topic never delivered", func(in *reconcile.Input) { in.EndOffsets["usage"][0]++ },
+			[]string{reconcile.ClassRecordNotDelivered, reconcile.ClassResultMissing}},
+		{"a partition never delivered", func(in *reconcile.Input) { in.EndOffsets["usage"][1] = 1 },
+			[]string{reconcile.ClassRecordNotDelivered, reconcile.ClassResultMissing}},
+		{"a delivery past the topic's end", func(in *reconcile.Input) { in.EndOffsets["usage"][0]-- },
+			[]string{reconcile.ClassDeliveryPastEnd}},
+		{"a record without a result", func(in *reconcile.Input) { in.Results = in.Results[1:] },
+			[]string{reconcile.ClassResultMissing}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// The model is built afresh each time: the injections edit it.
+			in := withModel(full(source, published))
+			tc.inject(&in)
+			r := runReconcile(t, s, in)
+			got := classes(r)
+			sort.Strings(tc.want)
+			if !equal(got, tc.want) {
+				t.Errorf("found %v, want %v:\n%+v", got, tc.want, r.Findings)
+			}
+		})
+	}
+}
+
+// TestCheckKafkaOffsets: the offsets check alone, as a caller sampling it
+// while the pipeline runs uses it, finds what Run's finds.
+func TestCheckKafkaOffsets(t *testing.T) {
+	t.Parallel()
+	s, source, _ := reconcileFixture(t)
+	at := map[string]map[int32]int64{"usage": {0: int64(len(source))}}
+	if fs, err := reconcile.CheckKafkaOffsets(context.Background(), s, "g", at); err != nil || len(fs) != 0 {
+		t.Fatalf("offsets equal to PostgreSQL's: %v, %+v", err, fs)
+	}
+	at["usage"][0]++
+	at["usage"][2] = 1
+	fs, err := reconcile.CheckKafkaOffsets(context.Background(), s, "g", at)
+	if err != nil || len(fs) != 2 || fs[0].Class != reconcile.ClassKafkaOffsetAhead || fs[1].Source.Partition != 2 {
+		t.Fatalf("offsets ahead: %v, %+v", err, fs)
 	}
 }
 

@@ -24,7 +24,8 @@ type periodIdentity struct {
 	settlementID string
 	source       settle.Coordinates
 	hasLedger    bool
-	marked       bool // its settlement's outbox row is marked published
+	marked       bool  // its settlement's outbox row is marked published
+	sequence     int64 // the per-account sequence its response carries
 }
 
 func loadPeriodIdentities(ctx context.Context, tx pgx.Tx, tenant, period, settlementsTopic string) ([]periodIdentity, error) {
@@ -36,7 +37,7 @@ func loadPeriodIdentities(ctx context.Context, tx pgx.Tx, tenant, period, settle
 	for rows.Next() {
 		var pi periodIdentity
 		if err := rows.Scan(&pi.id, &pi.recordID, &pi.op, &pi.outcome, &pi.settlementID,
-			&pi.source.Topic, &pi.source.Partition, &pi.source.Offset, &pi.hasLedger, &pi.marked); err != nil {
+			&pi.source.Topic, &pi.source.Partition, &pi.source.Offset, &pi.hasLedger, &pi.marked, &pi.sequence); err != nil {
 			rows.Close()
 			return nil, err
 		}
@@ -167,16 +168,25 @@ func identitiesWithoutSource(in Input, ids []periodIdentity, seen map[settle.Coo
 // published twice is at-least-once delivery, not a difference.
 func compareSettlements(in Input, ids []periodIdentity) []Finding {
 	published := map[string]bool{}
+	var out []Finding
 	for _, p := range in.Published {
 		published[p.SettlementID] = true
+		if p.HeaderSettlementID != p.SettlementID {
+			c := p.Source
+			out = append(out, Finding{Class: ClassSettlementHeaderMismatch, TenantID: in.TenantID, Period: in.Period,
+				RecordID: p.RecordID, Operation: p.Operation, SettlementID: p.SettlementID, Source: &c,
+				Detail: fmt.Sprintf("message at %s/%d@%d: header settlement_id %q, body %q", c.Topic, c.Partition, c.Offset, p.HeaderSettlementID, p.SettlementID)})
+		}
 	}
-	known := map[string]bool{}
-	var out []Finding
-	for _, pi := range ids {
+	known := map[string]*periodIdentity{}
+	for i := range ids {
+		pi := &ids[i]
 		if pi.settlementID == "" {
 			continue
 		}
-		known[pi.settlementID] = true
+		if k := known[pi.settlementID]; k == nil || !k.hasLedger {
+			known[pi.settlementID] = pi // a copy stored twice is checkIdentityDuplicates's
+		}
 		// Not yet marked published: the relay's pending work (the outbox
 		// check reports it once it is older than the grace period).
 		if pi.outcome == string(settle.OutcomeSettled) && pi.hasLedger && pi.marked && !published[pi.settlementID] {
@@ -187,7 +197,25 @@ func compareSettlements(in Input, ids []periodIdentity) []Finding {
 	}
 	reported := map[string]bool{}
 	for _, p := range in.Published {
-		if known[p.SettlementID] || reported[p.SettlementID] {
+		if pi := known[p.SettlementID]; pi != nil {
+			switch {
+			case reported[p.SettlementID]:
+			case pi.outcome != string(settle.OutcomeSettled) || !pi.hasLedger:
+				// Only an effect is published: a settlement with no
+				// ledger rows behind it was never one.
+				reported[p.SettlementID] = true
+				out = append(out, Finding{Class: ClassSettlementNoIdentity, TenantID: in.TenantID, Period: in.Period,
+					RecordID: p.RecordID, Operation: p.Operation, SettlementID: p.SettlementID, Source: &p.Source,
+					Detail: fmt.Sprintf("a message on the settlements topic names identity %d, which is %s and wrote no ledger rows it could publish", pi.id, pi.outcome)})
+			case p.Sequence != pi.sequence:
+				c := p.Source
+				out = append(out, Finding{Class: ClassSettlementSequenceMismatch, TenantID: in.TenantID, Period: in.Period,
+					RecordID: p.RecordID, Operation: p.Operation, SettlementID: p.SettlementID, Source: &c,
+					Detail: fmt.Sprintf("message at %s/%d@%d carries sequence %d; identity %d stored %d", c.Topic, c.Partition, c.Offset, p.Sequence, pi.id, pi.sequence)})
+			}
+			continue
+		}
+		if reported[p.SettlementID] {
 			continue
 		}
 		reported[p.SettlementID] = true

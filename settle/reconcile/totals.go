@@ -16,6 +16,7 @@ type Totals struct {
 	Deliveries           int64 // delivery rows
 	DeliveredCoordinates int64 // distinct input coordinates among them
 	Identities           int64 // stored identities
+	Settled              int64 // stored identities that settled
 	Waiting              int64 // operations still waiting (not applied)
 	EntriesExpected      int64 // ledger rows the stored responses announce
 	Entries              int64 // ledger rows written
@@ -31,10 +32,28 @@ type Totals struct {
 func Count(ctx context.Context, store *settle.Store) (Totals, error) {
 	var t Totals
 	err := store.Pool().QueryRow(ctx, sqlTotals, store.Config().SettlementsTopic).Scan(&t.Deliveries, &t.DeliveredCoordinates,
-		&t.Identities, &t.Waiting, &t.EntriesExpected, &t.Entries, &t.SettledEffects, &t.OutboxSettlements,
+		&t.Identities, &t.Settled, &t.Waiting, &t.EntriesExpected, &t.Entries, &t.SettledEffects, &t.OutboxSettlements,
 		&t.SplitEffects, &t.BadAccounts, &t.Unpublished)
 	if err != nil {
 		return t, wrapStoreErr("count totals", err)
 	}
 	return t, nil
+}
+
+var sqlProgress = mustQuery("progress.sql")
+
+// Progress is how far a running pipeline has got, for a caller waiting
+// for it to catch up (the tests): cheap enough to poll, unlike Count.
+type Progress struct {
+	Deliveries  int64 // delivery rows
+	Unpublished int64 // outbox rows the relay has not published
+}
+
+// ReadProgress reads the Progress of the database of store.
+func ReadProgress(ctx context.Context, store *settle.Store) (Progress, error) {
+	var p Progress
+	if err := store.Pool().QueryRow(ctx, sqlProgress).Scan(&p.Deliveries, &p.Unpublished); err != nil {
+		return p, wrapStoreErr("read progress", err)
+	}
+	return p, nil
 }

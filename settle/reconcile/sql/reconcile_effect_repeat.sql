@@ -1,11 +1,13 @@
--- Identities whose ledger rows were written by more than one transaction:
--- an effect applied more than once. Rows of one transaction share
--- created_at (now() is the transaction's start) ($1: tenant, '' = all).
+-- Identities whose ledger rows were written by more than one transaction,
+-- or that wrote more than one row in one bucket: an effect applied more
+-- than once. Rows of one transaction share created_at (now() is the
+-- transaction's start); every operation writes at most one row per bucket
+-- ($1: tenant, '' = all).
 SELECT i.id, i.tenant_id, i.account_period, i.record_id, i.operation,
-       coalesce(i.settlement_id, ''), count(DISTINCT l.created_at)
+       coalesce(i.settlement_id, ''), count(DISTINCT l.created_at), count(*), count(DISTINCT l.bucket)
   FROM ledger_entries l
   JOIN identities i ON i.tenant_id = l.tenant_id AND i.id = l.identity_id
  WHERE ($1 = '' OR i.tenant_id = $1)
  GROUP BY i.tenant_id, i.id
-HAVING count(DISTINCT l.created_at) > 1
+HAVING count(DISTINCT l.created_at) > 1 OR count(*) > count(DISTINCT l.bucket)
  ORDER BY i.id

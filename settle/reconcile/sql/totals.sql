@@ -1,7 +1,8 @@
 -- The totals of a database a run with a known workload checks against ($1:
 -- the settlements topic), in one row:
 --   deliveries, distinct delivered coordinates: one delivery per input record
---   identities (+ still waiting): one identity per logical record
+--   identities (+ still waiting): one identity per logical record; settled:
+--     those that settled
 --   entries_expected vs entries: the ledger rows every stored response
 --     announces, against the rows written (one effect per identity)
 --   settled_effects vs outbox_settlements: one settlements message per effect
@@ -11,6 +12,7 @@
 SELECT (SELECT count(*) FROM deliveries) AS deliveries,
        (SELECT count(*) FROM (SELECT DISTINCT topic, partition, "offset" FROM deliveries) d) AS delivered_coordinates,
        (SELECT count(*) FROM identities) AS identities,
+       (SELECT count(*) FROM identities WHERE outcome = 'settled') AS settled,
        (SELECT count(*) FROM waiting WHERE status <> 'applied') AS waiting,
        (SELECT coalesce(sum(json_array_length(coalesce(response -> 'entries', '[]'::json))), 0) FROM identities)::bigint AS entries_expected,
        (SELECT count(*) FROM ledger_entries) AS entries,

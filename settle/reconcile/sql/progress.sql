@@ -1,0 +1,3 @@
+-- How far a running pipeline has got, cheaply enough to poll: delivery
+-- rows, and outbox rows the relay has not published.
+SELECT (SELECT count(*) FROM deliveries), (SELECT count(*) FROM outbox_queue)

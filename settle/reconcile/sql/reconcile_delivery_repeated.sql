@@ -1,0 +1,9 @@
+-- Input coordinates with more than one delivery row: every record read
+-- from a topic is delivered once (its offset moves in the same
+-- transaction), a repeat of its content has coordinates of its own.
+SELECT d.topic, d.partition, d."offset", count(*), string_agg(d.outcome, ',' ORDER BY d.outcome)
+  FROM deliveries d
+ GROUP BY d.topic, d.partition, d."offset"
+HAVING count(*) > 1
+ ORDER BY 1, 2, 3
+ LIMIT 10000
