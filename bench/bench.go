@@ -87,122 +87,42 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if rep.Machine, err = describeMachine(ctx, cfg.ServerURL); err != nil {
 		return nil, err
 	}
-	fail := func(what string, err error) {
-		rep.Failures = append(rep.Failures, what+": "+err.Error())
-		fmt.Fprintf(cfg.Log, "bench %s FAILED: %v\n", what, err)
+	r := &runner{cfg: &cfg, rep: rep}
+	timeout := time.Duration(cfg.Workload.Records/500+120) * time.Second // of an end-to-end run
+	if !cfg.Skip.EndToEnd {
+		r.endToEnd(ctx, timeout)
 	}
-	// keep reports a run: its failure, or its summary line and the run.
-	keep := func(what string, r RunResult, err error) *RunResult {
-		if err != nil {
-			fail(what, err)
-			return nil
-		}
-		fmt.Fprintf(cfg.Log, "bench %-14s %8.0f records/s  service %.3f cpu-s/1k  postgres %.3f cpu-s/1k  wal %.0f B/record  checks ok\n",
-			r.Name, r.RecordsPerSec, r.ServiceCPUPer1k, r.PGCPUPer1k, r.WALBytesPerRec)
-		return &r
+	if !cfg.Skip.Latency {
+		r.halfRate(ctx, timeout)
 	}
-
-	if !cfg.Skip.EndToEnd || !cfg.Skip.Latency || !cfg.Skip.Scale {
-		timeout := time.Duration(cfg.Workload.Records/500+120) * time.Second
-		if !cfg.Skip.EndToEnd {
-			r, err := cfg.repeat(func(i int) (RunResult, error) {
-				w := cfg.Workload
-				w.Seed += uint64(10 * i)
-				return cfg.runE2E(ctx, e2eRun{name: "end-to-end", w: w, timeout: timeout, tag: fmt.Sprintf("-%d", i)})
-			})
-			rep.EndToEnd = keep("end-to-end", r, err)
-		}
-		if !cfg.Skip.Latency {
-			rate := 5000.0
-			switch {
-			case cfg.LatencyRate > 0:
-				rate = cfg.LatencyRate
-			case rep.EndToEnd != nil:
-				rate = rep.EndToEnd.RecordsPerSec / 2
-			}
-			w := cfg.Workload
-			w.Records = max(1000, min(w.Records, int(rate*cfg.LatencySeconds.Seconds())))
-			w.Seed++
-			r, err := cfg.runE2E(ctx, e2eRun{name: "half-rate", w: w, paced: rate, timeout: timeout})
-			rep.HalfRate = keep("half-rate", r, err)
-		}
-		if !cfg.Skip.Scale {
-			for _, p := range cfg.ScalePartitions {
-				for _, n := range cfg.ScaleInstances {
-					w := cfg.Workload
-					w.Records, w.Partitions = cfg.ScaleRecords, p
-					w.Seed += 3
-					name := fmt.Sprintf("scale-p%d-i%d", p, n)
-					r, err := cfg.runE2E(ctx, e2eRun{name: name, w: w, timeout: timeout, instances: n})
-					if keep(name, r, err) != nil {
-						rep.Scale = append(rep.Scale, ScalePoint{Partitions: p, Instances: n, RecordsPerSec: r.RecordsPerSec})
-					}
-				}
-			}
-		}
+	if !cfg.Skip.Scale {
+		r.scale(ctx, timeout)
 	}
 	if !cfg.Skip.Core {
-		r, err := cfg.repeat(func(i int) (RunResult, error) {
-			w := cfg.Workload
-			w.Seed += uint64(10 * i)
-			return cfg.runCore(ctx, coreRun{name: "core-only", w: w, batch: cfg.BatchSize, writers: cfg.Writers})
-		})
-		rep.Core = keep("core-only", r, err)
+		r.core(ctx)
 	}
 	if !cfg.Skip.PerRecord {
 		w := cfg.Workload
 		w.Records = cfg.PerRecordRecords
-		r, err := cfg.repeat(func(int) (RunResult, error) { return cfg.runPerRecord(ctx, w, cfg.PerRecordConns) })
-		rep.PerRecord = keep("per-record", r, err)
+		res, err := cfg.repeat(func(int) (RunResult, error) { return cfg.runPerRecord(ctx, w, cfg.PerRecordConns) })
+		rep.PerRecord = r.keep("per-record", res, err)
 	}
 	if !cfg.Skip.Batched {
-		r, err := cfg.repeat(func(int) (RunResult, error) { return cfg.runBatched(ctx, cfg.Workload) })
-		rep.Batched = keep("batched", r, err)
+		res, err := cfg.repeat(func(int) (RunResult, error) { return cfg.runBatched(ctx, cfg.Workload) })
+		rep.Batched = r.keep("batched", res, err)
 	}
 	if !cfg.Skip.Copy {
-		r, err := cfg.repeat(func(int) (RunResult, error) { return cfg.runCopy(ctx, cfg.Workload) })
-		rep.Copy = keep("copy-ceiling", r, err)
+		res, err := cfg.repeat(func(int) (RunResult, error) { return cfg.runCopy(ctx, cfg.Workload) })
+		rep.Copy = r.keep("copy-ceiling", res, err)
 	}
 	if !cfg.Skip.Sweep {
-		for _, bs := range cfg.SweepBatches {
-			w := cfg.Workload
-			w.Records = cfg.SweepRecords
-			r, err := cfg.runCore(ctx, coreRun{name: fmt.Sprintf("batch-%d", bs), w: w, batch: bs, writers: cfg.Writers})
-			if keep(fmt.Sprintf("batch size %d", bs), r, err) != nil {
-				rep.Sweep = append(rep.Sweep, Point{X: float64(bs), RecordsPerSec: r.RecordsPerSec})
-			}
-		}
+		r.sweep(ctx)
 	}
 	if !cfg.Skip.Growth {
-		w := cfg.Workload
-		// About 69% of the default mix's records are new identities.
-		w.Records = int(float64(cfg.GrowthIdentities) / newShare(w.Mix))
-		w.Seed += 2
-		window := max(1000, w.Records/cfg.GrowthPoints)
-		r, err := cfg.runCore(ctx, coreRun{name: "growth", w: w, batch: cfg.BatchSize, writers: cfg.Writers, window: window,
-			onWindow: func(ids int64, rate float64) {
-				rep.Growth = append(rep.Growth, Point{X: float64(ids), RecordsPerSec: rate})
-			}})
-		if keep("growth", r, err) != nil {
-			// The growth run takes long enough for a host's speed to
-			// drift (a third within the hour on some): its first window
-			// is measured again on an empty database right after the
-			// last, so one ratio compares two windows a minute apart.
-			w.Records = window
-			r, err := cfg.runCore(ctx, coreRun{name: "growth-empty-after", w: w, batch: cfg.BatchSize, writers: cfg.Writers})
-			if after := keep("growth-empty-after", r, err); after != nil {
-				rep.GrowthEmptyAfter = after.RecordsPerSec
-			}
-		}
+		r.growth(ctx)
 	}
 	if !cfg.Skip.Edge {
-		r, err := cfg.runEdgeOf(ctx, cfg.EdgeBinary, "")
-		if err != nil {
-			fail("edge", err)
-		} else {
-			rep.Edge = r
-			cfg.logEdge(r)
-		}
+		r.edge(ctx)
 	}
 	rep.Ratios = ratios(rep)
 	if err := rep.write(cfg.OutDir); err != nil {
@@ -212,6 +132,137 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return rep, errors.New("bench failed: " + fmt.Sprint(rep.Failures))
 	}
 	return rep, nil
+}
+
+// runner runs Run's measurements one after the other into its report; a
+// measurement that fails is noted there and the next one runs.
+type runner struct {
+	cfg *Config
+	rep *Report
+}
+
+func (r *runner) fail(what string, err error) {
+	r.rep.Failures = append(r.rep.Failures, what+": "+err.Error())
+	fmt.Fprintf(r.cfg.Log, "bench %s FAILED: %v\n", what, err)
+}
+
+// keep reports a run: its failure, or its summary line and the run.
+func (r *runner) keep(what string, res RunResult, err error) *RunResult {
+	if err != nil {
+		r.fail(what, err)
+		return nil
+	}
+	fmt.Fprintf(r.cfg.Log, "bench %-14s %8.0f records/s  service %.3f cpu-s/1k  postgres %.3f cpu-s/1k  wal %.0f B/record  checks ok\n",
+		res.Name, res.RecordsPerSec, res.ServiceCPUPer1k, res.PGCPUPer1k, res.WALBytesPerRec)
+	return &res
+}
+
+// endToEnd drains a pre-loaded workload through the whole pipeline.
+func (r *runner) endToEnd(ctx context.Context, timeout time.Duration) {
+	cfg := r.cfg
+	res, err := cfg.repeat(func(i int) (RunResult, error) {
+		w := cfg.Workload
+		w.Seed += uint64(10 * i)
+		return cfg.runE2E(ctx, e2eRun{name: "end-to-end", w: w, timeout: timeout, tag: fmt.Sprintf("-%d", i)})
+	})
+	r.rep.EndToEnd = r.keep("end-to-end", res, err)
+}
+
+// halfRate measures the latency of a stream produced at half the
+// end-to-end rate (or the configured one).
+func (r *runner) halfRate(ctx context.Context, timeout time.Duration) {
+	cfg := r.cfg
+	rate := 5000.0
+	switch {
+	case cfg.LatencyRate > 0:
+		rate = cfg.LatencyRate
+	case r.rep.EndToEnd != nil:
+		rate = r.rep.EndToEnd.RecordsPerSec / 2
+	}
+	w := cfg.Workload
+	w.Records = max(1000, min(w.Records, int(rate*cfg.LatencySeconds.Seconds())))
+	w.Seed++
+	res, err := cfg.runE2E(ctx, e2eRun{name: "half-rate", w: w, paced: rate, timeout: timeout})
+	r.rep.HalfRate = r.keep("half-rate", res, err)
+}
+
+// scale runs the end-to-end grid of partitions by service instances.
+func (r *runner) scale(ctx context.Context, timeout time.Duration) {
+	cfg := r.cfg
+	for _, p := range cfg.ScalePartitions {
+		for _, n := range cfg.ScaleInstances {
+			w := cfg.Workload
+			w.Records, w.Partitions = cfg.ScaleRecords, p
+			w.Seed += 3
+			name := fmt.Sprintf("scale-p%d-i%d", p, n)
+			res, err := cfg.runE2E(ctx, e2eRun{name: name, w: w, timeout: timeout, instances: n})
+			if r.keep(name, res, err) != nil {
+				r.rep.Scale = append(r.rep.Scale, ScalePoint{Partitions: p, Instances: n, RecordsPerSec: res.RecordsPerSec})
+			}
+		}
+	}
+}
+
+// core settles the workload straight into the store, without Kafka.
+func (r *runner) core(ctx context.Context) {
+	cfg := r.cfg
+	res, err := cfg.repeat(func(i int) (RunResult, error) {
+		w := cfg.Workload
+		w.Seed += uint64(10 * i)
+		return cfg.runCore(ctx, coreRun{name: "core-only", w: w, batch: cfg.BatchSize, writers: cfg.Writers})
+	})
+	r.rep.Core = r.keep("core-only", res, err)
+}
+
+// sweep runs the core at each batch size of the sweep.
+func (r *runner) sweep(ctx context.Context) {
+	cfg := r.cfg
+	for _, bs := range cfg.SweepBatches {
+		w := cfg.Workload
+		w.Records = cfg.SweepRecords
+		res, err := cfg.runCore(ctx, coreRun{name: fmt.Sprintf("batch-%d", bs), w: w, batch: bs, writers: cfg.Writers})
+		if r.keep(fmt.Sprintf("batch size %d", bs), res, err) != nil {
+			r.rep.Sweep = append(r.rep.Sweep, Point{X: float64(bs), RecordsPerSec: res.RecordsPerSec})
+		}
+	}
+}
+
+// growth measures the core's rate window by window as the identities
+// grow, then its first window again on an empty database.
+func (r *runner) growth(ctx context.Context) {
+	cfg, rep := r.cfg, r.rep
+	w := cfg.Workload
+	// About 69% of the default mix's records are new identities.
+	w.Records = int(float64(cfg.GrowthIdentities) / newShare(w.Mix))
+	w.Seed += 2
+	window := max(1000, w.Records/cfg.GrowthPoints)
+	res, err := cfg.runCore(ctx, coreRun{name: "growth", w: w, batch: cfg.BatchSize, writers: cfg.Writers, window: window,
+		onWindow: func(ids int64, rate float64) {
+			rep.Growth = append(rep.Growth, Point{X: float64(ids), RecordsPerSec: rate})
+		}})
+	if r.keep("growth", res, err) == nil {
+		return
+	}
+	// The growth run takes long enough for a host's speed to drift (a
+	// third within the hour on some): its first window is measured again
+	// on an empty database right after the last, so one ratio compares two
+	// windows a minute apart.
+	w.Records = window
+	res, err = cfg.runCore(ctx, coreRun{name: "growth-empty-after", w: w, batch: cfg.BatchSize, writers: cfg.Writers})
+	if after := r.keep("growth-empty-after", res, err); after != nil {
+		rep.GrowthEmptyAfter = after.RecordsPerSec
+	}
+}
+
+// edge loads the HTTP edge of a service process.
+func (r *runner) edge(ctx context.Context) {
+	res, err := r.cfg.runEdgeOf(ctx, r.cfg.EdgeBinary, "")
+	if err != nil {
+		r.fail("edge", err)
+		return
+	}
+	r.rep.Edge = res
+	r.cfg.logEdge(res)
 }
 
 // repeat runs one measurement cfg.Repeat times and returns the run with the

@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/settlehq/settle/consumer"
+	"github.com/settlehq/settle/internal/workload"
 	"github.com/settlehq/settle/relay"
 	"github.com/settlehq/settle/service"
 	"github.com/settlehq/settle/settle"
@@ -36,280 +37,385 @@ type e2eRun struct {
 type topics struct{ usage, results, dlq, settlements string }
 
 func (c *Config) runE2E(ctx context.Context, er e2eRun) (RunResult, error) {
-	res := RunResult{Name: er.name}
+	r := &e2e{c: c, er: er, res: RunResult{Name: er.name}, sent: map[string]time.Time{}}
+	defer r.close()
+	if err := r.setUp(ctx); err != nil {
+		return r.res, err
+	}
+	var err error
+	if er.paced == 0 {
+		err = r.preloadThenStart(ctx)
+	} else {
+		err = r.startPaced(ctx)
+	}
+	if err != nil {
+		return r.res, err
+	}
+	if err := r.waitDone(ctx); err != nil {
+		return r.res, err
+	}
+	if err := r.meter.stop(ctx, &r.res, er.w.Records); err != nil {
+		return r.res, err
+	}
+	r.res.PeakRSSBytes = peakRSS()
+	r.stopService()
+	if r.lat != nil {
+		if err := r.readLatency(ctx); err != nil {
+			return r.res, err
+		}
+	}
+	err = r.check(ctx)
+	return r.res, err
+}
+
+// e2e is one end-to-end run under way: what it set up, what its producer
+// sent, and its service instances running.
+type e2e struct {
+	c   *Config
+	er  e2eRun
+	res RunResult
+
+	b     *broker
+	tp    topics
+	db    *database
+	store *settle.Store
+	svcs  []*service.Service
+	prod  *kgo.Client
+	gen   *workload.Workload
+	undo  []func() // what close runs, last first, as deferred calls would
+
+	expectedNew int64
+	sentMu      sync.Mutex
+	sent        map[string]time.Time // paced runs: identity -> timestamp of its first record
+	produced    atomic.Int64
+	produceErr  atomic.Value
+
+	// The service runs in this process; cancelling its context ends the
+	// consumer and then the relay (which flushes), as `settle run` stops
+	// them.
+	stopSvc context.CancelFunc
+	svc     sync.WaitGroup
+	// A service that stops on its own (not because the run stopped it)
+	// ends the run with its error instead of a timeout.
+	runErrMu sync.Mutex
+	runErr   error
+
+	meter *meter
+	lat   *latencyReader // paced runs only
+}
+
+func (r *e2e) deferred(f func()) { r.undo = append(r.undo, f) }
+
+func (r *e2e) close() {
+	for i := len(r.undo) - 1; i >= 0; i-- {
+		r.undo[i]()
+	}
+}
+
+// setUp starts the broker and its topics, the database and the store, the
+// service instances and the producer.
+func (r *e2e) setUp(ctx context.Context) error {
+	c, er := r.c, r.er
 	// A broker of its own: one that served the runs before holds their
 	// topics (the end-to-end runs leave ≈ 1.6 GB in it), and a half-rate
 	// run on it measured p50 / p99 219 / 482 ms against 103 / 208 on a
 	// fresh one, at the same rate and the same CPU per record.
 	b, err := startBroker(ctx, c.BrokerArgv)
 	if err != nil {
-		return res, err
+		return err
 	}
-	defer b.close()
+	r.b = b
+	r.deferred(b.close)
 	n := er.name + er.tag
-	tp := topics{"usage-" + n, "results-" + n, "dlq-" + n, "settlements-" + n}
-	if err := createTopics(ctx, b.addrs, int32(er.w.Partitions), tp); err != nil {
-		return res, err
+	r.tp = topics{"usage-" + n, "results-" + n, "dlq-" + n, "settlements-" + n}
+	if err := createTopics(ctx, b.addrs, int32(er.w.Partitions), r.tp); err != nil {
+		return err
 	}
-	db, err := newDatabase(ctx, c.ServerURL, "e2e", c.Keep, c.HashPartitions)
+	if r.db, err = newDatabase(ctx, c.ServerURL, "e2e", c.Keep, c.HashPartitions); err != nil {
+		return err
+	}
+	r.deferred(r.db.drop)
+	pool, err := r.db.pool(ctx, c.PoolConns)
 	if err != nil {
-		return res, err
+		return err
 	}
-	defer db.drop()
-	pool, err := db.pool(ctx, c.PoolConns)
+	r.deferred(pool.Close)
+	r.store, err = settle.Open(ctx, pool, settle.Config{BatchRecordsMax: c.BatchSize,
+		SettlementsTopic: r.tp.settlements, ResultsTopic: r.tp.results, DeadLetterTopic: r.tp.dlq})
 	if err != nil {
-		return res, err
+		return err
 	}
-	defer pool.Close()
-	store, err := settle.Open(ctx, pool, settle.Config{BatchRecordsMax: c.BatchSize,
-		SettlementsTopic: tp.settlements, ResultsTopic: tp.results, DeadLetterTopic: tp.dlq})
+	if err := r.newServices(ctx, "bench-"+n); err != nil {
+		return err
+	}
+	r.prod, err = kgo.NewClient(kgo.SeedBrokers(b.addrs...), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.MaxBufferedRecords(50_000), kgo.ProducerBatchMaxBytes(1<<20))
 	if err != nil {
-		return res, err
+		return err
 	}
+	r.deferred(r.prod.Close)
+	if r.gen, err = er.w.generator(); err != nil {
+		return err
+	}
+	r.deferred(r.stopService)
+	return nil
+}
+
+// newServices makes the run's service instances in the consumer group
+// group. Every instance but the first gets its own pool and store, as a
+// separate process would; their relays compete for the outbox lease. Each
+// is the service `settle run` runs, without its admin listener and sweeper.
+func (r *e2e) newServices(ctx context.Context, group string) error {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	// Every instance but the first gets its own pool and store, as a
-	// separate process would; all share the consumer group, and their
-	// relays compete for the outbox lease. Each is the service `settle
-	// run` runs, without its admin listener and sweeper.
-	var svcs []*service.Service
-	defer func() {
-		for _, s := range svcs {
+	r.deferred(func() {
+		for _, s := range r.svcs {
 			s.Close()
 		}
-	}()
-	for i := range max(1, er.instances) {
-		st := store
+	})
+	for i := range max(1, r.er.instances) {
+		st := r.store
 		if i > 0 {
-			p, err := db.pool(ctx, c.PoolConns)
+			p, err := r.db.pool(ctx, r.c.PoolConns)
 			if err != nil {
-				return res, err
+				return err
 			}
-			defer p.Close()
-			if st, err = settle.Open(ctx, p, store.Config()); err != nil {
-				return res, err
+			r.deferred(p.Close)
+			if st, err = settle.Open(ctx, p, r.store.Config()); err != nil {
+				return err
 			}
 		}
-		s, err := service.New(service.Config{Store: st, Brokers: b.addrs,
-			Consumer:      consumer.Config{Group: "bench-" + n, Topic: tp.usage, ResultsTopic: tp.results, SessionTimeout: 10 * time.Second},
+		s, err := service.New(service.Config{Store: st, Brokers: r.b.addrs,
+			Consumer:      consumer.Config{Group: group, Topic: r.tp.usage, ResultsTopic: r.tp.results, SessionTimeout: 10 * time.Second},
 			Relay:         relay.Config{BatchRowsMax: 10_000, PollInterval: 20 * time.Millisecond},
 			SweepInterval: -1, Logger: quiet})
 		if err != nil {
-			return res, err
+			return err
 		}
-		svcs = append(svcs, s)
+		r.svcs = append(r.svcs, s)
 	}
-	published := func() int64 {
-		var n int64
-		for _, s := range svcs {
-			n += s.Published()
-		}
-		return n
-	}
-	prod, err := kgo.NewClient(kgo.SeedBrokers(b.addrs...), kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.MaxBufferedRecords(50_000), kgo.ProducerBatchMaxBytes(1<<20))
-	if err != nil {
-		return res, err
-	}
-	defer prod.Close()
+	return nil
+}
 
-	var (
-		expectedNew int64
-		sentMu      sync.Mutex
-		sent        = map[string]time.Time{} // paced runs: identity -> timestamp of its first record
-		produced    atomic.Int64
-		produceErr  atomic.Value
-	)
-	gen, err := er.w.generator()
-	if err != nil {
-		return res, err
-	}
-	produce := func(n int) {
-		for range n {
-			r := gen.Next()
-			now := time.Now()
-			if r.New() {
-				expectedNew++
-				if er.paced > 0 {
-					sentMu.Lock()
-					sent[r.Identity.String()] = now
-					sentMu.Unlock()
+// produce sends the workload's next n records to the usage topic.
+func (r *e2e) produce(ctx context.Context, n int) {
+	for range n {
+		rec := r.gen.Next()
+		now := time.Now()
+		if rec.New() {
+			r.expectedNew++
+			if r.er.paced > 0 {
+				r.sentMu.Lock()
+				r.sent[rec.Identity.String()] = now
+				r.sentMu.Unlock()
+			}
+		}
+		r.prod.Produce(ctx, &kgo.Record{Topic: r.tp.usage, Partition: rec.Partition, Key: rec.Key, Value: rec.Value, Timestamp: now},
+			func(_ *kgo.Record, err error) {
+				if err != nil {
+					r.produceErr.CompareAndSwap(nil, err)
 				}
-			}
-			prod.Produce(ctx, &kgo.Record{Topic: tp.usage, Partition: r.Partition, Key: r.Key, Value: r.Value, Timestamp: now},
-				func(_ *kgo.Record, err error) {
-					if err != nil {
-						produceErr.CompareAndSwap(nil, err)
-					}
-				})
-			produced.Add(1)
-		}
+			})
+		r.produced.Add(1)
 	}
+}
 
-	// The service runs in this process; its context ends the consumer and
-	// then the relay (which flushes), as `settle run` stops them.
-	svcCtx, stopSvc := context.WithCancel(ctx)
-	var svc sync.WaitGroup
-	// A service that stops on its own (not because the run
-	// stopped it) ends the run with its error instead of a timeout.
-	var (
-		runErrMu sync.Mutex
-		runErr   error
-	)
-	ran := func(what string, i int, ctx context.Context, err error) {
-		if err == nil || ctx.Err() != nil {
-			return
-		}
-		runErrMu.Lock()
-		defer runErrMu.Unlock()
-		if runErr == nil {
-			runErr = fmt.Errorf("%s %d: %w", what, i, err)
-		}
+func (r *e2e) produceFailed() error {
+	if e, ok := r.produceErr.Load().(error); ok {
+		return fmt.Errorf("produce: %w", e)
 	}
-	// The service's peak RSS starts when it does, without what the bench
-	// held before (the pre-load, the runs before).
-	startService := func() {
-		if !resetPeakRSS() {
-			res.Notes = append(res.Notes, "peak RSS could not be reset: it includes what the bench held before the run")
-		}
-		for i, s := range svcs {
-			svc.Add(1)
-			go func() { defer svc.Done(); ran("service", i, svcCtx, s.Run(svcCtx)) }()
-		}
-	}
-	stopService := func() { stopSvc(); svc.Wait() }
-	defer stopService()
+	return nil
+}
 
-	settled := func() int64 {
-		var n int64
-		for _, s := range svcs {
-			for _, v := range s.Counts() {
-				n += v
-			}
-		}
-		return n
+// startService runs every instance until stopService. The service's peak
+// RSS starts when it does, without what the bench held before (the
+// pre-load, the runs before).
+func (r *e2e) startService(ctx context.Context) {
+	if !resetPeakRSS() {
+		r.res.Notes = append(r.res.Notes, "peak RSS could not be reset: it includes what the bench held before the run")
 	}
-	var lat *latencyReader
-	var m *meter
-	if er.paced == 0 {
-		// Pre-load, so neither the producer's CPU nor its buffers count
-		// against the service.
-		produce(er.w.Records)
-		if err := prod.Flush(ctx); err != nil {
-			return res, err
-		}
-		if e, ok := produceErr.Load().(error); ok {
-			return res, fmt.Errorf("produce: %w", e)
-		}
-		prod.Close()
-		if m, err = startMeter(ctx, c.ServerURL, db.name); err != nil {
-			return res, err
-		}
-		startService()
-	} else {
-		startService()
-		lat = startLatencyReader(ctx, b.addrs, tp.settlements, func(id string) (time.Time, bool) {
-			sentMu.Lock()
-			defer sentMu.Unlock()
-			t, ok := sent[id]
-			return t, ok
-		})
-		defer lat.stop()
-		// Wait for the group to be joined, so the latency is the
-		// pipeline's, not the first rebalance's.
-		for !svcs[0].Ready() {
-			select {
-			case <-ctx.Done():
-				return res, ctx.Err()
-			case <-time.After(20 * time.Millisecond):
-			}
-		}
-		if m, err = startMeter(ctx, c.ServerURL, db.name); err != nil {
-			return res, err
-		}
-		lat.from.Store(time.Now().Add(c.LatencyWarmup).UnixNano())
-		go func() {
-			t0 := time.Now()
-			tk := time.NewTicker(5 * time.Millisecond)
-			defer tk.Stop()
-			for int(produced.Load()) < er.w.Records && ctx.Err() == nil {
-				<-tk.C
-				want := min(er.w.Records, int(er.paced*time.Since(t0).Seconds()))
-				produce(want - int(produced.Load()))
-			}
-		}()
+	svcCtx, stop := context.WithCancel(ctx)
+	r.stopSvc = stop
+	for i, s := range r.svcs {
+		r.svc.Add(1)
+		go func() { defer r.svc.Done(); r.ran(svcCtx, "service", i, s.Run(svcCtx)) }()
 	}
+}
 
-	stopProgress := c.progress(er.name, er.w.Records, settled, func() string {
-		return fmt.Sprintf("published %d", published())
+func (r *e2e) stopService() {
+	if r.stopSvc != nil {
+		r.stopSvc()
+	}
+	r.svc.Wait()
+}
+
+// ran keeps the first error of a service that stopped while its context
+// was still live.
+func (r *e2e) ran(ctx context.Context, what string, i int, err error) {
+	if err == nil || ctx.Err() != nil {
+		return
+	}
+	r.runErrMu.Lock()
+	defer r.runErrMu.Unlock()
+	if r.runErr == nil {
+		r.runErr = fmt.Errorf("%s %d: %w", what, i, err)
+	}
+}
+
+func (r *e2e) serviceFailed() error {
+	r.runErrMu.Lock()
+	defer r.runErrMu.Unlock()
+	return r.runErr
+}
+
+// preloadThenStart produces every record before the service starts, so
+// neither the producer's CPU nor its buffers count against the service.
+func (r *e2e) preloadThenStart(ctx context.Context) error {
+	r.produce(ctx, r.er.w.Records)
+	if err := r.prod.Flush(ctx); err != nil {
+		return err
+	}
+	if err := r.produceFailed(); err != nil {
+		return err
+	}
+	r.prod.Close()
+	var err error
+	if r.meter, err = startMeter(ctx, r.c.ServerURL, r.db.name); err != nil {
+		return err
+	}
+	r.startService(ctx)
+	return nil
+}
+
+// startPaced starts the service and the latency reader, then produces at
+// the run's rate in the background once the group is joined.
+func (r *e2e) startPaced(ctx context.Context) error {
+	r.startService(ctx)
+	r.lat = startLatencyReader(ctx, r.b.addrs, r.tp.settlements, func(id string) (time.Time, bool) {
+		r.sentMu.Lock()
+		defer r.sentMu.Unlock()
+		t, ok := r.sent[id]
+		return t, ok
 	})
+	r.deferred(r.lat.stop)
+	// Wait for the group to be joined, so the latency is the pipeline's,
+	// not the first rebalance's.
+	for !r.svcs[0].Ready() {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	var err error
+	if r.meter, err = startMeter(ctx, r.c.ServerURL, r.db.name); err != nil {
+		return err
+	}
+	r.lat.from.Store(time.Now().Add(r.c.LatencyWarmup).UnixNano())
+	go func() {
+		t0 := time.Now()
+		tk := time.NewTicker(5 * time.Millisecond)
+		defer tk.Stop()
+		for int(r.produced.Load()) < r.er.w.Records && ctx.Err() == nil {
+			<-tk.C
+			want := min(r.er.w.Records, int(r.er.paced*time.Since(t0).Seconds()))
+			r.produce(ctx, want-int(r.produced.Load()))
+		}
+	}()
+	return nil
+}
+
+func (r *e2e) settled() int64 {
+	var n int64
+	for _, s := range r.svcs {
+		for _, v := range s.Counts() {
+			n += v
+		}
+	}
+	return n
+}
+
+func (r *e2e) published() int64 {
+	var n int64
+	for _, s := range r.svcs {
+		n += s.Published()
+	}
+	return n
+}
+
+// waitDone waits until every record is settled and the outbox is empty; a
+// producer's or a service's error, or the run's timeout, ends it first.
+func (r *e2e) waitDone(ctx context.Context) error {
+	er := r.er
+	stopProgress := r.c.progress(er.name, er.w.Records, r.settled, func() string {
+		return fmt.Sprintf("published %d", r.published())
+	})
+	defer stopProgress()
 	deadline := time.Now().Add(er.timeout)
 	for {
-		if e, ok := produceErr.Load().(error); ok {
-			stopProgress()
-			return res, fmt.Errorf("produce: %w", e)
+		if err := r.produceFailed(); err != nil {
+			return err
 		}
-		runErrMu.Lock()
-		err := runErr
-		runErrMu.Unlock()
-		if err != nil {
-			stopProgress()
-			return res, err
+		if err := r.serviceFailed(); err != nil {
+			return err
 		}
-		if settled() >= int64(er.w.Records) {
-			if n, _, err := inspect.New(store).OutboxBacklog(ctx); err == nil && n == 0 {
-				break
+		if r.settled() >= int64(er.w.Records) {
+			if n, _, err := inspect.New(r.store).OutboxBacklog(ctx); err == nil && n == 0 {
+				return nil
 			}
 		}
 		if time.Now().After(deadline) {
-			stopProgress()
-			return res, fmt.Errorf("%s: not done after %s: %d of %d records settled, %d published", er.name, er.timeout, settled(), er.w.Records, published())
+			return fmt.Errorf("%s: not done after %s: %d of %d records settled, %d published", er.name, er.timeout, r.settled(), er.w.Records, r.published())
 		}
 		select {
 		case <-ctx.Done():
-			stopProgress()
-			return res, ctx.Err()
+			return ctx.Err()
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
-	stopProgress()
-	if err := m.stop(ctx, &res, er.w.Records); err != nil {
-		return res, err
+}
+
+// readLatency waits until every settlement the outbox holds has been read,
+// then fills in the run's latency.
+func (r *e2e) readLatency(ctx context.Context) error {
+	lat, res := r.lat, &r.res
+	var want int64
+	if t, err := reconcile.Count(ctx, r.store); err == nil {
+		want = t.OutboxSettlements
 	}
-	res.PeakRSSBytes = peakRSS()
-	stopService()
-	if lat != nil {
-		// Wait until every settlement the outbox holds has been read.
-		var want int64
-		if t, err := reconcile.Count(ctx, store); err == nil {
-			want = t.OutboxSettlements
-		}
-		for end := time.Now().Add(30 * time.Second); lat.count() < want && time.Now().Before(end); {
-			time.Sleep(20 * time.Millisecond)
-		}
-		lat.stop()
-		steady, warm := lat.samples()
-		res.Latency = summarise(steady, er.paced)
-		res.Latency.WarmupSeconds = c.LatencyWarmup.Seconds()
-		if w := summarise(warm, 0); w.Samples > 0 {
-			res.Latency.WarmupSamples, res.Latency.WarmupP99ms = w.Samples, w.P99ms
-		}
-		if res.Latency.Stages, err = latencyStages(ctx, inspect.New(store), lat.steadySentAt); err != nil {
-			return res, err
-		}
-		if lat.unknown.Load() > 0 {
-			res.Notes = append(res.Notes, fmt.Sprintf("%d settlements named an identity the producer never sent", lat.unknown.Load()))
-		}
+	for end := time.Now().Add(30 * time.Second); lat.count() < want && time.Now().Before(end); {
+		time.Sleep(20 * time.Millisecond)
 	}
-	if res.Outcomes, err = outcomeCounts(ctx, store); err != nil {
-		return res, err
+	lat.stop()
+	steady, warm := lat.samples()
+	res.Latency = summarise(steady, r.er.paced)
+	res.Latency.WarmupSeconds = r.c.LatencyWarmup.Seconds()
+	if w := summarise(warm, 0); w.Samples > 0 {
+		res.Latency.WarmupSamples, res.Latency.WarmupP99ms = w.Samples, w.P99ms
 	}
-	tc, err := readTopics(ctx, b.addrs, tp)
+	var err error
+	if res.Latency.Stages, err = latencyStages(ctx, inspect.New(r.store), lat.steadySentAt); err != nil {
+		return err
+	}
+	if lat.unknown.Load() > 0 {
+		res.Notes = append(res.Notes, fmt.Sprintf("%d settlements named an identity the producer never sent", lat.unknown.Load()))
+	}
+	return nil
+}
+
+// check counts the outcomes and checks the database and the topics against
+// what was produced.
+func (r *e2e) check(ctx context.Context) error {
+	var err error
+	if r.res.Outcomes, err = outcomeCounts(ctx, r.store); err != nil {
+		return err
+	}
+	tc, err := readTopics(ctx, r.b.addrs, r.tp)
 	if err != nil {
-		return res, err
+		return err
 	}
-	chk, err := check(ctx, store, er.w.Records, expectedNew, &tc)
-	res.Checks = &chk
-	return res, err
+	chk, err := check(ctx, r.store, r.er.w.Records, r.expectedNew, &tc)
+	r.res.Checks = &chk
+	return err
 }
 
 func createTopics(ctx context.Context, brokers []string, partitions int32, tp topics) error {

@@ -15,97 +15,114 @@ import (
 // throughput vs settled identities.
 func (r *Report) plot(dir string) ([]string, error) {
 	var out []string
-	line := func(file, title, x, y string, pts []Point, logX bool) error {
-		p := plot.New()
-		p.Title.Text, p.X.Label.Text, p.Y.Label.Text = title, x, y
-		xy := make(plotter.XYs, len(pts))
-		for i, pt := range pts {
-			xy[i].X, xy[i].Y = pt.X, pt.RecordsPerSec
-		}
-		if logX {
-			p.X.Scale = plot.LogScale{}
-			p.X.Tick.Marker = plot.LogTicks{Prec: -1}
-		}
-		p.Y.Min = 0
-		if err := plotutil.AddLinePoints(p, "", xy); err != nil {
+	save := func(file string, p *plot.Plot, err error) error {
+		if err != nil {
 			return err
 		}
-		p.Legend.Top = true
-		path := filepath.Join(dir, file)
-		if err := p.Save(16*vg.Centimeter, 10*vg.Centimeter, path); err != nil {
+		if err := p.Save(16*vg.Centimeter, 10*vg.Centimeter, filepath.Join(dir, file)); err != nil {
 			return err
 		}
 		out = append(out, file)
 		return nil
 	}
 	if len(r.Sweep) > 0 {
-		if err := line("bench-batch-size.png", "core-only throughput vs batch size", "records per transaction", "records/s", r.Sweep, true); err != nil {
+		p, err := linePlot("core-only throughput vs batch size", "records per transaction", "records/s", r.Sweep, true)
+		if err := save("bench-batch-size.png", p, err); err != nil {
 			return out, err
 		}
 	}
 	if len(r.Growth) > 0 {
-		if err := line("bench-growth.png", "core-only throughput vs settled identities", "identities settled", "records/s", r.Growth, false); err != nil {
+		p, err := linePlot("core-only throughput vs settled identities", "identities settled", "records/s", r.Growth, false)
+		if err := save("bench-growth.png", p, err); err != nil {
 			return out, err
 		}
 	}
 	if len(r.Scale) > 0 {
-		p := plot.New()
-		p.Title.Text = "end-to-end throughput vs partitions and service instances"
-		p.X.Label.Text, p.Y.Label.Text = "partitions of the usage topic", "records/s"
-		var series []any
-		for _, n := range distinctInstances(r.Scale) {
-			var xy plotter.XYs
-			for _, pt := range r.Scale {
-				if pt.Instances == n {
-					xy = append(xy, plotter.XY{X: float64(pt.Partitions), Y: pt.RecordsPerSec})
-				}
-			}
-			series = append(series, fmt.Sprintf("%d instance(s)", n), xy)
-		}
-		p.Y.Min = 0
-		if err := plotutil.AddLinePoints(p, series...); err != nil {
+		p, err := scalePlot(r.Scale)
+		if err := save("bench-scale.png", p, err); err != nil {
 			return out, err
 		}
-		p.Legend.Left = true
-		file := "bench-scale.png"
-		if err := p.Save(16*vg.Centimeter, 10*vg.Centimeter, filepath.Join(dir, file)); err != nil {
-			return out, err
-		}
-		out = append(out, file)
 	}
 	if r.HalfRate != nil && r.HalfRate.Latency != nil && len(r.HalfRate.Latency.Histogram) > 0 {
-		l := r.HalfRate.Latency
-		p := plot.New()
-		p.Title.Text = "end-to-end latency at half rate (record timestamp → settlement consumed)"
-		p.X.Label.Text, p.Y.Label.Text = "latency (ms)", "settlements"
-		h := make(plotter.XYs, len(l.Histogram))
-		for i, n := range l.Histogram {
-			h[i].X, h[i].Y = float64(i)*l.BucketMs+l.BucketMs/2, float64(n)
-		}
-		hist, err := plotter.NewHistogram(h, len(h))
-		if err != nil {
+		p, err := latencyPlot(r.HalfRate.Latency)
+		if err := save("bench-latency.png", p, err); err != nil {
 			return out, err
 		}
-		p.Add(hist)
-		for _, q := range []struct {
-			name string
-			v    float64
-		}{{"p50", l.P50ms}, {"p99", l.P99ms}} {
-			ln, err := plotter.NewLine(plotter.XYs{{X: q.v, Y: 0}, {X: q.v, Y: float64(maxInt(l.Histogram))}})
-			if err != nil {
-				return out, err
-			}
-			ln.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
-			p.Add(ln)
-			p.Legend.Add(q.name, ln)
-		}
-		file := "bench-latency.png"
-		if err := p.Save(16*vg.Centimeter, 10*vg.Centimeter, filepath.Join(dir, file)); err != nil {
-			return out, err
-		}
-		out = append(out, file)
 	}
 	return out, nil
+}
+
+// linePlot draws one series of points, x on a log scale if logX.
+func linePlot(title, x, y string, pts []Point, logX bool) (*plot.Plot, error) {
+	p := plot.New()
+	p.Title.Text, p.X.Label.Text, p.Y.Label.Text = title, x, y
+	xy := make(plotter.XYs, len(pts))
+	for i, pt := range pts {
+		xy[i].X, xy[i].Y = pt.X, pt.RecordsPerSec
+	}
+	if logX {
+		p.X.Scale = plot.LogScale{}
+		p.X.Tick.Marker = plot.LogTicks{Prec: -1}
+	}
+	p.Y.Min = 0
+	if err := plotutil.AddLinePoints(p, "", xy); err != nil {
+		return nil, err
+	}
+	p.Legend.Top = true
+	return p, nil
+}
+
+// scalePlot draws the scale grid's rate against partitions, one line per
+// number of service instances.
+func scalePlot(pts []ScalePoint) (*plot.Plot, error) {
+	p := plot.New()
+	p.Title.Text = "end-to-end throughput vs partitions and service instances"
+	p.X.Label.Text, p.Y.Label.Text = "partitions of the usage topic", "records/s"
+	var series []any
+	for _, n := range distinctInstances(pts) {
+		var xy plotter.XYs
+		for _, pt := range pts {
+			if pt.Instances == n {
+				xy = append(xy, plotter.XY{X: float64(pt.Partitions), Y: pt.RecordsPerSec})
+			}
+		}
+		series = append(series, fmt.Sprintf("%d instance(s)", n), xy)
+	}
+	p.Y.Min = 0
+	if err := plotutil.AddLinePoints(p, series...); err != nil {
+		return nil, err
+	}
+	p.Legend.Left = true
+	return p, nil
+}
+
+// latencyPlot draws the histogram of latencies with its p50 and p99 marked.
+func latencyPlot(l *Latency) (*plot.Plot, error) {
+	p := plot.New()
+	p.Title.Text = "end-to-end latency at half rate (record timestamp → settlement consumed)"
+	p.X.Label.Text, p.Y.Label.Text = "latency (ms)", "settlements"
+	h := make(plotter.XYs, len(l.Histogram))
+	for i, n := range l.Histogram {
+		h[i].X, h[i].Y = float64(i)*l.BucketMs+l.BucketMs/2, float64(n)
+	}
+	hist, err := plotter.NewHistogram(h, len(h))
+	if err != nil {
+		return nil, err
+	}
+	p.Add(hist)
+	for _, q := range []struct {
+		name string
+		v    float64
+	}{{"p50", l.P50ms}, {"p99", l.P99ms}} {
+		ln, err := plotter.NewLine(plotter.XYs{{X: q.v, Y: 0}, {X: q.v, Y: float64(maxInt(l.Histogram))}})
+		if err != nil {
+			return nil, err
+		}
+		ln.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+		p.Add(ln)
+		p.Legend.Add(q.name, ln)
+	}
+	return p, nil
 }
 
 // distinctInstances lists the instance counts of the scale grid, in order.
