@@ -7,38 +7,19 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/inspect"
-	"github.com/settlehq/settle/settle/settletest"
 )
 
 func TestBalanceAndPeriodClose(t *testing.T) {
 	t.Parallel()
-	url := settletest.NewDatabase(t)
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	store, err := settle.Open(ctx, pool, settle.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	in := func(off int64, js string) settle.Input {
-		return settle.Input{Topic: "usage", Offset: off, Value: []byte(js)}
-	}
-	const base = `"tenant_id":"acme","account_period":"2026-11","subject":"cust-1","occurred_at":"2026-11-03T10:00:00Z"`
-	if _, err := store.Settle(ctx, "", store.Decode([]settle.Input{
-		in(0, `{`+base+`,"record_id":"g","kind":"grant","amount":"100","currency":"USD"}`),
-		in(1, `{`+base+`,"record_id":"u","kind":"usage","amount":"30","currency":"USD","meter":"m","quantity":"1","unit":"s","finalization_version":1}`),
-		in(2, `{`+base+`,"record_id":"h","kind":"hold","amount":"20","currency":"USD"}`),
-		in(3, `{`+base+`,"record_id":"c","kind":"correction","corrects":"u","amount":"25","currency":"USD","meter":"m","quantity":"1","unit":"s","finalization_version":2}`),
-	})); err != nil {
-		t.Fatal(err)
-	}
+	url, store := settledDatabase(t,
+		acmeRecord(`"record_id":"g","kind":"grant","amount":"100","currency":"USD"`),
+		acmeRecord(`"record_id":"u","kind":"usage","amount":"30","currency":"USD","meter":"m","quantity":"1","unit":"s","finalization_version":1`),
+		acmeRecord(`"record_id":"h","kind":"hold","amount":"20","currency":"USD"`),
+		acmeRecord(`"record_id":"c","kind":"correction","corrects":"u","amount":"25","currency":"USD","meter":"m","quantity":"1","unit":"s","finalization_version":2`),
+	)
 	var out, errOut bytes.Buffer
 	if code := run(ctx, []string{"balance", "acme", "cust-1", "--json", "--database-url", url}, &out, &errOut); code != exitOK {
 		t.Fatalf("balance: exit %d: %s", code, errOut.String())
@@ -59,7 +40,7 @@ func TestBalanceAndPeriodClose(t *testing.T) {
 	if code := run(ctx, []string{"period", "close", "acme", "2026-11", "--as", "fin", "--database-url", url}, &out, &errOut); code != exitOK {
 		t.Fatalf("period close: exit %d: %s", code, errOut.String())
 	}
-	rs, err := store.Settle(ctx, "", store.Decode([]settle.Input{in(4, `{`+base+`,"record_id":"late","kind":"grant","amount":"1","currency":"USD"}`)}))
+	rs, err := store.Settle(ctx, "", store.Decode([]settle.Input{{Topic: "usage", Offset: 4, Value: []byte(acmeRecord(`"record_id":"late","kind":"grant","amount":"1","currency":"USD"`))}}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/csv"
 	"encoding/json"
 	"errors"
@@ -324,74 +325,95 @@ func (c *conflictsExportCmd) Run(a *app) (err error) {
 		}()
 		out = file
 	}
-	var (
-		cw    *csv.Writer
-		first = true
-		n     int
-	)
+	x := &caseExport{out: out, first: true}
 	if c.Format == "csv" {
-		cw = csv.NewWriter(out)
-		err = cw.Write(analyst.CaseCSVHeader)
-	} else {
-		_, err = io.WriteString(out, "[")
+		x.cw = csv.NewWriter(out)
 	}
-	if err != nil {
+	if err := x.start(); err != nil {
 		return fmt.Errorf("export cases: %w", err)
 	}
 	f.Limit = inspect.CasePageRowsMax
-	for n < exportRowsMax {
+	for n := 0; n < exportRowsMax; {
 		page, err := inspect.New(store).ListCases(a.ctx, f)
 		if err != nil {
 			return usageIfBad(err)
 		}
-		var resolutions map[int64]inspect.CaseResolution
-		if cw != nil {
-			ids := make([]int64, len(page.Cases))
-			for i, cs := range page.Cases {
-				ids[i] = cs.ID
-			}
-			if resolutions, err = inspect.New(store).CaseResolutions(a.ctx, ids); err != nil {
-				return err
-			}
+		if err := x.page(a.ctx, store, page.Cases); err != nil {
+			return err
 		}
-		for _, cs := range page.Cases {
-			n++
-			if cw != nil {
-				var res *inspect.CaseResolution
-				if r, ok := resolutions[cs.ID]; ok {
-					res = &r
-				}
-				if err := cw.Write(analyst.CaseCSVRow(cs, res)); err != nil {
-					return err
-				}
-				continue
-			}
-			b, err := json.Marshal(cs)
-			if err != nil {
-				return err
-			}
-			sep := ",\n"
-			if first {
-				sep = "\n"
-			}
-			first = false
-			if _, err := io.WriteString(out, sep); err != nil {
-				return fmt.Errorf("export cases: %w", err)
-			}
-			if _, err := out.Write(b); err != nil {
-				return fmt.Errorf("export case %d: %w", cs.ID, err)
-			}
-		}
+		n += len(page.Cases)
 		if page.Next == "" {
 			break
 		}
 		f.After = page.Next
 	}
-	if cw != nil {
-		cw.Flush()
-		return cw.Error()
+	return x.end()
+}
+
+// caseExport writes an export of cases as CSV (cw set) or as one JSON
+// array: start, then each page of cases, then end.
+type caseExport struct {
+	out   io.Writer
+	cw    *csv.Writer
+	first bool // no case written yet (JSON)
+}
+
+func (x *caseExport) start() error {
+	if x.cw != nil {
+		return x.cw.Write(analyst.CaseCSVHeader)
 	}
-	_, err = io.WriteString(out, "\n]\n")
+	_, err := io.WriteString(x.out, "[")
+	return err
+}
+
+// page writes one page of cases; a CSV row carries the case's resolution.
+func (x *caseExport) page(ctx context.Context, store *settle.Store, cases []inspect.CaseSummary) error {
+	if x.cw != nil {
+		ids := make([]int64, len(cases))
+		for i, cs := range cases {
+			ids[i] = cs.ID
+		}
+		resolutions, err := inspect.New(store).CaseResolutions(ctx, ids)
+		if err != nil {
+			return err
+		}
+		for _, cs := range cases {
+			var res *inspect.CaseResolution
+			if r, ok := resolutions[cs.ID]; ok {
+				res = &r
+			}
+			if err := x.cw.Write(analyst.CaseCSVRow(cs, res)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for _, cs := range cases {
+		b, err := json.Marshal(cs)
+		if err != nil {
+			return err
+		}
+		sep := ",\n"
+		if x.first {
+			sep = "\n"
+		}
+		x.first = false
+		if _, err := io.WriteString(x.out, sep); err != nil {
+			return fmt.Errorf("export cases: %w", err)
+		}
+		if _, err := x.out.Write(b); err != nil {
+			return fmt.Errorf("export case %d: %w", cs.ID, err)
+		}
+	}
+	return nil
+}
+
+func (x *caseExport) end() error {
+	if x.cw != nil {
+		x.cw.Flush()
+		return x.cw.Error()
+	}
+	_, err := io.WriteString(x.out, "\n]\n")
 	return err
 }
 

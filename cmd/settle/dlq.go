@@ -187,30 +187,9 @@ func (c *dlqReplayCmd) Run(a *app) error {
 		return err
 	}
 	defer done()
-	var batch []inspect.DeadLetter
-	next := func() ([]inspect.DeadLetter, error) { return nil, nil }
-	if c.ID != 0 {
-		d, err := inspect.New(store).DeadLetter(a.ctx, c.ID)
-		if err != nil {
-			return err
-		}
-		batch = []inspect.DeadLetter{*d}
-	} else {
-		upTo, err := inspect.New(store).DeadLetterMaxID(a.ctx)
-		if err != nil {
-			return err
-		}
-		var after int64
-		next = func() ([]inspect.DeadLetter, error) {
-			ds, err := inspect.New(store).DeadLetters(a.ctx, inspect.DeadLetterFilter{Reason: c.Reason, AfterID: after, UpToID: upTo, Limit: 500})
-			if len(ds) > 0 {
-				after = ds[len(ds)-1].ID
-			}
-			return ds, err
-		}
-		if batch, err = next(); err != nil {
-			return err
-		}
+	batch, next, err := c.deadLetters(a, store)
+	if err != nil {
+		return err
 	}
 	var cl *kgo.Client
 	if !c.DryRun {
@@ -222,35 +201,8 @@ func (c *dlqReplayCmd) Run(a *app) error {
 	}
 	n := 0
 	for len(batch) > 0 {
-		var (
-			to  []settle.Coordinates
-			err error
-		)
-		if cl != nil {
-			pctx, cancel := context.WithTimeout(a.ctx, 30*time.Second)
-			to, err = service.ReplayDeadLetters(pctx, cl, store, batch)
-			cancel()
-		}
-		for i, d := range batch {
-			out := replayed{ID: d.ID, Reason: d.Reason, From: d.Source, DryRun: c.DryRun}
-			if cl != nil {
-				if i >= len(to) {
-					return fmt.Errorf("%w (%d replayed before this batch)", err, n)
-				}
-				out.To = &to[i]
-			}
-			n++
-			switch {
-			case c.JSON:
-				if err := jsonLine(a.stdout, out); err != nil {
-					return err
-				}
-			case c.DryRun:
-				fmt.Fprintf(a.stdout, "would replay dead letter %d (%s) from %s/%d@%d to %s\n", d.ID, d.Reason, d.Source.Topic, d.Source.Partition, d.Source.Offset, d.Source.Topic)
-			default:
-				fmt.Fprintf(a.stdout, "replayed dead letter %d (%s) from %s/%d@%d as %s/%d@%d\n", d.ID, d.Reason, d.Source.Topic,
-					d.Source.Partition, d.Source.Offset, out.To.Topic, out.To.Partition, out.To.Offset)
-			}
+		if err := c.replay(a, cl, store, batch, &n); err != nil {
+			return err
 		}
 		if batch, err = next(); err != nil {
 			return err
@@ -262,6 +214,73 @@ func (c *dlqReplayCmd) Run(a *app) error {
 			verb = "would replay"
 		}
 		fmt.Fprintf(a.stdout, "%s %d dead letter(s); records already settled come back as duplicates\n", verb, n)
+	}
+	return nil
+}
+
+// deadLetters returns the first batch of dead letters to replay and next,
+// which returns the batch after the last one it returned: the one dead
+// letter of --id, or those of --reason up to the newest there is now, 500
+// at a time.
+func (c *dlqReplayCmd) deadLetters(a *app, store *settle.Store) (first []inspect.DeadLetter, next func() ([]inspect.DeadLetter, error), err error) {
+	next = func() ([]inspect.DeadLetter, error) { return nil, nil }
+	if c.ID != 0 {
+		d, err := inspect.New(store).DeadLetter(a.ctx, c.ID)
+		if err != nil {
+			return nil, nil, err
+		}
+		return []inspect.DeadLetter{*d}, next, nil
+	}
+	upTo, err := inspect.New(store).DeadLetterMaxID(a.ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	var after int64
+	next = func() ([]inspect.DeadLetter, error) {
+		ds, err := inspect.New(store).DeadLetters(a.ctx, inspect.DeadLetterFilter{Reason: c.Reason, AfterID: after, UpToID: upTo, Limit: 500})
+		if len(ds) > 0 {
+			after = ds[len(ds)-1].ID
+		}
+		return ds, err
+	}
+	if first, err = next(); err != nil {
+		return nil, nil, err
+	}
+	return first, next, nil
+}
+
+// replay replays one batch through cl (nil on a dry run) and prints each
+// dead letter, counting them in n.
+func (c *dlqReplayCmd) replay(a *app, cl *kgo.Client, store *settle.Store, batch []inspect.DeadLetter, n *int) error {
+	var (
+		to  []settle.Coordinates
+		err error
+	)
+	if cl != nil {
+		pctx, cancel := context.WithTimeout(a.ctx, 30*time.Second)
+		to, err = service.ReplayDeadLetters(pctx, cl, store, batch)
+		cancel()
+	}
+	for i, d := range batch {
+		out := replayed{ID: d.ID, Reason: d.Reason, From: d.Source, DryRun: c.DryRun}
+		if cl != nil {
+			if i >= len(to) {
+				return fmt.Errorf("%w (%d replayed before this batch)", err, *n)
+			}
+			out.To = &to[i]
+		}
+		*n++
+		switch {
+		case c.JSON:
+			if err := jsonLine(a.stdout, out); err != nil {
+				return err
+			}
+		case c.DryRun:
+			fmt.Fprintf(a.stdout, "would replay dead letter %d (%s) from %s/%d@%d to %s\n", d.ID, d.Reason, d.Source.Topic, d.Source.Partition, d.Source.Offset, d.Source.Topic)
+		default:
+			fmt.Fprintf(a.stdout, "replayed dead letter %d (%s) from %s/%d@%d as %s/%d@%d\n", d.ID, d.Reason, d.Source.Topic,
+				d.Source.Partition, d.Source.Offset, out.To.Topic, out.To.Partition, out.To.Offset)
+		}
 	}
 	return nil
 }

@@ -10,11 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/inspect"
-	"github.com/settlehq/settle/settle/settletest"
 )
 
 // TestMonthEndCommands: settle reconcile --source exits 0 on an export of
@@ -23,30 +19,13 @@ import (
 // the balance.
 func TestMonthEndCommands(t *testing.T) {
 	t.Parallel()
-	url := settletest.NewDatabase(t)
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	store, err := settle.Open(ctx, pool, settle.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	const base = `"tenant_id":"acme","account_period":"2026-11","subject":"cust-1","occurred_at":"2026-11-03T10:00:00Z"`
 	recs := []string{
-		`{` + base + `,"record_id":"g","kind":"grant","amount":"100","currency":"USD"}`,
-		`{` + base + `,"record_id":"u","kind":"usage","amount":"30","currency":"USD","meter":"m","quantity":"1","unit":"s","finalization_version":1}`,
-		`{` + base + `,"record_id":"c","kind":"correction","corrects":"u","amount":"25","currency":"USD","meter":"m","quantity":"1","unit":"s","finalization_version":2}`,
+		acmeRecord(`"record_id":"g","kind":"grant","amount":"100","currency":"USD"`),
+		acmeRecord(`"record_id":"u","kind":"usage","amount":"30","currency":"USD","meter":"m","quantity":"1","unit":"s","finalization_version":1`),
+		acmeRecord(`"record_id":"c","kind":"correction","corrects":"u","amount":"25","currency":"USD","meter":"m","quantity":"1","unit":"s","finalization_version":2`),
 	}
-	var ins []settle.Input
-	for i, r := range recs {
-		ins = append(ins, settle.Input{Topic: "usage", Offset: int64(i), Value: []byte(r)})
-	}
-	if _, err := store.Settle(ctx, "", store.Decode(ins)); err != nil {
-		t.Fatal(err)
-	}
+	url, _ := settledDatabase(t, recs...)
 	dir := t.TempDir()
 	good := filepath.Join(dir, "good.jsonl")
 	bad := filepath.Join(dir, "bad.jsonl")
