@@ -127,23 +127,11 @@ func (s *Service) Published() int64 { return s.relay.Published() }
 // Config.ShutdownTimeout. Run may be called once.
 func (s *Service) Run(ctx context.Context) error {
 	defer s.Close()
-	log := s.cfg.Logger
 	if s.admin != nil {
-		srv := &http.Server{Handler: s.adminHandler(), ReadHeaderTimeout: 5 * time.Second}
-		httpDone := make(chan error, 1)
-		go func() { httpDone <- srv.Serve(s.admin) }()
 		// Closed last, on every return: a start that fails below must not
 		// leave the port bound.
-		defer func() {
-			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-			defer cancel()
-			_ = srv.Shutdown(sctx)
-			if err := <-httpDone; err != nil && !errors.Is(err, http.ErrServerClosed) {
-				log.Warn("admin listener stopped with an error", "err", err)
-			}
-		}()
-		log.Info("admin listener up", "addr", s.admin.Addr().String(), "paths", "/livez /readyz /metrics, analysts' page /",
-			"analysts", len(s.cfg.Analyst.Tokens), "hosts", strings.Join(s.hosts, ","))
+		stopAdmin := s.serveAdmin(ctx)
+		defer stopAdmin()
 	}
 	stopEdge, err := s.startEdge(ctx)
 	defer stopEdge()
@@ -163,49 +151,87 @@ func (s *Service) Run(ctx context.Context) error {
 	defer stopConsumer()
 	relayCtx, stopRelay := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopRelay()
-	consumerDone := make(chan error, 1)
-	go func() { consumerDone <- s.consumer.Run(consumerCtx) }()
-	relayDone := make(chan error, 1)
-	go func() { relayDone <- s.relay.Run(relayCtx) }()
+	consuming := part{stop: stopConsumer, done: make(chan error, 1)}
+	go func() { consuming.done <- s.consumer.Run(consumerCtx) }()
+	relaying := part{stop: stopRelay, done: make(chan error, 1)}
+	go func() { relaying.done <- s.relay.Run(relayCtx) }()
 	if s.sweeper != nil {
 		sweepDone := make(chan struct{})
 		defer func() { <-sweepDone }()
 		go func() { defer close(sweepDone); s.sweeper.run(relayCtx) }()
 	}
+	runErr := s.awaitStop(ctx, consuming, relaying)
+	return s.stopInOrder(runErr, consuming, relaying)
+}
 
-	timeout := s.cfg.ShutdownTimeout
+// part is the consumer or the relay while Run runs it: stop cancels its
+// context, done yields what its Run returned.
+type part struct {
+	stop context.CancelFunc
+	done chan error
+}
+
+// serveAdmin serves the admin listener until the returned stop is called.
+func (s *Service) serveAdmin(ctx context.Context) (stop func()) {
+	log := s.cfg.Logger
+	srv := &http.Server{Handler: s.adminHandler(), ReadHeaderTimeout: 5 * time.Second}
+	httpDone := make(chan error, 1)
+	go func() { httpDone <- srv.Serve(s.admin) }()
+	log.Info("admin listener up", "addr", s.admin.Addr().String(), "paths", "/livez /readyz /metrics, analysts' page /",
+		"analysts", len(s.cfg.Analyst.Tokens), "hosts", strings.Join(s.hosts, ","))
+	return func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+		if err := <-httpDone; err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Warn("admin listener stopped with an error", "err", err)
+		}
+	}
+}
+
+// awaitStop waits until ctx ends or the consumer or the relay stops on its
+// own, and returns the error that stops the service (nil when ctx ended).
+// What the part that stopped returned stays in its done for stopInOrder.
+func (s *Service) awaitStop(ctx context.Context, consuming, relaying part) error {
 	var runErr error
 	select {
 	case <-ctx.Done():
-		log.Info("stopping: finishing the batch in hand, committing, leaving the group, flushing the outbox", "timeout", timeout)
-	case runErr = <-consumerDone:
-		consumerDone <- runErr // read again below
+		s.cfg.Logger.Info("stopping: finishing the batch in hand, committing, leaving the group, flushing the outbox", "timeout", s.cfg.ShutdownTimeout)
+	case runErr = <-consuming.done:
+		consuming.done <- runErr // read again by stopInOrder
 		if runErr == nil {
 			runErr = errors.New("consumer stopped on its own")
 		}
-	case runErr = <-relayDone:
-		relayDone <- runErr
+	case runErr = <-relaying.done:
+		relaying.done <- runErr
 		if runErr == nil {
 			runErr = errors.New("relay stopped on its own")
 		}
 	}
+	return runErr
+}
 
+// stopInOrder stops the consumer, then the relay, within
+// Config.ShutdownTimeout, and returns runErr or else the first error they
+// returned.
+func (s *Service) stopInOrder(runErr error, consuming, relaying part) error {
+	timeout := s.cfg.ShutdownTimeout
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
-	stopConsumer()
+	consuming.stop()
 	var timedOut bool
 	select {
-	case err := <-consumerDone:
+	case err := <-consuming.done:
 		if err != nil && runErr == nil {
 			runErr = err
 		}
 	case <-deadline.C:
 		timedOut = true
 	}
-	stopRelay()
+	relaying.stop()
 	if !timedOut {
 		select {
-		case err := <-relayDone:
+		case err := <-relaying.done:
 			if err != nil && runErr == nil {
 				runErr = err
 			}
