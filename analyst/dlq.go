@@ -80,16 +80,8 @@ func hexDump(b []byte) string {
 }
 
 func (h *handler) deadLetterPage(w http.ResponseWriter, r *http.Request) {
-	id, err := deadLetterID(r)
-	if err != nil {
-		h.fail(w, r, err, false)
-		return
-	}
-	ctx, cancel := h.ctx(r)
-	defer cancel()
-	d, err := h.cfg.Store.DeadLetter(ctx, id)
-	if err != nil {
-		h.fail(w, r, err, false)
+	_, d, ok := load(h, w, r, false, deadLetterID, h.cfg.Store.DeadLetter)
+	if !ok {
 		return
 	}
 	type header struct {
@@ -294,6 +286,9 @@ func dlqFilterSummary(q url.Values) string {
 	return strings.Join(parts, ", ")
 }
 
+// dlqFilterOf reads the dead-letter list's filters from r's query string.
+func dlqFilterOf(r *http.Request) (inspect.DeadLetterFilter, error) { return dlqFilter(r.URL.Query()) }
+
 // dlqFilter reads the dead-letter list's filters from a query string.
 func dlqFilter(q url.Values) (inspect.DeadLetterFilter, error) {
 	f := inspect.DeadLetterFilter{Reason: q.Get("reason"), Topic: q.Get("topic"), ErrorClass: q.Get("error_class")}
@@ -318,19 +313,11 @@ func dlqFilter(q url.Values) (inspect.DeadLetterFilter, error) {
 var dlqReasons = []string{"invalid_json", "too_large", "invalid_field", "transient_exhausted"}
 
 func (h *handler) dlqPage(w http.ResponseWriter, r *http.Request) {
+	f, ds, ok := load(h, w, r, false, dlqFilterOf, h.cfg.Store.DeadLetters)
+	if !ok {
+		return
+	}
 	q := r.URL.Query()
-	f, err := dlqFilter(q)
-	if err != nil {
-		h.fail(w, r, err, false)
-		return
-	}
-	ctx, cancel := h.ctx(r)
-	defer cancel()
-	ds, err := h.cfg.Store.DeadLetters(ctx, f)
-	if err != nil {
-		h.fail(w, r, err, false)
-		return
-	}
 	// The replay starts where this page starts (its filters and after);
 	// it takes at most ReplayDeadLettersMax, whatever the page's limit.
 	base := cloneValues(q)

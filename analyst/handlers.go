@@ -166,23 +166,11 @@ func (h *handler) casePage(w http.ResponseWriter, r *http.Request) {
 // showCase renders a case page, with the error of a failed resolve attempt
 // and the values the analyst typed.
 func (h *handler) showCase(w http.ResponseWriter, r *http.Request, code int, formErr string, form url.Values) {
-	id, err := caseID(r)
-	if err != nil {
-		h.fail(w, r, err, false)
+	_, cl, ok := load(h, w, r, false, caseID, h.caseAndLinks)
+	if !ok {
 		return
 	}
-	ctx, cancel := h.ctx(r)
-	defer cancel()
-	c, err := h.cfg.Store.Case(ctx, id)
-	if err != nil {
-		h.fail(w, r, err, false)
-		return
-	}
-	links, err := h.cfg.Store.CaseLinks(ctx, id)
-	if err != nil {
-		h.fail(w, r, err, false)
-		return
-	}
+	c, links := cl.c, cl.links
 	if form == nil {
 		form = url.Values{}
 	}
@@ -190,6 +178,21 @@ func (h *handler) showCase(w http.ResponseWriter, r *http.Request, code int, for
 	w.WriteHeader(code)
 	h.render(w, "case", map[string]any{"Title": fmt.Sprintf("Case %d", c.ID), "Nav": "cases", "C": c, "Links": links,
 		"FormError": formErr, "Form": form, "Resolved": r.URL.Query().Get("resolved") != "", "Analyst": analystOf(r)})
+}
+
+// caseWithLinks is what a case page shows.
+type caseWithLinks struct {
+	c     *inspect.Case
+	links *inspect.CaseLinks
+}
+
+func (h *handler) caseAndLinks(ctx context.Context, id int64) (caseWithLinks, error) {
+	c, err := h.cfg.Store.Case(ctx, id)
+	if err != nil {
+		return caseWithLinks{}, err
+	}
+	links, err := h.cfg.Store.CaseLinks(ctx, id)
+	return caseWithLinks{c, links}, err
 }
 
 // errBadRequest labels a request that cannot be carried out as sent and
@@ -333,18 +336,28 @@ func (h *handler) explainPage(w http.ResponseWriter, r *http.Request) {
 // 504 for a database too slow), answered 200 with the value.
 func apiGet[K, T any](h *handler, parse func(*http.Request) (K, error), read func(context.Context, K) (T, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		k, err := parse(r)
-		if err != nil {
-			h.fail(w, r, err, true)
-			return
+		if _, v, ok := load(h, w, r, true, parse, read); ok {
+			writeJSON(w, http.StatusOK, v)
 		}
-		ctx, cancel := h.ctx(r)
-		defer cancel()
-		v, err := read(ctx, k)
-		if err != nil {
-			h.fail(w, r, err, true)
-			return
-		}
-		writeJSON(w, http.StatusOK, v)
 	}
+}
+
+// load is the start of a read, for a page or (asJSON) the API: what to
+// read parsed from the request by parse, then read by read within the
+// request's timeout. On a failure of either it has answered with the error
+// (h.fail: 400, 404, 504, ...) and ok is false.
+func load[K, T any](h *handler, w http.ResponseWriter, r *http.Request, asJSON bool,
+	parse func(*http.Request) (K, error), read func(context.Context, K) (T, error)) (k K, v T, ok bool) {
+	k, err := parse(r)
+	if err != nil {
+		h.fail(w, r, err, asJSON)
+		return k, v, false
+	}
+	ctx, cancel := h.ctx(r)
+	defer cancel()
+	if v, err = read(ctx, k); err != nil {
+		h.fail(w, r, err, asJSON)
+		return k, v, false
+	}
+	return k, v, true
 }

@@ -78,7 +78,7 @@ func (h *handler) routes(mux *routeMux) {
 	mux.HandleFunc("GET /api/cases/{id}", apiGet(h, caseID, h.cfg.Store.Case))
 	mux.HandleFunc("POST /api/cases/{id}/resolve", h.apiResolve)
 	mux.HandleFunc("GET /api/explain/{tenant}/{period}/{record}", h.apiExplain)
-	mux.HandleFunc("GET /api/dlq", apiGet(h, func(r *http.Request) (inspect.DeadLetterFilter, error) { return dlqFilter(r.URL.Query()) }, h.cfg.Store.DeadLetters))
+	mux.HandleFunc("GET /api/dlq", apiGet(h, dlqFilterOf, h.cfg.Store.DeadLetters))
 	mux.HandleFunc("GET /api/statement/{tenant}/{period}", h.apiStatement)
 
 	mux.HandleFunc("GET /search", h.searchPage)
