@@ -15,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/settlehq/settle/edge/edgetest"
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/idempotency"
 )
@@ -66,7 +67,7 @@ func TestSameRequestInParallelChargesOnce(t *testing.T) {
 	if again.status != http.StatusOK || again.header.Get(HeaderReplayed) != "true" || !bytes.Equal(again.body, stored) {
 		t.Fatalf("retry: %d replayed=%q %s", again.status, again.header.Get(HeaderReplayed), again.body)
 	}
-	if got := ledgerRows(t, s, "u-par"); got != 1 {
+	if got := edgetest.LedgerRows(t, s, "u-par"); got != 1 {
 		t.Fatalf("ledger rows of u-par = %d, want 1", got)
 	}
 	if b := balance(t, s, "alice"); b != "-10" {
@@ -113,7 +114,7 @@ func TestSameCallbackTwiceOneLedgerEntry(t *testing.T) {
 	if !bytes.Equal(res.Response, firstRes.Response) {
 		t.Fatalf("resent answer %s differs from the stored response %s", res.Response, firstRes.Response)
 	}
-	if got := ledgerRows(t, s, "u-cb"); got != 1 {
+	if got := edgetest.LedgerRows(t, s, "u-cb"); got != 1 {
 		t.Fatalf("ledger rows = %d, want 1", got)
 	}
 }
@@ -131,7 +132,7 @@ func TestCrashBeforeResultWriteThenRetry(t *testing.T) {
 	if r := post(srv, tokenAcme, "k-crash", body); r.err == nil {
 		t.Fatalf("the crashed attempt answered %d %s", r.status, r.body)
 	}
-	if got := ledgerRows(t, s, "u-crash"); got != 1 {
+	if got := edgetest.LedgerRows(t, s, "u-crash"); got != 1 {
 		t.Fatalf("after the crash: ledger rows = %d, want 1 (the transaction committed)", got)
 	}
 	// Within the lease the key is still the crashed attempt's: busy.
@@ -151,13 +152,13 @@ func TestCrashBeforeResultWriteThenRetry(t *testing.T) {
 	if again.header.Get(HeaderReplayed) != "true" || !bytes.Equal(again.body, r.body) {
 		t.Fatalf("replay: %s vs %s", again.body, r.body)
 	}
-	if got := ledgerRows(t, s, "u-crash"); got != 1 {
+	if got := edgetest.LedgerRows(t, s, "u-crash"); got != 1 {
 		t.Fatalf("ledger rows = %d, want 1", got)
 	}
 	if b := balance(t, s, "dave"); b != "-5" {
 		t.Fatalf("balance = %s, want -5", b)
 	}
-	if got := count(t, s, `SELECT attempts FROM idempotency_keys WHERE key = 'k-crash'`); got != 2 {
+	if got := edgetest.Count(t, s, `SELECT attempts FROM idempotency_keys WHERE key = 'k-crash'`); got != 2 {
 		t.Fatalf("attempts = %d, want 2", got)
 	}
 }
@@ -214,7 +215,7 @@ func TestStalledAttemptAfterTakeover(t *testing.T) {
 	if stored := storedResponse(t, s, "k-stall"); !bytes.Equal(stored, taken.body) {
 		t.Fatalf("stored %s, want the takeover's %s", stored, taken.body)
 	}
-	if got := ledgerRows(t, s, "u-stall"); got != 1 {
+	if got := edgetest.LedgerRows(t, s, "u-stall"); got != 1 {
 		t.Fatalf("ledger rows = %d, want 1", got)
 	}
 }
@@ -313,7 +314,7 @@ func TestBusyWhileInFlight(t *testing.T) {
 	if got := executions.Load(); got != 1 {
 		t.Fatalf("executions = %d, want 1", got)
 	}
-	if got := ledgerRows(t, s, "u-busy"); got != 1 {
+	if got := edgetest.LedgerRows(t, s, "u-busy"); got != 1 {
 		t.Fatalf("ledger rows = %d, want 1", got)
 	}
 }
@@ -355,7 +356,7 @@ func TestKeyReusedWithOtherBody(t *testing.T) {
 	if !bytes.Equal(r2.body, r.body) {
 		t.Fatalf("second conflict answered %s, first %s", r2.body, r.body)
 	}
-	if got := count(t, s, `SELECT count(*)::int FROM conflict_cases`); got != 1 {
+	if got := edgetest.Count(t, s, `SELECT count(*)::int FROM conflict_cases`); got != 1 {
 		t.Fatalf("cases = %d, want 1", got)
 	}
 	// The key still answers its first request.
@@ -396,7 +397,7 @@ func TestRefusedRequests(t *testing.T) {
 			t.Errorf("%s: %d %s, want %d %s", tc.name, r.status, r.body, tc.status, tc.code)
 		}
 	}
-	if got := count(t, s, `SELECT count(*)::int FROM idempotency_keys`); got != 0 {
+	if got := edgetest.Count(t, s, `SELECT count(*)::int FROM idempotency_keys`); got != 0 {
 		t.Fatalf("refused requests stored %d keys", got)
 	}
 	// Keys are scoped by tenant: the same key for two tenants is two keys.

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/settlehq/settle/edge/edgetest"
 	"github.com/settlehq/settle/settle"
 )
 
@@ -121,7 +122,7 @@ func TestGroupDuplicateKeys(t *testing.T) {
 		}
 	}
 	for _, rec := range []string{"u-dup", "u-other", "u-m1", "u-m2"} {
-		if n := ledgerRows(t, s, rec); n != 1 {
+		if n := edgetest.LedgerRows(t, s, rec); n != 1 {
 			t.Fatalf("%s: %d ledger rows, want 1", rec, n)
 		}
 	}
@@ -170,10 +171,10 @@ func TestGroupRecordConflict(t *testing.T) {
 		e.Results[0].Outcome != settle.OutcomeSettled || e.Results[1].Outcome != settle.OutcomeSettled {
 		t.Fatalf("k-e: %d %s", reqs[3].r.status, reqs[3].r.body)
 	}
-	if n := ledgerRows(t, s, "u-x"); n != 1 {
+	if n := edgetest.LedgerRows(t, s, "u-x"); n != 1 {
 		t.Fatalf("u-x: %d ledger rows, want 1", n)
 	}
-	if got := count(t, s, `SELECT count(*)::int FROM idempotency_keys WHERE status = 'done'`); got != 5 {
+	if got := edgetest.Count(t, s, `SELECT count(*)::int FROM idempotency_keys WHERE status = 'done'`); got != 5 {
 		t.Fatalf("done keys = %d, want 5 (the gate and four; the invalid request claims none)", got)
 	}
 }

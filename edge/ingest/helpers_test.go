@@ -12,44 +12,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
-
+	"github.com/settlehq/settle/edge/edgetest"
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/idempotency"
-	"github.com/settlehq/settle/settle/settletest"
 )
 
 const (
 	tokenAcme = "tok-acme-0123456789abcdef"
 	tokenBeta = "tok-beta-0123456789abcdef"
 )
-
-// newStore gives the test its own migrated database and a store that works
-// as the service role settle_app, so the grants of the migrations are
-// exercised too.
-func newStore(t *testing.T, maxConns int32) *settle.Store {
-	t.Helper()
-	cfg, err := pgxpool.ParseConfig(settletest.NewDatabase(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.MaxConns = maxConns
-	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
-		_, err := c.Exec(ctx, "SET ROLE settle_app")
-		return err
-	}
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	s, err := settle.Open(context.Background(), pool, settle.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
 
 // newAPI serves an API over a fresh store on a loopback httptest server.
 func newAPI(t *testing.T, cfg Config, setup func(*API)) (*settle.Store, *httptest.Server) {
@@ -60,7 +31,7 @@ func newAPI(t *testing.T, cfg Config, setup func(*API)) (*settle.Store, *httptes
 // shared by parallel tests: keep it small).
 func newAPIConns(t *testing.T, cfg Config, setup func(*API), maxConns int32) (*settle.Store, *httptest.Server) {
 	t.Helper()
-	s := newStore(t, maxConns)
+	s := edgetest.AppStore(t, maxConns)
 	cfg.Tokens = map[string]string{tokenAcme: "acme", tokenBeta: "beta"}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -129,22 +100,6 @@ func usage(tenant, record, subject, amount string) string {
 	return fmt.Sprintf(`{"tenant_id":%q,"account_period":"2026-11","record_id":%q,"kind":"usage","subject":%q,`+
 		`"amount":%q,"currency":"USD","meter":"api_calls","quantity":"1","unit":"call",`+
 		`"occurred_at":"2026-11-03T10:00:00Z","finalization_version":1}`, tenant, record, subject, amount)
-}
-
-func count(t *testing.T, s *settle.Store, query string, args ...any) int {
-	t.Helper()
-	var n int
-	if err := s.Pool().QueryRow(context.Background(), query, args...).Scan(&n); err != nil {
-		t.Fatalf("%s: %v", query, err)
-	}
-	return n
-}
-
-// ledgerRows counts the ledger rows of one record of tenant acme.
-func ledgerRows(t *testing.T, s *settle.Store, record string) int {
-	t.Helper()
-	return count(t, s, `SELECT count(*)::int FROM ledger_entries l JOIN identities i ON i.id = l.identity_id
-	                     WHERE i.tenant_id = 'acme' AND i.record_id = $1`, record)
 }
 
 func balance(t *testing.T, s *settle.Store, subject string) string {

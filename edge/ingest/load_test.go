@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/settlehq/settle/edge/edgetest"
 )
 
 // TestLoad drives the API on loopback with 16 clients, 30% of requests
@@ -133,16 +135,16 @@ func TestLoad(t *testing.T) {
 	}
 	// Zero double effects: one identity and one ledger row per key, and the
 	// balances add up to the charges.
-	if got := count(t, s, `SELECT count(*)::int FROM (SELECT identity_id FROM ledger_entries GROUP BY identity_id HAVING count(*) > 1) d`); got != 0 {
+	if got := edgetest.Count(t, s, `SELECT count(*)::int FROM (SELECT identity_id FROM ledger_entries GROUP BY identity_id HAVING count(*) > 1) d`); got != 0 {
 		t.Fatalf("%d identities with more than one ledger row", got)
 	}
-	if got := count(t, s, `SELECT count(*)::int FROM ledger_entries`); got != len(keys) {
+	if got := edgetest.Count(t, s, `SELECT count(*)::int FROM ledger_entries`); got != len(keys) {
 		t.Fatalf("ledger rows = %d, keys = %d", got, len(keys))
 	}
-	if got := count(t, s, `SELECT count(*)::int FROM idempotency_keys WHERE status = 'done'`); got != len(keys) {
+	if got := edgetest.Count(t, s, `SELECT count(*)::int FROM idempotency_keys WHERE status = 'done'`); got != len(keys) {
 		t.Fatalf("done keys = %d, keys = %d", got, len(keys))
 	}
-	if got := count(t, s, `SELECT (-sum(balance))::int FROM accounts WHERE tenant_id = 'acme'`); got != total {
+	if got := edgetest.Count(t, s, `SELECT (-sum(balance))::int FROM accounts WHERE tenant_id = 'acme'`); got != total {
 		t.Fatalf("charged %d, want %d", got, total)
 	}
 

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"sync"
 	"testing"
+
+	"github.com/settlehq/settle/edge/edgetest"
 )
 
 // TestUsageAndRefundRaceThroughTheEdge: a usage and its refund posted at
@@ -45,7 +47,7 @@ func TestUsageAndRefundRaceThroughTheEdge(t *testing.T) {
 			t.Errorf("%d requests answered %d", n, status)
 		}
 	}
-	if n := count(t, s, `SELECT count(*)::int FROM waiting WHERE status <> 'applied'`); n != 0 {
+	if n := edgetest.Count(t, s, `SELECT count(*)::int FROM waiting WHERE status <> 'applied'`); n != 0 {
 		t.Errorf("%d refunds still wait although every usage settled", n)
 	}
 	for i := 0; i < 10; i++ {

@@ -11,37 +11,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
-
+	"github.com/settlehq/settle/edge/edgetest"
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/settletest"
 	"github.com/settlehq/settle/settle/webhooks"
 )
 
 // newStores gives the test its own migrated database, a settling store that
-// works as the service role settle_app (so the grants of the migrations are
-// exercised too) and the webhook rows over the same pool.
+// works as the service role settle_app (edgetest.AppStore) and the webhook
+// rows over the same pool.
 func newStores(t *testing.T, maxConns int32) (*settle.Store, *webhooks.Store) {
 	t.Helper()
-	cfg, err := pgxpool.ParseConfig(settletest.NewDatabase(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.MaxConns = maxConns
-	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
-		_, err := c.Exec(ctx, "SET ROLE settle_app")
-		return err
-	}
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	s, err := settle.Open(context.Background(), pool, settle.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := edgetest.AppStore(t, maxConns)
 	return s, webhooks.New(s)
 }
 
@@ -62,22 +43,6 @@ func settleAll(t *testing.T, s *settle.Store, partition int32, recs ...map[strin
 			t.Fatalf("record %d: %s %s, want settled", i, r.Outcome, r.Reason)
 		}
 	}
-}
-
-func count(t *testing.T, s *settle.Store, query string, args ...any) int {
-	t.Helper()
-	var n int
-	if err := s.Pool().QueryRow(context.Background(), query, args...).Scan(&n); err != nil {
-		t.Fatalf("%s: %v", query, err)
-	}
-	return n
-}
-
-// ledgerRows counts the ledger rows of one record of tenant acme.
-func ledgerRows(t *testing.T, s *settle.Store, record string) int {
-	t.Helper()
-	return count(t, s, `SELECT count(*)::int FROM ledger_entries l JOIN identities i ON i.id = l.identity_id
-	                     WHERE i.tenant_id = 'acme' AND i.record_id = $1`, record)
 }
 
 // receiver is an external system that deduplicates webhook deliveries by
@@ -152,7 +117,7 @@ func newWebhook(t *testing.T, ws *webhooks.Store, url string, cfg Config) *Webho
 func drain(t *testing.T, s *settle.Store, wh *Webhook) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
-	for count(t, s, `SELECT count(*)::int FROM webhook_deliveries WHERE status IN ('pending', 'in_flight')`) > 0 {
+	for edgetest.Count(t, s, `SELECT count(*)::int FROM webhook_deliveries WHERE status IN ('pending', 'in_flight')`) > 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("webhook deliveries still open after 10s")
 		}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/settlehq/settle/edge/edgetest"
 	"github.com/settlehq/settle/settle/webhooks"
 )
 
@@ -68,14 +69,14 @@ func TestWebhookSlowReceiverNoOverlap(t *testing.T) {
 		records[i] = usage("u-slow-"+strconv.Itoa(i), "olga", "1")
 	}
 	settleAll(t, s, 0, records...)
-	if got := count(t, s, `SELECT count(*)::int FROM webhook_deliveries`); got != settlements {
+	if got := edgetest.Count(t, s, `SELECT count(*)::int FROM webhook_deliveries`); got != settlements {
 		t.Fatalf("%d deliveries queued, want %d", got, settlements)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = wh.Run(ctx) }()
 	deadline := time.Now().Add(60 * time.Second)
-	for count(t, s, `SELECT count(*)::int FROM webhook_deliveries WHERE status IN ('pending', 'in_flight')`) > 0 {
+	for edgetest.Count(t, s, `SELECT count(*)::int FROM webhook_deliveries WHERE status IN ('pending', 'in_flight')`) > 0 {
 		if time.Now().After(deadline) {
 			cancel()
 			<-done
@@ -96,7 +97,7 @@ func TestWebhookSlowReceiverNoOverlap(t *testing.T) {
 			repeated++
 		}
 	}
-	dead := count(t, s, `SELECT count(*)::int FROM webhook_deliveries WHERE status = 'dead'`)
+	dead := edgetest.Count(t, s, `SELECT count(*)::int FROM webhook_deliveries WHERE status = 'dead'`)
 	t.Logf("%d settlements, %d POSTs, %d keys sent more than once, %d POSTs overlapping another of their key, %d dead-lettered",
 		settlements, posts, repeated, overlaps, dead)
 	if overlaps != 0 {
@@ -111,7 +112,7 @@ func TestWebhookSlowReceiverNoOverlap(t *testing.T) {
 	if repeated != 0 {
 		t.Errorf("%d settlements sent more than once to a healthy receiver (%d POSTs for %d settlements)", repeated, posts, settlements)
 	}
-	if got := count(t, s, `SELECT count(*)::int FROM webhook_deliveries WHERE status = 'done' AND attempts = 1`); got != settlements {
+	if got := edgetest.Count(t, s, `SELECT count(*)::int FROM webhook_deliveries WHERE status = 'done' AND attempts = 1`); got != settlements {
 		t.Errorf("%d deliveries done at their first attempt, want %d", got, settlements)
 	}
 }
@@ -178,7 +179,7 @@ func TestWebhookRenewedLeaseNotTakenOver(t *testing.T) {
 	if err := ws.Complete(ctx, a[0], 200); err != nil {
 		t.Fatal(err)
 	}
-	if got := count(t, s, `SELECT count(*)::int FROM webhook_deliveries WHERE status = 'done' AND attempts = 1`); got != 1 {
+	if got := edgetest.Count(t, s, `SELECT count(*)::int FROM webhook_deliveries WHERE status = 'done' AND attempts = 1`); got != 1 {
 		t.Fatalf("done deliveries with one attempt = %d, want 1", got)
 	}
 }
@@ -203,7 +204,7 @@ func TestWebhookAnsweredSendNotDeadLettered(t *testing.T) {
 	wh.afterSend = func(webhooks.Delivery) bool { return sends.Add(1) != 2 } // the 200 is lost
 	settleAll(t, s, 0, usage("u-lost", "quin", "1"))
 	deadline := time.Now().Add(10 * time.Second)
-	for count(t, s, `SELECT count(*)::int FROM webhook_deliveries WHERE status IN ('done', 'dead')`) == 0 {
+	for edgetest.Count(t, s, `SELECT count(*)::int FROM webhook_deliveries WHERE status IN ('done', 'dead')`) == 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("delivery still open after 10s")
 		}
@@ -216,7 +217,7 @@ func TestWebhookAnsweredSendNotDeadLettered(t *testing.T) {
 	if dead, err := ws.DeadLetters(context.Background(), 10); err != nil || len(dead) != 0 {
 		t.Fatalf("dead-lettered after a 200: %+v %v", dead, err)
 	}
-	if got := count(t, s, `SELECT count(*)::int FROM webhook_deliveries WHERE status = 'done' AND attempts = 3 AND failures = 1`); got != 1 {
+	if got := edgetest.Count(t, s, `SELECT count(*)::int FROM webhook_deliveries WHERE status = 'done' AND attempts = 3 AND failures = 1`); got != 1 {
 		t.Fatal("the delivery is not done after three sends, one of them failed")
 	}
 	if seen, accepted := rc.counts(); seen != 3 || len(accepted) != 1 {
@@ -251,11 +252,11 @@ func TestWebhookStoppedDuringSendNotCounted(t *testing.T) {
 	}
 	cancel() // the service stops while the receiver is still answering
 	<-done
-	if got := count(t, s, `SELECT count(*)::int FROM webhook_deliveries WHERE status = 'dead'`); got != 0 {
+	if got := edgetest.Count(t, s, `SELECT count(*)::int FROM webhook_deliveries WHERE status = 'dead'`); got != 0 {
 		t.Fatal("a POST cut short by a stop dead-lettered its delivery")
 	}
 	drain(t, s, newWebhook(t, ws, rc.srv.URL, cfg)) // the next process
-	if got := count(t, s, `SELECT count(*)::int FROM webhook_deliveries WHERE status = 'done' AND failures = 0`); got != 1 {
+	if got := edgetest.Count(t, s, `SELECT count(*)::int FROM webhook_deliveries WHERE status = 'done' AND failures = 0`); got != 1 {
 		t.Fatal("the delivery is not done, without a failure, after the restart")
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/settlehq/settle/edge/edgetest"
 	"github.com/settlehq/settle/internal/testnet"
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/settletest"
@@ -44,10 +45,10 @@ func TestWebhookSameDeliveryTwiceAcceptedOnce(t *testing.T) {
 			t.Fatalf("settlement %s applied %d times", k, n)
 		}
 	}
-	if got := count(t, s, `SELECT count(*)::int FROM webhook_deliveries WHERE status = 'done' AND attempts = 2`); got != 1 {
+	if got := edgetest.Count(t, s, `SELECT count(*)::int FROM webhook_deliveries WHERE status = 'done' AND attempts = 2`); got != 1 {
 		t.Fatalf("done deliveries after 2 attempts = %d, want 1", got)
 	}
-	if got := ledgerRows(t, s, "u-wh"); got != 1 {
+	if got := edgetest.LedgerRows(t, s, "u-wh"); got != 1 {
 		t.Fatalf("ledger rows = %d, want 1", got)
 	}
 }
@@ -75,7 +76,7 @@ func TestWebhookCrashAfterSendThenRetry(t *testing.T) {
 	if seen != 2 || len(accepted) != 1 {
 		t.Fatalf("receiver saw %d deliveries of %d settlements, want 2 of 1", seen, len(accepted))
 	}
-	if got := ledgerRows(t, s, "u-whc"); got != 1 {
+	if got := edgetest.LedgerRows(t, s, "u-whc"); got != 1 {
 		t.Fatalf("ledger rows = %d, want 1", got)
 	}
 }
@@ -122,10 +123,10 @@ func TestWebhookStalledAttemptCannotMark(t *testing.T) {
 	if err := ws.Complete(ctx, b[0], 200); err != nil {
 		t.Fatal(err)
 	}
-	if got := count(t, s, `SELECT count(*)::int FROM webhook_deliveries WHERE status = 'done' AND attempt_id = $1::uuid`, b[0].AttemptID); got != 1 {
+	if got := edgetest.Count(t, s, `SELECT count(*)::int FROM webhook_deliveries WHERE status = 'done' AND attempt_id = $1::uuid`, b[0].AttemptID); got != 1 {
 		t.Fatal("the delivery is not marked done by the takeover")
 	}
-	if got := ledgerRows(t, s, "u-whs"); got != 1 {
+	if got := edgetest.LedgerRows(t, s, "u-whs"); got != 1 {
 		t.Fatalf("ledger rows = %d, want 1", got)
 	}
 }

@@ -48,13 +48,14 @@ var Floors = map[string]int{
 
 	// The pipeline's parts and the analysts' surface, side by side: none
 	// imports another.
-	"consumer":     4,
-	"relay":        4,
-	"edge/ingest":  4,
-	"edge/webhook": 4,
-	"analyst":      4,
-	"sourcefile":   4,
-	"faults":       4,
+	"consumer":      4,
+	"relay":         4,
+	"edge/ingest":   4,
+	"edge/webhook":  4,
+	"analyst":       4,
+	"sourcefile":    4,
+	"faults":        4,
+	"edge/edgetest": 4,
 
 	// What assembles the parts: the running service, and the benchmark
 	// that runs it under load.
@@ -75,11 +76,13 @@ var Floors = map[string]int{
 const TestsFloor = 8
 
 // TestSupport are packages that production code must never import: per-test
-// databases, brokers, processes and addresses, and the fault harness.
+// databases, brokers, processes and addresses, the fault harness, and the
+// edge's tests' store.
 var TestSupport = map[string]bool{
 	"settle/settletest":  true,
 	"internal/kafkatest": true,
 	"internal/proctest":  true,
 	"internal/testnet":   true,
 	"faults":             true,
+	"edge/edgetest":      true,
 }
