@@ -76,48 +76,20 @@ const latencySecondsDefault = 15 * time.Second
 
 func (c *Config) setDefaults() {
 	w := &c.Workload
-	if w.Records == 0 {
-		w.Records = 1_000_000
-	}
-	if w.Tenants == 0 {
-		w.Tenants = 10
-	}
-	if w.Subjects == 0 {
-		w.Subjects = 10_000
-	}
-	if w.Partitions == 0 {
-		w.Partitions = 6
-	}
-	if w.Period == "" {
-		w.Period = "2026-07"
-	}
-	if w.Seed == 0 {
-		w.Seed = 1
-	}
-	if w.Source == "" {
-		w.Source = "bench"
-	}
-	if c.BatchSize == 0 {
-		c.BatchSize = 1000
-	}
-	if c.Writers == 0 {
-		c.Writers = 4
-	}
-	if c.PoolConns == 0 {
-		c.PoolConns = 16
-	}
-	if c.PerRecordRecords == 0 {
-		c.PerRecordRecords = min(w.Records, 100_000)
-	}
-	if c.PerRecordConns == 0 {
-		c.PerRecordConns = 16
-	}
-	if c.Repeat == 0 {
-		c.Repeat = 1
-	}
-	if c.ScaleRecords == 0 {
-		c.ScaleRecords = min(w.Records, 100_000)
-	}
+	w.Records = cmp.Or(w.Records, 1_000_000)
+	w.Tenants = cmp.Or(w.Tenants, 10)
+	w.Subjects = cmp.Or(w.Subjects, 10_000)
+	w.Partitions = cmp.Or(w.Partitions, 6)
+	w.Period = cmp.Or(w.Period, "2026-07")
+	w.Seed = cmp.Or(w.Seed, 1)
+	w.Source = cmp.Or(w.Source, "bench")
+	c.BatchSize = cmp.Or(c.BatchSize, 1000)
+	c.Writers = cmp.Or(c.Writers, 4)
+	c.PoolConns = cmp.Or(c.PoolConns, 16)
+	c.PerRecordRecords = cmp.Or(c.PerRecordRecords, min(w.Records, 100_000))
+	c.PerRecordConns = cmp.Or(c.PerRecordConns, 16)
+	c.Repeat = cmp.Or(c.Repeat, 1)
+	c.ScaleRecords = cmp.Or(c.ScaleRecords, min(w.Records, 100_000))
 	if len(c.ScalePartitions) == 0 {
 		c.ScalePartitions = []int{3, 6, 12, 24}
 	}
@@ -125,33 +97,17 @@ func (c *Config) setDefaults() {
 		c.ScaleInstances = []int{1, 2, 3}
 	}
 	c.LatencySeconds = cmp.Or(c.LatencySeconds, latencySecondsDefault)
-	if c.SweepRecords == 0 {
-		c.SweepRecords = min(w.Records, 100_000)
-	}
+	c.SweepRecords = cmp.Or(c.SweepRecords, min(w.Records, 100_000))
 	if len(c.SweepBatches) == 0 {
 		c.SweepBatches = []int{50, 100, 250, 500, 1000, 2000}
 	}
-	if c.GrowthIdentities == 0 {
-		c.GrowthIdentities = 1_000_000
-	}
-	if c.GrowthPoints == 0 {
-		c.GrowthPoints = 10
-	}
-	if c.EdgeClients == 0 {
-		c.EdgeClients = 64
-	}
-	if c.EdgeDuration == 0 {
-		c.EdgeDuration = 10 * time.Second
-	}
-	if c.CompareRounds == 0 {
-		c.CompareRounds = 3
-	}
-	if c.OutDir == "" {
-		c.OutDir = "."
-	}
-	if c.Log == nil {
-		c.Log = io.Discard
-	}
+	c.GrowthIdentities = cmp.Or(c.GrowthIdentities, 1_000_000)
+	c.GrowthPoints = cmp.Or(c.GrowthPoints, 10)
+	c.EdgeClients = cmp.Or(c.EdgeClients, 64)
+	c.EdgeDuration = cmp.Or(c.EdgeDuration, 10*time.Second)
+	c.CompareRounds = cmp.Or(c.CompareRounds, 3)
+	c.OutDir = cmp.Or(c.OutDir, ".")
+	c.Log = cmp.Or(c.Log, io.Discard)
 }
 
 // Validate reports the first setting that cannot work.

@@ -1,6 +1,7 @@
 package consumer
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -85,42 +86,18 @@ type Config struct {
 }
 
 func (c *Config) setDefaults() {
-	if c.Group == "" {
-		c.Group = "settle"
-	}
-	if c.Topic == "" {
-		c.Topic = "usage"
-	}
-	if c.ResultsTopic == "" {
-		c.ResultsTopic = "usage.results"
-	}
-	if c.PollRecordsMax == 0 {
-		c.PollRecordsMax = 50_000
-	}
-	if c.RecordAttemptsMax == 0 {
-		c.RecordAttemptsMax = 5
-	}
-	if c.BackoffMin == 0 {
-		c.BackoffMin = 100 * time.Millisecond
-	}
-	if c.BackoffMax == 0 {
-		c.BackoffMax = 10 * time.Second
-	}
-	if c.ProduceTimeout == 0 {
-		c.ProduceTimeout = 30 * time.Second
-	}
-	if c.SessionTimeout == 0 {
-		c.SessionTimeout = 45 * time.Second
-	}
-	if c.RebalanceTimeout == 0 {
-		c.RebalanceTimeout = 60 * time.Second
-	}
-	if c.DrainTimeout == 0 {
-		c.DrainTimeout = 10 * time.Second
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	c.Group = cmp.Or(c.Group, "settle")
+	c.Topic = cmp.Or(c.Topic, "usage")
+	c.ResultsTopic = cmp.Or(c.ResultsTopic, "usage.results")
+	c.PollRecordsMax = cmp.Or(c.PollRecordsMax, 50_000)
+	c.RecordAttemptsMax = cmp.Or(c.RecordAttemptsMax, 5)
+	c.BackoffMin = cmp.Or(c.BackoffMin, 100*time.Millisecond)
+	c.BackoffMax = cmp.Or(c.BackoffMax, 10*time.Second)
+	c.ProduceTimeout = cmp.Or(c.ProduceTimeout, 30*time.Second)
+	c.SessionTimeout = cmp.Or(c.SessionTimeout, 45*time.Second)
+	c.RebalanceTimeout = cmp.Or(c.RebalanceTimeout, 60*time.Second)
+	c.DrainTimeout = cmp.Or(c.DrainTimeout, 10*time.Second)
+	c.Logger = cmp.Or(c.Logger, slog.Default())
 }
 
 // retryPolicy is the backoff of every retry loop of the consumer. The

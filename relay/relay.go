@@ -24,6 +24,7 @@
 package relay
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -95,30 +96,14 @@ type Config struct {
 }
 
 func (c *Config) setDefaults() {
-	if c.BatchRowsMax == 0 {
-		c.BatchRowsMax = 1000
-	}
-	if c.PollInterval == 0 {
-		c.PollInterval = 100 * time.Millisecond
-	}
-	if c.StandbyInterval == 0 {
-		c.StandbyInterval = time.Second
-	}
-	if c.BackoffMin == 0 {
-		c.BackoffMin = 100 * time.Millisecond
-	}
-	if c.BackoffMax == 0 {
-		c.BackoffMax = 10 * time.Second
-	}
-	if c.FlushTimeout == 0 {
-		c.FlushTimeout = 10 * time.Second
-	}
-	if c.LockKey == 0 {
-		c.LockKey = LockKeyDefault
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	c.BatchRowsMax = cmp.Or(c.BatchRowsMax, 1000)
+	c.PollInterval = cmp.Or(c.PollInterval, 100*time.Millisecond)
+	c.StandbyInterval = cmp.Or(c.StandbyInterval, time.Second)
+	c.BackoffMin = cmp.Or(c.BackoffMin, 100*time.Millisecond)
+	c.BackoffMax = cmp.Or(c.BackoffMax, 10*time.Second)
+	c.FlushTimeout = cmp.Or(c.FlushTimeout, 10*time.Second)
+	c.LockKey = cmp.Or(c.LockKey, LockKeyDefault)
+	c.Logger = cmp.Or(c.Logger, slog.Default())
 }
 
 // Validate reports the first setting that cannot work, saying how to fix it.

@@ -17,6 +17,7 @@ package webhook
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -109,39 +110,19 @@ type Config struct {
 }
 
 func (c *Config) setDefaults() {
-	if c.Topic == "" {
-		c.Topic = "settlements"
-	}
-	if c.Workers == 0 {
-		c.Workers = 4
-	}
-	if c.ClaimRecordsMax == 0 {
-		c.ClaimRecordsMax = 16
-	}
-	if c.Lease == 0 {
-		c.Lease = 30 * time.Second
-	}
-	if c.RequestTimeout == 0 {
-		c.RequestTimeout = c.Lease / 3
-	}
-	if c.AttemptsMax == 0 {
-		c.AttemptsMax = 10
-	}
-	if c.BackoffMin == 0 {
-		c.BackoffMin = time.Second
-	}
-	if c.BackoffMax == 0 {
-		c.BackoffMax = 5 * time.Minute
-	}
-	if c.PollInterval == 0 {
-		c.PollInterval = 200 * time.Millisecond
-	}
+	c.Topic = cmp.Or(c.Topic, "settlements")
+	c.Workers = cmp.Or(c.Workers, 4)
+	c.ClaimRecordsMax = cmp.Or(c.ClaimRecordsMax, 16)
+	c.Lease = cmp.Or(c.Lease, 30*time.Second)
+	c.RequestTimeout = cmp.Or(c.RequestTimeout, c.Lease/3)
+	c.AttemptsMax = cmp.Or(c.AttemptsMax, 10)
+	c.BackoffMin = cmp.Or(c.BackoffMin, time.Second)
+	c.BackoffMax = cmp.Or(c.BackoffMax, 5*time.Minute)
+	c.PollInterval = cmp.Or(c.PollInterval, 200*time.Millisecond)
 	if c.Client == nil {
 		c.Client = &http.Client{Timeout: c.RequestTimeout}
 	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	c.Logger = cmp.Or(c.Logger, slog.Default())
 }
 
 // sendsLostMax bounds the sends of one delivery that never wrote a result
