@@ -173,41 +173,53 @@ func (c *Config) runPerRecord(ctx context.Context, w Workload, conns int) (RunRe
 // chains, holds, conflicts, offsets): it shows what the rows alone cost
 // when batched.
 func (c *Config) runBatched(ctx context.Context, w Workload) (RunResult, error) {
-	settleBatch := mustSQL("baseline_batch_settle.sql")
 	res, err := c.runPooled(ctx, "batched", w, c.Writers, func(ctx context.Context, bw *baselineWriter, recs []workload.Record) error {
 		for start := 0; start < len(recs); start += c.BatchSize {
 			part := recs[start:min(start+c.BatchSize, len(recs))]
-			var (
-				ts, ps, rs, ops, accounts, amounts []string
-				fps                                []int64
-				canon, keys                        [][]byte
-				resps                              []string
-				seen                               = make(map[record.Identity]bool, len(part))
-			)
-			for _, gr := range part {
-				r, err := decodeForBaseline(bw.dec, &gr)
-				if err != nil {
-					return err
-				}
-				if seen[r.id] {
-					continue // a repeat inside the batch: the first one claims
-				}
-				seen[r.id] = true
-				ts, ps, rs, ops = append(ts, r.id.TenantID), append(ps, r.id.AccountPeriod), append(rs, r.id.RecordID), append(ops, string(r.id.Operation))
-				fps, canon, resps = append(fps, r.fp), append(canon, r.canonical), append(resps, string(r.response))
-				accounts, amounts, keys = append(accounts, r.account), append(amounts, "-"+r.amount), append(keys, r.key)
-			}
-			tag, err := bw.pool.Exec(ctx, settleBatch, ts, ps, rs, ops, fps, canon, resps, accounts, amounts, keys)
+			claimed, err := writeBatched(ctx, bw.pool, bw.dec, part)
 			if err != nil {
 				return err
 			}
-			bw.claimed.Add(tag.RowsAffected())
+			bw.claimed.Add(claimed)
 			bw.done.Add(int64(len(part)))
 		}
 		return nil
 	})
 	res.Notes = append(res.Notes, fmt.Sprintf("%d records per transaction; no deliveries, balances, chains, holds, conflicts or offsets", c.BatchSize))
 	return res, err
+}
+
+var sqlBaselineBatch = mustSQL("baseline_batch_settle.sql")
+
+// writeBatched decodes part as settle would and writes its three rows per
+// new identity in one statement (one transaction); it returns how many
+// identities it claimed.
+func writeBatched(ctx context.Context, pool *pgxpool.Pool, dec *record.Decoder, part []workload.Record) (int64, error) {
+	var (
+		ts, ps, rs, ops, accounts, amounts []string
+		fps                                []int64
+		canon, keys                        [][]byte
+		resps                              []string
+		seen                               = make(map[record.Identity]bool, len(part))
+	)
+	for i := range part {
+		r, err := decodeForBaseline(dec, &part[i])
+		if err != nil {
+			return 0, err
+		}
+		if seen[r.id] {
+			continue // a repeat inside the batch: the first one claims
+		}
+		seen[r.id] = true
+		ts, ps, rs, ops = append(ts, r.id.TenantID), append(ps, r.id.AccountPeriod), append(rs, r.id.RecordID), append(ops, string(r.id.Operation))
+		fps, canon, resps = append(fps, r.fp), append(canon, r.canonical), append(resps, string(r.response))
+		accounts, amounts, keys = append(accounts, r.account), append(amounts, "-"+r.amount), append(keys, r.key)
+	}
+	tag, err := pool.Exec(ctx, sqlBaselineBatch, ts, ps, rs, ops, fps, canon, resps, accounts, amounts, keys)
+	if err != nil {
+		return 0, err
+	}
+	return tag.RowsAffected(), nil
 }
 
 // runCopy is the ceiling: the same three rows per new identity written with

@@ -24,6 +24,7 @@ type Report struct {
 	Core      *RunResult         `json:"core_only,omitempty"`
 	PerRecord *RunResult         `json:"per_record_baseline,omitempty"`
 	Batched   *RunResult         `json:"batched_baseline,omitempty"`
+	Pipeline  *RunResult         `json:"pipeline_baseline,omitempty"`
 	Copy      *RunResult         `json:"copy_ceiling,omitempty"`
 	Ratios    map[string]float64 `json:"ratios,omitempty"`
 	Sweep     []Point            `json:"batch_size_sweep,omitempty"`
@@ -110,6 +111,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if !cfg.Skip.Batched {
 		res, err := cfg.repeat(func(int) (RunResult, error) { return cfg.runBatched(ctx, cfg.Workload) })
 		rep.Batched = r.keep("batched", res, err)
+	}
+	if !cfg.Skip.Pipeline {
+		res, err := cfg.repeat(func(int) (RunResult, error) { return cfg.runPipeline(ctx, cfg.Workload) })
+		rep.Pipeline = r.keep("pipeline", res, err)
 	}
 	if !cfg.Skip.Copy {
 		res, err := cfg.repeat(func(int) (RunResult, error) { return cfg.runCopy(ctx, cfg.Workload) })
@@ -304,6 +309,7 @@ func ratios(r *Report) map[string]float64 {
 	put("core_only/per_record", r.Core, r.PerRecord)
 	put("core_only/copy_ceiling", r.Core, r.Copy)
 	put("end_to_end/batched", r.EndToEnd, r.Batched)
+	put("end_to_end/pipeline", r.EndToEnd, r.Pipeline)
 	put("core_only/batched", r.Core, r.Batched)
 	put("end_to_end/core_only", r.EndToEnd, r.Core)
 	if len(r.Growth) >= 2 {

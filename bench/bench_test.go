@@ -53,6 +53,9 @@ func TestTinyBench(t *testing.T) {
 	if rep.Batched == nil || rep.Ratios["end_to_end/batched"] == 0 {
 		t.Fatalf("batched baseline missing: %+v, ratios %v", rep.Batched, rep.Ratios)
 	}
+	if rep.Pipeline == nil || rep.Ratios["end_to_end/pipeline"] == 0 {
+		t.Fatalf("pipeline baseline missing: %+v, ratios %v", rep.Pipeline, rep.Ratios)
+	}
 	if rep.EndToEnd.Outcomes["duplicate"] == 0 || rep.EndToEnd.Outcomes["quarantined/fingerprint_mismatch"] == 0 {
 		t.Fatalf("workload lacks duplicates or conflicts: %v", rep.EndToEnd.Outcomes)
 	}
@@ -76,7 +79,7 @@ func TestEdgeBench(t *testing.T) {
 	cfg := Config{ServerURL: settletest.ServerURL(), OutDir: out,
 		EdgeBinary: proctest.Binary(t), EdgeClients: 8, EdgeDuration: time.Second}
 	s := &cfg.Skip
-	s.EndToEnd, s.Latency, s.Core, s.PerRecord, s.Batched, s.Copy, s.Sweep, s.Growth, s.Scale = true, true, true, true, true, true, true, true, true
+	s.EndToEnd, s.Latency, s.Core, s.PerRecord, s.Batched, s.Pipeline, s.Copy, s.Sweep, s.Growth, s.Scale = true, true, true, true, true, true, true, true, true, true
 	if testing.Verbose() {
 		cfg.Log = os.Stderr
 	}

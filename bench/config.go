@@ -33,7 +33,7 @@ type Config struct {
 
 	// Which parts to run. Zero Config runs everything.
 	Skip struct {
-		EndToEnd, Latency, Core, PerRecord, Batched, Copy, Sweep, Growth, Scale, Edge bool
+		EndToEnd, Latency, Core, PerRecord, Batched, Pipeline, Copy, Sweep, Growth, Scale, Edge bool
 	}
 
 	// The edge run: a `settle run` process (EdgeBinary; "" = this

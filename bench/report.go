@@ -50,7 +50,7 @@ func (r *Report) markdown() string {
 		fmt.Fprintf(&b, "| the settlement read from the topic | %.1f | %.1f |\n", l.P50ms, l.P99ms)
 	}
 	r.writeSeries(&b)
-	for _, x := range []*RunResult{r.EndToEnd, r.HalfRate, r.Core, r.PerRecord, r.Batched, r.Copy} {
+	for _, x := range []*RunResult{r.EndToEnd, r.HalfRate, r.Core, r.PerRecord, r.Batched, r.Pipeline, r.Copy} {
 		if x != nil && len(x.Notes) > 0 {
 			fmt.Fprintf(&b, "\n%s: %s\n", x.Name, strings.Join(x.Notes, "; "))
 		}
@@ -88,7 +88,7 @@ func (r *Report) writeSetting(b *strings.Builder) {
 func (r *Report) writeRuns(b *strings.Builder) {
 	b.WriteString("| run | records | records/s | latency p50 / p99 / max (ms) | service CPU s / 1k rec | PostgreSQL CPU s / 1k rec | peak RSS MiB | WAL B / rec | invariants |\n")
 	b.WriteString("|---|---:|---:|---|---:|---:|---:|---:|---|\n")
-	runs := []*RunResult{r.EndToEnd, r.HalfRate, r.Core, r.PerRecord, r.Batched, r.Copy}
+	runs := []*RunResult{r.EndToEnd, r.HalfRate, r.Core, r.PerRecord, r.Batched, r.Pipeline, r.Copy}
 	if r.Edge != nil {
 		// The edge's rows count requests (one record each), not records.
 		runs = append(runs, &r.Edge.Saturation, &r.Edge.HalfRate)

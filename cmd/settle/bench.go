@@ -45,7 +45,7 @@ type benchCmd struct {
 	ScaleRecords     int           `name:"scale-records" hidden:"" default:"100000" help:"Records per end-to-end run of the scale grid (partitions x service instances)."`
 	ScalePartitions  []int         `name:"scale-partitions" hidden:"" default:"3,6,12,24" sep:"," help:"Partitions of the scale grid."`
 	ScaleInstances   []int         `name:"scale-instances" hidden:"" default:"1,2,3" sep:"," help:"Service instances (one consumer group; each its own pool, consumer and relay) of the scale grid."`
-	Only             []string      `name:"only" sep:"," enum:"e2e,latency,core,per-record,batched,copy,sweep,growth,scale,edge" help:"Run only these parts (default: all): e2e,latency,core,per-record,batched,copy,sweep,growth,scale,edge."`
+	Only             []string      `name:"only" sep:"," enum:"e2e,latency,core,per-record,batched,pipeline,copy,sweep,growth,scale,edge" help:"Run only these parts (default: all): e2e,latency,core,per-record,batched,pipeline,copy,sweep,growth,scale,edge."`
 	EdgeBinary       string        `name:"edge-binary" hidden:"" help:"The settle binary whose 'settle run' the edge part drives over HTTP (default: this one)."`
 	EdgeClients      int           `name:"edge-clients" hidden:"" default:"64" help:"Concurrent HTTP clients of the edge part."`
 	EdgeDuration     time.Duration `name:"edge-duration" hidden:"" default:"10s" help:"Length of the edge part's saturation run, and of its half-rate run."`
@@ -91,7 +91,7 @@ func (c *benchCmd) Run(a *app) (err error) {
 		s := &cfg.Skip
 		s.EndToEnd, s.Latency, s.Core, s.PerRecord = !on["e2e"], !on["latency"], !on["core"], !on["per-record"]
 		s.Batched, s.Copy, s.Sweep, s.Growth, s.Scale = !on["batched"], !on["copy"], !on["sweep"], !on["growth"], !on["scale"]
-		s.Edge = !on["edge"]
+		s.Edge, s.Pipeline = !on["edge"], !on["pipeline"]
 	}
 	if err := cfg.Validate(); err != nil {
 		return usageError{err.Error()}
