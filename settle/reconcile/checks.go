@@ -11,41 +11,25 @@ import (
 
 	"github.com/settlehq/settle/internal/money"
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/internal/db"
 )
 
 func (s *checker) checkBalances(ctx context.Context, tx pgx.Tx, in Input) ([]Finding, error) {
-	rows, err := tx.Query(ctx, sqlReconcileBalance, in.TenantID)
-	if err != nil {
-		return nil, err
-	}
-	var out []Finding
-	for rows.Next() {
-		var (
-			f                             = Finding{Class: ClassBalanceMismatch}
-			subject, currency             string
-			balance, held, sumBal, sumHld string
-		)
-		if err := rows.Scan(&f.AccountID, &f.TenantID, &subject, &currency, &balance, &held, &sumBal, &sumHld); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		f.Detail = fmt.Sprintf("account %s/%s/%s: balance %s, held %s; its ledger rows sum to balance %s, held %s",
-			f.TenantID, subject, currency, balance, held, sumBal, sumHld)
-		out = append(out, f)
-	}
-	return out, rows.Err()
+	rows, err := db.On(tx).ReconcileBalance(ctx, in.TenantID)
+	return findings(rows, err, func(r db.ReconcileBalanceRow) Finding {
+		return Finding{Class: ClassBalanceMismatch, AccountID: r.ID, TenantID: r.TenantID,
+			Detail: fmt.Sprintf("account %s/%s/%s: balance %s, held %s; its ledger rows sum to balance %s, held %s",
+				r.TenantID, r.Subject, r.Currency, r.Balance, r.Held, r.RowsBalance, r.RowsHeld)}
+	})
 }
 
 // checkHashChain recomputes every account's ledger hash chain (settle.ChainHash)
 // and compares it with the stored row hashes and the account's head. A row
 // settle did not write (no hash) or whose fields were changed breaks it; so
-// does a row removed from the end (the head no longer matches).
+// does a row removed from the end (the head no longer matches). It walks
+// the rows as they arrive (every ledger row of the database, or of the
+// tenant), never holding them all.
 func (s *checker) checkHashChain(ctx context.Context, tx pgx.Tx, in Input) ([]Finding, error) {
-	rows, err := tx.Query(ctx, sqlReconcileHashChain, in.TenantID)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
 	var (
 		out       []Finding
 		account   int64 = -1
@@ -59,159 +43,123 @@ func (s *checker) checkHashChain(ctx context.Context, tx pgx.Tx, in Input) ([]Fi
 			}
 		}
 	)
-	for rows.Next() {
-		var (
-			id, acc                                       int64
-			tn, subject, currency, sid, bucket, amountTxt string
-			stored, accountHead                           []byte
-		)
-		if err := rows.Scan(&id, &acc, &tn, &subject, &currency, &sid, &bucket, &amountTxt, &stored, &accountHead); err != nil {
-			return nil, err
-		}
-		if acc != account {
+	err := db.On(tx).ReconcileHashChainEach(ctx, in.TenantID, func(r db.ReconcileHashChainRow) error {
+		if r.AccountID != account {
 			closeHead()
-			account, prev, head, tenant = acc, nil, accountHead, tn
+			account, prev, head, tenant = r.AccountID, nil, r.ChainHead, r.TenantID
 		}
-		if id == 0 {
-			continue // an account without rows: its head must be empty
+		if r.ID == 0 {
+			return nil // an account without rows: its head must be empty
 		}
-		amount, err := money.Parse(amountTxt)
+		amount, err := money.Parse(r.Amount)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		want := settle.ChainHash(prev, tn, subject, currency, sid, bucket, amount.String())
+		want := settle.ChainHash(prev, r.TenantID, r.Subject, r.Currency, r.SettlementID, r.Bucket, amount.String())
 		switch {
-		case stored == nil:
-			out = append(out, Finding{Class: ClassChainBroken, TenantID: tn, AccountID: acc, LedgerRowID: id, SettlementID: sid,
-				Detail: fmt.Sprintf("ledger row %d (%s %s) has no chain hash: settle did not write it", id, bucket, amountTxt)})
-			continue // the chain goes on past a foreign row
-		case !bytes.Equal(stored, want):
-			out = append(out, Finding{Class: ClassChainBroken, TenantID: tn, AccountID: acc, LedgerRowID: id, SettlementID: sid,
-				Detail: fmt.Sprintf("ledger row %d (%s %s): hash %x, its chain says %x (the row or one before it was changed)", id, bucket, amountTxt, stored, want)})
+		case r.ChainHash == nil:
+			out = append(out, Finding{Class: ClassChainBroken, TenantID: r.TenantID, AccountID: r.AccountID, LedgerRowID: r.ID, SettlementID: r.SettlementID,
+				Detail: fmt.Sprintf("ledger row %d (%s %s) has no chain hash: settle did not write it", r.ID, r.Bucket, r.Amount)})
+			return nil // the chain goes on past a foreign row
+		case !bytes.Equal(r.ChainHash, want):
+			out = append(out, Finding{Class: ClassChainBroken, TenantID: r.TenantID, AccountID: r.AccountID, LedgerRowID: r.ID, SettlementID: r.SettlementID,
+				Detail: fmt.Sprintf("ledger row %d (%s %s): hash %x, its chain says %x (the row or one before it was changed)", r.ID, r.Bucket, r.Amount, r.ChainHash, want)})
 		}
-		prev = stored
-	}
-	if err := rows.Err(); err != nil {
+		prev = r.ChainHash
+		return nil
+	})
+	if err != nil {
 		return nil, err
 	}
 	closeHead()
 	return out, nil
 }
 
-// findRows runs one check's query and makes a Finding of each row.
-func findRows(ctx context.Context, tx pgx.Tx, sql string, args []any, row func(pgx.Rows) (Finding, error)) ([]Finding, error) {
-	rows, err := tx.Query(ctx, sql, args...)
+// findings makes a Finding of each row of one check's generated query
+// (nil for none, as the report counts them).
+func findings[R any](rows []R, err error, finding func(R) Finding) ([]Finding, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
 	var out []Finding
-	for rows.Next() {
-		f, err := row(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, f)
+	for _, r := range rows {
+		out = append(out, finding(r))
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 func (s *checker) checkLedgerOrphans(ctx context.Context, tx pgx.Tx, in Input) ([]Finding, error) {
-	return findRows(ctx, tx, sqlReconcileLedgerOrphan, []any{in.TenantID}, func(rows pgx.Rows) (Finding, error) {
-		var (
-			f          Finding
-			identityID int64
-			amount     string
-		)
-		err := rows.Scan(&f.LedgerRowID, &f.TenantID, &identityID, &f.AccountID, &amount, &f.Class,
-			&f.Period, &f.RecordID, &f.Operation)
-		f.Detail = fmt.Sprintf("ledger row %d (amount %s, account %d) names identity %d: %s",
-			f.LedgerRowID, amount, f.AccountID, identityID, f.Class)
-		return f, err
+	rows, err := db.On(tx).ReconcileLedgerOrphan(ctx, in.TenantID)
+	return findings(rows, err, func(r db.ReconcileLedgerOrphanRow) Finding {
+		return Finding{Class: r.Class, LedgerRowID: r.ID, TenantID: r.TenantID, AccountID: r.AccountID,
+			Period: r.AccountPeriod, RecordID: r.RecordID, Operation: r.Operation,
+			Detail: fmt.Sprintf("ledger row %d (amount %s, account %d) names identity %d: %s",
+				r.ID, r.Amount, r.AccountID, r.IdentityID, r.Class)}
 	})
 }
 
 // checkReferences finds the references that foreign keys no longer guard
 // on the per-record tables (migration 0003).
 func (s *checker) checkReferences(ctx context.Context, tx pgx.Tx, in Input) ([]Finding, error) {
-	return findRows(ctx, tx, sqlReconcileReferences, []any{in.TenantID}, func(rows pgx.Rows) (Finding, error) {
-		var (
-			f  Finding
-			id int64
-			c  settle.Coordinates
-		)
-		err := rows.Scan(&f.Class, &f.TenantID, &id, &f.Period, &f.RecordID, &f.Operation, &c.Topic, &c.Partition, &c.Offset)
-		f.Source = &c
-		f.Detail = fmt.Sprintf("%s: identity %d (source %s/%d@%d)", f.Class, id, c.Topic, c.Partition, c.Offset)
-		return f, err
+	rows, err := db.On(tx).ReconcileReferences(ctx, in.TenantID)
+	return findings(rows, err, func(r db.ReconcileReferencesRow) Finding {
+		c := settle.Coordinates{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}
+		return Finding{Class: r.Class, TenantID: r.TenantID, Period: r.AccountPeriod, RecordID: r.RecordID, Operation: r.Operation,
+			Source: &c, Detail: fmt.Sprintf("%s: identity %d (source %s/%d@%d)", r.Class, r.IdentityID, c.Topic, c.Partition, c.Offset)}
 	})
 }
 
 func (s *checker) checkEffectRepeats(ctx context.Context, tx pgx.Tx, in Input) ([]Finding, error) {
-	return findRows(ctx, tx, sqlReconcileEffectRepeat, []any{in.TenantID}, func(rows pgx.Rows) (Finding, error) {
-		var (
-			f                     = Finding{Class: ClassEffectRepeated}
-			id, tx, rowsN, bucket int64
-		)
-		err := rows.Scan(&id, &f.TenantID, &f.Period, &f.RecordID, &f.Operation, &f.SettlementID, &tx, &rowsN, &bucket)
-		f.Detail = fmt.Sprintf("identity %d has %d ledger rows in %d buckets from %d transactions; an effect is written once, one row per bucket", id, rowsN, bucket, tx)
-		return f, err
+	rows, err := db.On(tx).ReconcileEffectRepeat(ctx, in.TenantID)
+	return findings(rows, err, func(r db.ReconcileEffectRepeatRow) Finding {
+		return Finding{Class: ClassEffectRepeated, TenantID: r.TenantID, Period: r.AccountPeriod, RecordID: r.RecordID,
+			Operation: r.Operation, SettlementID: r.SettlementID,
+			Detail: fmt.Sprintf("identity %d has %d ledger rows in %d buckets from %d transactions; an effect is written once, one row per bucket",
+				r.ID, r.Rows, r.Buckets, r.Transactions)}
 	})
 }
 
 func (s *checker) checkSettlementMissing(ctx context.Context, tx pgx.Tx, in Input) ([]Finding, error) {
 	topic := s.cfg.SettlementsTopic
-	return findRows(ctx, tx, sqlReconcileSettlementMissing, []any{in.TenantID, topic}, func(rows pgx.Rows) (Finding, error) {
-		var (
-			f     Finding
-			id, n int64
-		)
-		err := rows.Scan(&id, &f.TenantID, &f.Period, &f.RecordID, &f.Operation, &f.SettlementID, &n)
-		if n == 0 {
+	rows, err := db.On(tx).ReconcileSettlementMissing(ctx, db.ReconcileSettlementMissingParams{TenantID: in.TenantID, SettlementsTopic: topic})
+	return findings(rows, err, func(r db.ReconcileSettlementMissingRow) Finding {
+		f := Finding{TenantID: r.TenantID, Period: r.AccountPeriod, RecordID: r.RecordID, Operation: r.Operation, SettlementID: r.SettlementID}
+		if r.OutboxRows == 0 {
 			f.Class = ClassSettlementMissing
-			f.Detail = fmt.Sprintf("identity %d wrote ledger rows but no settlement for topic %s is in the outbox", id, topic)
+			f.Detail = fmt.Sprintf("identity %d wrote ledger rows but no settlement for topic %s is in the outbox", r.ID, topic)
 		} else {
 			f.Class = ClassSettlementDuplicated
-			f.Detail = fmt.Sprintf("identity %d has %d outbox rows for topic %s; one is written per effect", id, n, topic)
+			f.Detail = fmt.Sprintf("identity %d has %d outbox rows for topic %s; one is written per effect", r.ID, r.OutboxRows, topic)
 		}
-		return f, err
+		return f
 	})
 }
 
 func (s *checker) checkOutboxUnpublished(ctx context.Context, tx pgx.Tx, in Input) ([]Finding, error) {
-	args := []any{in.OutboxGrace.Seconds(), s.cfg.SettlementsTopic}
-	return findRows(ctx, tx, sqlReconcileOutboxUnpublished, args, func(rows pgx.Rows) (Finding, error) {
-		var (
-			f       = Finding{Class: ClassOutboxUnpublished}
-			topic   string
-			created time.Time
-		)
-		err := rows.Scan(&f.OutboxRowID, &topic, &created, &f.SettlementID)
-		f.Detail = fmt.Sprintf("outbox row %d for topic %s written %s is not published (grace %s): is a relay running and leading?",
-			f.OutboxRowID, topic, created.UTC().Format(time.RFC3339), in.OutboxGrace)
-		return f, err
+	rows, err := db.On(tx).ReconcileOutboxUnpublished(ctx, db.ReconcileOutboxUnpublishedParams{
+		GraceSeconds: in.OutboxGrace.Seconds(), SettlementsTopic: s.cfg.SettlementsTopic})
+	return findings(rows, err, func(r db.ReconcileOutboxUnpublishedRow) Finding {
+		return Finding{Class: ClassOutboxUnpublished, OutboxRowID: r.ID, SettlementID: r.SettlementID,
+			Detail: fmt.Sprintf("outbox row %d for topic %s written %s is not published (grace %s): is a relay running and leading?",
+				r.ID, r.Topic, r.CreatedAt.UTC().Format(time.RFC3339), in.OutboxGrace)}
 	})
 }
 
 func (s *checker) checkWaitingTargetSettled(ctx context.Context, tx pgx.Tx, in Input) ([]Finding, error) {
-	return findRows(ctx, tx, sqlReconcileWaitingSettled, []any{in.TenantID}, func(rows pgx.Rows) (Finding, error) {
-		f := Finding{Class: ClassWaitingTargetSettled}
-		var targetPeriod, targetRecord, status string
-		err := rows.Scan(&f.TenantID, &f.Period, &f.RecordID, &f.Operation, &targetPeriod, &targetRecord, &status)
-		f.Detail = fmt.Sprintf("%s %s of period %s is %s although record %s of period %s has settled: the service's sweep applies it (is `settle run` running?)",
-			f.Operation, f.RecordID, f.Period, status, targetRecord, targetPeriod)
-		return f, err
+	rows, err := db.On(tx).ReconcileWaitingTargetSettled(ctx, in.TenantID)
+	return findings(rows, err, func(r db.ReconcileWaitingTargetSettledRow) Finding {
+		return Finding{Class: ClassWaitingTargetSettled, TenantID: r.TenantID, Period: r.AccountPeriod, RecordID: r.RecordID, Operation: r.Operation,
+			Detail: fmt.Sprintf("%s %s of period %s is %s although record %s of period %s has settled: the service's sweep applies it (is `settle run` running?)",
+				r.Operation, r.RecordID, r.AccountPeriod, r.Status, r.TargetRecordID, r.TargetPeriod)}
 	})
 }
 
 func (s *checker) checkHoldOverdue(ctx context.Context, tx pgx.Tx, in Input) ([]Finding, error) {
-	return findRows(ctx, tx, sqlReconcileHoldOverdue, []any{in.TenantID, in.HoldExpiryGrace.Seconds()}, func(rows pgx.Rows) (Finding, error) {
-		f := Finding{Class: ClassHoldOverdue, Operation: "hold"}
-		var expires time.Time
-		err := rows.Scan(&f.TenantID, &f.Period, &f.RecordID, &expires)
-		f.Detail = fmt.Sprintf("hold %s of period %s expired at %s and is still active (grace %s): the service's sweep releases it (is `settle run` running?)",
-			f.RecordID, f.Period, expires.UTC().Format(time.RFC3339), in.HoldExpiryGrace)
-		return f, err
+	rows, err := db.On(tx).ReconcileHoldOverdue(ctx, db.ReconcileHoldOverdueParams{TenantID: in.TenantID, GraceSeconds: in.HoldExpiryGrace.Seconds()})
+	return findings(rows, err, func(r db.ReconcileHoldOverdueRow) Finding {
+		return Finding{Class: ClassHoldOverdue, Operation: "hold", TenantID: r.TenantID, Period: r.AccountPeriod, RecordID: r.RecordID,
+			Detail: fmt.Sprintf("hold %s of period %s expired at %s and is still active (grace %s): the service's sweep releases it (is `settle run` running?)",
+				r.RecordID, r.AccountPeriod, r.ExpiresAt.UTC().Format(time.RFC3339), in.HoldExpiryGrace)}
 	})
 }
 
@@ -220,21 +168,16 @@ func (s *checker) checkHoldOverdue(ctx context.Context, tx pgx.Tx, in Input) ([]
 // it), which is a difference however old it is. It is its own class, with
 // the broker's reason, so it is not mistaken for a relay that is not
 // running; the relay publishes everything behind it.
-func (s *checker) checkOutboxParked(ctx context.Context, tx pgx.Tx, in Input) ([]Finding, error) {
-	return findRows(ctx, tx, sqlReconcileOutboxParked, []any{s.cfg.SettlementsTopic}, func(rows pgx.Rows) (Finding, error) {
-		var (
-			f             = Finding{Class: ClassOutboxParked}
-			topic, reason string
-			errText       string
-			at            time.Time
-		)
-		err := rows.Scan(&f.OutboxRowID, &topic, &reason, &errText, &at, &f.SettlementID)
-		f.Detail = fmt.Sprintf("outbox row %d for topic %s was parked %s, %s: the broker refused it for good (%s); "+
-			"settle dlq list --parked lists it", f.OutboxRowID, topic, at.UTC().Format(time.RFC3339), reason, errText)
-		if topic == s.cfg.DeadLetterTopic {
+func (s *checker) checkOutboxParked(ctx context.Context, tx pgx.Tx, _ Input) ([]Finding, error) {
+	rows, err := db.On(tx).ReconcileOutboxParked(ctx, s.cfg.SettlementsTopic)
+	return findings(rows, err, func(r db.ReconcileOutboxParkedRow) Finding {
+		f := Finding{Class: ClassOutboxParked, OutboxRowID: r.ID, SettlementID: r.SettlementID,
+			Detail: fmt.Sprintf("outbox row %d for topic %s was parked %s, %s: the broker refused it for good (%s); "+
+				"settle dlq list --parked lists it", r.ID, r.Topic, r.At.UTC().Format(time.RFC3339), r.Reason, r.Error)}
+		if r.Topic == s.cfg.DeadLetterTopic {
 			f.Detail += "; the dead letter's bytes are in the database (settle dlq list, show, replay)"
 		}
-		return f, err
+		return f
 	})
 }
 
@@ -246,10 +189,10 @@ func (s *checker) checkOffsets(ctx context.Context, tx pgx.Tx, in Input) ([]Find
 	var out []Finding
 	for topic, ps := range in.KafkaOffsets {
 		for p, k := range ps {
-			db, ok := pg[topic][p]
-			if k > db || (!ok && k > 0) {
+			have, ok := pg[topic][p]
+			if k > have || (!ok && k > 0) {
 				out = append(out, Finding{Class: ClassKafkaOffsetAhead, Source: &settle.Coordinates{Topic: topic, Partition: p, Offset: k},
-					Detail: fmt.Sprintf("group %s committed offset %d in Kafka for %s/%d, PostgreSQL holds %d: the database is behind (restored?); the consumer reads the partition again from PostgreSQL's offset on its next assignment", in.Group, k, topic, p, db)})
+					Detail: fmt.Sprintf("group %s committed offset %d in Kafka for %s/%d, PostgreSQL holds %d: the database is behind (restored?); the consumer reads the partition again from PostgreSQL's offset on its next assignment", in.Group, k, topic, p, have)})
 			}
 		}
 	}

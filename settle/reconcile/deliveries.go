@@ -8,39 +8,26 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/internal/db"
 )
 
-// The statements of the delivery checks: every record read has one
-// delivery row, below PostgreSQL's offsets and, for a finished run, below
-// the topics' end offsets.
-var (
-	sqlReconcileDeliveryRepeated = mustQuery("reconcile_delivery_repeated.sql")
-	sqlReconcileDeliveryMissing  = mustQuery("reconcile_delivery_missing.sql")
-	sqlReconcileDeliveryPastEnd  = mustQuery("reconcile_delivery_past_end.sql")
-	sqlReconcilePruned           = mustQuery("reconcile_pruned.sql")
-)
+// The delivery checks: every record read has one delivery row, below
+// PostgreSQL's offsets and, for a finished run, below the topics' end
+// offsets.
 
 func (s *checker) checkDeliveryRepeated(ctx context.Context, tx pgx.Tx, _ Input) ([]Finding, error) {
-	return findRows(ctx, tx, sqlReconcileDeliveryRepeated, nil, func(rows pgx.Rows) (Finding, error) {
-		var (
-			f        = Finding{Class: ClassDeliveryRepeated}
-			c        settle.Coordinates
-			n        int64
-			outcomes string
-		)
-		err := rows.Scan(&c.Topic, &c.Partition, &c.Offset, &n, &outcomes)
-		f.Source = &c
-		f.Detail = fmt.Sprintf("record %s/%d@%d has %d delivery rows (%s); a record is delivered once", c.Topic, c.Partition, c.Offset, n, outcomes)
-		return f, err
+	rows, err := db.On(tx).ReconcileDeliveryRepeated(ctx)
+	return findings(rows, err, func(r db.ReconcileDeliveryRepeatedRow) Finding {
+		c := settle.Coordinates{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}
+		return Finding{Class: ClassDeliveryRepeated, Source: &c,
+			Detail: fmt.Sprintf("record %s/%d@%d has %d delivery rows (%s); a record is delivered once", c.Topic, c.Partition, c.Offset, r.Deliveries, r.Outcomes)}
 	})
 }
 
 // pruned reports whether settle prune ever ran on the database: it removes
 // delivery rows, so a missing one no longer shows a record passed over.
 func pruned(ctx context.Context, tx pgx.Tx) (bool, error) {
-	var p bool
-	err := tx.QueryRow(ctx, sqlReconcilePruned).Scan(&p)
-	return p, err
+	return db.On(tx).ReconcilePruned(ctx)
 }
 
 // bounds flattens offsets by topic and partition into the arrays the
@@ -67,13 +54,11 @@ func bounds(offsets map[string]map[int32]int64) (topics []string, parts []int32,
 // offsets with no delivery row.
 func missingDeliveries(ctx context.Context, tx pgx.Tx, offsets map[string]map[int32]int64, class, why string) ([]Finding, error) {
 	topics, parts, offs := bounds(offsets)
-	return findRows(ctx, tx, sqlReconcileDeliveryMissing, []any{topics, parts, offs}, func(rows pgx.Rows) (Finding, error) {
-		f := Finding{Class: class}
-		var c settle.Coordinates
-		err := rows.Scan(&c.Topic, &c.Partition, &c.Offset)
-		f.Source = &c
-		f.Detail = fmt.Sprintf("record %s/%d@%d has no delivery row, %s %d", c.Topic, c.Partition, c.Offset, why, offsets[c.Topic][c.Partition])
-		return f, err
+	rows, err := db.On(tx).ReconcileDeliveryMissing(ctx, db.ReconcileDeliveryMissingParams{Topics: topics, Partitions: parts, Bounds: offs})
+	return findings(rows, err, func(r db.ReconcileDeliveryMissingRow) Finding {
+		c := settle.Coordinates{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}
+		return Finding{Class: class, Source: &c,
+			Detail: fmt.Sprintf("record %s/%d@%d has no delivery row, %s %d", c.Topic, c.Partition, c.Offset, why, offsets[c.Topic][c.Partition])}
 	})
 }
 
@@ -98,16 +83,11 @@ func (s *checker) checkEveryRecordDelivered(ctx context.Context, tx pgx.Tx, in I
 		return nil, err
 	}
 	topics, parts, offs := bounds(in.EndOffsets)
-	past, err := findRows(ctx, tx, sqlReconcileDeliveryPastEnd, []any{topics, parts, offs}, func(rows pgx.Rows) (Finding, error) {
-		f := Finding{Class: ClassDeliveryPastEnd}
-		var (
-			c       settle.Coordinates
-			outcome string
-		)
-		err := rows.Scan(&c.Topic, &c.Partition, &c.Offset, &outcome)
-		f.Source = &c
-		f.Detail = fmt.Sprintf("delivery row (%s) at %s/%d@%d, at or past the topic's end offset %d: no such record was read", outcome, c.Topic, c.Partition, c.Offset, in.EndOffsets[c.Topic][c.Partition])
-		return f, err
+	rows, err := db.On(tx).ReconcileDeliveryPastEnd(ctx, db.ReconcileDeliveryPastEndParams{Topics: topics, Partitions: parts, Bounds: offs})
+	past, err := findings(rows, err, func(r db.ReconcileDeliveryPastEndRow) Finding {
+		c := settle.Coordinates{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}
+		return Finding{Class: ClassDeliveryPastEnd, Source: &c,
+			Detail: fmt.Sprintf("delivery row (%s) at %s/%d@%d, at or past the topic's end offset %d: no such record was read", r.Outcome, c.Topic, c.Partition, c.Offset, in.EndOffsets[c.Topic][c.Partition])}
 	})
 	if err != nil {
 		return nil, err

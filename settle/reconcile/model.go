@@ -9,16 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/settlehq/settle/internal/money"
-)
-
-// The statements of the identity and sequence checks and of the
-// comparison with a model.
-var (
-	sqlReconcileIdentityDuplicate = mustQuery("reconcile_identity_duplicate.sql")
-	sqlReconcileSequence          = mustQuery("reconcile_sequence.sql")
-	sqlReconcileAccounts          = mustQuery("reconcile_accounts.sql")
-	sqlReconcileIdentityEffects   = mustQuery("reconcile_identity_effects.sql")
-	sqlReconcileDeliveryOutcomes  = mustQuery("reconcile_delivery_outcomes.sql")
+	"github.com/settlehq/settle/settle/internal/db"
 )
 
 // ExpectedAccount is what one account must hold, by a model of a known
@@ -43,29 +34,20 @@ type ExpectedEntry struct {
 }
 
 func (s *checker) checkIdentityDuplicates(ctx context.Context, tx pgx.Tx, in Input) ([]Finding, error) {
-	return findRows(ctx, tx, sqlReconcileIdentityDuplicate, []any{in.TenantID}, func(rows pgx.Rows) (Finding, error) {
-		var (
-			f         = Finding{Class: ClassIdentityDuplicated}
-			n, lo, hi int64
-		)
-		err := rows.Scan(&f.TenantID, &f.Period, &f.RecordID, &f.Operation, &n, &lo, &hi)
-		f.Detail = fmt.Sprintf("identity %s/%s/%s/%s is stored %d times (ids %d..%d); one logical record has one identity",
-			f.TenantID, f.Period, f.RecordID, f.Operation, n, lo, hi)
-		return f, err
+	rows, err := db.On(tx).ReconcileIdentityDuplicate(ctx, in.TenantID)
+	return findings(rows, err, func(r db.ReconcileIdentityDuplicateRow) Finding {
+		return Finding{Class: ClassIdentityDuplicated, TenantID: r.TenantID, Period: r.AccountPeriod, RecordID: r.RecordID, Operation: r.Operation,
+			Detail: fmt.Sprintf("identity %s/%s/%s/%s is stored %d times (ids %d..%d); one logical record has one identity",
+				r.TenantID, r.AccountPeriod, r.RecordID, r.Operation, r.Copies, r.FirstID, r.LastID)}
 	})
 }
 
 func (s *checker) checkSequences(ctx context.Context, tx pgx.Tx, in Input) ([]Finding, error) {
-	return findRows(ctx, tx, sqlReconcileSequence, []any{in.TenantID}, func(rows pgx.Rows) (Finding, error) {
-		var (
-			f                          = Finding{Class: ClassSequenceBroken}
-			subject, currency          string
-			seq, n, distinct, low, top int64
-		)
-		err := rows.Scan(&f.AccountID, &f.TenantID, &subject, &currency, &seq, &n, &distinct, &low, &top)
-		f.Detail = fmt.Sprintf("account %s/%s/%s: seq %d, but %d settlements wrote rows to it carrying %d distinct sequences from %d to %d; they must be 1..seq, each once",
-			f.TenantID, subject, currency, seq, n, distinct, low, top)
-		return f, err
+	rows, err := db.On(tx).ReconcileSequence(ctx, in.TenantID)
+	return findings(rows, err, func(r db.ReconcileSequenceRow) Finding {
+		return Finding{Class: ClassSequenceBroken, AccountID: r.ID, TenantID: r.TenantID,
+			Detail: fmt.Sprintf("account %s/%s/%s: seq %d, but %d settlements wrote rows to it carrying %d distinct sequences from %d to %d; they must be 1..seq, each once",
+				r.TenantID, r.Subject, r.Currency, r.Seq, r.Settlements, r.Sequences, r.FirstSequence, r.LastSequence)}
 	})
 }
 
@@ -84,21 +66,13 @@ func sameAmount(a, b string) bool {
 // another balance or held amount, and every stored account the model does
 // not list.
 func (s *checker) compareAccounts(ctx context.Context, tx pgx.Tx, in Input) ([]Finding, error) {
-	got := map[[3]string][2]string{}
-	rows, err := tx.Query(ctx, sqlReconcileAccounts, in.TenantID)
+	rows, err := db.On(tx).ReconcileAccounts(ctx, in.TenantID)
 	if err != nil {
 		return nil, err
 	}
-	for rows.Next() {
-		var t, sub, cur, bal, held string
-		if err := rows.Scan(&t, &sub, &cur, &bal, &held); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		got[[3]string{t, sub, cur}] = [2]string{bal, held}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
+	got := make(map[[3]string][2]string, len(rows))
+	for _, r := range rows {
+		got[[3]string{r.TenantID, r.Subject, r.Currency}] = [2]string{r.Balance, r.Held}
 	}
 	var out []Finding
 	listed := map[[3]string]bool{}
@@ -163,40 +137,29 @@ func (s *checker) compareIdentities(ctx context.Context, tx pgx.Tx, in Input) ([
 		}
 		model[[4]string{e.TenantID, e.Period, e.RecordID, e.Operation}] = &want{outcome: e.Outcome, entries: entriesKey(b, a)}
 	}
-	rows, err := tx.Query(ctx, sqlReconcileIdentityEffects, in.TenantID)
+	rows, err := db.On(tx).ReconcileIdentityEffects(ctx, in.TenantID)
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
 	var out []Finding
-	for rows.Next() {
-		var (
-			f                = Finding{}
-			outcome          string
-			buckets, amounts []string
-		)
-		if err := rows.Scan(&f.TenantID, &f.Period, &f.RecordID, &f.Operation, &outcome, &buckets, &amounts); err != nil {
-			return nil, err
-		}
+	for _, r := range rows {
+		f := Finding{TenantID: r.TenantID, Period: r.AccountPeriod, RecordID: r.RecordID, Operation: r.Operation}
 		name := f.TenantID + "/" + f.Period + "/" + f.RecordID + "/" + f.Operation
-		got := entriesKey(buckets, amounts)
+		got := entriesKey(r.Buckets, r.Amounts)
 		w, ok := model[[4]string{f.TenantID, f.Period, f.RecordID, f.Operation}]
 		switch {
 		case !ok:
-			f.Class, f.Detail = ClassIdentityNotExpected, fmt.Sprintf("identity %s (%s, rows [%s]) is not in the model", name, outcome, got)
+			f.Class, f.Detail = ClassIdentityNotExpected, fmt.Sprintf("identity %s (%s, rows [%s]) is not in the model", name, r.Outcome, got)
 		case w.seen:
 			continue // stored twice: checkIdentityDuplicates reports it
-		case outcome != w.outcome || got != w.entries:
+		case r.Outcome != w.outcome || got != w.entries:
 			w.seen = true
-			f.Class, f.Detail = ClassIdentityModelMismatch, fmt.Sprintf("identity %s: %s with rows [%s]; the model has %s with rows [%s]", name, outcome, got, w.outcome, w.entries)
+			f.Class, f.Detail = ClassIdentityModelMismatch, fmt.Sprintf("identity %s: %s with rows [%s]; the model has %s with rows [%s]", name, r.Outcome, got, w.outcome, w.entries)
 		default:
 			w.seen = true
 			continue
 		}
 		out = append(out, f)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
 	}
 	var missing []Finding
 	for k, w := range model {
@@ -211,24 +174,13 @@ func (s *checker) compareIdentities(ctx context.Context, tx pgx.Tx, in Input) ([
 
 // compareOutcomes compares the delivery rows by outcome with the model's.
 func (s *checker) compareOutcomes(ctx context.Context, tx pgx.Tx, in Input) ([]Finding, error) {
-	got := map[string]int64{}
-	rows, err := tx.Query(ctx, sqlReconcileDeliveryOutcomes, in.SourceTopic)
+	rows, err := db.On(tx).ReconcileDeliveryOutcomes(ctx, in.SourceTopic)
 	if err != nil {
 		return nil, err
 	}
-	for rows.Next() {
-		var (
-			o string
-			n int64
-		)
-		if err := rows.Scan(&o, &n); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		got[o] = n
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
+	got := make(map[string]int64, len(rows))
+	for _, r := range rows {
+		got[r.Outcome] = r.Deliveries
 	}
 	names := map[string]bool{}
 	for o := range got {

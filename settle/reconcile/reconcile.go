@@ -18,8 +18,6 @@ package reconcile
 
 import (
 	"context"
-	"embed"
-	"errors"
 	"fmt"
 	"time"
 
@@ -27,19 +25,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/settlehq/settle/settle"
-)
-
-var (
-	sqlReconcileBalance           = mustQuery("reconcile_balance.sql")
-	sqlReconcileLedgerOrphan      = mustQuery("reconcile_ledger_orphan.sql")
-	sqlReconcileEffectRepeat      = mustQuery("reconcile_effect_repeat.sql")
-	sqlReconcileSettlementMissing = mustQuery("reconcile_settlement_missing.sql")
-	sqlReconcileOutboxUnpublished = mustQuery("reconcile_outbox_unpublished.sql")
-	sqlReconcileOutboxParked      = mustQuery("reconcile_outbox_parked.sql")
-	sqlReconcileHashChain         = mustQuery("reconcile_hash_chain.sql")
-	sqlReconcileReferences        = mustQuery("reconcile_references.sql")
-	sqlReconcileWaitingSettled    = mustQuery("reconcile_waiting_target_settled.sql")
-	sqlReconcileHoldOverdue       = mustQuery("reconcile_hold_overdue.sql")
 )
 
 // Discrepancy classes: what reconcile found, one per kind of difference.
@@ -329,18 +314,6 @@ func skipIf(skip bool, why string) string {
 type checker struct {
 	pool *pgxpool.Pool
 	cfg  settle.Config
-}
-
-//go:embed sql/*.sql
-var sqlFiles embed.FS
-
-// mustQuery loads one embedded query; a missing file is a build defect.
-func mustQuery(name string) string {
-	b, err := sqlFiles.ReadFile("sql/" + name)
-	if err != nil {
-		panic(errors.New("reconcile: missing embedded query " + name))
-	}
-	return string(b)
 }
 
 func wrapStoreErr(what string, err error) error { return settle.StoreError(what, err) }

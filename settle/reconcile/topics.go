@@ -7,13 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/settlehq/settle/settle"
-)
-
-// The statements of the comparison with the topics.
-var (
-	sqlReconcileIdentities   = mustQuery("reconcile_identities.sql")
-	sqlReconcileDeliveries   = mustQuery("reconcile_deliveries.sql")
-	sqlReconcileIdentityKeys = mustQuery("reconcile_identity_keys.sql")
+	"github.com/settlehq/settle/settle/internal/db"
 )
 
 // periodIdentity is one stored identity of the tenant and period compared.
@@ -29,21 +23,17 @@ type periodIdentity struct {
 }
 
 func loadPeriodIdentities(ctx context.Context, tx pgx.Tx, tenant, period, settlementsTopic string) ([]periodIdentity, error) {
-	rows, err := tx.Query(ctx, sqlReconcileIdentities, tenant, period, settlementsTopic)
+	rows, err := db.On(tx).ReconcileIdentities(ctx, db.ReconcileIdentitiesParams{TenantID: tenant, Period: period, SettlementsTopic: settlementsTopic})
 	if err != nil {
 		return nil, err
 	}
 	var out []periodIdentity
-	for rows.Next() {
-		var pi periodIdentity
-		if err := rows.Scan(&pi.id, &pi.recordID, &pi.op, &pi.outcome, &pi.settlementID,
-			&pi.source.Topic, &pi.source.Partition, &pi.source.Offset, &pi.hasLedger, &pi.marked, &pi.sequence); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		out = append(out, pi)
+	for _, r := range rows {
+		out = append(out, periodIdentity{id: r.ID, recordID: r.RecordID, op: r.Operation, outcome: r.Outcome, settlementID: r.SettlementID,
+			source:    settle.Coordinates{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset},
+			hasLedger: r.HasLedger, marked: r.Marked, sequence: r.Sequence})
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // compareSource compares the usage topic's records of the tenant and
@@ -94,24 +84,16 @@ func deliveredSources(ctx context.Context, tx pgx.Tx, in Input) (map[settle.Coor
 	for i, sr := range in.Source {
 		topics[i], parts[i], offs[i] = sr.Source.Topic, sr.Source.Partition, sr.Source.Offset
 	}
-	delivered := map[settle.Coordinates]bool{}
-	rows, err := tx.Query(ctx, sqlReconcileDeliveries, topics, parts, offs, in.TenantID, in.Period)
+	rows, err := db.On(tx).ReconcileDeliveries(ctx, db.ReconcileDeliveriesParams{
+		Topics: topics, Partitions: parts, Offsets: offs, TenantID: in.TenantID, Period: in.Period})
 	if err != nil {
 		return nil, err
 	}
-	for rows.Next() {
-		var (
-			c          settle.Coordinates
-			outcome    string
-			identityID int64
-		)
-		if err := rows.Scan(&c.Topic, &c.Partition, &c.Offset, &outcome, &identityID); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		delivered[c] = true
+	delivered := map[settle.Coordinates]bool{}
+	for _, r := range rows {
+		delivered[settle.Coordinates{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}] = true
 	}
-	return delivered, rows.Err()
+	return delivered, nil
 }
 
 // deliveredIdentities returns, by (record_id, operation), whether the
@@ -124,23 +106,16 @@ func deliveredIdentities(ctx context.Context, tx pgx.Tx, in Input, delivered map
 			recs, ops = append(recs, sr.RecordID), append(ops, sr.Operation)
 		}
 	}
-	exists := map[[2]string]bool{}
-	rows, err := tx.Query(ctx, sqlReconcileIdentityKeys, in.TenantID, in.Period, recs, ops)
+	rows, err := db.On(tx).ReconcileIdentityKeys(ctx, db.ReconcileIdentityKeysParams{
+		TenantID: in.TenantID, Period: in.Period, RecordIds: recs, Operations: ops})
 	if err != nil {
 		return nil, err
 	}
-	for rows.Next() {
-		var (
-			rid, op string
-			ok      bool
-		)
-		if err := rows.Scan(&rid, &op, &ok); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		exists[[2]string{rid, op}] = ok
+	exists := map[[2]string]bool{}
+	for _, r := range rows {
+		exists[[2]string{r.RecordID, r.Operation}] = r.Found
 	}
-	return exists, rows.Err()
+	return exists, nil
 }
 
 // identitiesWithoutSource reports the stored identities that name a record

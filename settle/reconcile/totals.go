@@ -4,9 +4,8 @@ import (
 	"context"
 
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/internal/db"
 )
-
-var sqlTotals = mustQuery("totals.sql")
 
 // Totals are counts over a whole database, for a caller that knows what it
 // sent (the benchmark, tests): one delivery per input, one identity per
@@ -30,17 +29,12 @@ type Totals struct {
 // Count reads the Totals of the database of store, in one statement (one
 // snapshot).
 func Count(ctx context.Context, store *settle.Store) (Totals, error) {
-	var t Totals
-	err := store.Pool().QueryRow(ctx, sqlTotals, store.Config().SettlementsTopic).Scan(&t.Deliveries, &t.DeliveredCoordinates,
-		&t.Identities, &t.Settled, &t.Waiting, &t.EntriesExpected, &t.Entries, &t.SettledEffects, &t.OutboxSettlements,
-		&t.SplitEffects, &t.BadAccounts, &t.Unpublished)
+	r, err := db.On(store.Pool()).Totals(ctx, store.Config().SettlementsTopic)
 	if err != nil {
-		return t, wrapStoreErr("count totals", err)
+		return Totals{}, wrapStoreErr("count totals", err)
 	}
-	return t, nil
+	return Totals(r), nil
 }
-
-var sqlProgress = mustQuery("progress.sql")
 
 // Progress is how far a running pipeline has got, for a caller waiting
 // for it to catch up (the tests): cheap enough to poll, unlike Count.
@@ -51,9 +45,9 @@ type Progress struct {
 
 // ReadProgress reads the Progress of the database of store.
 func ReadProgress(ctx context.Context, store *settle.Store) (Progress, error) {
-	var p Progress
-	if err := store.Pool().QueryRow(ctx, sqlProgress).Scan(&p.Deliveries, &p.Unpublished); err != nil {
-		return p, wrapStoreErr("read progress", err)
+	r, err := db.On(store.Pool()).Progress(ctx)
+	if err != nil {
+		return Progress{}, wrapStoreErr("read progress", err)
 	}
-	return p, nil
+	return Progress(r), nil
 }

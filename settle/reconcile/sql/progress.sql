@@ -1,3 +1,4 @@
+-- name: Progress :one
 -- How far a running pipeline has got, cheaply enough to poll: delivery
 -- rows, and outbox rows the relay has not published.
-SELECT (SELECT count(*) FROM deliveries), (SELECT count(*) FROM outbox_queue)
+SELECT (SELECT count(*) FROM deliveries) AS deliveries, (SELECT count(*) FROM outbox_queue) AS unpublished;

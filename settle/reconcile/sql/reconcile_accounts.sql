@@ -1,5 +1,6 @@
--- Every account's cached balance and held amount ($1: tenant, '' = all),
+-- name: ReconcileAccounts :many
+-- Every account's cached balance and held amount (tenant_id, '' = all),
 -- for the comparison with a model of what they must be.
-SELECT a.tenant_id, a.subject, a.currency, a.balance::text, a.held::text
+SELECT a.tenant_id, a.subject, a.currency, a.balance::text AS balance, a.held::text AS held
   FROM accounts a
- WHERE ($1 = '' OR a.tenant_id = $1)
+ WHERE (@tenant_id::text = '' OR a.tenant_id = @tenant_id);

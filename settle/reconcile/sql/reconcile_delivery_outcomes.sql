@@ -1,6 +1,7 @@
--- Delivery rows by outcome ($1: topic, '' = all), for the comparison with
+-- name: ReconcileDeliveryOutcomes :many
+-- Delivery rows by outcome (topic, '' = all), for the comparison with
 -- what a known input must have produced.
-SELECT d.outcome, count(*)
+SELECT d.outcome::text AS outcome, count(*) AS deliveries
   FROM deliveries d
- WHERE ($1 = '' OR d.topic = $1)
- GROUP BY d.outcome
+ WHERE (@topic::text = '' OR d.topic = @topic)
+ GROUP BY d.outcome;

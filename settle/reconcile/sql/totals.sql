@@ -1,5 +1,6 @@
--- The totals of a database a run with a known workload checks against ($1:
--- the settlements topic), in one row:
+-- name: Totals :one
+-- The totals of a database a run with a known workload checks against
+-- (settlements_topic: the settlements topic), in one row:
 --   deliveries, distinct delivered coordinates: one delivery per input record
 --   identities (+ still waiting): one identity per logical record; settled:
 --     those that settled
@@ -18,7 +19,7 @@ SELECT (SELECT count(*) FROM deliveries) AS deliveries,
        (SELECT count(*) FROM ledger_entries) AS entries,
        (SELECT count(*) FROM identities
          WHERE outcome = 'settled' AND json_array_length(coalesce(response -> 'entries', '[]'::json)) > 0) AS settled_effects,
-       (SELECT count(*) FROM outbox WHERE topic = $1) AS outbox_settlements,
+       (SELECT count(*) FROM outbox WHERE topic = @settlements_topic::text) AS outbox_settlements,
        (SELECT count(*) FROM (SELECT identity_id FROM ledger_entries GROUP BY identity_id
                                HAVING count(DISTINCT created_at) > 1) x) AS split_effects,
        (SELECT count(*) FROM accounts a
@@ -27,4 +28,4 @@ SELECT (SELECT count(*) FROM deliveries) AS deliveries,
                            sum(amount) FILTER (WHERE bucket = 'held') AS h
                       FROM ledger_entries GROUP BY account_id) s ON s.account_id = a.id
          WHERE a.balance <> coalesce(s.b, 0) OR a.held <> coalesce(s.h, 0)) AS bad_accounts,
-       (SELECT count(*) FROM outbox_queue) AS unpublished
+       (SELECT count(*) FROM outbox_queue) AS unpublished;
