@@ -17,6 +17,7 @@
 package reconcile
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"time"
@@ -204,15 +205,9 @@ type Input struct {
 // transaction so every check sees the same snapshot.
 func Run(ctx context.Context, store *settle.Store, in Input) (*Report, error) {
 	s := &checker{pool: store.Pool(), cfg: store.Config()}
-	if in.OutboxGrace == 0 {
-		in.OutboxGrace = 5 * time.Minute
-	}
-	if in.HoldExpiryGrace == 0 {
-		in.HoldExpiryGrace = 5 * time.Minute
-	}
-	if in.Group == "" {
-		in.Group = "settle"
-	}
+	in.OutboxGrace = cmp.Or(in.OutboxGrace, 5*time.Minute)
+	in.HoldExpiryGrace = cmp.Or(in.HoldExpiryGrace, 5*time.Minute)
+	in.Group = cmp.Or(in.Group, "settle")
 	if (in.TenantID == "") != (in.Period == "") && (in.SourceRead || in.PublishedRead) {
 		return nil, fmt.Errorf("reconcile: comparing topics needs both a tenant and a period")
 	}
@@ -222,73 +217,98 @@ func Run(ctx context.Context, store *settle.Store, in Input) (*Report, error) {
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
 	r := &Report{Findings: []Finding{}}
-	steps := []struct {
-		name string
-		fn   func(context.Context, pgx.Tx, Input) ([]Finding, error)
-	}{
-		{"balance_equals_sum_of_rows", s.checkBalances},
-		{"ledger_rows_have_identity", s.checkLedgerOrphans},
-		{"references_resolve", s.checkReferences},
-		{"one_effect_per_identity", s.checkEffectRepeats},
-		{"every_effect_has_one_settlement", s.checkSettlementMissing},
-		{"every_outbox_row_published", s.checkOutboxUnpublished},
-		{"no_outbox_row_parked", s.checkOutboxParked},
-		{"ledger_hash_chain", s.checkHashChain},
-		{"no_operation_waits_for_a_settled_target", s.checkWaitingTargetSettled},
-		{"no_hold_active_past_expiry", s.checkHoldOverdue},
-		{"one_identity_per_key", s.checkIdentityDuplicates},
-		{"settlement_sequences_gapless", s.checkSequences},
-		{"one_delivery_per_record", s.checkDeliveryRepeated},
+	if err := s.runAlways(ctx, tx, in, r); err != nil {
+		return nil, err
 	}
-	for _, st := range steps {
-		fs, err := st.fn(ctx, tx, in)
-		if err != nil {
-			return nil, fmt.Errorf("reconcile %s: %w", st.name, err)
-		}
-		r.add(st.name, fs)
+	if err := s.runGiven(ctx, tx, in, r); err != nil {
+		return nil, err
 	}
-	wasPruned, err := pruned(ctx, tx)
-	if err != nil {
-		return nil, fmt.Errorf("reconcile: %w", err)
+	if err := s.compareTopics(ctx, tx, in, r); err != nil {
+		return nil, err
 	}
-	// The checks that run only when given what they compare against.
-	given := []struct {
-		name, skipped string
-		fn            func(context.Context, pgx.Tx, Input) ([]Finding, error)
-	}{
-		{"no_delivery_gap_below_offsets", skipIf(wasPruned, "settle prune removed delivery rows"), s.checkDeliveryGaps},
-		{"kafka_offsets_not_ahead", skipIf(in.KafkaOffsets == nil, "no brokers given"), s.checkOffsets},
-		{"every_record_delivered", skipIf(in.EndOffsets == nil, "no end offsets of a finished run given"), s.checkEveryRecordDelivered},
-		{"every_record_has_a_result", skipIf(in.EndOffsets == nil || !in.ResultsRead, "no end offsets and results topic given"),
-			func(context.Context, pgx.Tx, Input) ([]Finding, error) { return resultsMissing(in), nil }},
-		{"accounts_match_model", skipIf(in.ExpectedAccounts == nil, "no model given"), s.compareAccounts},
-		{"identities_match_model", skipIf(in.ExpectedIdentities == nil, "no model given"), s.compareIdentities},
-		{"delivery_outcomes_match_model", skipIf(in.ExpectedOutcomes == nil, "no model given"), s.compareOutcomes},
-	}
-	for _, st := range given {
-		if st.skipped != "" {
-			r.skip(st.name, st.skipped)
+	return r, nil
+}
+
+// check is one named check of the database.
+type check struct {
+	name string
+	fn   func(context.Context, pgx.Tx, Input) ([]Finding, error)
+	// skipped, when not "", says why the check does not run.
+	skipped string
+}
+
+// runChecks runs cs in order and adds their findings (or why each was
+// skipped) to r.
+func runChecks(ctx context.Context, tx pgx.Tx, in Input, r *Report, cs []check) error {
+	for _, c := range cs {
+		if c.skipped != "" {
+			r.skip(c.name, c.skipped)
 			continue
 		}
-		fs, err := st.fn(ctx, tx, in)
+		fs, err := c.fn(ctx, tx, in)
 		if err != nil {
-			return nil, fmt.Errorf("reconcile %s: %w", st.name, err)
+			return fmt.Errorf("reconcile %s: %w", c.name, err)
 		}
-		r.add(st.name, fs)
+		r.add(c.name, fs)
 	}
+	return nil
+}
+
+// runAlways runs the checks of the database alone.
+func (s *checker) runAlways(ctx context.Context, tx pgx.Tx, in Input, r *Report) error {
+	return runChecks(ctx, tx, in, r, []check{
+		{name: "balance_equals_sum_of_rows", fn: s.checkBalances},
+		{name: "ledger_rows_have_identity", fn: s.checkLedgerOrphans},
+		{name: "references_resolve", fn: s.checkReferences},
+		{name: "one_effect_per_identity", fn: s.checkEffectRepeats},
+		{name: "every_effect_has_one_settlement", fn: s.checkSettlementMissing},
+		{name: "every_outbox_row_published", fn: s.checkOutboxUnpublished},
+		{name: "no_outbox_row_parked", fn: s.checkOutboxParked},
+		{name: "ledger_hash_chain", fn: s.checkHashChain},
+		{name: "no_operation_waits_for_a_settled_target", fn: s.checkWaitingTargetSettled},
+		{name: "no_hold_active_past_expiry", fn: s.checkHoldOverdue},
+		{name: "one_identity_per_key", fn: s.checkIdentityDuplicates},
+		{name: "settlement_sequences_gapless", fn: s.checkSequences},
+		{name: "one_delivery_per_record", fn: s.checkDeliveryRepeated},
+	})
+}
+
+// runGiven runs the checks that need what the caller gives them (offsets,
+// a finished run's end offsets and results, a model); each is skipped,
+// with why, when it is not given.
+func (s *checker) runGiven(ctx context.Context, tx pgx.Tx, in Input, r *Report) error {
+	wasPruned, err := pruned(ctx, tx)
+	if err != nil {
+		return fmt.Errorf("reconcile: %w", err)
+	}
+	return runChecks(ctx, tx, in, r, []check{
+		{"no_delivery_gap_below_offsets", s.checkDeliveryGaps, skipIf(wasPruned, "settle prune removed delivery rows")},
+		{"kafka_offsets_not_ahead", s.checkOffsets, skipIf(in.KafkaOffsets == nil, "no brokers given")},
+		{"every_record_delivered", s.checkEveryRecordDelivered, skipIf(in.EndOffsets == nil, "no end offsets of a finished run given")},
+		{"every_record_has_a_result", func(context.Context, pgx.Tx, Input) ([]Finding, error) { return resultsMissing(in), nil },
+			skipIf(in.EndOffsets == nil || !in.ResultsRead, "no end offsets and results topic given")},
+		{"accounts_match_model", s.compareAccounts, skipIf(in.ExpectedAccounts == nil, "no model given")},
+		{"identities_match_model", s.compareIdentities, skipIf(in.ExpectedIdentities == nil, "no model given")},
+		{"delivery_outcomes_match_model", s.compareOutcomes, skipIf(in.ExpectedOutcomes == nil, "no model given")},
+	})
+}
+
+// compareTopics compares one tenant's period with the usage topic and
+// the settlements topic, when the caller read them.
+func (s *checker) compareTopics(ctx context.Context, tx pgx.Tx, in Input, r *Report) error {
 	if in.TenantID == "" || in.Period == "" {
 		r.skip("usage_topic_vs_identities", "no --tenant and --period")
 		r.skip("identities_vs_settlements_topic", "no --tenant and --period")
-		return r, nil
+		return nil
 	}
 	ids, err := loadPeriodIdentities(ctx, tx, in.TenantID, in.Period, s.cfg.SettlementsTopic)
 	if err != nil {
-		return nil, fmt.Errorf("reconcile tenant=%s period=%s: %w", in.TenantID, in.Period, err)
+		return fmt.Errorf("reconcile tenant=%s period=%s: %w", in.TenantID, in.Period, err)
 	}
 	if in.SourceRead {
 		fs, err := s.compareSource(ctx, tx, in, ids)
 		if err != nil {
-			return nil, fmt.Errorf("reconcile tenant=%s period=%s: usage topic: %w", in.TenantID, in.Period, err)
+			return fmt.Errorf("reconcile tenant=%s period=%s: usage topic: %w", in.TenantID, in.Period, err)
 		}
 		r.add("usage_topic_vs_identities", fs)
 	} else {
@@ -299,7 +319,7 @@ func Run(ctx context.Context, store *settle.Store, in Input) (*Report, error) {
 	} else {
 		r.skip("identities_vs_settlements_topic", "no brokers given")
 	}
-	return r, nil
+	return nil
 }
 
 // skipIf is why a check is skipped: why when skip, else "" (it runs).
