@@ -1,9 +1,12 @@
-// Package settle owns the schema and the settling transaction: it takes a
-// batch of input records, and in one PostgreSQL transaction claims each
-// record's scoped identity, applies its effect at most once, and stores the
-// response, the delivery rows, the ledger rows and the outbox rows together.
+// Package settle is the settling transaction: it takes a batch of input
+// records, and in one PostgreSQL transaction claims each record's scoped
+// identity, applies its effect at most once, and stores the response, the
+// ledger rows, the rows a repeat or a conflict needs and the outbox rows
+// together, with the consumer group's next offsets. Its statements are the
+// files in sql/, run through the typed queries sqlc generates
+// (settle/internal/db); the schema is settle/schema.
 //
-// With its rooms it is the only code that speaks SQL: settle/inspect and
+// With its rooms it is the only code that speaks SQL to settle's tables: settle/inspect and
 // settle/reconcile read what the transaction wrote, settle/idempotency and
 // settle/webhooks keep the HTTP edge's rows around it (the Idempotency-Keys
 // claimed before it, the webhook deliveries after it). A room asks this
