@@ -92,7 +92,7 @@ type loadKeys struct {
 	dTopics          []string // the batch's coordinates
 	dParts           []int32
 	dOffsets         []int64
-	dTenants         []string    // the tenant each is looked up under: '' for every record, and a decoded record's own
+	dTenants         []string    // each one's record's tenant ('' when it does not decode): its repeats are under it
 	idKeys           [4][]string // identities: tenant, period, record, operation
 	tgtKeys, ownKeys keyList     // targets named, records that can be targets
 	accKeys          accountList
@@ -111,14 +111,11 @@ func (st *txState) collectLoadKeys(k *loadKeys, ds []decoded, wake []recKey) {
 	for i := range ds {
 		d := &ds[i]
 		k.dTopics, k.dParts, k.dOffsets = append(k.dTopics, d.in.Topic), append(k.dParts, d.in.Partition), append(k.dOffsets, d.in.Offset)
-		k.dTenants = append(k.dTenants, "") // dead-lettered: no tenant
 		if d.err != nil {
+			k.dTenants = append(k.dTenants, "")
 			continue
 		}
-		if d.id.TenantID != "" {
-			k.dTopics, k.dParts, k.dOffsets = append(k.dTopics, d.in.Topic), append(k.dParts, d.in.Partition), append(k.dOffsets, d.in.Offset)
-			k.dTenants = append(k.dTenants, d.id.TenantID)
-		}
+		k.dTenants = append(k.dTenants, d.id.TenantID)
 		if d.in.Exhausted != nil {
 			continue
 		}

@@ -513,7 +513,7 @@ UNION ALL
 SELECT l.topic, l.partition, l."offset", 'dead_lettered', l.reason, l.error, 0,
        NULL, NULL, NULL, NULL, NULL
   FROM unnest($1::text[], $2::integer[], $3::bigint[], $4::text[]) AS k (topic, partition, "offset", tenant_id)
-  JOIN dead_letters l ON l.tenant_id = k.tenant_id AND l.topic = k.topic AND l.partition = k.partition
+  JOIN dead_letters l ON l.tenant_id = '' AND l.topic = k.topic AND l.partition = k.partition
                      AND l."offset" = k."offset"
 `
 
@@ -549,10 +549,11 @@ type DeliveryLookupRow struct {
 // own: repeats, quarantines and dead letters. Those input records were
 // handled before (a redelivery) and get their stored result again. A
 // first delivery that claimed an identity or left a waiting row is found
-// on that row (identity_lookup.sql, waiting_lookup.sql). A repeat's row is
-// under its record's tenant; a dead letter, under ”: the caller asks for
-// each decoded record's coordinates under both (@tenant_id), one primary-key
-// probe each.
+// on that row (identity_lookup.sql, waiting_lookup.sql). The caller gives
+// each input record's coordinates once, with its record's tenant
+// (@tenant_id; ” for a record that does not decode): a repeat's row is
+// under that tenant, a dead letter's under ” (dead letters belong to no
+// tenant, even those of records that decoded), one primary-key probe each.
 func (q *Queries) DeliveryLookup(ctx context.Context, arg []DeliveryLookupParams) *DeliveryLookupBatchResults {
 	batch := &pgx.Batch{}
 	for _, a := range arg {
