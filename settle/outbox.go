@@ -125,6 +125,9 @@ func (l *OutboxLease) Pending(ctx context.Context, limit int) ([]OutboxMessage, 
 	out := make([]OutboxMessage, 0, len(rows))
 	for _, r := range rows {
 		m := OutboxMessage{ID: r.ID, Topic: r.Topic, Key: r.Key, Value: r.Value}
+		if m.Value == nil {
+			m.Value = r.Response // a settlement: its message is its identity's stored response
+		}
 		if m.Headers, err = DecodeHeaders(r.StoredHeaders); err != nil {
 			return nil, fmt.Errorf("read outbox row %d: headers: %w", m.ID, err)
 		}

@@ -1,6 +1,7 @@
 package settle_test
 
 import (
+	"bytes"
 	"context"
 	"reflect"
 	"testing"
@@ -69,6 +70,15 @@ func TestSettlementMessageHeaders(t *testing.T) {
 			found = true
 			if !reflect.DeepEqual(m.Headers, want) {
 				t.Errorf("relay's headers:\n got %q\nwant %q", m.Headers, want)
+			}
+			// Its value is the stored response, byte for byte, as
+			// outbox_messages gives it to the other readers.
+			var value []byte
+			if err := s.Pool().QueryRow(ctx, `SELECT value FROM outbox_messages WHERE id = $1`, m.ID).Scan(&value); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(m.Value, value) || !bytes.Equal(m.Value, rs[1].Response) {
+				t.Errorf("relay's value:\n got %s\nview %s\nresponse %s", m.Value, value, rs[1].Response)
 			}
 		}
 	}
