@@ -11,9 +11,10 @@ import (
 
 const reconcileSettlementMissing = `-- name: ReconcileSettlementMissing :many
 WITH o AS MATERIALIZED (
-    SELECT convert_from(value, 'UTF8')::jsonb ->> 'settlement_id' AS sid, count(*) AS n
+    SELECT coalesce(settlement_id, convert_from(value, 'UTF8')::jsonb ->> 'settlement_id') AS sid, count(*) AS n
       FROM outbox_messages
      WHERE topic = $2::text
+       AND ($1::text = '' OR tenant_id = $1)
      GROUP BY 1
 )
 SELECT i.id, i.tenant_id, i.account_period, i.record_id, i.operation,
@@ -50,7 +51,10 @@ type ReconcileSettlementMissingRow struct {
 // the last settle prune may have had its published row removed: none is
 // then not a finding.
 //
-// The messages are read and counted by settlement id once (MATERIALIZED):
+// A settlement's row names its identity, whose settlement_id is the one
+// its message (the identity's stored response) carries: only the other
+// rows on the topic have their message parsed. The messages are read and
+// counted by settlement id once (MATERIALIZED):
 // on a database whose statistics are not yet gathered, a plan that joined
 // them row by row re-parsed every message for every identity (hours for a
 // few thousand of each).
