@@ -111,14 +111,14 @@ func TestEdgeKillMidGroup(t *testing.T) {
 	}
 	inst.stop(t)
 	checkEdgeKeys(t, store, len(keys), true)
+	answers := map[reconcile.KeyRef][]byte{}
 	for _, ek := range keys {
-		var stored []byte
-		if err := pool.QueryRow(context.Background(), `SELECT response FROM idempotency_keys WHERE key = $1`, ek.key).Scan(&stored); err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(stored, ek.first) {
-			t.Fatalf("key %s: stored %s, answered %s", ek.key, stored, ek.first)
-		}
+		answers[reconcile.KeyRef{TenantID: "acme", Key: ek.key}] = ek.first
+	}
+	if rep, err := reconcile.Run(context.Background(), store, reconcile.Input{KeyAnswers: answers}); err != nil {
+		t.Fatal(err)
+	} else if !rep.Clean() {
+		t.Fatalf("the stored answers are not the ones the clients got: %+v", rep.Findings[:min(5, len(rep.Findings))])
 	}
 	totals, err := reconcile.Count(context.Background(), store)
 	if err != nil {
@@ -182,11 +182,11 @@ func postKey(t *testing.T, cl *http.Client, url string, ek *edgeKey, mu *sync.Mu
 func checkEdgeKeys(t *testing.T, store *settle.Store, sent int, final bool) {
 	t.Helper()
 	ctx := context.Background()
-	var total, done, leased int
-	if err := store.Pool().QueryRow(ctx, `SELECT count(*)::int, (count(*) FILTER (WHERE status = 'done'))::int,
-		(count(*) FILTER (WHERE status = 'in_progress'))::int FROM idempotency_keys`).Scan(&total, &done, &leased); err != nil {
+	tot, err := reconcile.Count(ctx, store)
+	if err != nil {
 		t.Fatal(err)
 	}
+	total, done, leased := int(tot.Keys), int(tot.KeysDone), int(tot.KeysInProgress)
 	if total > sent || done+leased != total || (final && done != sent) {
 		t.Fatalf("keys: %d sent, %d stored, %d done, %d in progress (final %v)", sent, total, done, leased, final)
 	}

@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"sort"
@@ -202,4 +203,38 @@ func (s *checker) compareOutcomes(ctx context.Context, tx pgx.Tx, in Input) ([]F
 		}
 	}
 	return out, nil
+}
+
+// compareKeyAnswers finds the Idempotency-Keys whose clients got another
+// answer than the one stored, or that are not done.
+func (s *checker) compareKeyAnswers(ctx context.Context, tx pgx.Tx, in Input) ([]Finding, error) {
+	var p db.ReconcileKeyAnswersParams
+	for k := range in.KeyAnswers {
+		p.TenantID, p.Key = append(p.TenantID, k.TenantID), append(p.Key, k.Key)
+	}
+	rows, err := db.On(tx).ReconcileKeyAnswers(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	var out []Finding
+	for _, r := range rows {
+		k := KeyRef{deref(r.TenantID), deref(r.Key)}
+		switch want := in.KeyAnswers[k]; {
+		case r.Status != "done":
+			out = append(out, Finding{Class: ClassKeyAnswerMismatch, TenantID: k.TenantID,
+				Detail: fmt.Sprintf("key %s: status %q, its clients were answered %d bytes", k.Key, r.Status, len(want))})
+		case !bytes.Equal(r.Response, want):
+			out = append(out, Finding{Class: ClassKeyAnswerMismatch, TenantID: k.TenantID,
+				Detail: fmt.Sprintf("key %s: stored %q, its clients were answered %q", k.Key, r.Response, want)})
+		}
+	}
+	return out, nil
+}
+
+// deref is *p, or "" for nil.
+func deref(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
 }

@@ -74,6 +74,7 @@ const (
 	ClassIdentityNotExpected     = "identity_not_expected"      // a stored identity the model does not have
 	ClassIdentityExpectedMissing = "identity_expected_missing"  // an identity of the model not stored
 	ClassOutcomesModelMismatch   = "delivery_outcomes_mismatch" // delivery rows by outcome differ from the model's counts
+	ClassKeyAnswerMismatch       = "key_answer_mismatch"        // an Idempotency-Key not done, or done with other bytes than its clients got
 )
 
 // Finding is one difference reconcile found.
@@ -197,7 +198,15 @@ type Input struct {
 	ExpectedAccounts   []ExpectedAccount
 	ExpectedIdentities []ExpectedIdentity
 	ExpectedOutcomes   map[string]int64
+
+	// KeyAnswers are the answers clients of the HTTP edge got, by
+	// Idempotency-Key: each key must be stored, done, with those bytes.
+	// nil skips the check.
+	KeyAnswers map[KeyRef][]byte
 }
+
+// KeyRef names one Idempotency-Key of a tenant.
+type KeyRef struct{ TenantID, Key string }
 
 // Run checks the invariants of the database and, when given what the
 // topics hold for a tenant and period, compares them with what was settled,
@@ -290,6 +299,7 @@ func (s *checker) runGiven(ctx context.Context, tx pgx.Tx, in Input, r *Report) 
 		{"accounts_match_model", s.compareAccounts, skipIf(in.ExpectedAccounts == nil, "no model given")},
 		{"identities_match_model", s.compareIdentities, skipIf(in.ExpectedIdentities == nil, "no model given")},
 		{"delivery_outcomes_match_model", s.compareOutcomes, skipIf(in.ExpectedOutcomes == nil, "no model given")},
+		{"keys_answered_as_stored", s.compareKeyAnswers, skipIf(in.KeyAnswers == nil, "no answers given")},
 	})
 }
 

@@ -128,6 +128,7 @@ func withModel(in reconcile.Input) reconcile.Input {
 		id("g-2", "grant", bal("5")),
 	}
 	in.ExpectedOutcomes = map[string]int64{"settled": int64(len(in.Source))}
+	in.KeyAnswers = map[reconcile.KeyRef][]byte{} // the fixture's records came through no HTTP edge
 	return in
 }
 
@@ -144,8 +145,8 @@ func TestReconcileClean(t *testing.T) {
 			t.Errorf("check %s skipped: %s", c.Name, c.Skipped)
 		}
 	}
-	if len(r.Checks) != 22 {
-		t.Errorf("%d checks ran, want 22: %+v", len(r.Checks), r.Checks)
+	if len(r.Checks) != 23 {
+		t.Errorf("%d checks ran, want 23: %+v", len(r.Checks), r.Checks)
 	}
 }
 
@@ -416,5 +417,40 @@ func TestReconcileCleanAfterPrune(t *testing.T) {
 	}
 	if r := runReconcile(t, s, full(source, published)); !r.Clean() {
 		t.Fatalf("after prune: found %v: %+v", classes(r), r.Findings)
+	}
+}
+
+// TestReconcileKeyAnswers: the answers the HTTP edge's clients got, by
+// Idempotency-Key, against the keys stored — a key done with those bytes
+// passes; another answer, a key still in progress and a key never stored
+// are each a finding; Count counts the keys by status.
+func TestReconcileKeyAnswers(t *testing.T) {
+	t.Parallel()
+	s, _, _ := reconcileFixture(t)
+	exec(t, s, `INSERT INTO idempotency_keys (tenant_id, key, request_hash, canonicals, records, attempt_id, lease_until, status, response_status, response)
+		VALUES ('acme', 'k-done', '\x00', '{}', 1, gen_random_uuid(), now(), 'done', 200, 'answer-1'),
+		       ('acme', 'k-busy', '\x00', '{}', 1, gen_random_uuid(), now(), 'in_progress', NULL, NULL)`)
+	done, busy, gone := reconcile.KeyRef{TenantID: "acme", Key: "k-done"}, reconcile.KeyRef{TenantID: "acme", Key: "k-busy"}, reconcile.KeyRef{TenantID: "acme", Key: "k-gone"}
+	for _, tc := range []struct {
+		name    string
+		answers map[reconcile.KeyRef][]byte
+		want    []string
+	}{
+		{"answered as stored", map[reconcile.KeyRef][]byte{done: []byte("answer-1")}, nil},
+		{"answered otherwise", map[reconcile.KeyRef][]byte{done: []byte("answer-2")}, []string{reconcile.ClassKeyAnswerMismatch}},
+		{"still in progress", map[reconcile.KeyRef][]byte{busy: []byte("answer-1")}, []string{reconcile.ClassKeyAnswerMismatch}},
+		{"never stored", map[reconcile.KeyRef][]byte{gone: []byte("answer-1")}, []string{reconcile.ClassKeyAnswerMismatch}},
+	} {
+		r := runReconcile(t, s, reconcile.Input{KeyAnswers: tc.answers})
+		if got := classes(r); !equal(got, tc.want) {
+			t.Errorf("%s: findings %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	tot, err := reconcile.Count(context.Background(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tot.Keys != 2 || tot.KeysDone != 1 || tot.KeysInProgress != 1 {
+		t.Errorf("keys %d, done %d, in progress %d; want 2, 1, 1", tot.Keys, tot.KeysDone, tot.KeysInProgress)
 	}
 }

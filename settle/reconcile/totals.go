@@ -24,6 +24,9 @@ type Totals struct {
 	SplitEffects         int64 // identities whose rows more than one transaction wrote
 	BadAccounts          int64 // accounts whose cached balance or held differs from their rows
 	Unpublished          int64 // outbox rows the relay has not published
+	Keys                 int64 // the HTTP edge's Idempotency-Keys stored
+	KeysDone             int64 // of them, answered
+	KeysInProgress       int64 // of them, still claimed by an attempt
 }
 
 // Count reads the Totals of the database of store, in one statement (one

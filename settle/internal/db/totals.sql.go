@@ -28,7 +28,10 @@ SELECT (SELECT count(*) FROM deliveries) AS deliveries,
                            sum(amount) FILTER (WHERE bucket = 'held') AS h
                       FROM ledger_entries GROUP BY account_id) s ON s.account_id = a.id
          WHERE a.balance <> coalesce(s.b, 0) OR a.held <> coalesce(s.h, 0)) AS bad_accounts,
-       (SELECT count(*) FROM outbox_queue) AS unpublished
+       (SELECT count(*) FROM outbox_queue) AS unpublished,
+       (SELECT count(*) FROM idempotency_keys) AS keys,
+       (SELECT count(*) FROM idempotency_keys WHERE status = 'done') AS keys_done,
+       (SELECT count(*) FROM idempotency_keys WHERE status = 'in_progress') AS keys_in_progress
 `
 
 type TotalsRow struct {
@@ -44,6 +47,9 @@ type TotalsRow struct {
 	SplitEffects         int64
 	BadAccounts          int64
 	Unpublished          int64
+	Keys                 int64
+	KeysDone             int64
+	KeysInProgress       int64
 }
 
 // The totals of a database a run with a known workload checks against
@@ -58,6 +64,8 @@ type TotalsRow struct {
 //	bad_accounts: accounts whose cached balance or held differs from the
 //	  sum of their rows
 //	unpublished: outbox rows the relay has not published
+//	keys, keys_done, keys_in_progress: the HTTP edge's Idempotency-Keys, and
+//	  those answered and those still claimed
 func (q *Queries) Totals(ctx context.Context, settlementsTopic string) (TotalsRow, error) {
 	row := q.db.QueryRow(ctx, totals, settlementsTopic)
 	var i TotalsRow
@@ -74,6 +82,9 @@ func (q *Queries) Totals(ctx context.Context, settlementsTopic string) (TotalsRo
 		&i.SplitEffects,
 		&i.BadAccounts,
 		&i.Unpublished,
+		&i.Keys,
+		&i.KeysDone,
+		&i.KeysInProgress,
 	)
 	return i, err
 }

@@ -10,6 +10,8 @@
 --   bad_accounts: accounts whose cached balance or held differs from the
 --     sum of their rows
 --   unpublished: outbox rows the relay has not published
+--   keys, keys_done, keys_in_progress: the HTTP edge's Idempotency-Keys, and
+--     those answered and those still claimed
 SELECT (SELECT count(*) FROM deliveries) AS deliveries,
        (SELECT count(*) FROM (SELECT DISTINCT topic, partition, "offset" FROM deliveries) d) AS delivered_coordinates,
        (SELECT count(*) FROM identities) AS identities,
@@ -28,4 +30,7 @@ SELECT (SELECT count(*) FROM deliveries) AS deliveries,
                            sum(amount) FILTER (WHERE bucket = 'held') AS h
                       FROM ledger_entries GROUP BY account_id) s ON s.account_id = a.id
          WHERE a.balance <> coalesce(s.b, 0) OR a.held <> coalesce(s.h, 0)) AS bad_accounts,
-       (SELECT count(*) FROM outbox_queue) AS unpublished;
+       (SELECT count(*) FROM outbox_queue) AS unpublished,
+       (SELECT count(*) FROM idempotency_keys) AS keys,
+       (SELECT count(*) FROM idempotency_keys WHERE status = 'done') AS keys_done,
+       (SELECT count(*) FROM idempotency_keys WHERE status = 'in_progress') AS keys_in_progress;
