@@ -90,7 +90,8 @@ func check(t *testing.T, pool *pgxpool.Pool, brokers []string, group string, w *
 	in := reconcile.Input{Group: group, SourceTopic: "usage", OutboxGrace: time.Nanosecond,
 		KafkaOffsets:     map[string]map[int32]int64{"usage": f.kafkaOffsets},
 		EndOffsets:       map[string]map[int32]int64{"usage": ends},
-		ExpectedOutcomes: map[string]int64{}, ResultsRead: true}
+		ExpectedOutcomes: map[string]int64{}, ResultsRead: true,
+		KeyAnswers: map[reconcile.KeyRef][]byte{}} // the records came from Kafka: no Idempotency-Key was answered
 	for outcome, n := range w.outcomes {
 		in.ExpectedOutcomes[outcome] = int64(n)
 	}
