@@ -166,7 +166,7 @@ func check(t *testing.T, pool *pgxpool.Pool, brokers []string, group string, w *
 	report(in)
 	for k := range periods {
 		report(reconcile.Input{TenantID: k[0], Period: k[1], Group: group, OutboxGrace: time.Nanosecond,
-			Published: published[k], PublishedRead: true})
+			Published: published[k], PublishedRead: true, TopicsOnly: true}) // the database was checked as a whole above
 	}
 	totals, err := reconcile.Count(ctx, store)
 	if err != nil {

@@ -454,3 +454,24 @@ func TestReconcileKeyAnswers(t *testing.T) {
 		t.Errorf("keys %d, done %d, in progress %d; want 2, 1, 1", tot.Keys, tot.KeysDone, tot.KeysInProgress)
 	}
 }
+
+// TestReconcileTopicsOnly: with TopicsOnly only the comparisons with the
+// topics run — a forged settlement on the topic is found, a balance off its
+// rows (a database check) is not looked at.
+func TestReconcileTopicsOnly(t *testing.T) {
+	t.Parallel()
+	s, source, published := reconcileFixture(t)
+	exec(t, s, `UPDATE accounts SET balance = balance + 1 WHERE subject = 'cust-1'`)
+	in := full(source, published)
+	in.TopicsOnly = true
+	in.Published = append(in.Published, reconcile.PublishedSettlement{SettlementID: "f00d", RecordID: "ghost", Operation: "usage", HeaderSettlementID: "f00d"})
+	r := runReconcile(t, s, in)
+	if got, want := classes(r), []string{reconcile.ClassSettlementNoIdentity}; !equal(got, want) {
+		t.Errorf("findings %v, want %v", got, want)
+	}
+	for _, c := range r.Checks {
+		if c.Name != "usage_topic_vs_identities" && c.Name != "identities_vs_settlements_topic" {
+			t.Errorf("check %s ran", c.Name)
+		}
+	}
+}
