@@ -169,11 +169,9 @@ func (st *txState) readLoad(r loadReads, k *loadKeys) ([]*waitingOp, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read targets: %w", err)
 	}
-	asIdentities := make([]db.IdentityLookupRow, len(targets))
-	for i, t := range targets {
-		asIdentities[i] = db.IdentityLookupRow(t)
+	for i := range targets {
+		st.addIdentity((*db.IdentityLookupRow)(&targets[i]), false)
 	}
-	st.addIdentities(asIdentities, false)
 	waits, err := st.readWaiting(r.waiting)
 	if err != nil {
 		return nil, err

@@ -50,30 +50,34 @@ func (st *txState) readDeliveries(res *db.DeliveryLookupBatchResults) error {
 	return nil
 }
 
-// addIdentities adds identity rows read by identity_lookup (byIdentity)
-// or target_lookup: the two return the same columns, so the generated
-// target row converts to the identity row.
+// addIdentities adds identity rows read by identity_lookup.
 func (st *txState) addIdentities(rows []db.IdentityLookupRow, byIdentity bool) {
 	for i := range rows {
-		row := &rows[i]
-		id := &identity{
-			id: row.ID, key: record.Identity{TenantID: row.TenantID, AccountPeriod: row.AccountPeriod, RecordID: row.RecordID, Operation: record.Kind(row.Operation)},
-			outcome: Outcome(row.Outcome), reason: row.Reason, fp: uint64(row.Fingerprint), version: int(row.CanonicalVersion),
-			canonical: row.Canonical, response: row.Response, settlementID: row.SettlementID, subject: row.Subject,
-			currency: row.Currency, accountID: row.AccountID, rootID: row.RootID,
-			source: Coordinates{Topic: row.Topic, Partition: row.Partition, Offset: row.Offset},
+		st.addIdentity(&rows[i], byIdentity)
+	}
+}
+
+// addIdentity adds an identity row read by identity_lookup (byIdentity) or
+// target_lookup: the two return the same columns, so the generated target
+// row converts to the identity row.
+func (st *txState) addIdentity(row *db.IdentityLookupRow, byIdentity bool) {
+	id := &identity{
+		id: row.ID, key: record.Identity{TenantID: row.TenantID, AccountPeriod: row.AccountPeriod, RecordID: row.RecordID, Operation: record.Kind(row.Operation)},
+		outcome: Outcome(row.Outcome), reason: row.Reason, fp: uint64(row.Fingerprint), version: int(row.CanonicalVersion),
+		canonical: row.Canonical, response: row.Response, settlementID: row.SettlementID, subject: row.Subject,
+		currency: row.Currency, accountID: row.AccountID, rootID: row.RootID,
+		source: Coordinates{Topic: row.Topic, Partition: row.Partition, Offset: row.Offset},
+	}
+	if prior, ok := st.identities[id.key]; ok {
+		// Found by both look-ups: keep one value.
+		if !byIdentity {
+			st.index(prior)
 		}
-		if prior, ok := st.identities[id.key]; ok {
-			// Found by both look-ups: keep one value.
-			if !byIdentity {
-				st.index(prior)
-			}
-			continue
-		}
-		st.identities[id.key] = id
-		if !byIdentity || canBeTarget(id.key.Operation) {
-			st.index(id)
-		}
+		return
+	}
+	st.identities[id.key] = id
+	if !byIdentity || canBeTarget(id.key.Operation) {
+		st.index(id)
 	}
 }
 
