@@ -43,7 +43,7 @@ func (s *Store) Prune(ctx context.Context, opts PruneOptions) ([]PruneCount, err
 	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
 		rows, err := db.On(tx).Prune(ctx, db.PruneParams{DeadLettersBefore: before, DryRun: opts.DryRun})
 		for _, r := range rows {
-			out = append(out, PruneCount{Table: deref(r.TableName), Rows: deref(r.Rows)})
+			out = append(out, PruneCount{Table: db.Deref(r.TableName), Rows: db.Deref(r.Rows)})
 		}
 		return err
 	})
@@ -71,14 +71,4 @@ func (s *Store) DeadLettersReplayed(ctx context.Context, ids []int64, to []Coord
 		return fmt.Errorf("record replays of dead letters %v: %w", ids, err)
 	}
 	return nil
-}
-
-// deref is *p, or the zero value for nil (a function's result columns are
-// nullable to sqlc).
-func deref[T any](p *T) T {
-	var zero T
-	if p == nil {
-		return zero
-	}
-	return *p
 }

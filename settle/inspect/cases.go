@@ -133,7 +133,7 @@ func (s *Store) ListCases(ctx context.Context, f CaseFilter) (*CasePage, error) 
 // planned with its values, so the unused filters fold away and the queue
 // index is chosen.
 func caseList(ctx context.Context, conn db.DBTX, f CaseFilter, limit int) ([]db.ConflictCaseListRow, error) {
-	return db.On(planned(conn)).ConflictCaseList(ctx, caseListParams(f, limit))
+	return db.On(db.Planned(conn)).ConflictCaseList(ctx, caseListParams(f, limit))
 }
 
 // caseListParams are the parameters of conflict_case_list.sql for f and
@@ -191,7 +191,7 @@ type CaseCount struct {
 // CountCases counts cases by reason and status for one tenant and period
 // ("" = any): the queue's facets and the overview's open cases by reason.
 func (s *Store) CountCases(ctx context.Context, tenant, period string) ([]CaseCount, error) {
-	rows, err := db.On(planned(s.pool)).ConflictCaseCount(ctx, db.ConflictCaseCountParams{Tenant: tenant, Period: period})
+	rows, err := db.On(db.Planned(s.pool)).ConflictCaseCount(ctx, db.ConflictCaseCountParams{Tenant: tenant, Period: period})
 	if err != nil {
 		return nil, wrapStoreErr("count cases", err)
 	}

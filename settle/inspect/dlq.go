@@ -63,7 +63,7 @@ func (s *Store) DeadLetters(ctx context.Context, f DeadLetterFilter) ([]DeadLett
 	if upTo == 0 {
 		upTo = 1<<63 - 1
 	}
-	rows, err := db.On(planned(s.pool)).DeadLetterList(ctx, db.DeadLetterListParams{Reason: f.Reason, Topic: f.Topic,
+	rows, err := db.On(db.Planned(s.pool)).DeadLetterList(ctx, db.DeadLetterListParams{Reason: f.Reason, Topic: f.Topic,
 		ErrorClass: f.ErrorClass, AfterID: f.AfterID, UpToID: upTo, PageRows: int64(limit)})
 	if err != nil {
 		return nil, wrapStoreErr("list dead letters", err)

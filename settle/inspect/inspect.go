@@ -15,7 +15,6 @@ import (
 
 	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/settle"
-	"github.com/settlehq/settle/settle/internal/db"
 )
 
 // Store reads one settle database.
@@ -33,12 +32,6 @@ func New(s *settle.Store) *Store {
 
 // The queries are the .sql files in sql/, run through the methods sqlc
 // generates from them (settle/internal/db): db.On(s.pool) or db.On(tx).
-
-// planned runs the queries whose "an empty filter means any" branches must
-// fold away at plan time, so the planner sees plain equalities it can
-// match with an index (a cached generic plan could not know which filters
-// are empty): db.On(planned(tx)).
-func planned(c db.DBTX) db.DBTX { return db.Planned(c) }
 
 // wrapStoreErr names what was being read; see settle.StoreError.
 func wrapStoreErr(what string, err error) error { return settle.StoreError(what, err) }

@@ -86,7 +86,7 @@ func (s *Store) Search(ctx context.Context, q SearchQuery) ([]SearchHit, error) 
 	defer tx.Rollback(context.WithoutCancel(ctx))
 	// Every query planned with the values, so the "any tenant" branches
 	// fold away and the scope key is used when a tenant is given.
-	pq := db.On(planned(tx))
+	pq := db.On(db.Planned(tx))
 	cases, err := searchCases(ctx, pq, q, text, caseID)
 	if err != nil {
 		return nil, wrapStoreErr(what, err)

@@ -218,7 +218,7 @@ func (s *checker) compareKeyAnswers(ctx context.Context, tx pgx.Tx, in Input) ([
 	}
 	var out []Finding
 	for _, r := range rows {
-		k := KeyRef{deref(r.TenantID), deref(r.Key)}
+		k := KeyRef{db.Deref(r.TenantID), db.Deref(r.Key)}
 		switch want := in.KeyAnswers[k]; {
 		case r.Status != "done":
 			out = append(out, Finding{Class: ClassKeyAnswerMismatch, TenantID: k.TenantID,
@@ -229,12 +229,4 @@ func (s *checker) compareKeyAnswers(ctx context.Context, tx pgx.Tx, in Input) ([
 		}
 	}
 	return out, nil
-}
-
-// deref is *p, or "" for nil.
-func deref(p *string) string {
-	if p == nil {
-		return ""
-	}
-	return *p
 }

@@ -99,6 +99,16 @@ func wrap(sql string, err error) error {
 	return fmt.Errorf("%s: %w", Name(sql), err)
 }
 
+// Deref is *p, or the zero value for nil: for the columns sqlc cannot
+// tell are never NULL (a function's result columns, a LEFT JOIN's).
+func Deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}
+
 // Name is the name of a generated query's file ("conflict_case_get"), or
 // "a statement" for SQL that is not one.
 func Name(sql string) string {

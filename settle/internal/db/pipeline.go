@@ -39,9 +39,6 @@ type batchSender interface {
 // NewPipeline returns an empty pipeline on tx.
 func NewPipeline(tx batchSender) *Pipeline { return &Pipeline{tx: tx} }
 
-// Len is the number of statements queued.
-func (p *Pipeline) Len() int { return p.b.Len() }
-
 // Guard requires the next statement queued to change exactly rows rows.
 func (p *Pipeline) Guard(rows int) {
 	if p.guards == nil {
@@ -210,7 +207,8 @@ func (r pipelineResults) QueryRow() pgx.Row {
 // Close does nothing: the pipeline's results are closed by Send.
 func (r pipelineResults) Close() error { return nil }
 
-// Tx is nil: a pipeline runs inside a transaction it did not begin.
+// Tx is nil: a pipeline begins no transaction (it runs in its caller's, or
+// in the implicit one of a batch sent on a pool).
 func (r pipelineResults) Tx() pgx.Tx { return nil }
 
 type pipelineRows struct {
