@@ -145,8 +145,7 @@ func (r *e2e) setUp(ctx context.Context) error {
 	if err := r.newServices(ctx, "bench-"+n); err != nil {
 		return err
 	}
-	r.prod, err = kgo.NewClient(kgo.SeedBrokers(b.addrs...), kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.MaxBufferedRecords(50_000), kgo.ProducerBatchMaxBytes(1<<20))
+	r.prod, err = newProducer(b.addrs)
 	if err != nil {
 		return err
 	}

@@ -83,8 +83,7 @@ func (c *Config) runPipeline(ctx context.Context, w Workload) (RunResult, error)
 // record of w to it before the clock starts, as the end-to-end run does;
 // it returns the workload's number of new identities.
 func preload(ctx context.Context, brokers []string, topic string, w Workload) (int64, error) {
-	prod, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.MaxBufferedRecords(50_000), kgo.ProducerBatchMaxBytes(1<<20))
+	prod, err := newProducer(brokers)
 	if err != nil {
 		return 0, err
 	}
@@ -112,6 +111,13 @@ func preload(ctx context.Context, brokers []string, topic string, w Workload) (i
 		return 0, fmt.Errorf("produce: %w", *e)
 	}
 	return gen.Model().ExpectedIdentities(), nil
+}
+
+// newProducer is the bench's producer of workload records: each record on
+// the partition the workload gives it.
+func newProducer(brokers []string) (*kgo.Client, error) {
+	return kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.MaxBufferedRecords(50_000), kgo.ProducerBatchMaxBytes(1<<20))
 }
 
 // pipelinePolls polls until total records are written: each poll's records

@@ -59,10 +59,7 @@ func (f *findings) bad(format string, args ...any) {
 //   - and every other invariant reconcile checks.
 func check(t *testing.T, pool *pgxpool.Pool, brokers []string, group string, w *workload) *findings {
 	t.Helper()
-	// Reconcile runs over the whole database, then once per tenant and
-	// period; beside the other packages' tests on two cores that has taken
-	// more than two minutes for TestKillMidStream's 100,000 records.
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	f := &findings{}
 
@@ -90,8 +87,7 @@ func check(t *testing.T, pool *pgxpool.Pool, brokers []string, group string, w *
 	in := reconcile.Input{Group: group, SourceTopic: "usage", OutboxGrace: time.Nanosecond,
 		KafkaOffsets:     map[string]map[int32]int64{"usage": f.kafkaOffsets},
 		EndOffsets:       map[string]map[int32]int64{"usage": ends},
-		ExpectedOutcomes: map[string]int64{}, ResultsRead: true,
-		KeyAnswers: map[reconcile.KeyRef][]byte{}} // the records came from Kafka: no Idempotency-Key was answered
+		ExpectedOutcomes: map[string]int64{}, ResultsRead: true}
 	for outcome, n := range w.outcomes {
 		in.ExpectedOutcomes[outcome] = int64(n)
 	}
@@ -152,7 +148,10 @@ func check(t *testing.T, pool *pgxpool.Pool, brokers []string, group string, w *
 			t.Fatalf("reconcile tenant=%q period=%q: %v", in.TenantID, in.Period, err)
 		}
 		for _, c := range rep.Checks {
-			if c.Skipped != "" && in.TenantID == "" && c.Name != "usage_topic_vs_identities" && c.Name != "identities_vs_settlements_topic" {
+			// The records came from Kafka, not through the HTTP edge: no
+			// Idempotency-Key answers to compare.
+			if c.Skipped != "" && in.TenantID == "" && c.Name != "usage_topic_vs_identities" && c.Name != "identities_vs_settlements_topic" &&
+				c.Name != "keys_answered_as_stored" {
 				f.bad("reconcile: check %s skipped: %s", c.Name, c.Skipped)
 			}
 		}
