@@ -133,22 +133,8 @@ func decodedOf(in *Input, p *record.Decoded) decoded {
 	return d
 }
 
-// settleTxOptions begins every settling transaction (READ COMMITTED) and,
-// in the same round trip, keeps its planner on index probes. Every query
-// of the hot path looks rows up by key; a plan chosen while a table was
-// small (a cached generic plan, made before autovacuum's first ANALYZE)
-// could otherwise keep scanning it whole as it grows, many times slower
-// than the index probe (BENCHMARKS.md).
-var settleTxOptions = pgx.TxOptions{BeginQuery: "BEGIN ISOLATION LEVEL READ COMMITTED; " + indexProbesOnly("SET LOCAL")}
-
-// indexProbesOnly is the statements that keep a session's (set "SET") or a
-// transaction's ("SET LOCAL") plans on index probes, in the backend itself:
-// a parallel plan, chosen on a stale row estimate, starts worker processes
-// for a read of a few thousand rows.
-func indexProbesOnly(set string) string {
-	return set + " enable_seqscan = off; " + set + " enable_hashjoin = off; " + set + " enable_mergejoin = off; " +
-		set + " max_parallel_workers_per_gather = 0"
-}
+// settleTxOptions begins every settling transaction (db.ProbeTx).
+var settleTxOptions = db.ProbeTx
 
 // attempt runs one transaction attempt over the whole batch.
 func (s *Store) attempt(ctx context.Context, group string, ds []decoded, attempt int, firstSeen time.Time, locks periodLocks) ([]Result, error) {

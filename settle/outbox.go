@@ -75,7 +75,7 @@ func (s *Store) OutboxLease(ctx context.Context, key int64) (*OutboxLease, error
 	// primary keys): plans stay on index probes, as
 	// in a settling transaction (settleTxOptions).
 	if _, err := conn.Exec(ctx, fmt.Sprintf("SET idle_session_timeout = '%dms'; %s",
-		OutboxLeaseIdleMax.Milliseconds(), indexProbesOnly("SET"))); err != nil {
+		OutboxLeaseIdleMax.Milliseconds(), db.ProbesOnly("SET"))); err != nil {
 		conn.Close(context.WithoutCancel(ctx))
 		return nil, wrapStoreErr("open outbox lease connection", err)
 	}

@@ -51,7 +51,7 @@ func (s *Store) CompleteMany(ctx context.Context, answers []Answer) (lost []bool
 }
 
 // CompleteAndClaim is CompleteMany of one group and ClaimMany of the next
-// in one round trip and one implicit transaction, the answers first: a
+// in one transaction (its statements in one round trip), the answers first: a
 // request of the next group that repeats a key of the last one finds it
 // done. Either list may be empty. When it fails, nothing of it was
 // written.
@@ -68,9 +68,16 @@ func (s *Store) CompleteAndClaim(ctx context.Context, answers []Answer, reqs []R
 		return nil, nil, nil
 	}
 	what := fmt.Sprintf("complete %d and claim %d idempotency keys", len(answers), len(reqs))
-	// One pipeline: the answers first, then the insert of the new keys and
-	// the read of every key (which sees what the insert did).
-	p := db.NewPipeline(s.pool)
+	// One pipeline in one transaction: the answers first, then the insert
+	// of the new keys and the read of every key (which sees what the insert
+	// did). The transaction keeps its plans on index probes (db.ProbeTx):
+	// idempotency_keys grows from nothing faster than it is analysed.
+	tx, err := s.pool.BeginTx(ctx, db.ProbeTx)
+	if err != nil {
+		return nil, nil, settle.StoreError(what, err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	p := db.NewPipeline(tx)
 	defer p.Close() // for the early returns; the last step is Send
 	q := db.New(p)
 	done := completeParams(answers)
@@ -108,6 +115,9 @@ func (s *Store) CompleteAndClaim(ctx context.Context, answers []Answer, reqs []R
 		}
 	}
 	if err := p.Send(ctx); err != nil {
+		return nil, nil, settle.StoreError(what, err)
+	}
+	if err := tx.Commit(ctx); err != nil {
 		return nil, nil, settle.StoreError(what, err)
 	}
 	if len(reqs) > 0 {
@@ -291,7 +301,7 @@ func (s *Store) ReleaseMany(ctx context.Context, keyIDs []int64, attemptIDs []st
 	if len(keyIDs) != len(attemptIDs) || len(keyIDs) > GroupKeysMax {
 		return 0, fmt.Errorf("release idempotency keys: %d ids and %d attempts (at most %d)", len(keyIDs), len(attemptIDs), GroupKeysMax)
 	}
-	released, err := db.On(s.pool).IdempotencyReleaseMany(ctx, db.IdempotencyReleaseManyParams{ID: keyIDs, AttemptID: attemptIDs})
+	released, err := db.On(db.Planned(s.pool)).IdempotencyReleaseMany(ctx, db.IdempotencyReleaseManyParams{ID: keyIDs, AttemptID: attemptIDs})
 	if err != nil {
 		return 0, settle.StoreError(fmt.Sprintf("release %d idempotency keys", len(keyIDs)), err)
 	}
