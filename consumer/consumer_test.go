@@ -20,6 +20,7 @@ import (
 	"github.com/settlehq/settle/internal/testnet"
 	"github.com/settlehq/settle/relay"
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/outbox"
 	"github.com/settlehq/settle/settle/settletest"
 )
 
@@ -81,7 +82,7 @@ func runConsumer(t *testing.T, s *settle.Store, cfg consumer.Config) (*consumer.
 
 func runRelay(t *testing.T, s *settle.Store, k *kafkatest.Cluster) (*relay.Relay, func()) {
 	t.Helper()
-	r, err := relay.New(s, relay.Config{Brokers: k.Brokers, StandbyInterval: 50 * time.Millisecond,
+	r, err := relay.New(outbox.New(s), relay.Config{Brokers: k.Brokers, StandbyInterval: 50 * time.Millisecond,
 		BackoffMin: 20 * time.Millisecond, BackoffMax: 200 * time.Millisecond, Logger: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 	"github.com/settlehq/settle/internal/testnet"
 	"github.com/settlehq/settle/relay"
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/outbox"
 	"github.com/settlehq/settle/settle/settletest"
 	"github.com/settlehq/settle/telemetry"
 )
@@ -46,7 +47,7 @@ func TestTraceFollowsRecord(t *testing.T) {
 	cfg := consumerConfig(t, k, "traced")
 	cfg.TracerProvider, cfg.Metrics = tp, tel.Metrics
 	_, stopConsumer := runConsumer(t, s, cfg)
-	r, err := relay.New(s, relay.Config{Brokers: k.Brokers, StandbyInterval: 50 * time.Millisecond,
+	r, err := relay.New(outbox.New(s), relay.Config{Brokers: k.Brokers, StandbyInterval: 50 * time.Millisecond,
 		Logger: testLogger(t), TracerProvider: tp, Metrics: tel.Metrics})
 	if err != nil {
 		t.Fatal(err)

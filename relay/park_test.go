@@ -19,6 +19,7 @@ import (
 	"github.com/settlehq/settle/relay"
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/inspect"
+	"github.com/settlehq/settle/settle/outbox"
 	"github.com/settlehq/settle/settle/reconcile"
 	"github.com/settlehq/settle/settle/settletest"
 	"github.com/settlehq/settle/telemetry"
@@ -65,7 +66,7 @@ func TestRelayParksWhatTheBrokerRefuses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := relay.New(s, relay.Config{Brokers: k.Brokers, StandbyInterval: 20 * time.Millisecond,
+	r, err := relay.New(outbox.New(s), relay.Config{Brokers: k.Brokers, StandbyInterval: 20 * time.Millisecond,
 		PollInterval: 20 * time.Millisecond, BatchRowsMax: 100, BackoffMin: 20 * time.Millisecond, BackoffMax: 100 * time.Millisecond,
 		Metrics: tel.Metrics, Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil))})
 	if err != nil {

@@ -17,7 +17,7 @@
 //
 // A message the broker refuses for good (too large for the topic, an
 // invalid record) is never retried for ever: the relay parks its row
-// (settle.OutboxLease.Park), counts it, and publishes what follows it.
+// (outbox.Lease.Park), counts it, and publishes what follows it.
 // Parking is terminal, so it holds back nothing, not even later messages of
 // the same key; a row that failed for a reason a retry may cure holds back
 // the later rows of its key.
@@ -40,7 +40,7 @@ import (
 	"github.com/settlehq/settle/internal/backoff"
 	"github.com/settlehq/settle/internal/crashpoint"
 	"github.com/settlehq/settle/internal/kafkahdr"
-	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/outbox"
 	"github.com/settlehq/settle/telemetry"
 )
 
@@ -60,7 +60,7 @@ type Config struct {
 
 	// PollInterval is how long an idle leader waits before looking for new
 	// rows, unless a transaction of its own process wrote some first
-	// (Store.OutboxWritten). 0 = 100ms: the outbox queue makes an empty
+	// (outbox.Store.Written). 0 = 100ms: the outbox queue makes an empty
 	// look cheap.
 	PollInterval time.Duration
 
@@ -115,18 +115,18 @@ func (c Config) Validate() error {
 		return fmt.Errorf("relay: batch rows max %d: must be between 1 and 100000 (0 = 1000)", c.BatchRowsMax)
 	case c.PollInterval < 0 || c.StandbyInterval < 0 || c.FlushTimeout < 0 || c.BackoffMin < 0 || c.BackoffMax < 0:
 		return errors.New("relay: intervals and timeouts must be positive (0 = default)")
-	case c.PollInterval >= settle.OutboxLeaseIdleMax || c.StandbyInterval >= settle.OutboxLeaseIdleMax:
-		return fmt.Errorf("relay: poll and standby intervals must be below %s, or PostgreSQL ends the lock's idle connection", settle.OutboxLeaseIdleMax)
+	case c.PollInterval >= outbox.LeaseIdleMax || c.StandbyInterval >= outbox.LeaseIdleMax:
+		return fmt.Errorf("relay: poll and standby intervals must be below %s, or PostgreSQL ends the lock's idle connection", outbox.LeaseIdleMax)
 	}
 	return nil
 }
 
 // Outbox is what the relay needs of the store: the lease under which the
 // leader reads, publishes and marks the outbox, and the signal that a
-// transaction of this process wrote to it. *settle.Store implements it.
+// transaction of this process wrote to it. *outbox.Store implements it.
 type Outbox interface {
-	OutboxLease(ctx context.Context, key int64) (*settle.OutboxLease, error)
-	OutboxWritten() <-chan struct{}
+	Lease(ctx context.Context, key int64) (*outbox.Lease, error)
+	Written() <-chan struct{}
 }
 
 // Relay publishes the outbox. Create it with New and run it with Run.
@@ -195,7 +195,7 @@ func (r *Relay) Run(ctx context.Context) error {
 // lead opens a lease, waits to become the leader, and publishes until ctx
 // is done or something fails. It returns nil when it stopped on ctx.
 func (r *Relay) lead(ctx context.Context, cl *kgo.Client) error {
-	lease, err := r.store.OutboxLease(ctx, r.cfg.LockKey)
+	lease, err := r.store.Lease(ctx, r.cfg.LockKey)
 	if err != nil {
 		return err
 	}
@@ -239,7 +239,7 @@ func (r *Relay) idle(ctx context.Context) bool {
 	t := time.NewTimer(r.cfg.PollInterval)
 	defer t.Stop()
 	select {
-	case <-r.store.OutboxWritten():
+	case <-r.store.Written():
 		return true
 	case <-t.C:
 		return true
@@ -249,7 +249,7 @@ func (r *Relay) idle(ctx context.Context) bool {
 }
 
 // flush publishes what is left within FlushTimeout, for a stopping relay.
-func (r *Relay) flush(ctx context.Context, cl *kgo.Client, lease *settle.OutboxLease) error {
+func (r *Relay) flush(ctx context.Context, cl *kgo.Client, lease *outbox.Lease) error {
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.FlushTimeout)
 	defer cancel()
 	for {
@@ -275,7 +275,7 @@ func (r *Relay) flush(ctx context.Context, cl *kgo.Client, lease *settle.OutboxL
 // are published, again if the broker already took them, after it). A
 // parked row holds back nothing: parking is terminal, and the rows after it
 // go on.
-func (r *Relay) round(ctx context.Context, cl *kgo.Client, lease *settle.OutboxLease) (int, error) {
+func (r *Relay) round(ctx context.Context, cl *kgo.Client, lease *outbox.Lease) (int, error) {
 	msgs, err := lease.Pending(ctx, r.cfg.BatchRowsMax)
 	if err != nil || len(msgs) == 0 {
 		return 0, err
@@ -291,8 +291,8 @@ func (r *Relay) round(ctx context.Context, cl *kgo.Client, lease *settle.OutboxL
 
 	var (
 		ids       []int64
-		published []settle.OutboxMessage
-		parks     []settle.OutboxPark
+		published []outbox.Message
+		parks     []outbox.Park
 		failure   error
 		// held: keys with a row left for a retry this round. again: keys
 		// with a row published alone, after the round's own produce.
@@ -329,7 +329,7 @@ func (r *Relay) round(ctx context.Context, cl *kgo.Client, lease *settle.OutboxL
 		case err == nil:
 			ids, published = append(ids, m.ID), append(published, m)
 		case reason != "" && alone:
-			parks = append(parks, settle.OutboxPark{ID: m.ID, Reason: reason, Error: err.Error()})
+			parks = append(parks, outbox.Park{ID: m.ID, Reason: reason, Error: err.Error()})
 			r.log.Warn("outbox row refused for good by the broker; parked", "outbox_row", m.ID, "topic", m.Topic,
 				"value_bytes", len(m.Value), "reason", reason, "err", err)
 		default:

@@ -15,6 +15,7 @@ import (
 	"github.com/settlehq/settle/relay"
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/inspect"
+	"github.com/settlehq/settle/settle/outbox"
 	"github.com/settlehq/settle/settle/settletest"
 )
 
@@ -27,7 +28,7 @@ func (w testWriter) Write(p []byte) (int, error) {
 
 func newRelay(t *testing.T, s *settle.Store, k *kafkatest.Cluster) *relay.Relay {
 	t.Helper()
-	r, err := relay.New(s, relay.Config{Brokers: k.Brokers, StandbyInterval: 20 * time.Millisecond,
+	r, err := relay.New(outbox.New(s), relay.Config{Brokers: k.Brokers, StandbyInterval: 20 * time.Millisecond,
 		PollInterval: 20 * time.Millisecond, BatchRowsMax: 7,
 		Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil))})
 	if err != nil {
@@ -161,8 +162,8 @@ func TestRelayWakesOnCommit(t *testing.T) {
 	t.Parallel()
 	k := kafkatest.NewCluster(t, 1)
 	s := settletest.NewStore(t, settle.Config{})
-	const poll = 9 * time.Second // under settle.OutboxLeaseIdleMax
-	r, err := relay.New(s, relay.Config{Brokers: k.Brokers, PollInterval: poll,
+	const poll = 9 * time.Second // under outbox.LeaseIdleMax
+	r, err := relay.New(outbox.New(s), relay.Config{Brokers: k.Brokers, PollInterval: poll,
 		Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil))})
 	if err != nil {
 		t.Fatal(err)

@@ -8,7 +8,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/outbox"
 	"github.com/settlehq/settle/telemetry"
 )
 
@@ -51,7 +51,7 @@ func endSpans(spans []trace.Span, errs []error) {
 }
 
 // countPublished counts the published messages by topic.
-func (r *Relay) countPublished(ctx context.Context, msgs []settle.OutboxMessage) {
+func (r *Relay) countPublished(ctx context.Context, msgs []outbox.Message) {
 	if r.cfg.Metrics == nil {
 		return
 	}
@@ -65,7 +65,7 @@ func (r *Relay) countPublished(ctx context.Context, msgs []settle.OutboxMessage)
 }
 
 // countParked counts the parked messages by reason.
-func (r *Relay) countParked(ctx context.Context, parks []settle.OutboxPark) {
+func (r *Relay) countParked(ctx context.Context, parks []outbox.Park) {
 	if r.cfg.Metrics == nil {
 		return
 	}

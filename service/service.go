@@ -15,6 +15,7 @@ import (
 	"github.com/settlehq/settle/consumer"
 	"github.com/settlehq/settle/relay"
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/outbox"
 )
 
 // Service is one running instance: build it with New, run it once with
@@ -56,7 +57,7 @@ func New(cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, &ConfigError{err}
 	}
-	rel, err := relay.New(cfg.Store, cfg.Relay)
+	rel, err := relay.New(outbox.New(cfg.Store), cfg.Relay)
 	if err != nil {
 		return nil, &ConfigError{err}
 	}

@@ -274,7 +274,7 @@ type deliveryRow struct {
 
 // outboxRow is a message to publish: its value, or (a settlement) the
 // identity whose stored response is the value, with the sequence and kind
-// of its headers (settlementHeaders).
+// of its headers (settle/outbox assembles the rest).
 type outboxRow struct {
 	topic      string
 	key        []byte

@@ -119,3 +119,18 @@ func parentConstraint(name string) string {
 	}
 	return name[:i]
 }
+
+// StoreError adds what was being done, and ErrUnavailable when the
+// database itself failed, so callers can tell an outage (wait) from a
+// defect (report).
+func StoreError(what string, err error) error { return wrapStoreErr(what, err) }
+
+func wrapStoreErr(what string, err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if c := classify(err); c != nil {
+		return fmt.Errorf("%s: %w: %w", what, c, err)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}

@@ -112,7 +112,7 @@ func (st *txState) queueResult(key []byte, r Result) {
 		tenant = r.Identity.TenantID
 	}
 	st.outbox = append(st.outbox, outboxRow{topic: st.s.cfg.ResultsTopic, key: key, value: r.AppendJSON(nil), tenant: tenant,
-		headers: encodeHeaders([]record.Header{{Key: "version", Value: []byte(strconv.Itoa(SchemaVersionOutput))}})})
+		headers: db.EncodeHeaders([]record.Header{{Key: "version", Value: []byte(strconv.Itoa(SchemaVersionOutput))}})})
 }
 
 // processed is what process decided for a new identity.
@@ -313,8 +313,8 @@ func (st *txState) claim(d *decoded, idNum int64, eff *effect) []byte {
 			topic:      st.s.cfg.SettlementsTopic,
 			key:        []byte(a.key.tenant + "/" + a.key.subject + "/" + a.key.currency),
 			identityID: idNum,
-			// Only what the identity cannot give (settlementHeaders).
-			headers:  encodeHeaders(traceHeaders(d.in.Headers)),
+			// Only what the identity cannot give (settle/outbox assembles the rest).
+			headers:  db.EncodeHeaders(traceHeaders(d.in.Headers)),
 			sequence: resp.Sequence,
 			kind:     string(resp.Kind),
 			tenant:   a.key.tenant,

@@ -113,7 +113,7 @@ func (st *txState) readWaiting(res *db.WaitingLookupBatchResults) ([]*waitingOp,
 		}
 		in := Input{Key: row.Key, Value: row.Value, Topic: row.Topic, Partition: row.Partition, Offset: row.Offset}
 		var err error
-		if in.Headers, err = DecodeHeaders(row.Headers); err != nil {
+		if in.Headers, err = db.DecodeHeaders(row.Headers); err != nil {
 			return nil, fmt.Errorf("waiting operation %s: headers: %w", id, err)
 		}
 		// A waiting operation is stored as the bytes it arrived with.

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/outbox"
 	"github.com/settlehq/settle/settle/settletest"
 )
 
@@ -19,7 +20,7 @@ import (
 func publishAll(t *testing.T, s *settle.Store) {
 	t.Helper()
 	ctx := context.Background()
-	l, err := s.OutboxLease(ctx, 4242)
+	l, err := outbox.New(s).Lease(ctx, 4242)
 	if err != nil {
 		t.Fatal(err)
 	}

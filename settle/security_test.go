@@ -10,6 +10,7 @@ import (
 
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/inspect"
+	"github.com/settlehq/settle/settle/outbox"
 	"github.com/settlehq/settle/settle/reconcile"
 	"github.com/settlehq/settle/settle/settletest"
 )
@@ -125,7 +126,7 @@ func TestServiceRoleIsEnough(t *testing.T) {
 	if got := strings.Join(outcomes(rs), " "); got != want {
 		t.Errorf("outcomes as settle_app:\n got %s\nwant %s", got, want)
 	}
-	lease, err := s.OutboxLease(ctx, 42)
+	lease, err := outbox.New(s).Lease(ctx, 42)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -36,7 +36,7 @@ func (dl deadLetterRow) outboxHeaders(truncated bool) []byte {
 	if truncated {
 		hs = append(hs, record.Header{Key: DeadLetterValueTruncatedHeader, Value: strconv.AppendInt(nil, int64(len(dl.in.Value)), 10)})
 	}
-	return encodeHeaders(hs)
+	return db.EncodeHeaders(hs)
 }
 
 // write writes every row of the batch: the identities and ledger entries
@@ -158,7 +158,7 @@ func (st *txState) queueDeadLetters(ctx context.Context, q *db.Queries) {
 	var u db.DeadLetterInsertParams
 	for _, dl := range st.deadLetters {
 		u.Topic, u.Partition, u.Offset = append(u.Topic, dl.in.Topic), append(u.Partition, dl.in.Partition), append(u.Offset, dl.in.Offset)
-		u.Key, u.Value, u.Headers = append(u.Key, dl.in.Key), append(u.Value, nonNil(dl.in.Value)), append(u.Headers, encodeHeaders(dl.in.Headers))
+		u.Key, u.Value, u.Headers = append(u.Key, dl.in.Key), append(u.Value, nonNil(dl.in.Value)), append(u.Headers, db.EncodeHeaders(dl.in.Headers))
 		u.Reason, u.ErrorClass, u.Error = append(u.Reason, dl.reason), append(u.ErrorClass, dl.class), append(u.Error, dl.err)
 		u.Attempts = append(u.Attempts, int32(dl.attempts))
 	}
@@ -297,7 +297,7 @@ func (st *txState) queueWaiting(ctx context.Context, q *db.Queries) {
 		ins.RecordID, ins.Operation = append(ins.RecordID, d.id.RecordID), append(ins.Operation, string(d.id.Operation))
 		ins.TargetPeriod, ins.TargetRecordID = append(ins.TargetPeriod, w.target.period), append(ins.TargetRecordID, w.target.record)
 		ins.Fingerprint, ins.Canonical = append(ins.Fingerprint, int64(w.fp)), append(ins.Canonical, w.canonical)
-		ins.Key, ins.Value, ins.Headers = append(ins.Key, d.in.Key), append(ins.Value, nonNil(d.in.Value)), append(ins.Headers, encodeHeaders(d.in.Headers))
+		ins.Key, ins.Value, ins.Headers = append(ins.Key, d.in.Key), append(ins.Value, nonNil(d.in.Value)), append(ins.Headers, db.EncodeHeaders(d.in.Headers))
 		ins.Topic, ins.Partition, ins.Offset = append(ins.Topic, d.in.Topic), append(ins.Partition, d.in.Partition), append(ins.Offset, d.in.Offset)
 		ins.Response, ins.Status = append(ins.Response, w.response), append(ins.Status, w.status)
 	}

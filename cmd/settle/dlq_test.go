@@ -11,6 +11,7 @@ import (
 	"github.com/settlehq/settle/relay"
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/inspect"
+	"github.com/settlehq/settle/settle/outbox"
 	"github.com/settlehq/settle/settle/reconcile"
 )
 
@@ -60,8 +61,8 @@ func TestDLQShowAndParked(t *testing.T) {
 	if err := d.store.Pool().QueryRow(ctx, `SELECT value, headers FROM outbox_messages WHERE topic = 'usage.dlq'`).Scan(&value, &headers); err != nil {
 		t.Fatal(err)
 	}
-	hs, err := settle.DecodeHeaders(headers)
-	if err != nil {
+	var hs []record.Header // {key, value (base64)}, as every headers column stores them
+	if err := json.Unmarshal(headers, &hs); err != nil {
 		t.Fatal(err)
 	}
 	if len(value) != 0 || headerOf(hs, settle.DeadLetterValueTruncatedHeader) != fmt.Sprint(len(big)) {
@@ -72,7 +73,7 @@ func TestDLQShowAndParked(t *testing.T) {
 		t.Errorf("dlq list --parked before any: %s", out)
 	}
 	// Park it as the relay does when the broker refuses a message for good.
-	lease, err := d.store.OutboxLease(ctx, relay.LockKeyDefault)
+	lease, err := outbox.New(d.store).Lease(ctx, relay.LockKeyDefault)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +85,7 @@ func TestDLQShowAndParked(t *testing.T) {
 	if err != nil || len(pending) != 1 {
 		t.Fatalf("pending: %v %v", pending, err)
 	}
-	if err := lease.Park(ctx, []settle.OutboxPark{{ID: pending[0].ID, Reason: "message_too_large", Error: "MESSAGE_TOO_LARGE: refused"}}); err != nil {
+	if err := lease.Park(ctx, []outbox.Park{{ID: pending[0].ID, Reason: "message_too_large", Error: "MESSAGE_TOO_LARGE: refused"}}); err != nil {
 		t.Fatal(err)
 	}
 	out = d.cli(t, 0, "dlq", "list", "--parked")

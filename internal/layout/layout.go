@@ -38,9 +38,11 @@ var Floors = map[string]int{
 	"settle": 2,
 
 	// What reads what the transaction wrote, in its vocabulary, and the
-	// rows the HTTP edge works through around it: the Idempotency-Keys
-	// claimed before it, the webhook deliveries after it.
+	// rows worked through around it: the outbox the relay publishes, the
+	// Idempotency-Keys the HTTP edge claims before it, the webhook
+	// deliveries after it.
 	"settle/inspect":     3,
+	"settle/outbox":      3,
 	"settle/reconcile":   3,
 	"settle/settletest":  3,
 	"settle/idempotency": 3,

@@ -116,7 +116,7 @@ func deadLetter[R deadLetterRow](row R) (DeadLetter, error) {
 	d := DeadLetter{ID: r.ID, Source: settle.Coordinates{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}, Key: r.Key,
 		Value: r.Value, Reason: r.Reason, ErrorClass: r.ErrorClass, Error: r.Error, Attempts: int(r.Attempts), At: r.At}
 	var err error
-	if d.Headers, err = settle.DecodeHeaders(r.Headers); err != nil {
+	if d.Headers, err = db.DecodeHeaders(r.Headers); err != nil {
 		return d, fmt.Errorf("dead letter %d: headers: %w", d.ID, err)
 	}
 	return d, nil

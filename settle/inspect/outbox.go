@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/settlehq/settle/record"
-	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/internal/db"
 )
 
@@ -50,7 +49,7 @@ func (s *Store) OutboxParked(ctx context.Context, afterID int64, limit int) ([]P
 	for _, r := range rows {
 		m := ParkedMessage{ID: r.ID, Topic: r.Topic, Key: r.Key, ValueBytes: int(r.ValueBytes), Reason: r.Reason, Error: r.Error,
 			CreatedAt: r.CreatedAt, ParkedAt: r.At}
-		if m.Headers, err = settle.DecodeHeaders(r.Headers); err != nil {
+		if m.Headers, err = db.DecodeHeaders(r.Headers); err != nil {
 			return nil, wrapStoreErr("list parked outbox rows", fmt.Errorf("parked outbox row %d: headers: %w", m.ID, err))
 		}
 		out = append(out, m)

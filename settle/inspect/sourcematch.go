@@ -47,7 +47,7 @@ func (c *sourceCheck) loadDeadLetters(ctx context.Context) error {
 		}
 		for _, r := range rows {
 			after = r.ID
-			hs, _ := settle.DecodeHeaders(r.Headers)
+			hs, _ := db.DecodeHeaders(r.Headers)
 			id, ok := c.deadLetterIdentity(r.Value, hs)
 			if ok {
 				c.dead[id] = deadLetterRef{id: r.ID, reason: r.Reason, err: r.Error}

@@ -1,13 +1,17 @@
-package settle_test
+package outbox_test
 
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"reflect"
 	"testing"
 
 	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/internal/db"
+	"github.com/settlehq/settle/settle/outbox"
+	"github.com/settlehq/settle/settle/settletest"
 )
 
 // TestSettlementMessageHeaders: a settlement's outbox row stores only the
@@ -17,13 +21,13 @@ import (
 // same headers.
 func TestSettlementMessageHeaders(t *testing.T) {
 	t.Parallel()
-	s := newStore(t)
-	ins := batch(0, 0, grant("g-1", "cust-1", "100"), rec())
+	s := settletest.NewStore(t, settle.Config{})
+	ins := settletest.Batch(0, 0, settletest.Grant("g-1", "cust-1", "100"), settletest.Rec())
 	ins[1].Headers = []record.Header{{Key: "traceparent", Value: []byte("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")},
 		{Key: "origin", Value: []byte("meter-7")}}
-	rs := mustSettle(t, s, ins)
+	rs := settletest.MustSettle(t, s, ins)
 	var resp settle.Response
-	if err := jsonUnmarshal(rs[1].Response, &resp); err != nil {
+	if err := json.Unmarshal(rs[1].Response, &resp); err != nil {
 		t.Fatal(err)
 	}
 	var stored, built []byte
@@ -31,7 +35,7 @@ func TestSettlementMessageHeaders(t *testing.T) {
 		WHERE o.identity_id = (SELECT id FROM identities WHERE record_id = $1 AND operation = 'usage')`, resp.Identity.RecordID).Scan(&stored, &built); err != nil {
 		t.Fatal(err)
 	}
-	hs, err := settle.DecodeHeaders(built)
+	hs, err := db.DecodeHeaders(built)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,13 +50,13 @@ func TestSettlementMessageHeaders(t *testing.T) {
 	if !reflect.DeepEqual(hs, want) {
 		t.Errorf("message headers:\n got %q\nwant %q", hs, want)
 	}
-	if sh, _ := settle.DecodeHeaders(stored); len(sh) != 1 || sh[0].Key != "traceparent" {
+	if sh, _ := db.DecodeHeaders(stored); len(sh) != 1 || sh[0].Key != "traceparent" {
 		t.Errorf("stored headers = %s, want only the trace context", stored)
 	}
 
 	// The relay assembles the same headers itself.
 	ctx := context.Background()
-	lease, err := s.OutboxLease(ctx, 7)
+	lease, err := outbox.New(s).Lease(ctx, 7)
 	if err != nil {
 		t.Fatal(err)
 	}

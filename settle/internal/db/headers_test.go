@@ -1,4 +1,4 @@
-package settle_test
+package db_test
 
 import (
 	"bytes"
@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/settlehq/settle/record"
-	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/internal/db"
 	"github.com/settlehq/settle/settle/settletest"
 )
 
@@ -51,10 +51,10 @@ func TestDecodeHeadersFast(t *testing.T) {
 		for i, h := range hs {
 			want[i] = record.Header{Key: h.Key, Value: h.Value}
 		}
-		if all, err := settle.DecodeHeaders(printed); err != nil || !sameHeaders(all, want) {
+		if all, err := db.DecodeHeaders(printed); err != nil || !sameHeaders(all, want) {
 			t.Errorf("trial %d: DecodeHeaders(%s) = %q, %v", trial, printed, all, err)
 		}
-		got, ok := settle.DecodeHeadersFast(printed)
+		got, ok := db.DecodeHeadersFast(printed)
 		if plain && !ok {
 			t.Errorf("trial %d: fast path refused plain headers %s", trial, printed)
 		}
@@ -84,13 +84,13 @@ func sameHeaders(a, b []record.Header) bool {
 func TestDecodeHeadersNone(t *testing.T) {
 	t.Parallel()
 	for _, in := range []string{"", "{}", "null", "[]"} {
-		hs, err := settle.DecodeHeaders([]byte(in))
+		hs, err := db.DecodeHeaders([]byte(in))
 		if b, _ := json.Marshal(hs); err != nil || string(b) != "[]" {
 			t.Errorf("DecodeHeaders(%q) = %s, %v; want [], nil", in, b, err)
 		}
 	}
 	for _, in := range []string{`{"key": "k"}`, `[1]`, `"k"`} {
-		if hs, err := settle.DecodeHeaders([]byte(in)); err == nil {
+		if hs, err := db.DecodeHeaders([]byte(in)); err == nil {
 			t.Errorf("DecodeHeaders(%q) = %q, want an error", in, hs)
 		}
 	}

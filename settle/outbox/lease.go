@@ -1,4 +1,13 @@
-package settle
+// Package outbox is the relay's side of settle's outbox (tables outbox,
+// outbox_queue, outbox_parked): the lease that makes one relay the leader,
+// and the reads, marks and parks the leader makes under it. The settling
+// transaction (package settle) writes the rows; the relay (package relay)
+// publishes them through this package; analysts read them through
+// settle/inspect.
+//
+// Its statements are the files in sql/, run through the generated queries. Its errors say what was being done and carry
+// settle.ErrUnavailable when the database itself failed.
+package outbox
 
 import (
 	"context"
@@ -8,17 +17,32 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/settlehq/settle/record"
+	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/internal/db"
 )
 
-// outboxPendingLimit bounds one read of the outbox.
-const outboxPendingLimit = 100_000
+// Store is the outbox of one settle database.
+type Store struct {
+	pool   *pgxpool.Pool
+	settle *settle.Store
+}
 
-// OutboxMessage is one outbox row: a message a settling transaction wrote
-// for the relay to publish.
-type OutboxMessage struct {
+// New returns the outbox of the database of s, over its pool.
+func New(s *settle.Store) *Store { return &Store{pool: s.Pool(), settle: s} }
+
+// Written receives after a transaction of this process's store that wrote
+// outbox rows has committed (settle.Store.OutboxWritten).
+func (s *Store) Written() <-chan struct{} { return s.settle.OutboxWritten() }
+
+// pendingLimit bounds one read of the outbox.
+const pendingLimit = 100_000
+
+// Message is one outbox row: a message a settling transaction wrote for
+// the relay to publish.
+type Message struct {
 	ID        int64
 	Topic     string
 	Key       []byte
@@ -27,7 +51,7 @@ type OutboxMessage struct {
 	CreatedAt time.Time
 }
 
-// OutboxLease is the outbox relay's leadership: a session-level advisory
+// Lease is the outbox relay's leadership: a session-level advisory
 // lock held on a connection of its own, taken out of the pool so that
 // nothing else ever runs on it and the pool never recycles it under the
 // lock.
@@ -43,24 +67,24 @@ type OutboxMessage struct {
 // does not survive a connection pooler in transaction mode: point the
 // service at PostgreSQL itself (or a session-mode pool).
 //
-// An OutboxLease is not safe for concurrent use.
-type OutboxLease struct {
+// A Lease is not safe for concurrent use.
+type Lease struct {
 	conn *pgx.Conn
 	key  int64
 	held bool
 }
 
-// ErrNotLeader is returned by OutboxLease.Pending and MarkPublished when
+// ErrNotLeader is returned by Lease.Pending, MarkPublished and Park when
 // the lease does not hold the lock: call TryAcquire first.
 var ErrNotLeader = errors.New("outbox lease not held: another relay is the leader")
 
-// OutboxLease opens a dedicated connection for the outbox relay's lock
-// named by key. It does not take the lock: call TryAcquire. Close it when
-// done; closing releases the lock.
-func (s *Store) OutboxLease(ctx context.Context, key int64) (*OutboxLease, error) {
+// Lease opens a dedicated connection for the outbox relay's lock named by
+// key. It does not take the lock: call TryAcquire. Close it when done;
+// closing releases the lock.
+func (s *Store) Lease(ctx context.Context, key int64) (*Lease, error) {
 	pc, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return nil, wrapStoreErr("open outbox lease connection", err)
+		return nil, settle.StoreError("open outbox lease connection", err)
 	}
 	conn := pc.Hijack()
 	// A relay frozen while it holds the lock (SIGSTOP, a paused VM) keeps
@@ -73,29 +97,29 @@ func (s *Store) OutboxLease(ctx context.Context, key int64) (*OutboxLease, error
 	//
 	// Its queries read and mark rows by key (the queue's and the outbox's
 	// primary keys): plans stay on index probes, as
-	// in a settling transaction (settleTxOptions).
+	// in a settling transaction (db.ProbeTx).
 	if _, err := conn.Exec(ctx, fmt.Sprintf("SET idle_session_timeout = '%dms'; %s",
-		OutboxLeaseIdleMax.Milliseconds(), db.ProbesOnly("SET"))); err != nil {
+		LeaseIdleMax.Milliseconds(), db.ProbesOnly("SET"))); err != nil {
 		conn.Close(context.WithoutCancel(ctx))
-		return nil, wrapStoreErr("open outbox lease connection", err)
+		return nil, settle.StoreError("open outbox lease connection", err)
 	}
-	return &OutboxLease{conn: conn, key: key}, nil
+	return &Lease{conn: conn, key: key}, nil
 }
 
-// OutboxLeaseIdleMax is how long the relay's lock connection may stay
+// LeaseIdleMax is how long the relay's lock connection may stay
 // silent before PostgreSQL ends it and another relay may lead. Relays must
 // talk on it more often (their standby interval is below it).
-const OutboxLeaseIdleMax = 10 * time.Second
+const LeaseIdleMax = 10 * time.Second
 
 // TryAcquire takes the lock if no other session holds it, without waiting.
 // It reports whether this lease now holds it.
-func (l *OutboxLease) TryAcquire(ctx context.Context) (bool, error) {
+func (l *Lease) TryAcquire(ctx context.Context) (bool, error) {
 	if l.held {
 		return true, nil
 	}
 	held, err := db.On(l.conn).OutboxLeaseTry(ctx, l.key)
 	if err != nil {
-		return false, wrapStoreErr("take outbox lease", err)
+		return false, settle.StoreError("take outbox lease", err)
 	}
 	l.held = held
 	return l.held, nil
@@ -103,15 +127,15 @@ func (l *OutboxLease) TryAcquire(ctx context.Context) (bool, error) {
 
 // Held reports whether the lease took the lock (and has seen no failure of
 // its connection since).
-func (l *OutboxLease) Held() bool { return l.held }
+func (l *Lease) Held() bool { return l.held }
 
 // Pending returns up to limit unpublished outbox rows in id order.
-func (l *OutboxLease) Pending(ctx context.Context, limit int) ([]OutboxMessage, error) {
+func (l *Lease) Pending(ctx context.Context, limit int) ([]Message, error) {
 	if !l.held {
 		return nil, ErrNotLeader
 	}
-	if limit <= 0 || limit > outboxPendingLimit {
-		return nil, fmt.Errorf("outbox pending: limit %d must be between 1 and %d", limit, outboxPendingLimit)
+	if limit <= 0 || limit > pendingLimit {
+		return nil, fmt.Errorf("outbox pending: limit %d must be between 1 and %d", limit, pendingLimit)
 	}
 	// Planned at every poll (an unnamed statement, not the cached generic
 	// plan): the outbox grows from nothing faster than autovacuum analyzes
@@ -122,13 +146,13 @@ func (l *OutboxLease) Pending(ctx context.Context, limit int) ([]OutboxMessage, 
 	if err != nil {
 		return nil, l.fail("read outbox", err)
 	}
-	out := make([]OutboxMessage, 0, len(rows))
+	out := make([]Message, 0, len(rows))
 	for _, r := range rows {
-		m := OutboxMessage{ID: r.ID, Topic: r.Topic, Key: r.Key, Value: r.Value}
+		m := Message{ID: r.ID, Topic: r.Topic, Key: r.Key, Value: r.Value}
 		if m.Value == nil {
 			m.Value = r.Response // a settlement: its message is its identity's stored response
 		}
-		if m.Headers, err = DecodeHeaders(r.StoredHeaders); err != nil {
+		if m.Headers, err = db.DecodeHeaders(r.StoredHeaders); err != nil {
 			return nil, fmt.Errorf("read outbox row %d: headers: %w", m.ID, err)
 		}
 		if r.Sequence != nil && r.SettlementID != nil && r.SettlementTenantID != nil && r.Kind != nil && r.Version != nil {
@@ -154,7 +178,7 @@ func settlementHeaders(settlementID, tenantID string, sequence int64, kind strin
 }
 
 // MarkPublished records that the rows ids were acknowledged by the broker.
-func (l *OutboxLease) MarkPublished(ctx context.Context, ids []int64) error {
+func (l *Lease) MarkPublished(ctx context.Context, ids []int64) error {
 	if !l.held {
 		return ErrNotLeader
 	}
@@ -167,9 +191,9 @@ func (l *OutboxLease) MarkPublished(ctx context.Context, ids []int64) error {
 	return nil
 }
 
-// OutboxPark is why one outbox row is parked: the broker refused its
-// message for good.
-type OutboxPark struct {
+// Park is why one outbox row is parked: the broker refused its message
+// for good.
+type Park struct {
 	ID     int64
 	Reason string // the broker's error code in lower case, e.g. message_too_large
 	Error  string // the producer's error text
@@ -178,7 +202,7 @@ type OutboxPark struct {
 // Park takes rows the broker refused for good off the queue and records
 // why, in one statement: the relay publishes what follows them instead of
 // retrying them for ever. Parking is terminal; the rows stay in the outbox.
-func (l *OutboxLease) Park(ctx context.Context, rows []OutboxPark) error {
+func (l *Lease) Park(ctx context.Context, rows []Park) error {
 	if !l.held {
 		return ErrNotLeader
 	}
@@ -196,31 +220,17 @@ func (l *OutboxLease) Park(ctx context.Context, rows []OutboxPark) error {
 }
 
 // Close closes the lease's connection, which releases the lock.
-func (l *OutboxLease) Close(ctx context.Context) error {
+func (l *Lease) Close(ctx context.Context) error {
 	l.held = false
 	return l.conn.Close(ctx)
 }
 
 // fail wraps an error of the lease's connection. A broken connection has
 // lost the lock with it, so the lease stops claiming to hold it.
-func (l *OutboxLease) fail(what string, err error) error {
-	if l.conn.IsClosed() || errors.Is(classify(err), ErrUnavailable) {
+func (l *Lease) fail(what string, err error) error {
+	err = settle.StoreError(what, err)
+	if l.conn.IsClosed() || errors.Is(err, settle.ErrUnavailable) {
 		l.held = false
 	}
-	return wrapStoreErr(what, err)
-}
-
-// StoreError adds what was being done, and ErrUnavailable when the
-// database itself failed, so callers can tell an outage (wait) from a
-// defect (report).
-func StoreError(what string, err error) error { return wrapStoreErr(what, err) }
-
-func wrapStoreErr(what string, err error) error {
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	if c := classify(err); c != nil {
-		return fmt.Errorf("%s: %w: %w", what, c, err)
-	}
-	return fmt.Errorf("%s: %w", what, err)
+	return err
 }

@@ -1,4 +1,4 @@
-package settle
+package db
 
 // DecodeHeadersFast exposes the reflection-free headers decoder to its
 // equivalence test.

@@ -1,4 +1,4 @@
-package settle
+package db
 
 import (
 	"bytes"
@@ -15,9 +15,9 @@ type headerJSON struct {
 	Value []byte `json:"value"`
 }
 
-// encodeHeaders writes headers as every headers column holds them; the
+// EncodeHeaders writes headers as every headers column holds them; the
 // only writer of that form, as DecodeHeaders is its only reader.
-func encodeHeaders(hs []record.Header) []byte {
+func EncodeHeaders(hs []record.Header) []byte {
 	out := make([]headerJSON, len(hs))
 	for i, h := range hs {
 		out[i] = headerJSON{h.Key, h.Value}
