@@ -218,18 +218,7 @@ func TestPruneGuard(t *testing.T) {
 // appPool is a pool on the same database whose sessions run as settle_app.
 func appPool(t *testing.T, pool *pgxpool.Pool) *pgxpool.Pool {
 	t.Helper()
-	cfg := pool.Config().Copy()
-	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
-		_, err := c.Exec(ctx, `SET ROLE settle_app`)
-		return err
-	}
-	cfg.MaxConns = 2
-	app, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(app.Close)
-	return app
+	return settletest.AppPoolOn(t, pool.Config().ConnString(), 2)
 }
 
 func or(a, b string) string {

@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/settlehq/settle/settle"
@@ -90,19 +89,7 @@ func asServiceRole(ctx context.Context, pool *pgxpool.Pool, stmt string) error {
 func TestServiceRoleIsEnough(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	cfg, err := pgxpool.ParseConfig(settletest.NewDatabase(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
-		_, err := c.Exec(ctx, "SET ROLE settle_app")
-		return err
-	}
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := settletest.AppPoolOn(t, settletest.NewDatabase(t), 0)
 	s, err := settle.Open(ctx, pool, settle.Config{})
 	if err != nil {
 		t.Fatal(err)

@@ -8,9 +8,6 @@ import (
 	"context"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/settletest"
 )
@@ -20,20 +17,7 @@ import (
 // grants of the migrations are exercised too. The pool closes at cleanup.
 func AppStore(t *testing.T, maxConns int32) *settle.Store {
 	t.Helper()
-	cfg, err := pgxpool.ParseConfig(settletest.NewDatabase(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.MaxConns = maxConns
-	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
-		_, err := c.Exec(ctx, "SET ROLE settle_app")
-		return err
-	}
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := settletest.AppPoolOn(t, settletest.NewDatabase(t), maxConns)
 	s, err := settle.Open(context.Background(), pool, settle.Config{})
 	if err != nil {
 		t.Fatal(err)

@@ -196,6 +196,22 @@ func NewPool(t testing.TB, maxConns int32) *pgxpool.Pool {
 // PoolOn opens a pool on the database at url, closed at cleanup.
 func PoolOn(t testing.TB, url string, maxConns int32) *pgxpool.Pool {
 	t.Helper()
+	return pool(t, url, maxConns, nil)
+}
+
+// AppPoolOn opens a pool on the database at url whose every session runs
+// as the service role settle_app (SET ROLE), so that what runs on it has
+// only the grants the migrations give the service. Closed at cleanup.
+func AppPoolOn(t testing.TB, url string, maxConns int32) *pgxpool.Pool {
+	t.Helper()
+	return pool(t, url, maxConns, func(ctx context.Context, c *pgx.Conn) error {
+		_, err := c.Exec(ctx, "SET ROLE settle_app")
+		return err
+	})
+}
+
+func pool(t testing.TB, url string, maxConns int32, afterConnect func(context.Context, *pgx.Conn) error) *pgxpool.Pool {
+	t.Helper()
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		t.Fatal(err)
@@ -203,6 +219,7 @@ func PoolOn(t testing.TB, url string, maxConns int32) *pgxpool.Pool {
 	if maxConns > 0 {
 		cfg.MaxConns = maxConns
 	}
+	cfg.AfterConnect = afterConnect
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
