@@ -1,0 +1,102 @@
+package idempotency_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/idempotency"
+	"github.com/settlehq/settle/settle/settletest"
+)
+
+// TestGroupPlansFollowGrowth holds a group's claims and fenced answers to
+// index probes while idempotency_keys grows faster than it is analysed
+// (db.ProbeTx): one connection claims and answers groups while the
+// table holds a page (its statement cache then holds plans made for a small
+// table), the table then grows to 20,000 keys with autovacuum off, and one
+// more group's answers and claims must read no row of it by sequential
+// scan. A plan cached while the table was small had scanned it whole for
+// every group (seen on a fresh database: 16 ms a group at 40,000 keys).
+func TestGroupPlansFollowGrowth(t *testing.T) {
+	t.Parallel()
+	const grown = 20_000
+	ctx := context.Background()
+	url := settletest.NewDatabase(t)
+	pool := settletest.PoolOn(t, url, 1) // one connection: one statement cache
+	s, err := settle.Open(ctx, pool, settle.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := idempotency.New(s)
+	if _, err := pool.Exec(ctx, "ALTER TABLE idempotency_keys SET (autovacuum_enabled = false)"); err != nil {
+		t.Fatal(err)
+	}
+	var held []idempotency.Answer
+	group := func(name string, n int) {
+		t.Helper()
+		reqs := make([]idempotency.Request, n)
+		for i := range reqs {
+			reqs[i] = request(fmt.Sprintf("%s-%d", name, i), "a", time.Minute)
+		}
+		_, claims, err := keys.CompleteAndClaim(ctx, held, reqs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = held[:0]
+		for _, c := range claims {
+			held = append(held, idempotency.Answer{KeyID: c.KeyID, AttemptID: c.AttemptID, Status: 200, Response: []byte("ok")})
+		}
+	}
+	// PostgreSQL makes a statement's generic plan at its sixth execution
+	// and uses it once it costs less than the custom plans made so far:
+	// six groups of one key while the table holds a page, then groups of
+	// 40, whose custom plans cost more than the generic one.
+	for g := range 16 {
+		n := 1
+		if g >= 6 {
+			n = 40
+		}
+		group(fmt.Sprintf("small-%d", g), n)
+	}
+	if _, err := pool.Exec(ctx, `
+		INSERT INTO idempotency_keys (tenant_id, key, request_hash, canonicals, records, attempt_id, status, lease_until,
+		                              response_status, response)
+		SELECT 'acme', 'grown-' || g, '\x00', ARRAY['\x00'::bytea], 1, gen_random_uuid(), 'done', now(), 200, '\x00'
+		  FROM generate_series(1, $1::int) g`, grown); err != nil {
+		t.Fatal(err)
+	}
+	reader, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Close(ctx)
+	before := keysScanned(t, ctx, pool, reader)
+	group("measured", 40)
+	scanned := keysScanned(t, ctx, pool, reader) - before
+	t.Logf("idempotency_keys: %d rows read by sequential scan for a group of 40 answers and 40 claims beside %d keys", scanned, grown)
+	if scanned > 0 {
+		t.Fatalf("idempotency_keys: %d rows read by sequential scan for one group: a group's statement scans the table instead of probing its keys", scanned)
+	}
+}
+
+// keysScanned is how many rows of idempotency_keys sequential scans have
+// read, once the store's one connection has flushed its statistics (a
+// backend flushes them before it reports itself ready, when asked to).
+func keysScanned(t *testing.T, ctx context.Context, pool interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, reader *pgx.Conn) int64 {
+	t.Helper()
+	var ignored string
+	if err := pool.QueryRow(ctx, "SELECT pg_stat_force_next_flush()::text").Scan(&ignored); err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	if err := reader.QueryRow(ctx, `SELECT coalesce(seq_tup_read, 0) FROM pg_stat_user_tables WHERE relname = 'idempotency_keys'`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
