@@ -5,9 +5,6 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/settletest"
 )
@@ -72,34 +69,13 @@ func TestLookupPlansFollowGrowth(t *testing.T) {
 		  FROM (SELECT * FROM identities ORDER BY id LIMIT 1) i, generate_series(1, $1::int) g`, grown); err != nil {
 		t.Fatal(err)
 	}
-	reader, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer reader.Close(ctx)
-	before := identityTuplesRead(t, ctx, pool, reader)
+	seq, idx := settletest.TuplesRead(t, pool, url, "identities")
 	settleAll(usage("measured", batch))
-	read := identityTuplesRead(t, ctx, pool, reader) - before
-	t.Logf("identities: %d tuples read settling %d records beside %d identities (%d before)", read, batch, grown, before)
+	seq2, idx2 := settletest.TuplesRead(t, pool, url, "identities")
+	read := seq2 - seq + idx2 - idx
+	t.Logf("identities: %d tuples read settling %d records beside %d identities", read, batch, grown)
 	if read > 10*batch {
 		t.Fatalf("identities: %d tuples read settling %d records (at most %d): a look-up scans the tenant's identities instead of probing their keys",
 			read, batch, 10*batch)
 	}
-}
-
-// identityTuplesRead is how many tuples of identities and its indexes
-// have been read, once the store's one connection has flushed its
-// statistics (a backend flushes them before it reports itself ready, when
-// asked to).
-func identityTuplesRead(t *testing.T, ctx context.Context, pool *pgxpool.Pool, reader *pgx.Conn) int64 {
-	t.Helper()
-	if _, err := pool.Exec(ctx, "SELECT pg_stat_force_next_flush()"); err != nil {
-		t.Fatal(err)
-	}
-	var n int64
-	if err := reader.QueryRow(ctx, `SELECT coalesce(seq_tup_read, 0) + (SELECT coalesce(sum(idx_tup_read), 0)::bigint
-		  FROM pg_stat_user_indexes WHERE relname = 'identities') FROM pg_stat_user_tables WHERE relname = 'identities'`).Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	return n
 }

@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/idempotency"
 	"github.com/settlehq/settle/settle/settletest"
@@ -69,34 +67,12 @@ func TestGroupPlansFollowGrowth(t *testing.T) {
 		  FROM generate_series(1, $1::int) g`, grown); err != nil {
 		t.Fatal(err)
 	}
-	reader, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer reader.Close(ctx)
-	before := keysScanned(t, ctx, pool, reader)
+	before, _ := settletest.TuplesRead(t, pool, url, "idempotency_keys")
 	group("measured", 40)
-	scanned := keysScanned(t, ctx, pool, reader) - before
+	after, _ := settletest.TuplesRead(t, pool, url, "idempotency_keys")
+	scanned := after - before
 	t.Logf("idempotency_keys: %d rows read by sequential scan for a group of 40 answers and 40 claims beside %d keys", scanned, grown)
 	if scanned > 0 {
 		t.Fatalf("idempotency_keys: %d rows read by sequential scan for one group: a group's statement scans the table instead of probing its keys", scanned)
 	}
-}
-
-// keysScanned is how many rows of idempotency_keys sequential scans have
-// read, once the store's one connection has flushed its statistics (a
-// backend flushes them before it reports itself ready, when asked to).
-func keysScanned(t *testing.T, ctx context.Context, pool interface {
-	QueryRow(context.Context, string, ...any) pgx.Row
-}, reader *pgx.Conn) int64 {
-	t.Helper()
-	var ignored string
-	if err := pool.QueryRow(ctx, "SELECT pg_stat_force_next_flush()::text").Scan(&ignored); err != nil {
-		t.Fatal(err)
-	}
-	var n int64
-	if err := reader.QueryRow(ctx, `SELECT coalesce(seq_tup_read, 0) FROM pg_stat_user_tables WHERE relname = 'idempotency_keys'`).Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	return n
 }

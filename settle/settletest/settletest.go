@@ -266,3 +266,27 @@ func Bypass(t testing.TB, db interface {
 		t.Fatalf("%s: %v", sql, err)
 	}
 }
+
+// TuplesRead is how many rows of table its sequential scans (seq) and its
+// indexes (idx) have read so far, by the statistics of the database at
+// url. pool must be the one connection whose reads are counted (a pool of
+// 1): it is asked to flush its statistics first, which a backend does
+// before it reports itself ready for the next statement.
+func TuplesRead(t testing.TB, pool *pgxpool.Pool, url, table string) (seq, idx int64) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := pool.Exec(ctx, "SELECT pg_stat_force_next_flush()"); err != nil {
+		t.Fatal(err)
+	}
+	reader, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Close(ctx)
+	if err := reader.QueryRow(ctx, `SELECT coalesce(t.seq_tup_read, 0),
+	       (SELECT coalesce(sum(i.idx_tup_read), 0)::bigint FROM pg_stat_user_indexes i WHERE i.relid = t.relid)
+	  FROM pg_stat_user_tables t WHERE t.relname = $1`, table).Scan(&seq, &idx); err != nil {
+		t.Fatal(err)
+	}
+	return seq, idx
+}
