@@ -506,15 +506,17 @@ const deliveryLookup = `-- name: DeliveryLookup :batchmany
 SELECT d.topic, d.partition, d."offset", d.outcome, d.reason, d.error, coalesce(d.case_id, 0),
        i.tenant_id, i.account_period, i.record_id, i.operation, i.response
   FROM unnest($1::text[], $2::integer[], $3::bigint[], $4::text[]) AS k (topic, partition, "offset", tenant_id)
-  JOIN delivery_repeats d ON d.tenant_id = k.tenant_id AND d.topic = k.topic AND d.partition = k.partition
-                         AND d."offset" = k."offset"
+ CROSS JOIN LATERAL (SELECT r.topic, r.partition, r."offset", r.tenant_id, r.identity_id, r.case_id, r.outcome, r.reason, r.error, r.at FROM delivery_repeats r
+                      WHERE r.tenant_id = k.tenant_id AND r.topic = k.topic AND r.partition = k.partition
+                        AND r."offset" = k."offset" LIMIT 1) d
   LEFT JOIN identities i ON i.tenant_id = d.tenant_id AND i.id = d.identity_id
 UNION ALL
 SELECT l.topic, l.partition, l."offset", 'dead_lettered', l.reason, l.error, 0,
        NULL, NULL, NULL, NULL, NULL
   FROM unnest($1::text[], $2::integer[], $3::bigint[], $4::text[]) AS k (topic, partition, "offset", tenant_id)
-  JOIN dead_letters l ON l.tenant_id = '' AND l.topic = k.topic AND l.partition = k.partition
-                     AND l."offset" = k."offset"
+ CROSS JOIN LATERAL (SELECT x.topic, x.partition, x."offset", x.reason, x.error FROM dead_letters x
+                      WHERE x.tenant_id = '' AND x.topic = k.topic AND x.partition = k.partition
+                        AND x."offset" = k."offset" LIMIT 1) l
 `
 
 type DeliveryLookupBatchResults struct {
@@ -553,7 +555,11 @@ type DeliveryLookupRow struct {
 // each input record's coordinates once, with its record's tenant
 // (@tenant_id; ” for a record that does not decode): a repeat's row is
 // under that tenant, a dead letter's under ” (dead letters belong to no
-// tenant, even those of records that decoded), one primary-key probe each.
+// tenant, even those of records that decoded), one key probe each. Each
+// probe is a LATERAL subquery (LIMIT 1 keeps it from being flattened), so
+// the batch's coordinates drive the join whatever the statistics say: a
+// plan cached while dead_letters was small had read every dead letter of
+// tenant ” for each batch (TestLookupPlansFollowGrowth).
 func (q *Queries) DeliveryLookup(ctx context.Context, arg []DeliveryLookupParams) *DeliveryLookupBatchResults {
 	batch := &pgx.Batch{}
 	for _, a := range arg {

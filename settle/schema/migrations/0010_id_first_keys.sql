@@ -4,7 +4,8 @@
 -- Their primary keys were (tenant_id, id), beside a unique key that also
 -- leads with tenant_id (identities (tenant_id, account_period, record_id,
 -- operation), accounts (tenant_id, subject, currency), waiting, idempotency
--- keys), and a plain index on id for the look-ups by an id alone. A plan
+-- keys, dead letters by their coordinates), and a plain index on id for the
+-- look-ups by an id alone. A plan
 -- made while a table is small (a statement's generic plan, cached for the
 -- connection's life until the table is first analysed) may then choose the
 -- primary key for a natural-key look-up, with tenant_id its only index
@@ -27,6 +28,7 @@ ALTER TABLE holds            DROP CONSTRAINT holds_account_id_fkey,
                              DROP CONSTRAINT holds_closed_by_fkey;
 ALTER TABLE conflict_cases   DROP CONSTRAINT conflict_cases_identity_id_fkey;
 ALTER TABLE case_resolutions DROP CONSTRAINT case_resolutions_identity_id_fkey;
+ALTER TABLE dead_letter_replays DROP CONSTRAINT dead_letter_replays_dead_letter_fkey;
 
 ALTER TABLE identities       DROP CONSTRAINT identities_pkey,
                              ADD CONSTRAINT identities_pkey PRIMARY KEY (id, tenant_id);
@@ -38,7 +40,9 @@ ALTER TABLE outbox_queue     DROP CONSTRAINT outbox_queue_pkey,
                              ADD CONSTRAINT outbox_queue_pkey PRIMARY KEY (id, tenant_id);
 ALTER TABLE idempotency_keys DROP CONSTRAINT idempotency_keys_pkey,
                              ADD CONSTRAINT idempotency_keys_pkey PRIMARY KEY (id, tenant_id);
-DROP INDEX identities_id, accounts_id, waiting_id, outbox_queue_id, idempotency_keys_id;
+ALTER TABLE dead_letters     DROP CONSTRAINT dead_letters_pkey,
+                             ADD CONSTRAINT dead_letters_pkey PRIMARY KEY (id, tenant_id);
+DROP INDEX identities_id, accounts_id, waiting_id, outbox_queue_id, idempotency_keys_id, dead_letters_id;
 
 ALTER TABLE chains ADD CONSTRAINT chains_account_id_fkey FOREIGN KEY (tenant_id, account_id) REFERENCES accounts (tenant_id, id),
                    ADD CONSTRAINT chains_root_id_fkey FOREIGN KEY (tenant_id, root_id) REFERENCES identities (tenant_id, id),
@@ -51,6 +55,8 @@ ALTER TABLE conflict_cases ADD CONSTRAINT conflict_cases_identity_id_fkey FOREIG
     REFERENCES identities (tenant_id, id) DEFERRABLE INITIALLY DEFERRED;
 ALTER TABLE case_resolutions ADD CONSTRAINT case_resolutions_identity_id_fkey FOREIGN KEY (tenant_id, identity_id)
     REFERENCES identities (tenant_id, id) DEFERRABLE INITIALLY DEFERRED;
+ALTER TABLE dead_letter_replays ADD CONSTRAINT dead_letter_replays_dead_letter_fkey FOREIGN KEY (tenant_id, dead_letter_id)
+    REFERENCES dead_letters (tenant_id, id);
 
 CREATE VIEW identity_audit AS
 SELECT i.id, i.tenant_id, i.account_period, i.record_id, i.operation,
