@@ -14,7 +14,7 @@ import (
 // are analysed: one connection settles small batches while identities and
 // dead_letters hold a page (its statement cache then holds plans made for
 // small tables), each then grows to 20,000 rows (one tenant's identities,
-// tenant ''s dead letters) with autovacuum off, and one more batch must
+// the dead letters of tenant "") with autovacuum off, and one more batch must
 // read a few rows of each (and of its indexes) per record. With the
 // primary key led by tenant_id (schema 9), the plan cached while the table
 // was small probed identities_pkey on tenant_id alone and read the
