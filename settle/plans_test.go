@@ -11,16 +11,17 @@ import (
 
 // TestLookupPlansFollowGrowth holds the settling transaction's look-ups to
 // index probes by their whole key while the tables grow faster than they
-// are analysed: one connection settles small batches while identities and
-// dead_letters hold a page (its statement cache then holds plans made for
-// small tables), each then grows to 20,000 rows (one tenant's identities,
-// the dead letters of tenant "") with autovacuum off, and one more batch must
-// read a few rows of each (and of its indexes) per record. With the
-// primary key led by tenant_id (schema 9), the plan cached while the table
-// was small probed identities_pkey on tenant_id alone and read the
-// tenant's every row for each record looked up (seen on a fresh database:
-// 17–330 ms a batch); keyed (id, tenant_id) (migration 0010), no index but
-// the scope key can serve the look-up. The redelivery look-up, joined
+// are analysed: one connection settles small batches while identities,
+// dead_letters, waiting and accounts hold a page (its statement cache then
+// holds plans made for small tables), each then grows to 20,000 rows (the
+// tenant's identities, waiting operations and accounts, the dead letters of
+// tenant "") with autovacuum off, and one more batch must read a few rows of
+// each (and of its indexes) per record. With the primary keys led by
+// tenant_id (schema 9), the plans cached while the tables were small probed
+// identities_pkey and waiting_pkey on tenant_id alone and read the tenant's
+// every row for each record looked up (seen on a fresh database: 17–330 ms
+// a batch); keyed (id, tenant_id) (migration 0010), no index but the natural
+// keys can serve the look-ups. The redelivery look-up, joined
 // freely, read every dead letter once a batch; it probes from the batch's
 // coordinates (delivery_lookup.sql).
 func TestLookupPlansFollowGrowth(t *testing.T) {
@@ -46,6 +47,11 @@ func TestLookupPlansFollowGrowth(t *testing.T) {
 	settleAll := func(recs []map[string]any) {
 		settletest.MustSettle(t, s, settletest.Batch(0, offset, recs...))
 		offset += int64(len(recs))
+	}
+	for _, table := range []string{"dead_letters", "waiting", "accounts"} {
+		if _, err := pool.Exec(ctx, "ALTER TABLE "+table+" SET (autovacuum_enabled = false)"); err != nil {
+			t.Fatal(err)
+		}
 	}
 	// PostgreSQL makes a statement's generic plan at its sixth execution
 	// and uses it once it costs less than the custom plans made so far:
@@ -78,7 +84,21 @@ func TestLookupPlansFollowGrowth(t *testing.T) {
 		SELECT '', 'usage', 1, g, '\x00', 'invalid', 'permanent', 'grown', 1 FROM generate_series(1, $1::int) g`, grown); err != nil {
 		t.Fatal(err)
 	}
-	tables := []string{"identities", "dead_letters"}
+	// And as many waiting operations and accounts of the tenant: every
+	// batch looks its records up among the waiting (waiting_scope_key,
+	// waiting_target) and its accounts by key (accounts_key).
+	if _, err := pool.Exec(ctx, `
+		INSERT INTO waiting (tenant_id, account_period, record_id, operation, target_period, target_record_id,
+		                     fingerprint, canonical, value, topic, partition, "offset", response)
+		SELECT 'acme', '2026-11', 'grown-' || g, 'refund', '2026-11', 'grown-target-' || g, 0, '\x00', '\x00',
+		       'usage', 2, g, '{}' FROM generate_series(1, $1::int) g`, grown); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `
+		INSERT INTO accounts (tenant_id, subject, currency) SELECT 'acme', 'grown-' || g, 'USD' FROM generate_series(1, $1::int) g`, grown); err != nil {
+		t.Fatal(err)
+	}
+	tables := []string{"identities", "dead_letters", "waiting", "accounts"}
 	before := map[string]int64{}
 	for _, table := range tables {
 		seq, idx := settletest.TuplesRead(t, pool, url, table)
