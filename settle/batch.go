@@ -133,12 +133,9 @@ func decodedOf(in *Input, p *record.Decoded) decoded {
 	return d
 }
 
-// settleTxOptions begins every settling transaction (db.ProbeTx).
-var settleTxOptions = db.ProbeTx
-
 // attempt runs one transaction attempt over the whole batch.
 func (s *Store) attempt(ctx context.Context, group string, ds []decoded, attempt int, firstSeen time.Time, locks periodLocks) ([]Result, error) {
-	tx, err := s.pool.BeginTx(ctx, settleTxOptions)
+	tx, err := s.pool.BeginTx(ctx, db.ProbeTx)
 	if err != nil {
 		return nil, err
 	}
