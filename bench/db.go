@@ -27,16 +27,11 @@ var dbSeq atomic.Int64
 
 // newDatabase creates a fresh, migrated database for one run.
 func newDatabase(ctx context.Context, serverURL, run string, keep bool, hashPartitions int) (*database, error) {
-	name := fmt.Sprintf("settle_bench_%s_%d_%d", run, os.Getpid(), dbSeq.Add(1))
-	admin, err := pgx.Connect(ctx, serverURL)
+	d, err := newEmptyDatabase(ctx, serverURL, run, keep)
 	if err != nil {
-		return nil, fmt.Errorf("connect to %s: %w", serverURL, err)
+		return nil, err
 	}
-	defer admin.Close(context.WithoutCancel(ctx))
-	if _, err := admin.Exec(ctx, `CREATE DATABASE `+name); err != nil {
-		return nil, fmt.Errorf("create database %s: %w", name, err)
-	}
-	d := &database{server: serverURL, name: name, url: databaseURL(serverURL, name), keep: keep}
+	name := d.name
 	conn, err := pgx.Connect(ctx, d.url)
 	if err != nil {
 		d.drop()

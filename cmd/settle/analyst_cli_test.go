@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -42,15 +41,7 @@ type analystDB struct {
 func newAnalystDB(t *testing.T) *analystDB {
 	t.Helper()
 	url := settletest.NewDatabase(t)
-	pool, err := pgxpool.New(context.Background(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	s, err := settle.Open(context.Background(), pool, settle.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := settletest.NewStoreOn(t, url, settle.Config{})
 	api := httptest.NewServer(analyst.Handler(analyst.Config{Store: analyst.StoreOf(s)}))
 	t.Cleanup(api.Close)
 	return &analystDB{url: url, store: s, api: api}
