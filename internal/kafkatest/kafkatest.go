@@ -60,14 +60,9 @@ func (c *Cluster) Produce(t testing.TB, recs ...*kgo.Record) {
 // broker refuses.
 func (c *Cluster) SetTopicConfig(t testing.TB, topic, key, value string) {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Brokers...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	resps, err := kadm.NewClient(cl).AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: key, Value: &value}}, topic)
+	adm, ctx, done := c.admin(t)
+	defer done()
+	resps, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: key, Value: &value}}, topic)
 	if err == nil {
 		var r kadm.AlterConfigsResponse
 		if r, err = resps.On(topic, nil); err == nil {
@@ -108,15 +103,10 @@ func (c *Cluster) Read(t testing.TB, topic string, atLeast int, wait time.Durati
 // goroutine.
 func (c *Cluster) Committed(t testing.TB, group, topic string) map[int32]int64 {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Brokers...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	adm, ctx, done := c.admin(t)
+	defer done()
 	out := map[int32]int64{}
-	resps, err := kadm.NewClient(cl).FetchOffsets(ctx, group)
+	resps, err := adm.FetchOffsets(ctx, group)
 	if errors.Is(err, kerr.GroupIDNotFound) {
 		return out // nothing committed yet
 	}
@@ -232,4 +222,16 @@ func RemoveDeadMembers(ctx context.Context, brokers []string, group string) (rem
 		return 0, e
 	}
 	return len(req.Members), nil
+}
+
+// admin is an admin client of the cluster and a context for one request
+// (10 s); done closes both.
+func (c *Cluster) admin(t testing.TB) (*kadm.Client, context.Context, func()) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	return kadm.NewClient(cl), ctx, func() { cancel(); cl.Close() }
 }
