@@ -61,12 +61,16 @@ func TestMigrateHashPartitions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer admin.Close(ctx)
 	name := fmt.Sprintf("settle_migrate_h_%d_%d", os.Getpid(), time.Now().UnixNano()%1e9)
+	// Dropped at cleanup, on the admin connection, which closes after it (a
+	// deferred close ran before the cleanup and left every run's database).
+	t.Cleanup(func() {
+		_, _ = admin.Exec(context.Background(), `DROP DATABASE IF EXISTS `+name+` WITH (FORCE)`)
+		_ = admin.Close(context.Background())
+	})
 	if _, err := admin.Exec(ctx, `CREATE DATABASE `+name); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _, _ = admin.Exec(context.Background(), `DROP DATABASE IF EXISTS `+name+` WITH (FORCE)`) })
 	dbURL := settletest.DatabaseURL(name)
 	for range 2 {
 		if code, out := runArgs(t, "migrate", "--owner-url", dbURL, "--hash-partitions", "4"); code != exitOK {
