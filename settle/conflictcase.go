@@ -51,7 +51,7 @@ func (s *Store) OpenConflictCase(ctx context.Context, c ConflictCase) (int64, er
 	for range conflictCaseOpenRoundsMax {
 		ids, err := db.On(s.pool).ConflictCaseOpen(ctx, p)
 		if err != nil {
-			return 0, wrapStoreErr(what, err)
+			return 0, StoreError(what, err)
 		}
 		if len(ids) > 0 {
 			return ids[0], nil

@@ -123,9 +123,7 @@ func parentConstraint(name string) string {
 // StoreError adds what was being done, and ErrUnavailable when the
 // database itself failed, so callers can tell an outage (wait) from a
 // defect (report).
-func StoreError(what string, err error) error { return wrapStoreErr(what, err) }
-
-func wrapStoreErr(what string, err error) error {
+func StoreError(what string, err error) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("%s: %w", what, err)
 	}

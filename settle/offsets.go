@@ -18,7 +18,7 @@ import (
 func (s *Store) ConsumerOffsets(ctx context.Context, group string) (map[string]map[int32]int64, error) {
 	out, err := ConsumerOffsetsIn(ctx, s.pool, group)
 	if err != nil {
-		return nil, wrapStoreErr(fmt.Sprintf("read consumer offsets of group %s", group), err)
+		return nil, StoreError(fmt.Sprintf("read consumer offsets of group %s", group), err)
 	}
 	return out, nil
 }

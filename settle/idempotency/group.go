@@ -301,7 +301,7 @@ func (s *Store) ReleaseMany(ctx context.Context, keyIDs []int64, attemptIDs []st
 	if len(keyIDs) != len(attemptIDs) || len(keyIDs) > GroupKeysMax {
 		return 0, fmt.Errorf("release idempotency keys: %d ids and %d attempts (at most %d)", len(keyIDs), len(attemptIDs), GroupKeysMax)
 	}
-	released, err := db.On(db.Planned(s.pool)).IdempotencyReleaseMany(ctx, db.IdempotencyReleaseManyParams{ID: keyIDs, AttemptID: attemptIDs})
+	released, err := db.On(s.pool).IdempotencyReleaseMany(ctx, db.IdempotencyReleaseManyParams{ID: keyIDs, AttemptID: attemptIDs})
 	if err != nil {
 		return 0, settle.StoreError(fmt.Sprintf("release %d idempotency keys", len(keyIDs)), err)
 	}

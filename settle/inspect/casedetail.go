@@ -80,7 +80,7 @@ type CaseResolution struct {
 func (s *Store) Case(ctx context.Context, id int64) (*Case, error) {
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
-		return nil, wrapStoreErr(fmt.Sprintf("read case %d", id), err)
+		return nil, settle.StoreError(fmt.Sprintf("read case %d", id), err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
 	c, err := readCase(ctx, db.On(tx), id)
@@ -97,7 +97,7 @@ func readCase(ctx context.Context, q *db.Queries, id int64) (*Case, error) {
 		return nil, fmt.Errorf("case %d: %w", id, settle.ErrCaseNotFound)
 	}
 	if err != nil {
-		return nil, wrapStoreErr(what, err)
+		return nil, settle.StoreError(what, err)
 	}
 	c := &Case{CaseSummary: CaseSummary{ID: row.ID, TenantID: row.TenantID, AccountPeriod: row.AccountPeriod, RecordID: row.RecordID,
 		Operation: row.Operation, Reason: row.Reason, Status: row.Status, OpenedAt: row.OpenedAt, ClosedAt: row.ClosedAt, Detail: row.Detail},
@@ -122,11 +122,11 @@ func readCase(ctx context.Context, q *db.Queries, id int64) (*Case, error) {
 	st, _ := record.CanonicalFields(stored)
 	c.Subject, c.Currency, c.IncomingAmount, c.StoredAmount = in["subject"], in["currency"], in["amount"], st["amount"]
 	if c.Chain, err = readCaseChain(ctx, q, c, in); err != nil {
-		return nil, wrapStoreErr(what, err)
+		return nil, settle.StoreError(what, err)
 	}
 
 	if c.Deliveries, err = deliveries(q.DeliveryByCase(ctx, id)); err != nil {
-		return nil, wrapStoreErr(what, err)
+		return nil, settle.StoreError(what, err)
 	}
 	if len(c.Deliveries) == 0 {
 		// A case opened by a waiting operation's timeout has no delivery
@@ -139,7 +139,7 @@ func readCase(ctx context.Context, q *db.Queries, id int64) (*Case, error) {
 		c.Resolution = &CaseResolution{Decision: r.Decision, Amount: r.Amount, Reason: r.Reason, By: r.ResolvedBy, At: r.ResolvedAt,
 			IdentityID: r.IdentityID, SettlementID: r.SettlementID}
 	case !errors.Is(err, pgx.ErrNoRows):
-		return nil, wrapStoreErr(what, err)
+		return nil, settle.StoreError(what, err)
 	}
 	return c, nil
 }
@@ -226,7 +226,7 @@ func sideBySide(stored, incoming []byte) ([]CaseField, error) {
 func (s *Store) CasesByRecord(ctx context.Context, tenant, period, recordID string) ([]*Case, error) {
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
-		return nil, wrapStoreErr("read cases", err)
+		return nil, settle.StoreError("read cases", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
 	return casesByRecord(ctx, db.On(tx), tenant, period, recordID)
@@ -235,7 +235,7 @@ func (s *Store) CasesByRecord(ctx context.Context, tenant, period, recordID stri
 func casesByRecord(ctx context.Context, q *db.Queries, tenant, period, recordID string) ([]*Case, error) {
 	ids, err := q.ConflictCaseByRecord(ctx, db.ConflictCaseByRecordParams{TenantID: tenant, AccountPeriod: period, RecordID: recordID})
 	if err != nil {
-		return nil, wrapStoreErr("read cases", err)
+		return nil, settle.StoreError("read cases", err)
 	}
 	out := []*Case{}
 	for _, id := range ids {

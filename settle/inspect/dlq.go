@@ -66,13 +66,13 @@ func (s *Store) DeadLetters(ctx context.Context, f DeadLetterFilter) ([]DeadLett
 	rows, err := db.On(db.Planned(s.pool)).DeadLetterList(ctx, db.DeadLetterListParams{Reason: f.Reason, Topic: f.Topic,
 		ErrorClass: f.ErrorClass, AfterID: f.AfterID, UpToID: upTo, PageRows: int64(limit)})
 	if err != nil {
-		return nil, wrapStoreErr("list dead letters", err)
+		return nil, settle.StoreError("list dead letters", err)
 	}
 	out := make([]DeadLetter, 0, len(rows))
 	for _, r := range rows {
 		d, err := deadLetter(r)
 		if err != nil {
-			return nil, wrapStoreErr("list dead letters", err)
+			return nil, settle.StoreError("list dead letters", err)
 		}
 		out = append(out, d)
 	}
@@ -86,11 +86,11 @@ func (s *Store) DeadLetter(ctx context.Context, id int64) (*DeadLetter, error) {
 		return nil, fmt.Errorf("dead letter %d: %w", id, ErrNoSuchDeadLetter)
 	}
 	if err != nil {
-		return nil, wrapStoreErr(fmt.Sprintf("read dead letter %d", id), err)
+		return nil, settle.StoreError(fmt.Sprintf("read dead letter %d", id), err)
 	}
 	d, err := deadLetter(r)
 	if err != nil {
-		return nil, wrapStoreErr(fmt.Sprintf("read dead letter %d", id), err)
+		return nil, settle.StoreError(fmt.Sprintf("read dead letter %d", id), err)
 	}
 	return &d, nil
 }
@@ -101,7 +101,7 @@ func (s *Store) DeadLetter(ctx context.Context, id int64) (*DeadLetter, error) {
 func (s *Store) DeadLetterMaxID(ctx context.Context) (int64, error) {
 	id, err := db.On(s.pool).DeadLetterMax(ctx)
 	if err != nil {
-		return 0, wrapStoreErr("read dead letters", err)
+		return 0, settle.StoreError("read dead letters", err)
 	}
 	return id, nil
 }

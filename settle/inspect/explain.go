@@ -144,16 +144,16 @@ func (s *Store) Explain(ctx context.Context, tenant, period, recordID string) (*
 	what := fmt.Sprintf("explain tenant=%s period=%s record=%s", tenant, period, recordID)
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
-		return nil, wrapStoreErr(what, err)
+		return nil, settle.StoreError(what, err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
 	q := db.On(tx)
 	e := &Explanation{TenantID: tenant, AccountPeriod: period, RecordID: recordID}
 	if e.Operations, err = s.explainIdentities(ctx, q, tenant, period, recordID); err != nil {
-		return nil, wrapStoreErr(what, err)
+		return nil, settle.StoreError(what, err)
 	}
 	if e.Waiting, err = explainWaiting(ctx, q, tenant, period, recordID); err != nil {
-		return nil, wrapStoreErr(what, err)
+		return nil, settle.StoreError(what, err)
 	}
 	if e.Cases, err = casesByRecord(ctx, q, tenant, period, recordID); err != nil {
 		return nil, err

@@ -32,6 +32,3 @@ func New(s *settle.Store) *Store {
 
 // The queries are the .sql files in sql/, run through the methods sqlc
 // generates from them (settle/internal/db): db.On(s.pool) or db.On(tx).
-
-// wrapStoreErr names what was being read; see settle.StoreError.
-func wrapStoreErr(what string, err error) error { return settle.StoreError(what, err) }

@@ -19,7 +19,7 @@ type OutcomeCount struct {
 func (s *Store) OutcomeCounts(ctx context.Context) ([]OutcomeCount, error) {
 	rows, err := db.On(s.pool).DeliveryCount(ctx)
 	if err != nil {
-		return nil, wrapStoreErr("count deliveries", err)
+		return nil, settle.StoreError("count deliveries", err)
 	}
 	var out []OutcomeCount
 	for _, r := range rows {
@@ -32,7 +32,7 @@ func (s *Store) OutcomeCounts(ctx context.Context) ([]OutcomeCount, error) {
 func (s *Store) OpenConflictCases(ctx context.Context) (int64, error) {
 	n, err := db.On(s.pool).ReconcileOpenCases(ctx)
 	if err != nil {
-		return 0, wrapStoreErr("count open conflict cases", err)
+		return 0, settle.StoreError("count open conflict cases", err)
 	}
 	return n, nil
 }
@@ -49,7 +49,7 @@ type OutcomeBucket struct {
 func (s *Store) OutcomeTimeline(ctx context.Context, since time.Time) ([]OutcomeBucket, error) {
 	rows, err := db.On(s.pool).DeliveryTimeline(ctx, since)
 	if err != nil {
-		return nil, wrapStoreErr("count deliveries per hour", err)
+		return nil, settle.StoreError("count deliveries per hour", err)
 	}
 	out := make([]OutcomeBucket, 0, len(rows))
 	for _, r := range rows {
@@ -71,7 +71,7 @@ type SettledTime struct {
 func (s *Store) SettledTimes(ctx context.Context) ([]SettledTime, error) {
 	rows, err := db.On(s.pool).SettledTimes(ctx)
 	if err != nil {
-		return nil, wrapStoreErr("read settled times", err)
+		return nil, settle.StoreError("read settled times", err)
 	}
 	out := make([]SettledTime, 0, len(rows))
 	for _, r := range rows {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/settlehq/settle/settle"
 )
 
 // ReaderRole is the PostgreSQL role the month-end reads run under
@@ -20,7 +22,7 @@ const ReaderRole = "settle_reader"
 func (s *Store) readOnly(ctx context.Context, what string, fn func(pgx.Tx) error) error {
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
-		return wrapStoreErr(what+": begin", err)
+		return settle.StoreError(what+": begin", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
 	if _, err := tx.Exec(ctx, "SET LOCAL ROLE "+ReaderRole); err != nil {

@@ -81,7 +81,7 @@ func (s *Store) Search(ctx context.Context, q SearchQuery) ([]SearchHit, error) 
 	what := fmt.Sprintf("search %q", text)
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
-		return nil, wrapStoreErr(what, err)
+		return nil, settle.StoreError(what, err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
 	// Every query planned with the values, so the "any tenant" branches
@@ -89,15 +89,15 @@ func (s *Store) Search(ctx context.Context, q SearchQuery) ([]SearchHit, error) 
 	pq := db.On(db.Planned(tx))
 	cases, err := searchCases(ctx, pq, q, text, caseID)
 	if err != nil {
-		return nil, wrapStoreErr(what, err)
+		return nil, settle.StoreError(what, err)
 	}
 	settlements, records, err := searchIdentities(ctx, pq, q, text)
 	if err != nil {
-		return nil, wrapStoreErr(what, err)
+		return nil, settle.StoreError(what, err)
 	}
 	accounts, err := searchAccounts(ctx, pq, q, text)
 	if err != nil {
-		return nil, wrapStoreErr(what, err)
+		return nil, settle.StoreError(what, err)
 	}
 	hits := append(append(append([]SearchHit{}, cases...), settlements...), records...)
 	return append(hits, accounts...), nil
@@ -183,7 +183,7 @@ func (s *Store) AccountSettlements(ctx context.Context, tenant, subject, currenc
 	rows, err := db.On(s.pool).AccountSettlements(ctx, db.AccountSettlementsParams{TenantID: tenant, Subject: subject,
 		Currency: currency, SettlementsMax: int32(limit)})
 	if err != nil {
-		return nil, wrapStoreErr(what, err)
+		return nil, settle.StoreError(what, err)
 	}
 	out := make([]AccountSettlement, 0, len(rows))
 	for _, r := range rows {
@@ -218,7 +218,7 @@ func (s *Store) CaseLinks(ctx context.Context, id int64) (*CaseLinks, error) {
 		return nil, fmt.Errorf("case %d: %w", id, settle.ErrCaseNotFound)
 	}
 	if err != nil {
-		return nil, wrapStoreErr(fmt.Sprintf("read links of case %d", id), err)
+		return nil, settle.StoreError(fmt.Sprintf("read links of case %d", id), err)
 	}
 	l := &CaseLinks{}
 	if r.HasStored {
@@ -244,7 +244,7 @@ func (s *Store) CaseResolutions(ctx context.Context, ids []int64) (map[int64]Cas
 	}
 	rows, err := db.On(s.pool).CaseResolutionOfCases(ctx, ids)
 	if err != nil {
-		return nil, wrapStoreErr("read resolutions", err)
+		return nil, settle.StoreError("read resolutions", err)
 	}
 	for _, r := range rows {
 		out[r.CaseID] = CaseResolution{Decision: r.Decision, Amount: r.Amount, Reason: r.Reason, By: r.ResolvedBy, At: r.ResolvedAt,
@@ -286,7 +286,7 @@ func (s *Store) OpenCaseAges(ctx context.Context, now time.Time, bounds []time.D
 	}
 	rows, err := db.On(s.pool).ConflictCaseOpenAges(ctx, cut)
 	if err != nil {
-		return nil, wrapStoreErr("count open cases by age", err)
+		return nil, settle.StoreError("count open cases by age", err)
 	}
 	for _, r := range rows {
 		out[r.OlderThan].Count = r.Count // older than: how many bounds the case is past

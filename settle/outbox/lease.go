@@ -5,7 +5,8 @@
 // publishes them through this package; analysts read them through
 // settle/inspect.
 //
-// Its statements are the files in sql/, run through the generated queries. Its errors say what was being done and carry
+// Its statements are the files in sql/, run through the generated
+// queries. Its errors say what was being done and carry
 // settle.ErrUnavailable when the database itself failed.
 package outbox
 
@@ -43,12 +44,11 @@ const pendingLimit = 100_000
 // Message is one outbox row: a message a settling transaction wrote for
 // the relay to publish.
 type Message struct {
-	ID        int64
-	Topic     string
-	Key       []byte
-	Value     []byte
-	Headers   []record.Header
-	CreatedAt time.Time
+	ID      int64
+	Topic   string
+	Key     []byte
+	Value   []byte
+	Headers []record.Header
 }
 
 // Lease is the outbox relay's leadership: a session-level advisory

@@ -211,7 +211,7 @@ func CheckKafkaOffsets(ctx context.Context, store *settle.Store, group string, k
 	s := &checker{pool: store.Pool(), cfg: store.Config()}
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
-		return nil, wrapStoreErr("reconcile: begin", err)
+		return nil, settle.StoreError("reconcile: begin", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
 	if group == "" {

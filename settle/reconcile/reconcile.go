@@ -227,7 +227,7 @@ func Run(ctx context.Context, store *settle.Store, in Input) (*Report, error) {
 	}
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
-		return nil, wrapStoreErr("reconcile: begin", err)
+		return nil, settle.StoreError("reconcile: begin", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
 	r := &Report{Findings: []Finding{}}
@@ -352,5 +352,3 @@ type checker struct {
 	pool *pgxpool.Pool
 	cfg  settle.Config
 }
-
-func wrapStoreErr(what string, err error) error { return settle.StoreError(what, err) }

@@ -34,7 +34,7 @@ type Totals struct {
 func Count(ctx context.Context, store *settle.Store) (Totals, error) {
 	r, err := db.On(store.Pool()).Totals(ctx, store.Config().SettlementsTopic)
 	if err != nil {
-		return Totals{}, wrapStoreErr("count totals", err)
+		return Totals{}, settle.StoreError("count totals", err)
 	}
 	return Totals(r), nil
 }
@@ -50,7 +50,7 @@ type Progress struct {
 func ReadProgress(ctx context.Context, store *settle.Store) (Progress, error) {
 	r, err := db.On(store.Pool()).Progress(ctx)
 	if err != nil {
-		return Progress{}, wrapStoreErr("read progress", err)
+		return Progress{}, settle.StoreError("read progress", err)
 	}
 	return Progress(r), nil
 }
