@@ -283,6 +283,12 @@ func TuplesRead(t testing.TB, pool *pgxpool.Pool, url, table string) (seq, idx i
 		t.Fatal(err)
 	}
 	defer reader.Close(ctx)
+	// Without track_counts every count stays 0 and a test of "reads no
+	// rows" would pass whatever the plans do.
+	var counting bool
+	if err := reader.QueryRow(ctx, "SELECT current_setting('track_counts')::boolean").Scan(&counting); err != nil || !counting {
+		t.Fatalf("settletest: the server does not count table reads (track_counts %v, %v): turn it on", counting, err)
+	}
 	if err := reader.QueryRow(ctx, `SELECT coalesce(t.seq_tup_read, 0),
 	       (SELECT coalesce(sum(i.idx_tup_read), 0)::bigint FROM pg_stat_user_indexes i WHERE i.relid = t.relid)
 	  FROM pg_stat_user_tables t WHERE t.relname = $1`, table).Scan(&seq, &idx); err != nil {
