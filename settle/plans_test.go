@@ -115,3 +115,33 @@ func TestLookupPlansFollowGrowth(t *testing.T) {
 		}
 	}
 }
+
+// TestSmallBatchesPlanOnce holds the settling transaction's statements to
+// one plan each per connection: batches of two records (a group of the HTTP
+// edge, a quiet stream) bind arrays whose custom plans PostgreSQL judged
+// cheaper than the generic one, so without plan_cache_mode =
+// force_generic_plan (db.ProbeTx) it planned most statements of every such
+// batch again (a quarter of the edge's statement time).
+func TestSmallBatchesPlanOnce(t *testing.T) {
+	const batches = 30
+	ctx := context.Background()
+	pool := settletest.PoolOn(t, settletest.NewDatabase(t), 1) // one connection: its prepared statements
+	s, err := settle.Open(ctx, pool, settle.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for b := range batches {
+		settletest.MustSettle(t, s, settletest.Batch(0, int64(2*b),
+			settletest.Rec("record_id", fmt.Sprintf("r-%d-a", b)), settletest.Rec("record_id", fmt.Sprintf("r-%d-b", b))))
+	}
+	var custom, generic int64
+	if err := pool.QueryRow(ctx, `SELECT coalesce(sum(custom_plans), 0)::bigint, coalesce(sum(generic_plans), 0)::bigint
+		FROM pg_prepared_statements`).Scan(&custom, &generic); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d batches of 2 records: %d custom plans, %d runs on a generic plan", batches, custom, generic)
+	if generic == 0 || custom > 0 {
+		t.Fatalf("%d batches of 2 records: %d custom plans and %d runs on a generic plan: a settling statement is planned again at every batch",
+			batches, custom, generic)
+	}
+}
