@@ -10,8 +10,6 @@ import (
 	"sort"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/settlehq/settle/corrections"
 	"github.com/settlehq/settle/internal/backoff"
 	"github.com/settlehq/settle/internal/crashpoint"
@@ -135,7 +133,7 @@ func decodedOf(in *Input, p *record.Decoded) decoded {
 
 // attempt runs one transaction attempt over the whole batch.
 func (s *Store) attempt(ctx context.Context, group string, ds []decoded, attempt int, firstSeen time.Time, locks periodLocks) ([]Result, error) {
-	tx, err := s.pool.BeginTx(ctx, db.ProbeTx)
+	tx, err := db.Begin(ctx, s.pool)
 	if err != nil {
 		return nil, err
 	}
@@ -289,7 +287,7 @@ type txState struct {
 	// this process knew; a commit teaches the Store its id.
 	accountsByKey bool
 	s             *Store
-	tx            pgx.Tx
+	tx            *db.Tx
 	now           time.Time
 	attempt       int
 	firstSeen     time.Time
@@ -324,7 +322,7 @@ type txState struct {
 
 // newTxState starts a transaction attempt's state; carried is the set of
 // period locks the caller keeps across its attempts (see periodLocks).
-func (s *Store) newTxState(tx pgx.Tx, attempt int, firstSeen time.Time, carried periodLocks) *txState {
+func (s *Store) newTxState(tx *db.Tx, attempt int, firstSeen time.Time, carried periodLocks) *txState {
 	return &txState{
 		carried:         carried,
 		locks:           maps.Clone(carried),

@@ -120,7 +120,7 @@ func TestLookupPlansFollowGrowth(t *testing.T) {
 // one plan each per connection: batches of two records (a group of the HTTP
 // edge, a quiet stream) bind arrays whose custom plans PostgreSQL judged
 // cheaper than the generic one, so without plan_cache_mode =
-// force_generic_plan (db.ProbeTx) it planned most statements of every such
+// force_generic_plan (db.ProbesOnly) it planned most statements of every such
 // batch again (a quarter of the edge's statement time).
 func TestSmallBatchesPlanOnce(t *testing.T) {
 	const batches = 30

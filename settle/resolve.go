@@ -91,7 +91,7 @@ func (s *Store) Resolve(ctx context.Context, req ResolveRequest) (*Resolution, e
 }
 
 func (s *Store) resolveAttempt(ctx context.Context, req ResolveRequest, locks periodLocks) (*Resolution, error) {
-	tx, err := s.pool.BeginTx(ctx, db.ProbeTx)
+	tx, err := db.Begin(ctx, s.pool)
 	if err != nil {
 		return nil, err
 	}

@@ -22,10 +22,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/settlehq/settle/record"
+	"github.com/settlehq/settle/settle/internal/db"
 	"github.com/settlehq/settle/settle/schema"
 )
 
@@ -136,7 +136,7 @@ func (s *Store) OutboxWritten() <-chan struct{} { return s.outboxSignal }
 
 // commit commits a transaction that wrote st and signals OutboxWritten if
 // it wrote outbox rows.
-func (s *Store) commit(ctx context.Context, tx pgx.Tx, st *txState) error {
+func (s *Store) commit(ctx context.Context, tx *db.Tx, st *txState) error {
 	if err := tx.Commit(ctx); err != nil {
 		return err
 	}

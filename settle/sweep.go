@@ -30,7 +30,7 @@ func (s *Store) SweepOrphans(ctx context.Context, orphanAfter time.Duration) (in
 }
 
 func (s *Store) sweepOrphansOnce(ctx context.Context, orphanAfter time.Duration, locks periodLocks) (int, error) {
-	tx, err := s.pool.BeginTx(ctx, db.ProbeTx)
+	tx, err := db.Begin(ctx, s.pool)
 	if err != nil {
 		return 0, err
 	}
@@ -107,7 +107,7 @@ func (s *Store) ExpireHolds(ctx context.Context) (int, error) {
 }
 
 func (s *Store) expireHoldsOnce(ctx context.Context, locks periodLocks) (int, error) {
-	tx, err := s.pool.BeginTx(ctx, db.ProbeTx)
+	tx, err := db.Begin(ctx, s.pool)
 	if err != nil {
 		return 0, err
 	}
@@ -186,7 +186,7 @@ func (s *Store) WakeWaiting(ctx context.Context) (int, error) {
 }
 
 func (s *Store) wakeWaitingOnce(ctx context.Context, locks periodLocks) (int, error) {
-	tx, err := s.pool.BeginTx(ctx, db.ProbeTx)
+	tx, err := db.Begin(ctx, s.pool)
 	if err != nil {
 		return 0, err
 	}

@@ -68,11 +68,12 @@ func (s *Store) CompleteAndClaim(ctx context.Context, answers []Answer, reqs []R
 		return nil, nil, nil
 	}
 	what := fmt.Sprintf("complete %d and claim %d idempotency keys", len(answers), len(reqs))
-	// One pipeline in one transaction: the answers first, then the insert
-	// of the new keys and the read of every key (which sees what the insert
-	// did). The transaction keeps its plans on index probes (db.ProbeTx):
-	// idempotency_keys grows from nothing faster than it is analysed.
-	tx, err := s.pool.BeginTx(ctx, db.ProbeTx)
+	// One pipeline in one transaction, BEGIN and COMMIT included (db.Tx):
+	// the answers first, then the insert of the new keys and the read of
+	// every key (which sees what the insert did). The transaction keeps its
+	// plans on index probes (db.ProbesOnly): idempotency_keys grows from
+	// nothing faster than it is analysed.
+	tx, err := db.Begin(ctx, s.pool)
 	if err != nil {
 		return nil, nil, settle.StoreError(what, err)
 	}
@@ -94,6 +95,12 @@ func (s *Store) CompleteAndClaim(ctx context.Context, answers []Answer, reqs []R
 		made = q.IdempotencyClaimMany(ctx, []db.IdempotencyClaimManyParams{cl.insert})
 		found = q.IdempotencyLookupMany(ctx, []db.IdempotencyLookupManyParams{cl.lookup})
 	}
+	// The COMMIT goes in the same round trip: a statement that fails rolls
+	// the transaction back. What is checked below only after the round trip
+	// (the rows read match the keys asked for) finds a defect, not a race:
+	// its error leaves the group's claims made, as a crash after the commit
+	// would, and the keys are taken over once their leases end.
+	p.Commit(tx)
 	if stored != nil {
 		ids, err := db.Rows(stored.Query)
 		if err != nil {
@@ -117,7 +124,7 @@ func (s *Store) CompleteAndClaim(ctx context.Context, answers []Answer, reqs []R
 	if err := p.Send(ctx); err != nil {
 		return nil, nil, settle.StoreError(what, err)
 	}
-	if err := tx.Commit(ctx); err != nil {
+	if err := tx.Commit(ctx); err != nil { // committed by the pipeline: gives the connection back
 		return nil, nil, settle.StoreError(what, err)
 	}
 	if len(reqs) > 0 {

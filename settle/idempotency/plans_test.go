@@ -13,7 +13,7 @@ import (
 
 // TestGroupPlansFollowGrowth holds a group's claims and fenced answers to
 // index probes while idempotency_keys grows faster than it is analysed
-// (db.ProbeTx): one connection claims and answers groups while the
+// (db.ProbesOnly): one connection claims and answers groups while the
 // table holds a page (its statement cache then holds plans made for a small
 // table), the table then grows to 20,000 keys with autovacuum off, and one
 // more group's answers and claims must read no row of it by sequential

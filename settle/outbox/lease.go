@@ -97,7 +97,7 @@ func (s *Store) Lease(ctx context.Context, key int64) (*Lease, error) {
 	//
 	// Its queries read and mark rows by key (the queue's and the outbox's
 	// primary keys): plans stay on index probes, as
-	// in a settling transaction (db.ProbeTx).
+	// in a settling transaction (db.ProbesOnly).
 	if _, err := conn.Exec(ctx, fmt.Sprintf("SET idle_session_timeout = '%dms'; %s",
 		LeaseIdleMax.Milliseconds(), db.ProbesOnly("SET"))); err != nil {
 		conn.Close(context.WithoutCancel(ctx))

@@ -30,6 +30,9 @@ type Pipeline struct {
 	br     pgx.BatchResults // once sent
 	read   int              // results read so far
 	err    error            // the first failure read
+
+	commit   *Tx // the transaction whose COMMIT is queued (Commit), at commitAt
+	commitAt int
 }
 
 type batchSender interface {
@@ -41,6 +44,9 @@ func NewPipeline(tx batchSender) *Pipeline { return &Pipeline{tx: tx} }
 
 // Guard requires the next statement queued to change exactly rows rows.
 func (p *Pipeline) Guard(rows int) {
+	if p.commit != nil {
+		panic("db: Pipeline.Guard after Pipeline.Commit")
+	}
 	if p.guards == nil {
 		p.guards = map[int]int64{}
 	}
@@ -125,6 +131,9 @@ func (p *Pipeline) exec() (pgconn.CommandTag, error) {
 	}
 	if want, ok := p.guards[i]; ok && tag.RowsAffected() != want {
 		return tag, p.fail(i, fmt.Errorf("guarded update matched %d of %d rows", tag.RowsAffected(), want))
+	}
+	if p.commit != nil && i == p.commitAt {
+		return tag, p.committedBy(i, tag)
 	}
 	return tag, nil
 }
