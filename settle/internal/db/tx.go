@@ -20,7 +20,8 @@ import (
 type Tx struct {
 	conn      *pgxpool.Conn
 	begun     bool // BEGIN sent
-	committed bool // COMMIT sent with a pipeline and answered COMMIT
+	ended     bool // a pipeline's COMMIT was answered: committed says how
+	committed bool
 }
 
 // beginSimple begins the transaction by the simple protocol (one round trip
@@ -158,7 +159,12 @@ func (t *Tx) Commit(ctx context.Context) error {
 		return errors.New("commit: the transaction has ended")
 	}
 	defer t.release()
-	if !t.begun || t.committed {
+	switch {
+	case !t.begun:
+		return nil
+	case t.ended && !t.committed:
+		return errNotCommitted
+	case t.ended:
 		return nil
 	}
 	tag, err := t.conn.Exec(ctx, "COMMIT")
@@ -205,6 +211,7 @@ func (p *Pipeline) Commit(t *Tx) {
 
 // committedBy reads the result of a pipeline's COMMIT.
 func (p *Pipeline) committedBy(i int, tag pgconn.CommandTag) error {
+	p.commit.ended = true
 	if tag.String() != "COMMIT" {
 		return p.fail(i, fmt.Errorf("%w (answered %s)", errNotCommitted, tag))
 	}
