@@ -154,11 +154,12 @@ func (s *Store) attempt(ctx context.Context, group string, ds []decoded, attempt
 	if err := st.checkLocks(); err != nil {
 		return nil, err
 	}
-	if err := st.write(ctx, group); err != nil {
+	p, err := st.write(ctx, group)
+	if err != nil {
 		return nil, err
 	}
 	crashpoint.Hit("before_commit")
-	if err := s.commit(ctx, tx, st); err != nil {
+	if err := s.commit(ctx, tx, st, p); err != nil {
 		return nil, err
 	}
 	crashpoint.Hit("after_commit")

@@ -149,20 +149,17 @@ func (s *Store) resolveAttempt(ctx context.Context, req ResolveRequest, locks pe
 	if err := st.checkLocks(); err != nil {
 		return nil, err
 	}
-	if err := st.write(ctx, ""); err != nil {
+	p, err := st.write(ctx, "")
+	if err != nil {
 		return nil, err
 	}
-	q := db.On(tx)
-	if err := q.CaseResolutionInsert(ctx, db.CaseResolutionInsertParams{
+	q := db.New(p) // queued: the commit's Send reports their errors
+	_ = q.CaseResolutionInsert(ctx, db.CaseResolutionInsertParams{
 		CaseID: req.CaseID, TenantID: key.TenantID, Decision: req.Decision, Amount: req.Amount,
 		Reason: req.Reason, ResolvedBy: req.By, IdentityID: identityID,
-	}); err != nil {
-		return nil, err
-	}
-	if err := q.ConflictCaseResolve(ctx, db.ConflictCaseResolveParams{ID: req.CaseID, Status: res.Status}); err != nil {
-		return nil, err
-	}
-	return res, s.commit(ctx, tx, st)
+	})
+	_ = q.ConflictCaseResolve(ctx, db.ConflictCaseResolveParams{ID: req.CaseID, Status: res.Status})
+	return res, s.commit(ctx, tx, st, p)
 }
 
 // resolutionRecord builds the correction an accepted case settles: of the

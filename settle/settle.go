@@ -136,8 +136,12 @@ func (s *Store) OutboxWritten() <-chan struct{} { return s.outboxSignal }
 
 // commit commits a transaction that wrote st and signals OutboxWritten if
 // it wrote outbox rows.
-func (s *Store) commit(ctx context.Context, tx *db.Tx, st *txState) error {
-	if err := tx.Commit(ctx); err != nil {
+func (s *Store) commit(ctx context.Context, tx *db.Tx, st *txState, p *db.Pipeline) error {
+	p.Commit(tx)
+	if err := p.Send(ctx); err != nil {
+		return err
+	}
+	if err := tx.Commit(ctx); err != nil { // committed by the pipeline: gives the connection back
 		return err
 	}
 	if len(st.outbox) > 0 {

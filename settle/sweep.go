@@ -84,10 +84,11 @@ func (s *Store) sweepOrphansOnce(ctx context.Context, orphanAfter time.Duration,
 	if err := st.checkLocks(); err != nil {
 		return 0, err
 	}
-	if err := st.write(ctx, ""); err != nil {
+	p, err := st.write(ctx, "")
+	if err != nil {
 		return 0, err
 	}
-	return len(ds), s.commit(ctx, tx, st)
+	return len(ds), s.commit(ctx, tx, st, p)
 }
 
 // ExpireHolds releases active holds whose expires_at has passed, each as its
@@ -161,10 +162,11 @@ func (s *Store) expireHoldsOnce(ctx context.Context, locks periodLocks) (int, er
 	if err := st.checkLocks(); err != nil {
 		return 0, err
 	}
-	if err := st.write(ctx, ""); err != nil {
+	rest, err := st.write(ctx, "")
+	if err != nil {
 		return 0, err
 	}
-	return n, s.commit(ctx, tx, st)
+	return n, s.commit(ctx, tx, st, rest)
 }
 
 // WakeWaiting applies operations that still wait although their target has
@@ -225,8 +227,9 @@ func (s *Store) wakeWaitingOnce(ctx context.Context, locks periodLocks) (int, er
 	if err := st.checkLocks(); err != nil {
 		return 0, err
 	}
-	if err := st.write(ctx, ""); err != nil {
+	p, err := st.write(ctx, "")
+	if err != nil {
 		return 0, err
 	}
-	return applied, s.commit(ctx, tx, st)
+	return applied, s.commit(ctx, tx, st, p)
 }

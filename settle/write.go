@@ -41,29 +41,29 @@ func (dl deadLetterRow) outboxHeaders(truncated bool) []byte {
 
 // write writes every row of the batch: the identities and ledger entries
 // with COPY, first (the outbox's webhook trigger reads the identities),
-// then everything else in one pipelined round trip.
-func (st *txState) write(ctx context.Context, group string) error {
+// then queues everything else in one pipeline, which the caller may add to
+// and sends with the COMMIT (Store.commit): one round trip.
+func (st *txState) write(ctx context.Context, group string) (*db.Pipeline, error) {
 	if err := st.copyIdentities(ctx); err != nil {
-		return err
+		return nil, err
 	}
 	if err := st.copyEntries(ctx); err != nil {
-		return err
+		return nil, err
 	}
 	p := db.NewPipeline(st.tx)
-	defer p.Close() // Send closes it; this is for a panic on the way
 	q := db.New(p)
-	st.queueAccounts(ctx, q, p)
+	st.queueAccounts(ctx, q)
 	st.queueDeliveries(ctx, q)
 	st.queueDeadLetters(ctx, q)
 	st.queueOutbox(ctx, q)
 	st.queueOffsets(ctx, q, group)
-	st.queueChains(ctx, q, p)
-	st.queueHolds(ctx, q, p)
+	st.queueChains(ctx, q)
+	st.queueHolds(ctx, q)
 	st.queueWaiting(ctx, q)
 	if len(st.closedCases) > 0 {
 		_ = q.ConflictCaseClose(ctx, st.closedCases) // queued: Send reports its error
 	}
-	return p.Send(ctx)
+	return p, nil
 }
 
 // copyIdentities writes the identities first seen in this batch with COPY
@@ -119,8 +119,8 @@ func (st *txState) copyEntries(ctx context.Context) error {
 // generated method returns at once, and Send reports its error.
 
 // queueAccounts queues the balance and chain-head updates of the accounts the
-// batch changed, guarded on the sequence each was read at.
-func (st *txState) queueAccounts(ctx context.Context, q *db.Queries, p *db.Pipeline) {
+// batch changed, guarded on the sequence each was read at (account_update.sql).
+func (st *txState) queueAccounts(ctx context.Context, q *db.Queries) {
 	as := st.changedAccounts()
 	if len(as) == 0 {
 		return
@@ -131,7 +131,6 @@ func (st *txState) queueAccounts(ctx context.Context, q *db.Queries, p *db.Pipel
 		u.BalanceDelta, u.HeldDelta = append(u.BalanceDelta, a.balanceDelta.String()), append(u.HeldDelta, a.heldDelta.String())
 		u.ChainHead = append(u.ChainHead, nonNil(a.head))
 	}
-	p.Guard(len(u.ID))
 	_ = q.AccountUpdate(ctx, u)
 }
 
@@ -227,7 +226,7 @@ func nonNil(b []byte) []byte {
 	return b
 }
 
-func (st *txState) queueChains(ctx context.Context, q *db.Queries, p *db.Pipeline) {
+func (st *txState) queueChains(ctx context.Context, q *db.Queries) {
 	var ins db.ChainInsertParams
 	var upd db.ChainUpdateParams
 	for _, ch := range st.chains {
@@ -255,12 +254,11 @@ func (st *txState) queueChains(ctx context.Context, q *db.Queries, p *db.Pipelin
 		_ = q.ChainInsert(ctx, ins)
 	}
 	if len(upd.RootID) > 0 {
-		p.Guard(len(upd.RootID))
 		_ = q.ChainUpdate(ctx, upd)
 	}
 }
 
-func (st *txState) queueHolds(ctx context.Context, q *db.Queries, p *db.Pipeline) {
+func (st *txState) queueHolds(ctx context.Context, q *db.Queries) {
 	var ins db.HoldInsertParams
 	var upd db.HoldUpdateParams
 	for _, h := range st.holds {
@@ -284,7 +282,6 @@ func (st *txState) queueHolds(ctx context.Context, q *db.Queries, p *db.Pipeline
 		_ = q.HoldInsert(ctx, ins)
 	}
 	if len(upd.IdentityID) > 0 {
-		p.Guard(len(upd.IdentityID))
 		_ = q.HoldUpdate(ctx, upd)
 	}
 }

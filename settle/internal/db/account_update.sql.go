@@ -10,12 +10,16 @@ import (
 )
 
 const accountUpdate = `-- name: AccountUpdate :exec
-UPDATE accounts a
-   SET balance = a.balance + k.balance_delta, held = a.held + k.held_delta,
-       seq = k.seq_after, chain_head = k.chain_head, updated_at = now()
-  FROM unnest($1::bigint[], ($2::text[])::numeric[], ($3::text[])::numeric[], $4::bigint[], $5::bigint[], $6::bytea[])
-       AS k (id, balance_delta, held_delta, seq_before, seq_after, chain_head)
- WHERE a.id = k.id AND a.seq = k.seq_before
+WITH u AS (
+    UPDATE accounts a
+       SET balance = a.balance + k.balance_delta, held = a.held + k.held_delta,
+           seq = k.seq_after, chain_head = k.chain_head, updated_at = now()
+      FROM unnest($1::bigint[], ($2::text[])::numeric[], ($3::text[])::numeric[], $4::bigint[], $5::bigint[], $6::bytea[])
+           AS k (id, balance_delta, held_delta, seq_before, seq_after, chain_head)
+     WHERE a.id = k.id AND a.seq = k.seq_before
+ RETURNING 1
+)
+SELECT settle_guard('account_update', (SELECT count(*) FROM u), cardinality($1::bigint[]))
 `
 
 type AccountUpdateParams struct {
@@ -28,7 +32,9 @@ type AccountUpdateParams struct {
 }
 
 // Moves the cached balances by the sums of the batch's rows. The seq guard
-// asserts that nobody changed the account since this transaction locked it.
+// asserts that nobody changed the account since this transaction locked it:
+// the statement fails unless it updated every account it names
+// (settle_guard, migration 0011).
 func (q *Queries) AccountUpdate(ctx context.Context, arg AccountUpdateParams) error {
 	_, err := q.db.Exec(ctx, accountUpdate,
 		arg.ID,

@@ -10,13 +10,17 @@ import (
 )
 
 const chainUpdate = `-- name: ChainUpdate :exec
-UPDATE chains c
-   SET net_charge = k.net_charge, version = k.version, refund_id = nullif(k.refund_id, 0),
-       refunded = nullif(k.refunded, '')::numeric, reclaim_id = nullif(k.reclaim_id, 0), recovered = k.recovered,
-       rev = c.rev + 1, updated_at = now()
-  FROM unnest($1::bigint[], ($2::text[])::numeric[], $3::bigint[], $4::bigint[], $5::text[], $6::bigint[], $7::boolean[], $8::integer[])
-       AS k (root_id, net_charge, version, refund_id, refunded, reclaim_id, recovered, rev)
- WHERE c.root_id = k.root_id AND c.rev = k.rev
+WITH u AS (
+    UPDATE chains c
+       SET net_charge = k.net_charge, version = k.version, refund_id = nullif(k.refund_id, 0),
+           refunded = nullif(k.refunded, '')::numeric, reclaim_id = nullif(k.reclaim_id, 0), recovered = k.recovered,
+           rev = c.rev + 1, updated_at = now()
+      FROM unnest($1::bigint[], ($2::text[])::numeric[], $3::bigint[], $4::bigint[], $5::text[], $6::bigint[], $7::boolean[], $8::integer[])
+           AS k (root_id, net_charge, version, refund_id, refunded, reclaim_id, recovered, rev)
+     WHERE c.root_id = k.root_id AND c.rev = k.rev
+ RETURNING 1
+)
+SELECT settle_guard('chain_update', (SELECT count(*) FROM u), cardinality($1::bigint[]))
 `
 
 type ChainUpdateParams struct {
@@ -31,7 +35,8 @@ type ChainUpdateParams struct {
 }
 
 // Writes the chains a batch changed, each guarded on the revision it read:
-// the conditional write that makes refund and reclaim guards single.
+// the conditional write that makes refund and reclaim guards single. The
+// statement fails unless it updated every chain it names (settle_guard).
 func (q *Queries) ChainUpdate(ctx context.Context, arg ChainUpdateParams) error {
 	_, err := q.db.Exec(ctx, chainUpdate,
 		arg.RootID,

@@ -10,11 +10,15 @@ import (
 )
 
 const holdUpdate = `-- name: HoldUpdate :exec
-UPDATE holds h
-   SET remaining = k.remaining, status = k.status, closed_by = nullif(k.closed_by, 0), rev = h.rev + 1
-  FROM unnest($1::bigint[], ($2::text[])::numeric[], $3::text[], $4::bigint[], $5::integer[])
-       AS k (identity_id, remaining, status, closed_by, rev)
- WHERE h.identity_id = k.identity_id AND h.rev = k.rev
+WITH u AS (
+    UPDATE holds h
+       SET remaining = k.remaining, status = k.status, closed_by = nullif(k.closed_by, 0), rev = h.rev + 1
+      FROM unnest($1::bigint[], ($2::text[])::numeric[], $3::text[], $4::bigint[], $5::integer[])
+           AS k (identity_id, remaining, status, closed_by, rev)
+     WHERE h.identity_id = k.identity_id AND h.rev = k.rev
+ RETURNING 1
+)
+SELECT settle_guard('hold_update', (SELECT count(*) FROM u), cardinality($1::bigint[]))
 `
 
 type HoldUpdateParams struct {
@@ -25,7 +29,8 @@ type HoldUpdateParams struct {
 	Rev        []int32
 }
 
-// Writes the holds a batch changed, guarded on the revision it read.
+// Writes the holds a batch changed, guarded on the revision it read: the
+// statement fails unless it updated every hold it names (settle_guard).
 func (q *Queries) HoldUpdate(ctx context.Context, arg HoldUpdateParams) error {
 	_, err := q.db.Exec(ctx, holdUpdate,
 		arg.IdentityID,

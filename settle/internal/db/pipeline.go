@@ -3,7 +3,6 @@ package db
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -18,15 +17,12 @@ import (
 //     object; the first read of any results object sends everything queued
 //     so far, and results are read in the order they were queued.
 //
-// Send reads whatever is left and must be called last. A statement queued
-// right after Guard(n) must change exactly n rows: the guarded updates
-// assert that nothing changed what the transaction locked and read. Every
-// error names its query.
+// Send reads whatever is left and must be called last; Commit queues the
+// transaction's COMMIT as its last statement. Every error names its query.
 type Pipeline struct {
 	tx     batchSender
 	b      pgx.Batch
-	byExec []bool // per statement: queued by Exec, so read by the pipeline itself
-	guards map[int]int64
+	byExec []bool           // per statement: queued by Exec, so read by the pipeline itself
 	br     pgx.BatchResults // once sent
 	read   int              // results read so far
 	err    error            // the first failure read
@@ -41,17 +37,6 @@ type batchSender interface {
 
 // NewPipeline returns an empty pipeline on tx.
 func NewPipeline(tx batchSender) *Pipeline { return &Pipeline{tx: tx} }
-
-// Guard requires the next statement queued to change exactly rows rows.
-func (p *Pipeline) Guard(rows int) {
-	if p.commit != nil {
-		panic("db: Pipeline.Guard after Pipeline.Commit")
-	}
-	if p.guards == nil {
-		p.guards = map[int]int64{}
-	}
-	p.guards[p.b.Len()] = int64(rows)
-}
 
 // Send sends what is not sent yet, reads every result not read yet, and
 // returns the first failure.
@@ -128,9 +113,6 @@ func (p *Pipeline) exec() (pgconn.CommandTag, error) {
 	tag, err := p.br.Exec()
 	if err != nil {
 		return tag, p.fail(i, err)
-	}
-	if want, ok := p.guards[i]; ok && tag.RowsAffected() != want {
-		return tag, p.fail(i, fmt.Errorf("guarded update matched %d of %d rows", tag.RowsAffected(), want))
 	}
 	if p.commit != nil && i == p.commitAt {
 		return tag, p.committedBy(i, tag)

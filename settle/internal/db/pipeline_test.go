@@ -43,24 +43,6 @@ const (
 	bad   = "-- name: ProbeBad :exec\nINSERT INTO t VALUES (1, 0)"
 )
 
-// TestPipelineGuardNamesStatement: a guarded update that changes another
-// number of rows than the guard asks fails Send, and the error names the
-// statement; an unguarded or matching one passes.
-func TestPipelineGuardNamesStatement(t *testing.T) {
-	ctx := context.Background()
-	p := NewPipeline(testTx(t))
-	defer p.Close()
-	_, _ = p.Exec(ctx, bump, []int32{1})
-	p.Guard(2)
-	_, _ = p.Exec(ctx, bump, []int32{2, 3})
-	p.Guard(2)
-	_, _ = p.Exec(ctx, bump, []int32{1, 4}) // matches one row of two
-	err := p.Send(ctx)
-	if err == nil || !strings.HasPrefix(err.Error(), "probe_bump: guarded update matched 1 of 2 rows") {
-		t.Fatalf("Send = %v, want the third statement's guard to fail, named probe_bump", err)
-	}
-}
-
 // TestPipelineReadsInOrder: :exec statements queued before a :batch*
 // statement's results are read (and checked) before those results, in
 // one round trip; a failing statement's error names it and is the one
