@@ -40,18 +40,19 @@ func (dl deadLetterRow) outboxHeaders(truncated bool) []byte {
 }
 
 // write writes every row of the batch: the identities and ledger entries
-// with COPY, first (the outbox's webhook trigger reads the identities),
-// then queues everything else in one pipeline, which the caller may add to
-// and sends with the COMMIT (Store.commit): one round trip.
+// first (the outbox's webhook trigger reads the identities), with COPY from
+// copyRowsMin rows, then queues everything else in one pipeline, which the
+// caller may add to and sends with the COMMIT (Store.commit): one round
+// trip.
 func (st *txState) write(ctx context.Context, group string) (*db.Pipeline, error) {
-	if err := st.copyIdentities(ctx); err != nil {
-		return nil, err
-	}
-	if err := st.copyEntries(ctx); err != nil {
-		return nil, err
-	}
 	p := db.NewPipeline(st.tx)
 	q := db.New(p)
+	if err := st.writeIdentities(ctx, q); err != nil {
+		return nil, err
+	}
+	if err := st.writeEntries(ctx, q); err != nil {
+		return nil, err
+	}
 	st.queueAccounts(ctx, q)
 	st.queueDeliveries(ctx, q)
 	st.queueDeadLetters(ctx, q)
@@ -66,18 +67,53 @@ func (st *txState) write(ctx context.Context, group string) (*db.Pipeline, error
 	return p, nil
 }
 
-// copyIdentities writes the identities first seen in this batch with COPY
-// (identity_copy.sql).
-func (st *txState) copyIdentities(ctx context.Context) error {
-	if len(st.newIdentities) == 0 {
+// copyRowsMin is the number of rows from which a batch's identities and
+// ledger entries are written with COPY. A COPY is a statement and two
+// round trips of its own, streamed by pgx from goroutines of their own:
+// for the few rows of a small batch (a group of the HTTP edge, a quiet
+// stream) that cost more than the rows, and they are queued in the last
+// pipeline instead (BENCHMARKS.md, "Measured choices in the code").
+const copyRowsMin = 100
+
+// writeIdentities writes the identities first seen in this batch: with
+// COPY (identity_copy.sql), or queued on q (identity_insert.sql).
+func (st *txState) writeIdentities(ctx context.Context, q *db.Queries) error {
+	n := len(st.newIdentities)
+	if n == 0 {
 		return nil
 	}
-	rows := make([]db.IdentityCopyParams, len(st.newIdentities))
+	rows := make([]db.IdentityCopyParams, n)
 	for i, id := range st.newIdentities {
 		st.identityRow(id, &rows[i])
 	}
-	_, err := db.On(st.tx).IdentityCopy(ctx, rows)
-	return err
+	if n >= copyRowsMin {
+		_, err := db.On(st.tx).IdentityCopy(ctx, rows)
+		return err
+	}
+	u := db.IdentityInsertParams{FirstSeenAt: rows[0].FirstSeenAt, LastAttemptedAt: rows[0].LastAttemptedAt, Attempts: rows[0].Attempts}
+	for i := range rows {
+		r := &rows[i]
+		u.ID, u.TenantID, u.AccountPeriod = append(u.ID, r.ID), append(u.TenantID, r.TenantID), append(u.AccountPeriod, r.AccountPeriod)
+		u.RecordID, u.Operation, u.Fingerprint = append(u.RecordID, r.RecordID), append(u.Operation, r.Operation), append(u.Fingerprint, r.Fingerprint)
+		u.CanonicalVersion, u.Canonical = append(u.CanonicalVersion, r.CanonicalVersion), append(u.Canonical, r.Canonical)
+		u.Outcome, u.Reason, u.Response = append(u.Outcome, r.Outcome), append(u.Reason, r.Reason), append(u.Response, r.Response)
+		u.SettlementID, u.AccountID = append(u.SettlementID, deref(r.SettlementID)), append(u.AccountID, deref(r.AccountID))
+		u.RootID, u.TargetID = append(u.RootID, deref(r.RootID)), append(u.TargetID, deref(r.TargetID))
+		u.Source, u.Attributes, u.Topic = append(u.Source, r.Source), append(u.Attributes, r.Attributes), append(u.Topic, r.Topic)
+		u.Partition, u.Offset = append(u.Partition, r.Partition), append(u.Offset, r.Offset)
+		u.Subject, u.Currency = append(u.Subject, r.Subject), append(u.Currency, r.Currency)
+	}
+	_ = q.IdentityInsert(ctx, u) // queued: Send reports its error
+	return nil
+}
+
+// deref is *v, or v's zero value for nil: identity_insert.sql's null.
+func deref[T any](v *T) T {
+	if v == nil {
+		var zero T
+		return zero
+	}
+	return *v
 }
 
 // identityRow fills row with id's values.
@@ -97,12 +133,25 @@ func (st *txState) identityRow(id *identity, row *db.IdentityCopyParams) {
 	}
 }
 
-// copyEntries writes the ledger entries with COPY (ledger_entry_copy.sql).
-func (st *txState) copyEntries(ctx context.Context) error {
-	if len(st.entries) == 0 {
+// writeEntries writes the batch's ledger entries: with COPY
+// (ledger_entry_copy.sql) from copyRowsMin, or queued on q
+// (ledger_entry_insert.sql).
+func (st *txState) writeEntries(ctx context.Context, q *db.Queries) error {
+	n := len(st.entries)
+	if n == 0 {
 		return nil
 	}
-	rows := make([]db.LedgerEntryCopyParams, len(st.entries))
+	if n < copyRowsMin {
+		var u db.LedgerEntryInsertParams
+		for i := range st.entries {
+			e := &st.entries[i]
+			u.IdentityID, u.AccountID, u.TenantID = append(u.IdentityID, e.identityID), append(u.AccountID, e.accountID), append(u.TenantID, e.tenant)
+			u.Bucket, u.Amount, u.ChainHash = append(u.Bucket, e.bucket), append(u.Amount, e.amount.String()), append(u.ChainHash, e.hash)
+		}
+		_ = q.LedgerEntryInsert(ctx, u) // queued: Send reports its error
+		return nil
+	}
+	rows := make([]db.LedgerEntryCopyParams, n)
 	for i := range st.entries {
 		e := &st.entries[i]
 		if err := rows[i].Amount.Scan(e.amount.String()); err != nil {
