@@ -33,25 +33,11 @@ func TestLookupPlansFollowGrowth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pool.Exec(ctx, "ALTER TABLE identities SET (autovacuum_enabled = false)"); err != nil {
-		t.Fatal(err)
-	}
-	usage := func(prefix string, n int) []map[string]any {
-		recs := make([]map[string]any, n)
-		for i := range recs {
-			recs[i] = settletest.Rec("record_id", fmt.Sprintf("%s-%d", prefix, i), "subject", fmt.Sprintf("s-%d", i%50))
-		}
-		return recs
-	}
+	settletest.Frozen(t, pool, "identities", "dead_letters", "waiting", "accounts")
 	offset := int64(0)
 	settleAll := func(recs []map[string]any) {
 		settletest.MustSettle(t, s, settletest.Batch(0, offset, recs...))
 		offset += int64(len(recs))
-	}
-	for _, table := range []string{"dead_letters", "waiting", "accounts"} {
-		if _, err := pool.Exec(ctx, "ALTER TABLE "+table+" SET (autovacuum_enabled = false)"); err != nil {
-			t.Fatal(err)
-		}
 	}
 	// PostgreSQL makes a statement's generic plan at its sixth execution
 	// and uses it once it costs less than the custom plans made so far:
@@ -62,21 +48,12 @@ func TestLookupPlansFollowGrowth(t *testing.T) {
 		if b >= 6 {
 			n = 40
 		}
-		settleAll(usage(fmt.Sprintf("small-%d", b), n))
+		settleAll(settletest.Usages(fmt.Sprintf("small-%d", b), n))
 	}
 	// Grown by copies of one settled identity under new record ids: the
 	// look-up's table is as large as a busy tenant's, its statistics as old
 	// as the first batches.
-	if _, err := pool.Exec(ctx, `
-		INSERT INTO identities (tenant_id, account_period, record_id, operation, fingerprint, canonical_version,
-		                        canonical, outcome, reason, response, subject, currency, account_id, source, topic,
-		                        partition, "offset", first_seen_at, last_attempted_at, attempts)
-		SELECT tenant_id, account_period, 'grown-' || g, operation, fingerprint, canonical_version, canonical, outcome,
-		       reason, response, subject, currency, account_id, source, topic, partition, -g, first_seen_at,
-		       last_attempted_at, attempts
-		  FROM (SELECT * FROM identities ORDER BY id LIMIT 1) i, generate_series(1, $1::int) g`, grown); err != nil {
-		t.Fatal(err)
-	}
+	settletest.GrowIdentities(t, pool, grown)
 	// And as many dead letters: every batch's redelivery look-up probes
 	// them by coordinates (dead_letters_source_key), all under tenant ''.
 	if _, err := pool.Exec(ctx, `
@@ -104,7 +81,7 @@ func TestLookupPlansFollowGrowth(t *testing.T) {
 		seq, idx := settletest.TuplesRead(t, pool, url, table)
 		before[table] = seq + idx
 	}
-	settleAll(usage("measured", batch))
+	settleAll(settletest.Usages("measured", batch))
 	for _, table := range tables {
 		seq, idx := settletest.TuplesRead(t, pool, url, table)
 		read := seq + idx - before[table]

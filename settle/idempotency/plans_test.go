@@ -30,9 +30,7 @@ func TestGroupPlansFollowGrowth(t *testing.T) {
 		t.Fatal(err)
 	}
 	keys := idempotency.New(s)
-	if _, err := pool.Exec(ctx, "ALTER TABLE idempotency_keys SET (autovacuum_enabled = false)"); err != nil {
-		t.Fatal(err)
-	}
+	settletest.Frozen(t, pool, "idempotency_keys")
 	var held []idempotency.Answer
 	group := func(name string, n int) {
 		t.Helper()

@@ -56,14 +56,7 @@ func TestSettlementMessageHeaders(t *testing.T) {
 
 	// The relay assembles the same headers itself.
 	ctx := context.Background()
-	lease, err := outbox.New(s).Lease(ctx, 7)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lease.Close(ctx)
-	if ok, err := lease.TryAcquire(ctx); !ok || err != nil {
-		t.Fatalf("lease: %v %v", ok, err)
-	}
+	lease := leader(t, s)
 	ms, err := lease.Pending(ctx, 100)
 	if err != nil {
 		t.Fatal(err)
@@ -89,4 +82,19 @@ func TestSettlementMessageHeaders(t *testing.T) {
 	if !found {
 		t.Error("the relay did not read the settlement")
 	}
+}
+
+// leader is a lease of the outbox, held, closed at cleanup.
+func leader(t *testing.T, s *settle.Store) *outbox.Lease {
+	t.Helper()
+	ctx := context.Background()
+	lease, err := outbox.New(s).Lease(ctx, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = lease.Close(ctx) })
+	if ok, err := lease.TryAcquire(ctx); !ok || err != nil {
+		t.Fatalf("lease: %v %v", ok, err)
+	}
+	return lease
 }

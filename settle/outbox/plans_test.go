@@ -2,7 +2,6 @@ package outbox_test
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
@@ -31,28 +30,10 @@ func TestPendingPlanFollowsGrowth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, table := range []string{"identities", "outbox", "outbox_queue"} {
-		if _, err := pool.Exec(ctx, "ALTER TABLE "+table+" SET (autovacuum_enabled = false)"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	usage := func(prefix string, n int) []map[string]any {
-		recs := make([]map[string]any, n)
-		for i := range recs {
-			recs[i] = settletest.Rec("record_id", fmt.Sprintf("%s-%d", prefix, i), "subject", fmt.Sprintf("s-%d", i%50))
-		}
-		return recs
-	}
-	settletest.MustSettle(t, s, settletest.Batch(0, 0, usage("first", 2)...))
+	settletest.Frozen(t, pool, "identities", "outbox", "outbox_queue")
+	settletest.MustSettle(t, s, settletest.Batch(0, 0, settletest.Usages("first", 2)...))
 
-	lease, err := outbox.New(s).Lease(ctx, 7)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lease.Close(ctx)
-	if ok, err := lease.TryAcquire(ctx); !ok || err != nil {
-		t.Fatalf("lease: %v %v", ok, err)
-	}
+	lease := leader(t, s)
 	first, err := lease.Pending(ctx, 1000) // the session's plan, made now
 	if err != nil {
 		t.Fatal(err)
@@ -63,17 +44,8 @@ func TestPendingPlanFollowsGrowth(t *testing.T) {
 
 	// Grown by copies of one settled identity under new record ids, then
 	// a batch whose settlements are queued.
-	if _, err := pool.Exec(ctx, `
-		INSERT INTO identities (tenant_id, account_period, record_id, operation, fingerprint, canonical_version,
-		                        canonical, outcome, reason, response, subject, currency, account_id, source, topic,
-		                        partition, "offset", first_seen_at, last_attempted_at, attempts)
-		SELECT tenant_id, account_period, 'grown-' || g, operation, fingerprint, canonical_version, canonical, outcome,
-		       reason, response, subject, currency, account_id, source, topic, partition, -g, first_seen_at,
-		       last_attempted_at, attempts
-		  FROM (SELECT * FROM identities ORDER BY id LIMIT 1) i, generate_series(1, $1::int) g`, grown); err != nil {
-		t.Fatal(err)
-	}
-	settletest.MustSettle(t, s, settletest.Batch(0, 2, usage("measured", queued)...))
+	settletest.GrowIdentities(t, pool, grown)
+	settletest.MustSettle(t, s, settletest.Batch(0, 2, settletest.Usages("measured", queued)...))
 
 	_, before := settletest.TuplesRead(t, pool, url, "identities")
 	ms, err := lease.Pending(ctx, 1000)

@@ -155,3 +155,12 @@ func Signal(kind, id, subject string) map[string]any {
 	return Rec("kind", kind, "record_id", id, "subject", subject, "amount", nil, "currency", nil,
 		"meter", nil, "quantity", nil, "unit", nil, "finalization_version", nil)
 }
+
+// Usages builds n usage records prefix-0 … over 50 subjects.
+func Usages(prefix string, n int) []map[string]any {
+	recs := make([]map[string]any, n)
+	for i := range recs {
+		recs[i] = Rec("record_id", fmt.Sprintf("%s-%d", prefix, i), "subject", fmt.Sprintf("s-%d", i%50))
+	}
+	return recs
+}

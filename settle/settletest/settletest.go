@@ -296,3 +296,32 @@ func TuplesRead(t testing.TB, pool *pgxpool.Pool, url, table string) (seq, idx i
 	}
 	return seq, idx
 }
+
+// Frozen turns autovacuum off on tables, so that their statistics stay as
+// old as what they held then: the plan tests grow a table faster than it
+// would be analysed.
+func Frozen(t testing.TB, pool *pgxpool.Pool, tables ...string) {
+	t.Helper()
+	for _, table := range tables {
+		if _, err := pool.Exec(context.Background(), "ALTER TABLE "+pgx.Identifier{table}.Sanitize()+" SET (autovacuum_enabled = false)"); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// GrowIdentities adds n identities to the database, copies of its first
+// under new record ids (grown-1 …): its tenant's identities as many as a busy
+// tenant's, without settling them.
+func GrowIdentities(t testing.TB, pool *pgxpool.Pool, n int) {
+	t.Helper()
+	if _, err := pool.Exec(context.Background(), `
+		INSERT INTO identities (tenant_id, account_period, record_id, operation, fingerprint, canonical_version,
+		                        canonical, outcome, reason, response, subject, currency, account_id, source, topic,
+		                        partition, "offset", first_seen_at, last_attempted_at, attempts)
+		SELECT tenant_id, account_period, 'grown-' || g, operation, fingerprint, canonical_version, canonical, outcome,
+		       reason, response, subject, currency, account_id, source, topic, partition, -g, first_seen_at,
+		       last_attempted_at, attempts
+		  FROM (SELECT * FROM identities ORDER BY id LIMIT 1) i, generate_series(1, $1::int) g`, n); err != nil {
+		t.Fatal(err)
+	}
+}
