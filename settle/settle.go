@@ -134,8 +134,9 @@ type Store struct {
 // its poll interval; rows written by other processes are found by polling.
 func (s *Store) OutboxWritten() <-chan struct{} { return s.outboxSignal }
 
-// commit commits a transaction that wrote st and signals OutboxWritten if
-// it wrote outbox rows.
+// commit sends p, the last pipeline of a transaction that wrote st (write),
+// with the transaction's COMMIT, and signals OutboxWritten if it wrote
+// outbox rows.
 func (s *Store) commit(ctx context.Context, tx *db.Tx, st *txState, p *db.Pipeline) error {
 	p.Commit(tx)
 	if err := p.Send(ctx); err != nil {
