@@ -357,10 +357,7 @@ func TestRestoredDatabaseIsReadAgain(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s, err := settle.Open(context.Background(), pool, settle.Config{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		s := settletest.StoreOn(t, pool, settle.Config{})
 		var recs []*kgo.Record
 		for _, i := range produce {
 			recs = append(recs, rec(0, usage("record_id", fmt.Sprintf("u-%d", i))))
@@ -452,10 +449,7 @@ func TestDatabaseOutagePauses(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	s, err := settle.Open(context.Background(), pool, settle.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := settletest.StoreOn(t, pool, settle.Config{})
 
 	var recs []*kgo.Record
 	for i := range 5 {

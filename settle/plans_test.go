@@ -29,10 +29,7 @@ func TestLookupPlansFollowGrowth(t *testing.T) {
 	ctx := context.Background()
 	url := settletest.NewDatabase(t)
 	pool := settletest.PoolOn(t, url, 1) // one connection: one statement cache
-	s, err := settle.Open(ctx, pool, settle.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := settletest.StoreOn(t, pool, settle.Config{})
 	settletest.Frozen(t, pool, "identities", "dead_letters", "waiting", "accounts")
 	offset := int64(0)
 	settleAll := func(recs []map[string]any) {
@@ -103,10 +100,7 @@ func TestSmallBatchesPlanOnce(t *testing.T) {
 	const batches = 30
 	ctx := context.Background()
 	pool := settletest.PoolOn(t, settletest.NewDatabase(t), 1) // one connection: its prepared statements
-	s, err := settle.Open(ctx, pool, settle.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := settletest.StoreOn(t, pool, settle.Config{})
 	for b := range batches {
 		settletest.MustSettle(t, s, settletest.Batch(0, int64(2*b),
 			settletest.Rec("record_id", fmt.Sprintf("r-%d-a", b)), settletest.Rec("record_id", fmt.Sprintf("r-%d-b", b))))

@@ -90,10 +90,7 @@ func TestServiceRoleIsEnough(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := settletest.AppPoolOn(t, settletest.NewDatabase(t), 0)
-	s, err := settle.Open(ctx, pool, settle.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := settletest.StoreOn(t, pool, settle.Config{})
 	var who string
 	if err := pool.QueryRow(ctx, `SELECT current_user`).Scan(&who); err != nil || who != "settle_app" {
 		t.Fatalf("current_user = %q, %v", who, err)

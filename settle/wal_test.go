@@ -31,10 +31,7 @@ func TestWALPerTable(t *testing.T) {
 	const n = 20_000
 	ctx := context.Background()
 	pool := settletest.NewPool(t, 16)
-	s, err := settle.Open(ctx, pool, settle.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := settletest.StoreOn(t, pool, settle.Config{})
 	w, err := workload.New(workload.Config{Tenants: 10, Subjects: 10_000, Partitions: 6, Seed: 1,
 		Mix: workload.Mix{Duplicates: 0.30, Conflicts: 0.01, Corrections: 0.05, Refunds: 0.05, Holds: 0.05}})
 	if err != nil {

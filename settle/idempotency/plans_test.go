@@ -25,10 +25,7 @@ func TestGroupPlansFollowGrowth(t *testing.T) {
 	ctx := context.Background()
 	url := settletest.NewDatabase(t)
 	pool := settletest.PoolOn(t, url, 1) // one connection: one statement cache
-	s, err := settle.Open(ctx, pool, settle.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := settletest.StoreOn(t, pool, settle.Config{})
 	keys := idempotency.New(s)
 	settletest.Frozen(t, pool, "idempotency_keys")
 	var held []idempotency.Answer

@@ -26,10 +26,7 @@ func TestPendingPlanFollowsGrowth(t *testing.T) {
 	ctx := context.Background()
 	url := settletest.NewDatabase(t)
 	pool := settletest.PoolOn(t, url, 2)
-	s, err := settle.Open(ctx, pool, settle.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := settletest.StoreOn(t, pool, settle.Config{})
 	settletest.Frozen(t, pool, "identities", "outbox", "outbox_queue")
 	settletest.MustSettle(t, s, settletest.Batch(0, 0, settletest.Usages("first", 2)...))
 

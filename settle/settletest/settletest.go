@@ -238,7 +238,13 @@ func NewStore(t testing.TB, cfg settle.Config) *settle.Store {
 // NewPartitionedDatabase).
 func NewStoreOn(t testing.TB, url string, cfg settle.Config) *settle.Store {
 	t.Helper()
-	pool := PoolOn(t, url, 16)
+	return StoreOn(t, PoolOn(t, url, 16), cfg)
+}
+
+// StoreOn opens a Store on pool: a test that needs the pool's size (one
+// connection: one statement cache) or its sessions' role.
+func StoreOn(t testing.TB, pool *pgxpool.Pool, cfg settle.Config) *settle.Store {
+	t.Helper()
 	s, err := settle.Open(context.Background(), pool, cfg)
 	if err != nil {
 		t.Fatal(err)
