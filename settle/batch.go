@@ -272,14 +272,14 @@ type deliveryRow struct {
 // identity whose stored response is the value, with the sequence and kind
 // of its headers (settle/outbox assembles the rest).
 type outboxRow struct {
-	topic      string
-	key        []byte
-	value      []byte
-	headers    []byte
-	identityID int64
-	sequence   int64
-	kind       string
-	tenant     string // '' for a dead letter: a record that is not settled belongs to no tenant
+	topic    string
+	key      []byte
+	value    []byte
+	headers  []byte
+	identity *identity // a settlement's; nil for other messages
+	sequence int64
+	kind     string
+	tenant   string // '' for a dead letter: a record that is not settled belongs to no tenant
 }
 
 // txState is what one transaction attempt knows and will write.
@@ -315,6 +315,7 @@ type txState struct {
 	entries       []entryRow
 	deliveries    []deliveryRow
 	outbox        []outboxRow
+	outboxWritten *db.OutboxInsertBatchResults // the queued insert of outbox, read by the commit
 	deadLetters   []deadLetterRow
 	waitingList   []*waitingOp
 	closedCases   []int64

@@ -310,9 +310,9 @@ func (st *txState) claim(d *decoded, idNum int64, eff *effect) []byte {
 	if resp.Outcome == OutcomeSettled && len(resp.Entries) > 0 {
 		a := eff.a
 		st.outbox = append(st.outbox, outboxRow{
-			topic:      st.s.cfg.SettlementsTopic,
-			key:        []byte(a.key.tenant + "/" + a.key.subject + "/" + a.key.currency),
-			identityID: idNum,
+			topic:    st.s.cfg.SettlementsTopic,
+			key:      []byte(a.key.tenant + "/" + a.key.subject + "/" + a.key.currency),
+			identity: id,
 			// Only what the identity cannot give (settle/outbox assembles the rest).
 			headers:  db.EncodeHeaders(traceHeaders(d.in.Headers)),
 			sequence: resp.Sequence,

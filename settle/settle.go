@@ -126,6 +126,10 @@ type Store struct {
 	// outboxSignal holds a wake-up for this process's relay once a
 	// transaction that wrote outbox rows has committed (OutboxWritten).
 	outboxSignal chan struct{}
+
+	// written keeps the settlements this process committed for its relay
+	// (WrittenMessage).
+	written writtenCache
 }
 
 // OutboxWritten receives after a transaction of this store that wrote
@@ -135,16 +139,25 @@ type Store struct {
 func (s *Store) OutboxWritten() <-chan struct{} { return s.outboxSignal }
 
 // commit sends p, the last pipeline of a transaction that wrote st (write),
-// with the transaction's COMMIT, and signals OutboxWritten if it wrote
-// outbox rows.
+// with the transaction's COMMIT, keeps its settlements for the relay
+// (WrittenMessage), and signals OutboxWritten if it wrote outbox rows.
 func (s *Store) commit(ctx context.Context, tx *db.Tx, st *txState, p *db.Pipeline) error {
 	p.Commit(tx)
-	if err := p.Send(ctx); err != nil {
+	var written []db.OutboxInsertRow
+	var err error
+	if st.outboxWritten != nil {
+		written, err = db.Rows(st.outboxWritten.Query) // sends the pipeline
+	}
+	if serr := p.Send(ctx); err == nil {
+		err = serr
+	}
+	if err != nil {
 		return err
 	}
 	if err := tx.Commit(ctx); err != nil { // committed by the pipeline: gives the connection back
 		return err
 	}
+	s.written.keep(st, written)
 	if len(st.outbox) > 0 {
 		select {
 		case s.outboxSignal <- struct{}{}:

@@ -213,7 +213,8 @@ func (st *txState) queueDeadLetters(ctx context.Context, q *db.Queries) {
 	_ = q.DeadLetterInsert(ctx, u)
 }
 
-// queueOutbox queues the insert of the outbox messages.
+// queueOutbox queues the insert of the outbox messages; the commit reads
+// the ids it returns (Store.commit).
 func (st *txState) queueOutbox(ctx context.Context, q *db.Queries) {
 	n := len(st.outbox)
 	if n == 0 {
@@ -228,14 +229,15 @@ func (st *txState) queueOutbox(ctx context.Context, q *db.Queries) {
 	for i := range st.outbox {
 		o := &st.outbox[i]
 		u.Topic, u.Key, u.Value, u.Headers = append(u.Topic, o.topic), append(u.Key, o.key), append(u.Value, o.value), append(u.Headers, o.headers)
-		u.IdentityID, u.TenantID = append(u.IdentityID, o.identityID), append(u.TenantID, o.tenant)
-		if o.identityID != 0 {
+		u.TenantID = append(u.TenantID, o.tenant)
+		if o.identity != nil {
+			u.IdentityID = append(u.IdentityID, o.identity.id)
 			u.Sequence, u.Kind = append(u.Sequence, o.sequence), append(u.Kind, o.kind)
 		} else {
-			u.Sequence, u.Kind = append(u.Sequence, 0), append(u.Kind, "")
+			u.IdentityID, u.Sequence, u.Kind = append(u.IdentityID, 0), append(u.Sequence, 0), append(u.Kind, "")
 		}
 	}
-	_ = q.OutboxInsert(ctx, u)
+	st.outboxWritten = q.OutboxInsert(ctx, []db.OutboxInsertParams{u})
 }
 
 // queueOffsets queues the consumer group's next offsets, committed in the

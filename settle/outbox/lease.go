@@ -69,9 +69,10 @@ type Message struct {
 //
 // A Lease is not safe for concurrent use.
 type Lease struct {
-	conn *pgx.Conn
-	key  int64
-	held bool
+	conn   *pgx.Conn
+	key    int64
+	held   bool
+	settle *settle.Store // the settlements its process wrote (settle.Store.WrittenMessage)
 }
 
 // ErrNotLeader is returned by Lease.Pending, MarkPublished and Park when
@@ -103,7 +104,7 @@ func (s *Store) Lease(ctx context.Context, key int64) (*Lease, error) {
 		conn.Close(context.WithoutCancel(ctx))
 		return nil, settle.StoreError("open outbox lease connection", err)
 	}
-	return &Lease{conn: conn, key: key}, nil
+	return &Lease{conn: conn, key: key, settle: s.settle}, nil
 }
 
 // LeaseIdleMax is how long the relay's lock connection may stay
@@ -137,28 +138,71 @@ func (l *Lease) Pending(ctx context.Context, limit int) ([]Message, error) {
 	if limit <= 0 || limit > pendingLimit {
 		return nil, fmt.Errorf("outbox pending: limit %d must be between 1 and %d", limit, pendingLimit)
 	}
-	// On the session's cached generic plan (db.ProbesOnly): the statement
-	// probes each row by its key (outbox_pending.sql), so the plan made
-	// while the tables were empty serves them grown.
-	rows, err := db.On(l.conn).OutboxPending(ctx, int32(limit))
+	// The queue's head first, then each message: a settlement this
+	// process wrote from memory (settle.Store.WrittenMessage), the others
+	// read by key. Both statements run on the session's cached generic plan
+	// (db.ProbesOnly): they probe each row by its key (outbox_pending.sql),
+	// so the plan made while the tables were empty serves them grown.
+	q := db.On(l.conn)
+	head, err := q.OutboxQueueHead(ctx, int32(limit))
+	if err != nil {
+		return nil, l.fail("read outbox queue", err)
+	}
+	out := make([]Message, len(head))
+	var read db.OutboxPendingParams
+	for i, h := range head {
+		if w, ok := l.settle.WrittenMessage(h.ID); ok {
+			out[i] = Message{ID: h.ID, Topic: w.Topic, Key: w.Key, Value: w.Response}
+			if out[i].Headers, err = db.DecodeHeaders(w.Headers); err != nil {
+				return nil, fmt.Errorf("outbox row %d: headers: %w", h.ID, err)
+			}
+			out[i].Headers = append(settlementHeaders(w.SettlementID, w.TenantID, w.Sequence, w.Kind, settle.SchemaVersionOutput), out[i].Headers...)
+			continue
+		}
+		out[i].ID = h.ID
+		read.TenantID, read.ID = append(read.TenantID, h.TenantID), append(read.ID, h.ID)
+	}
+	if len(read.ID) == 0 {
+		return out, nil
+	}
+	rows, err := q.OutboxPending(ctx, read)
 	if err != nil {
 		return nil, l.fail("read outbox", err)
 	}
-	out := make([]Message, 0, len(rows))
-	for _, r := range rows {
-		m := Message{ID: r.ID, Topic: r.Topic, Key: r.Key, Value: r.Value}
-		if m.Value == nil {
-			m.Value = r.Response // a settlement: its message is its identity's stored response
-		}
-		if m.Headers, err = db.DecodeHeaders(r.StoredHeaders); err != nil {
-			return nil, fmt.Errorf("read outbox row %d: headers: %w", m.ID, err)
-		}
-		if r.Sequence != nil && r.SettlementID != nil && r.Kind != nil && r.Version != nil {
-			m.Headers = append(settlementHeaders(*r.SettlementID, r.SettlementTenantID, *r.Sequence, *r.Kind, int(*r.Version)), m.Headers...)
-		}
-		out = append(out, m)
+	byID := make(map[int64]*db.OutboxPendingRow, len(rows))
+	for i := range rows {
+		byID[rows[i].ID] = &rows[i]
 	}
-	return out, nil
+	kept := out[:0]
+	for _, m := range out {
+		if m.Topic == "" { // read from the tables, or no longer queued
+			r := byID[m.ID]
+			if r == nil {
+				continue
+			}
+			if m, err = pendingMessage(r); err != nil {
+				return nil, err
+			}
+		}
+		kept = append(kept, m)
+	}
+	return kept, nil
+}
+
+// pendingMessage is the message of an outbox row read from the tables.
+func pendingMessage(r *db.OutboxPendingRow) (Message, error) {
+	m := Message{ID: r.ID, Topic: r.Topic, Key: r.Key, Value: r.Value}
+	if m.Value == nil {
+		m.Value = r.Response // a settlement: its message is its identity's stored response
+	}
+	var err error
+	if m.Headers, err = db.DecodeHeaders(r.StoredHeaders); err != nil {
+		return m, fmt.Errorf("read outbox row %d: headers: %w", m.ID, err)
+	}
+	if r.Sequence != nil && r.SettlementID != nil && r.Kind != nil && r.Version != nil {
+		m.Headers = append(settlementHeaders(*r.SettlementID, r.SettlementTenantID, *r.Sequence, *r.Kind, int(*r.Version)), m.Headers...)
+	}
+	return m, nil
 }
 
 // settlementHeaders are the headers of a settlement's message, before the
@@ -186,6 +230,7 @@ func (l *Lease) MarkPublished(ctx context.Context, ids []int64) error {
 	if err := db.On(l.conn).OutboxMark(ctx, ids); err != nil {
 		return l.fail("mark outbox rows published", err)
 	}
+	l.settle.ForgetWritten(ids)
 	return nil
 }
 
@@ -214,6 +259,7 @@ func (l *Lease) Park(ctx context.Context, rows []Park) error {
 	if err := db.On(l.conn).OutboxPark(ctx, p); err != nil {
 		return l.fail("park outbox rows", err)
 	}
+	l.settle.ForgetWritten(p.ID)
 	return nil
 }
 

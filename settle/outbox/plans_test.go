@@ -30,7 +30,9 @@ func TestPendingPlanFollowsGrowth(t *testing.T) {
 	settletest.Frozen(t, pool, "identities", "outbox", "outbox_queue")
 	settletest.MustSettle(t, s, settletest.Batch(0, 0, settletest.Usages("first", 2)...))
 
-	lease := leader(t, s)
+	// The lease of another Store on the same database: a relay that leads
+	// in another process, which reads every message from the tables.
+	lease := leader(t, settletest.StoreOn(t, pool, settle.Config{}))
 	first, err := lease.Pending(ctx, 1000) // the session's plan, made now
 	if err != nil {
 		t.Fatal(err)

@@ -1196,6 +1196,104 @@ func (b *IdentityReserveBatchResults) Close() error {
 	return b.br.Close()
 }
 
+const outboxInsert = `-- name: OutboxInsert :batchmany
+INSERT INTO outbox (topic, key, value, headers, identity_id, sequence, kind, version, tenant_id)
+SELECT k.topic, k.key, k.value, k.headers, nullif(k.identity_id, 0), nullif(k.sequence, 0), nullif(k.kind, ''),
+       CASE WHEN k.sequence <> 0 THEN $1::smallint END, k.tenant_id
+  FROM unnest($2::text[], $3::bytea[], $4::bytea[], $5::jsonb[], $6::bigint[], $7::bigint[], $8::text[], $9::text[])
+       AS k (topic, key, value, headers, identity_id, sequence, kind, tenant_id)
+RETURNING id, coalesce(identity_id, 0)::bigint AS identity_id
+`
+
+type OutboxInsertBatchResults struct {
+	br     pgx.BatchResults
+	tot    int
+	closed bool
+}
+
+type OutboxInsertParams struct {
+	SettlementVersion int16
+	Topic             []string
+	Key               [][]byte
+	Value             [][]byte
+	Headers           [][]byte
+	IdentityID        []int64
+	Sequence          []int64
+	Kind              []string
+	TenantID          []string
+}
+
+type OutboxInsertRow struct {
+	ID         int64
+	IdentityID int64
+}
+
+// A settlement's row names its identity (@identity_id, 0 = none) and has no value:
+// the message is the identity's stored response (outbox_messages), its
+// headers the identity's settlement_id and tenant_id, this row's sequence,
+// kind and version (@sequence, @kind, @settlement_version; 0 and ” for
+// other rows), then its stored headers (the trace
+// context). Other rows carry their value and every header. @tenant_id is each
+// row's tenant (” for a dead letter). The trigger outbox_enqueue puts
+// every row on the relay's queue. Returns each settlement's row id with its
+// identity's, for the messages this process keeps for its relay
+// (settle.Store.Written).
+func (q *Queries) OutboxInsert(ctx context.Context, arg []OutboxInsertParams) *OutboxInsertBatchResults {
+	batch := &pgx.Batch{}
+	for _, a := range arg {
+		vals := []interface{}{
+			a.SettlementVersion,
+			a.Topic,
+			a.Key,
+			a.Value,
+			a.Headers,
+			a.IdentityID,
+			a.Sequence,
+			a.Kind,
+			a.TenantID,
+		}
+		batch.Queue(outboxInsert, vals...)
+	}
+	br := q.db.SendBatch(ctx, batch)
+	return &OutboxInsertBatchResults{br, len(arg), false}
+}
+
+func (b *OutboxInsertBatchResults) Query(f func(int, []OutboxInsertRow, error)) {
+	defer b.br.Close()
+	for t := 0; t < b.tot; t++ {
+		var items []OutboxInsertRow
+		if b.closed {
+			if f != nil {
+				f(t, items, ErrBatchAlreadyClosed)
+			}
+			continue
+		}
+		err := func() error {
+			rows, err := b.br.Query()
+			if err != nil {
+				return err
+			}
+			defer rows.Close()
+			for rows.Next() {
+				var i OutboxInsertRow
+				if err := rows.Scan(&i.ID, &i.IdentityID); err != nil {
+					return err
+				}
+				items = append(items, i)
+			}
+			return rows.Err()
+		}()
+		if f != nil {
+			f(t, items, err)
+		}
+	}
+}
+
+func (b *OutboxInsertBatchResults) Close() error {
+	b.closed = true
+	return b.br.Close()
+}
+
 const periodClose = `-- name: PeriodClose :batchone
 INSERT INTO periods (tenant_id, account_period, closed_by) VALUES ($1, $2, $3)
     ON CONFLICT ON CONSTRAINT periods_pkey DO NOTHING
