@@ -43,6 +43,9 @@ func TestSmallAndLargeBatchesWriteTheSameRows(t *testing.T) {
 		recs = append(recs, settletest.Rec("record_id", fmt.Sprintf("v-%d", len(recs)), "subject", "cust-2", "amount", "1"))
 	}
 
+	if !(6 < settle.CopyRowsMin && settle.CopyRowsMin <= len(recs)) {
+		t.Fatalf("batches of 6 and one of %d do not fall on both sides of CopyRowsMin %d", len(recs), settle.CopyRowsMin)
+	}
 	large := settletest.NewStore(t, settle.Config{})
 	settletest.MustSettle(t, large, settletest.Batch(0, 0, recs...))
 	small := settletest.NewStore(t, settle.Config{})

@@ -148,45 +148,42 @@ func (l *Lease) Pending(ctx context.Context, limit int) ([]Message, error) {
 	if err != nil {
 		return nil, l.fail("read outbox queue", err)
 	}
-	out := make([]Message, len(head))
+	rows := make([]*db.OutboxPendingRow, len(head))
 	var read db.OutboxPendingParams
 	for i, h := range head {
-		if w, ok := l.settle.WrittenMessage(h.ID); ok {
-			out[i] = Message{ID: h.ID, Topic: w.Topic, Key: w.Key, Value: w.Response}
-			if out[i].Headers, err = db.DecodeHeaders(w.Headers); err != nil {
-				return nil, fmt.Errorf("outbox row %d: headers: %w", h.ID, err)
-			}
-			out[i].Headers = append(settlementHeaders(w.SettlementID, w.TenantID, w.Sequence, w.Kind, settle.SchemaVersionOutput), out[i].Headers...)
+		if r, ok := l.settle.WrittenMessage(h.ID); ok {
+			rows[i] = &r
 			continue
 		}
-		out[i].ID = h.ID
 		read.TenantID, read.ID = append(read.TenantID, h.TenantID), append(read.ID, h.ID)
 	}
-	if len(read.ID) == 0 {
-		return out, nil
-	}
-	rows, err := q.OutboxPending(ctx, read)
-	if err != nil {
-		return nil, l.fail("read outbox", err)
-	}
-	byID := make(map[int64]*db.OutboxPendingRow, len(rows))
-	for i := range rows {
-		byID[rows[i].ID] = &rows[i]
-	}
-	kept := out[:0]
-	for _, m := range out {
-		if m.Topic == "" { // read from the tables, or no longer queued
-			r := byID[m.ID]
-			if r == nil {
-				continue
-			}
-			if m, err = pendingMessage(r); err != nil {
-				return nil, err
+	if len(read.ID) > 0 {
+		got, err := q.OutboxPending(ctx, read)
+		if err != nil {
+			return nil, l.fail("read outbox", err)
+		}
+		byID := make(map[int64]*db.OutboxPendingRow, len(got))
+		for i := range got {
+			byID[got[i].ID] = &got[i]
+		}
+		for i, h := range head {
+			if rows[i] == nil {
+				rows[i] = byID[h.ID] // nil: no longer queued
 			}
 		}
-		kept = append(kept, m)
 	}
-	return kept, nil
+	out := make([]Message, 0, len(rows))
+	for _, r := range rows {
+		if r == nil {
+			continue
+		}
+		m, err := pendingMessage(r)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+	}
+	return out, nil
 }
 
 // pendingMessage is the message of an outbox row read from the tables.
