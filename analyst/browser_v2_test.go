@@ -17,6 +17,7 @@ import (
 	"github.com/settlehq/settle/analyst"
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/inspect"
+	"github.com/settlehq/settle/settle/message"
 )
 
 // busyFixture is the v2 fixture with a day of traffic behind it: three
@@ -68,7 +69,7 @@ func busyFixture(t *testing.T) *v2Fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if last := rs[len(rs)-2:]; last[0].Outcome != settle.OutcomeSettled || last[1].Outcome != settle.OutcomeSettled {
+	if last := rs[len(rs)-2:]; last[0].Outcome != message.OutcomeSettled || last[1].Outcome != message.OutcomeSettled {
 		t.Fatalf("correction and hold: %+v", last)
 	}
 	// A day of traffic, and cases of every age: deliveries are append-only,

@@ -12,8 +12,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/inspect"
+	"github.com/settlehq/settle/settle/message"
 )
 
 // ReplayDeadLettersMax caps the dead letters one replay produces: the dry
@@ -135,10 +135,10 @@ func (h *handler) replaySelection(r *http.Request, q url.Values) ([]inspect.Dead
 
 // Replayed is what a replay did, or would do, with one dead letter.
 type Replayed struct {
-	ID     int64               `json:"id"`
-	Reason string              `json:"reason"`
-	From   settle.Coordinates  `json:"from"`
-	To     *settle.Coordinates `json:"to,omitempty"` // absent on a dry run
+	ID     int64                `json:"id"`
+	Reason string               `json:"reason"`
+	From   message.Coordinates  `json:"from"`
+	To     *message.Coordinates `json:"to,omitempty"` // absent on a dry run
 }
 
 // ReplayResult answers a replay.

@@ -13,11 +13,12 @@ import (
 
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/inspect"
+	"github.com/settlehq/settle/settle/message"
 )
 
 // Reasons and statuses offered by the queue's filter.
 var (
-	caseReasons  = []string{settle.ReasonFingerprintMismatch, settle.ReasonOrphan, settle.ReasonInvalidLink, settle.ReasonTargetRefunded, settle.ReasonVersionConflict}
+	caseReasons  = []string{message.ReasonFingerprintMismatch, message.ReasonOrphan, message.ReasonInvalidLink, message.ReasonTargetRefunded, message.ReasonVersionConflict}
 	caseStatuses = []string{inspect.CaseOpen, inspect.CaseAccepted, inspect.CaseRejected, inspect.CaseAutoResolved}
 )
 

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/inspect"
+	"github.com/settlehq/settle/settle/message"
 )
 
 // openAgeBounds are the overview's age buckets of open cases: under 1 h,
@@ -18,8 +18,8 @@ var openAgeBounds = []time.Duration{time.Hour, 6 * time.Hour, 24 * time.Hour, 3 
 
 // outcomeOrder is the order of outcomes in the chart, from the bottom of a
 // bar: what went through first, what needs a look last.
-var outcomeOrder = []string{string(settle.OutcomeSettled), string(settle.OutcomeDuplicate), string(settle.OutcomeWaiting),
-	string(settle.OutcomeRefused), string(settle.OutcomeQuarantined), string(settle.OutcomeDeadLettered)}
+var outcomeOrder = []string{string(message.OutcomeSettled), string(message.OutcomeDuplicate), string(message.OutcomeWaiting),
+	string(message.OutcomeRefused), string(message.OutcomeQuarantined), string(message.OutcomeDeadLettered)}
 
 // hourRow is one hour of the overview's chart.
 type hourRow struct {

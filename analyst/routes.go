@@ -7,8 +7,8 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/inspect"
+	"github.com/settlehq/settle/settle/message"
 )
 
 // PageStore is what the page's search, account, dead-letter and export
@@ -30,7 +30,7 @@ type PageStore interface {
 // the first that failed. Declared here, implemented by package service
 // with its Kafka producer: this package never talks to Kafka.
 type Replayer interface {
-	Replay(ctx context.Context, ds []inspect.DeadLetter) ([]settle.Coordinates, error)
+	Replay(ctx context.Context, ds []inspect.DeadLetter) ([]message.Coordinates, error)
 }
 
 // openAPI is the description of the admin API and the HTTP edge, served at

@@ -12,6 +12,7 @@ import (
 	"github.com/settlehq/settle/analyst"
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/inspect"
+	"github.com/settlehq/settle/settle/message"
 	"github.com/settlehq/settle/settle/settletest"
 )
 
@@ -47,7 +48,7 @@ func TestBrowserStatement(t *testing.T) {
 		t.Fatal(err)
 	}
 	late := `{` + at + `,"record_id":"g-late","kind":"grant","subject":"cust-1","amount":"5","currency":"USD"}`
-	if rs, err := s.Settle(ctx, "g", s.Decode([]settle.Input{{Topic: "usage", Offset: 99, Value: []byte(late)}})); err != nil || rs[0].Outcome != settle.OutcomeSettled {
+	if rs, err := s.Settle(ctx, "g", s.Decode([]settle.Input{{Topic: "usage", Offset: 99, Value: []byte(late)}})); err != nil || rs[0].Outcome != message.OutcomeSettled {
 		t.Fatalf("late grant: %v %+v", err, rs)
 	}
 	srv := httptest.NewServer(analyst.Handler(analyst.Config{Store: analyst.StoreOf(s)}))

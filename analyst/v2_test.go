@@ -19,6 +19,7 @@ import (
 	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/inspect"
+	"github.com/settlehq/settle/settle/message"
 )
 
 // recordingReplayer stands in for cmd/settle's Kafka producer (tested
@@ -30,16 +31,16 @@ type recordingReplayer struct {
 	failAfter int // -1: never
 }
 
-func (r *recordingReplayer) Replay(ctx context.Context, ds []inspect.DeadLetter) ([]settle.Coordinates, error) {
+func (r *recordingReplayer) Replay(ctx context.Context, ds []inspect.DeadLetter) ([]message.Coordinates, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var out []settle.Coordinates
+	var out []message.Coordinates
 	for i, d := range ds {
 		if r.failAfter >= 0 && i >= r.failAfter {
 			return out, errors.New("broker unreachable")
 		}
 		r.got = append(r.got, d.ID)
-		out = append(out, settle.Coordinates{Topic: d.Source.Topic, Partition: d.Source.Partition, Offset: 1000 + d.ID})
+		out = append(out, message.Coordinates{Topic: d.Source.Topic, Partition: d.Source.Partition, Offset: 1000 + d.ID})
 	}
 	return out, nil
 }

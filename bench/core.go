@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/message"
 )
 
 // coreRun settles a workload straight into Store.Settle: a generator cuts
@@ -203,12 +204,12 @@ func (t *coreTally) watchWindows(ctx context.Context, cr coreRun) (stop func()) 
 }
 
 // isNewIdentity says whether a result is the first of its identity.
-func isNewIdentity(r *settle.Result) bool {
+func isNewIdentity(r *message.Result) bool {
 	switch r.Outcome {
-	case settle.OutcomeDuplicate, settle.OutcomeDeadLettered:
+	case message.OutcomeDuplicate, message.OutcomeDeadLettered:
 		return false
-	case settle.OutcomeQuarantined:
-		return r.Reason != settle.ReasonFingerprintMismatch
+	case message.OutcomeQuarantined:
+		return r.Reason != message.ReasonFingerprintMismatch
 	}
 	return !r.Redelivered
 }

@@ -11,13 +11,13 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/message"
 )
 
 // settlementMsg is the part of a settlements message the bench reads.
 type settlementMsg struct {
-	SettlementID string              `json:"settlement_id"`
-	Identity     settle.IdentityJSON `json:"identity"`
+	SettlementID string               `json:"settlement_id"`
+	Identity     message.IdentityJSON `json:"identity"`
 }
 
 // latencyReader consumes the settlements topic while a paced run goes on and
@@ -128,7 +128,7 @@ func readTopics(ctx context.Context, brokers []string, tp topics) (TopicCheck, e
 				return
 			}
 			var res struct {
-				Source settle.Coordinates `json:"source"`
+				Source message.Coordinates `json:"source"`
 			}
 			if json.Unmarshal(r.Value, &res) == nil {
 				coords[[2]int64{int64(res.Source.Partition), res.Source.Offset}] = struct{}{}

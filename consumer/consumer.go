@@ -16,6 +16,7 @@ import (
 	"github.com/settlehq/settle/internal/backoff"
 	"github.com/settlehq/settle/internal/crashpoint"
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/message"
 )
 
 // Consumer is one member of the consumer group. Create it with New and run
@@ -42,7 +43,7 @@ type Consumer struct {
 	abandon   chan struct{}
 
 	countsMu sync.Mutex
-	counts   map[settle.Outcome]int64
+	counts   map[message.Outcome]int64
 }
 
 // New returns a consumer over store. It does not connect: Run does.
@@ -52,7 +53,7 @@ func New(store *settle.Store, cfg Config) (*Consumer, error) {
 	}
 	cfg.setDefaults()
 	return &Consumer{store: store, cfg: cfg, log: cfg.Logger.With("component", "consumer", "group", cfg.Group),
-		counts: map[settle.Outcome]int64{}, commits: newCommitState(backoff.New(cfg.retryPolicy()))}, nil
+		counts: map[message.Outcome]int64{}, commits: newCommitState(backoff.New(cfg.retryPolicy()))}, nil
 }
 
 // Ready reports whether the consumer is making progress: running, joined to
@@ -78,10 +79,10 @@ func (c *Consumer) NotReadyReason() string {
 
 // Counts returns how many input records this consumer has handled, by
 // outcome (redeliveries included).
-func (c *Consumer) Counts() map[settle.Outcome]int64 {
+func (c *Consumer) Counts() map[message.Outcome]int64 {
 	c.countsMu.Lock()
 	defer c.countsMu.Unlock()
-	out := make(map[settle.Outcome]int64, len(c.counts))
+	out := make(map[message.Outcome]int64, len(c.counts))
 	for k, v := range c.counts {
 		out[k] = v
 	}
@@ -409,7 +410,7 @@ func (c *Consumer) commit(ctx context.Context, cl *kgo.Client, offsets map[strin
 	return failed
 }
 
-func (c *Consumer) count(rs []settle.Result) {
+func (c *Consumer) count(rs []message.Result) {
 	c.countsMu.Lock()
 	for i := range rs {
 		c.counts[rs[i].Outcome]++

@@ -20,6 +20,7 @@ import (
 	"github.com/settlehq/settle/internal/testnet"
 	"github.com/settlehq/settle/relay"
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/message"
 	"github.com/settlehq/settle/settle/outbox"
 	"github.com/settlehq/settle/settle/settletest"
 )
@@ -90,15 +91,15 @@ func runRelay(t *testing.T, s *settle.Store, k *kafkatest.Cluster) (*relay.Relay
 	return r, testnet.Background(t, r.Run)
 }
 
-func results(t *testing.T, k *kafkatest.Cluster, n int) map[string]settle.Result {
+func results(t *testing.T, k *kafkatest.Cluster, n int) map[string]message.Result {
 	t.Helper()
-	out := map[string]settle.Result{}
+	out := map[string]message.Result{}
 	for _, r := range k.Read(t, "usage.results", n, 20*time.Second) {
-		var res settle.Result
+		var res message.Result
 		if err := json.Unmarshal(r.Value, &res); err != nil {
 			t.Fatalf("result %s: %v", r.Value, err)
 		}
-		if res.Version != settle.SchemaVersionOutput {
+		if res.Version != message.SchemaVersionOutput {
 			t.Errorf("result version %d", res.Version)
 		}
 		out[fmt.Sprintf("%d/%d", res.Source.Partition, res.Source.Offset)] = res
@@ -201,12 +202,12 @@ func testPipelineEndToEnd(t *testing.T, s *settle.Store) {
 	// The two deliveries of u-1 are on different partitions, settled
 	// concurrently: whichever comes first settles, the other replays it.
 	a, b := rs["0/1"], rs["1/0"]
-	if got := []settle.Outcome{a.Outcome, b.Outcome}; !(got[0] == settle.OutcomeSettled && got[1] == settle.OutcomeDuplicate ||
-		got[1] == settle.OutcomeSettled && got[0] == settle.OutcomeDuplicate) {
+	if got := []message.Outcome{a.Outcome, b.Outcome}; !(got[0] == message.OutcomeSettled && got[1] == message.OutcomeDuplicate ||
+		got[1] == message.OutcomeSettled && got[0] == message.OutcomeDuplicate) {
 		t.Errorf("u-1 deliveries = %v, want one settled and one duplicate", got)
 	}
 	dup := a
-	if b.Outcome == settle.OutcomeDuplicate {
+	if b.Outcome == message.OutcomeDuplicate {
 		dup = b
 	}
 	if !dup.Replayed || len(dup.Response) == 0 {
@@ -471,7 +472,7 @@ func TestDatabaseOutagePauses(t *testing.T) {
 	px.Restore()
 	rs := results(t, k, 5)
 	for at, r := range rs {
-		if r.Outcome != settle.OutcomeSettled {
+		if r.Outcome != message.OutcomeSettled {
 			t.Errorf("record %s = %s %s, want settled", at, r.Outcome, r.Reason)
 		}
 	}

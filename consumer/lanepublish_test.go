@@ -13,6 +13,7 @@ import (
 	"github.com/settlehq/settle/internal/kafkatest"
 	"github.com/settlehq/settle/internal/testnet"
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/message"
 	"github.com/settlehq/settle/settle/settletest"
 )
 
@@ -89,7 +90,7 @@ func TestLaneStopsWhenResultsCannotBePublished(t *testing.T) {
 	stop()
 	rs := results(t, k, 6)
 	for key, r := range rs {
-		if r.Outcome != settle.OutcomeSettled {
+		if r.Outcome != message.OutcomeSettled {
 			t.Errorf("result of %s: %s, want settled (the stored answer)", key, r.Outcome)
 		}
 	}

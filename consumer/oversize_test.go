@@ -14,6 +14,7 @@ import (
 	"github.com/settlehq/settle/internal/kafkatest"
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/inspect"
+	"github.com/settlehq/settle/settle/message"
 	"github.com/settlehq/settle/settle/settletest"
 )
 
@@ -57,7 +58,7 @@ func TestOversizedRecordDoesNotPoisonTheRelay(t *testing.T) {
 	defer stopRelay()
 
 	rs := results(t, k, n+1)
-	if got := rs["0/0"]; got.Outcome != settle.OutcomeDeadLettered || got.Reason != "too_large" {
+	if got := rs["0/0"]; got.Outcome != message.OutcomeDeadLettered || got.Reason != "too_large" {
 		t.Errorf("the 2 MiB record: %s %s, want dead_lettered too_large", got.Outcome, got.Reason)
 	}
 	// Read on for a while once every settlement is there: a relay that

@@ -16,6 +16,8 @@ import (
 	"github.com/settlehq/settle/internal/crashpoint"
 	"github.com/settlehq/settle/internal/kafkahdr"
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/dberr"
+	"github.com/settlehq/settle/settle/message"
 	"github.com/settlehq/settle/telemetry"
 )
 
@@ -190,7 +192,7 @@ func input(r *kgo.Record) settle.Input {
 // cut in halves, each settled in its own transaction, left first, so the
 // failure is narrowed to one record in log2(len) steps while every record
 // before it settles and the partition order is kept.
-func (c *Consumer) settleRange(ctx context.Context, abandon <-chan struct{}, ins []settle.Input) ([]settle.Result, error) {
+func (c *Consumer) settleRange(ctx context.Context, abandon <-chan struct{}, ins []settle.Input) ([]message.Result, error) {
 	results, err := c.settleWaiting(ctx, abandon, ins)
 	var be *settle.BatchError
 	if err == nil || !errors.As(err, &be) {
@@ -216,7 +218,7 @@ func (c *Consumer) settleRange(ctx context.Context, abandon <-chan struct{}, ins
 // and the attempt count. If even the dead letter fails, the fault cannot be
 // the record's (a dead letter does not look inside it): the consumer
 // pauses and starts the record's count again rather than blame it.
-func (c *Consumer) settleSuspect(ctx context.Context, abandon <-chan struct{}, in settle.Input, firstErr error) ([]settle.Result, error) {
+func (c *Consumer) settleSuspect(ctx context.Context, abandon <-chan struct{}, in settle.Input, firstErr error) ([]message.Result, error) {
 	attempts, lastErr := 1, firstErr
 	b := backoff.New(c.cfg.retryPolicy())
 	for {
@@ -261,7 +263,7 @@ func (c *Consumer) settleSuspect(ctx context.Context, abandon <-chan struct{}, i
 // settleWaiting settles one batch, waiting out database outages and
 // contention with capped exponential backoff for as long as they last.
 // It returns nil, a *settle.BatchError, or why it gave up waiting.
-func (c *Consumer) settleWaiting(ctx context.Context, abandon <-chan struct{}, ins []settle.Input) ([]settle.Result, error) {
+func (c *Consumer) settleWaiting(ctx context.Context, abandon <-chan struct{}, ins []settle.Input) ([]message.Result, error) {
 	b := backoff.New(c.cfg.retryPolicy())
 	for tries := 1; ; tries++ {
 		txStart := time.Now()
@@ -278,12 +280,12 @@ func (c *Consumer) settleWaiting(ctx context.Context, abandon <-chan struct{}, i
 			return nil, ctx.Err()
 		}
 		switch {
-		case errors.Is(err, settle.ErrUnavailable):
+		case errors.Is(err, dberr.ErrUnavailable):
 			c.cfg.Metrics.Retry(ctx, telemetry.CauseUnavailable)
 			if !c.dbDown.Swap(true) || tries%10 == 0 {
 				c.log.Warn("database unavailable; pausing and retrying the same batch", "tries", tries, "err", err)
 			}
-		case errors.Is(err, settle.ErrContention):
+		case errors.Is(err, dberr.ErrContention):
 			c.cfg.Metrics.Retry(ctx, telemetry.CauseContention)
 			c.log.Info("batch lost too many races; retrying", "err", err)
 		default:
@@ -304,7 +306,7 @@ func (c *Consumer) settleWaiting(ctx context.Context, abandon <-chan struct{}, i
 
 // batchPublish is one batch's results on their way to the results topic.
 type batchPublish struct {
-	results  []settle.Result
+	results  []message.Result
 	spans    []trace.Span
 	progress []progress // where the batch takes its partitions
 	err      error      // why the records after results did not settle
@@ -320,11 +322,11 @@ type batchPublish struct {
 // acknowledgements. A waiting result is not produced here: the settling
 // transaction put it in the outbox, ahead of the final result a later
 // transaction writes, and the relay publishes both in that order.
-func (c *Consumer) publishAsync(ctx context.Context, cl *kgo.Client, results []settle.Result, spans ...trace.Span) *batchPublish {
+func (c *Consumer) publishAsync(ctx context.Context, cl *kgo.Client, results []message.Result, spans ...trace.Span) *batchPublish {
 	p := &batchPublish{results: results}
 	recs := make([]*kgo.Record, 0, len(results))
 	for i := range results {
-		if results[i].Outcome == settle.OutcomeWaiting {
+		if results[i].Outcome == message.OutcomeWaiting {
 			continue
 		}
 		v := results[i].AppendJSON(nil)
@@ -395,9 +397,9 @@ func txResult(err error) string {
 	switch {
 	case err == nil:
 		return "ok"
-	case errors.Is(err, settle.ErrUnavailable):
+	case errors.Is(err, dberr.ErrUnavailable):
 		return "unavailable"
-	case errors.Is(err, settle.ErrContention):
+	case errors.Is(err, dberr.ErrContention):
 		return "contention"
 	}
 	return "error"

@@ -11,6 +11,7 @@ import (
 	"github.com/settlehq/settle/internal/kafkahdr"
 	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/message"
 	"github.com/settlehq/settle/telemetry"
 )
 
@@ -69,7 +70,7 @@ func injectResult(span trace.Span, r *kgo.Record) {
 
 // endSpans ends the spans of a batch: those with a result get its outcome,
 // the rest the error that stopped the batch (they are read again).
-func endSpans(spans []trace.Span, results []settle.Result, err error) {
+func endSpans(spans []trace.Span, results []message.Result, err error) {
 	for i, span := range spans {
 		if i < len(results) {
 			span.SetAttributes(attribute.String("settle.outcome", string(results[i].Outcome)),

@@ -13,6 +13,7 @@ import (
 
 	"github.com/settlehq/settle/internal/kafkatest"
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/message"
 	"github.com/settlehq/settle/settle/reconcile"
 )
 
@@ -108,7 +109,7 @@ func check(t *testing.T, pool *pgxpool.Pool, brokers []string, group string, w *
 	// One result (at least) per input record.
 	for _, r := range readAll(ctx, t, brokers, "usage.results") {
 		f.results++
-		var res settle.Result
+		var res message.Result
 		if err := json.Unmarshal(r.Value, &res); err == nil {
 			in.Results = append(in.Results, res.Source)
 		}
@@ -120,7 +121,7 @@ func check(t *testing.T, pool *pgxpool.Pool, brokers []string, group string, w *
 	unique := map[string]bool{}
 	for _, r := range readAll(ctx, t, brokers, "settlements") {
 		f.settlementsRaw++
-		var resp settle.Response
+		var resp message.Response
 		if err := json.Unmarshal(r.Value, &resp); err != nil || resp.Identity.TenantID == "" {
 			f.bad("settlements: message at %d/%d does not decode as a settlement (%v): %.200s", r.Partition, r.Offset, err, r.Value)
 			continue
@@ -130,7 +131,7 @@ func check(t *testing.T, pool *pgxpool.Pool, brokers []string, group string, w *
 		periods[k] = true
 		published[k] = append(published[k], reconcile.PublishedSettlement{SettlementID: resp.SettlementID,
 			RecordID: resp.Identity.RecordID, Operation: resp.Identity.Operation,
-			Source:             settle.Coordinates{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset},
+			Source:             message.Coordinates{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset},
 			HeaderSettlementID: kafkatest.Header(r, "settlement_id"), Sequence: resp.Sequence})
 	}
 	f.settlementsUnique = len(unique)

@@ -10,6 +10,7 @@ import (
 	"github.com/settlehq/settle/internal/kafkahdr"
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/inspect"
+	"github.com/settlehq/settle/settle/message"
 )
 
 // ReplayHeader names the dead letter a replayed record came from, for
@@ -34,7 +35,7 @@ func replayRecord(d inspect.DeadLetter) *kgo.Record {
 // arguments: each result is matched to its dead letter by its record. On
 // an error it returns the coordinates of the dead letters before the first
 // that failed.
-func ProduceDeadLetters(ctx context.Context, cl *kgo.Client, ds []inspect.DeadLetter) ([]settle.Coordinates, error) {
+func ProduceDeadLetters(ctx context.Context, cl *kgo.Client, ds []inspect.DeadLetter) ([]message.Coordinates, error) {
 	recs := make([]*kgo.Record, len(ds))
 	index := make(map[*kgo.Record]int, len(ds))
 	for i, d := range ds {
@@ -42,11 +43,11 @@ func ProduceDeadLetters(ctx context.Context, cl *kgo.Client, ds []inspect.DeadLe
 		index[recs[i]] = i
 	}
 	errs := make([]error, len(ds))
-	out := make([]settle.Coordinates, len(ds))
+	out := make([]message.Coordinates, len(ds))
 	for _, res := range cl.ProduceSync(ctx, recs...) {
 		i := index[res.Record]
 		if errs[i] = res.Err; res.Err == nil {
-			out[i] = settle.Coordinates{Topic: res.Record.Topic, Partition: res.Record.Partition, Offset: res.Record.Offset}
+			out[i] = message.Coordinates{Topic: res.Record.Topic, Partition: res.Record.Partition, Offset: res.Record.Offset}
 		}
 	}
 	for i, err := range errs {
@@ -62,7 +63,7 @@ func ProduceDeadLetters(ctx context.Context, cl *kgo.Client, ds []inspect.DeadLe
 // went (settle.Store.DeadLettersReplayed): a replayed dead letter is
 // operational history settle prune removes. It returns the coordinates of
 // the dead letters replayed, in order, as ProduceDeadLetters does.
-func ReplayDeadLetters(ctx context.Context, cl *kgo.Client, store *settle.Store, ds []inspect.DeadLetter) ([]settle.Coordinates, error) {
+func ReplayDeadLetters(ctx context.Context, cl *kgo.Client, store *settle.Store, ds []inspect.DeadLetter) ([]message.Coordinates, error) {
 	to, err := ProduceDeadLetters(ctx, cl, ds)
 	ids := make([]int64, len(to))
 	for i := range to {
@@ -83,6 +84,6 @@ type kafkaReplayer struct {
 	store *settle.Store
 }
 
-func (r kafkaReplayer) Replay(ctx context.Context, ds []inspect.DeadLetter) ([]settle.Coordinates, error) {
+func (r kafkaReplayer) Replay(ctx context.Context, ds []inspect.DeadLetter) ([]message.Coordinates, error) {
 	return ReplayDeadLetters(ctx, r.cl, r.store, ds)
 }

@@ -14,7 +14,7 @@ import (
 
 	"github.com/settlehq/settle/consumer"
 	"github.com/settlehq/settle/relay"
-	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/message"
 	"github.com/settlehq/settle/settle/outbox"
 )
 
@@ -115,7 +115,7 @@ func (s *Service) AdminAddr() net.Addr {
 func (s *Service) Ready() bool { return s.consumer.Ready() }
 
 // Counts returns the records this instance's consumer settled, by outcome.
-func (s *Service) Counts() map[settle.Outcome]int64 { return s.consumer.Counts() }
+func (s *Service) Counts() map[message.Outcome]int64 { return s.consumer.Counts() }
 
 // Published returns how many outbox messages this instance's relay
 // published.

@@ -17,6 +17,7 @@ import (
 	"github.com/settlehq/settle/internal/kafkatest"
 	"github.com/settlehq/settle/internal/testnet"
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/message"
 	"github.com/settlehq/settle/settle/settletest"
 )
 
@@ -46,7 +47,7 @@ func TestRunSettlesAndStops(t *testing.T) {
 	if got := k.Read(t, "settlements", 1, 20*time.Second); len(got) != 1 {
 		t.Fatalf("settlements topic: %d records, want 1", len(got))
 	}
-	if n := s.Counts()[settle.OutcomeSettled]; n != 1 {
+	if n := s.Counts()[message.OutcomeSettled]; n != 1 {
 		t.Errorf("counts: %v, want 1 settled", s.Counts())
 	}
 

@@ -15,7 +15,9 @@ import (
 	"github.com/settlehq/settle/internal/crashpoint"
 	"github.com/settlehq/settle/internal/money"
 	"github.com/settlehq/settle/record"
+	"github.com/settlehq/settle/settle/dberr"
 	"github.com/settlehq/settle/settle/internal/db"
+	"github.com/settlehq/settle/settle/message"
 )
 
 // decoded is an input record after decoding, before the transaction.
@@ -41,7 +43,7 @@ type decoded struct {
 // Contention is retried here. A database outage returns an error wrapping
 // ErrUnavailable (retry the same batch later: it never settles twice). Any
 // other failure is a *BatchError.
-func (s *Store) Settle(ctx context.Context, group string, inputs []Input) ([]Result, error) {
+func (s *Store) Settle(ctx context.Context, group string, inputs []Input) ([]message.Result, error) {
 	if len(inputs) == 0 {
 		return nil, nil
 	}
@@ -57,7 +59,7 @@ func (s *Store) Settle(ctx context.Context, group string, inputs []Input) ([]Res
 		}
 		ds[i] = decodedOf(in, in.Decoded)
 	}
-	var results []Result
+	var results []message.Result
 	locks := periodLocks{}
 	err := s.withRetries(ctx, len(inputs), func(attempt int) error {
 		var err error
@@ -91,16 +93,16 @@ func (s *Store) withRetries(ctx context.Context, records int, attempt func(n int
 			n--
 			continue
 		}
-		switch c := classify(err); {
-		case errors.Is(c, ErrContention):
+		switch c := dberr.Classify(err); {
+		case errors.Is(c, dberr.ErrContention):
 			if n >= s.cfg.ContentionRetriesMax {
-				return fmt.Errorf("settle batch of %d records: %w after %d attempts: %w", records, ErrContention, n, err)
+				return fmt.Errorf("settle batch of %d records: %w after %d attempts: %w", records, dberr.ErrContention, n, err)
 			}
 			if !b.Wait(ctx, nil) {
 				return ctx.Err()
 			}
-		case errors.Is(c, ErrUnavailable):
-			return fmt.Errorf("settle batch of %d records: %w: %w", records, ErrUnavailable, err)
+		case errors.Is(c, dberr.ErrUnavailable):
+			return fmt.Errorf("settle batch of %d records: %w: %w", records, dberr.ErrUnavailable, err)
 		default:
 			return &BatchError{Records: records, Err: err}
 		}
@@ -132,7 +134,7 @@ func decodedOf(in *Input, p *record.Decoded) decoded {
 }
 
 // attempt runs one transaction attempt over the whole batch.
-func (s *Store) attempt(ctx context.Context, group string, ds []decoded, attempt int, firstSeen time.Time, locks periodLocks) ([]Result, error) {
+func (s *Store) attempt(ctx context.Context, group string, ds []decoded, attempt int, firstSeen time.Time, locks periodLocks) ([]message.Result, error) {
 	tx, err := db.Begin(ctx, s.pool)
 	if err != nil {
 		return nil, err
@@ -143,7 +145,7 @@ func (s *Store) attempt(ctx context.Context, group string, ds []decoded, attempt
 	if err := st.load(ctx, ds, nil); err != nil {
 		return nil, err
 	}
-	results := make([]Result, len(ds))
+	results := make([]message.Result, len(ds))
 	for i := range ds {
 		r, err := st.handle(ctx, &ds[i])
 		if err != nil {
@@ -194,7 +196,7 @@ type identity struct {
 	fp                uint64
 	version           int
 	canonical         []byte
-	outcome           Outcome
+	outcome           message.Outcome
 	reason            string
 	response          []byte
 	settlementID      string
@@ -204,7 +206,7 @@ type identity struct {
 	// source: the coordinates of the input record that claimed it (of
 	// its waiting row's, when it waited first; none when no input record
 	// did): a redelivery of them is answered with the identity's result.
-	source Coordinates
+	source message.Coordinates
 	isNew  bool
 	d      *decoded
 }
@@ -264,7 +266,7 @@ type deliveryRow struct {
 	in                 *Input
 	tenant             string
 	identityID, caseID int64
-	outcome            Outcome
+	outcome            message.Outcome
 	reason             string
 }
 
@@ -294,7 +296,7 @@ type txState struct {
 	firstSeen     time.Time
 	attemptStart  time.Time
 
-	redelivered     map[Coordinates]Result
+	redelivered     map[message.Coordinates]message.Result
 	identities      map[record.Identity]*identity
 	byRecord        map[recKey][]*identity
 	accounts        map[accountKey]*account
@@ -319,7 +321,7 @@ type txState struct {
 	deadLetters   []deadLetterRow
 	waitingList   []*waitingOp
 	closedCases   []int64
-	offsets       map[Coordinates]int64 // topic+partition (Offset 0) -> next offset
+	offsets       map[message.Coordinates]int64 // topic+partition (Offset 0) -> next offset
 }
 
 // newTxState starts a transaction attempt's state; carried is the set of
@@ -334,7 +336,7 @@ func (s *Store) newTxState(tx *db.Tx, attempt int, firstSeen time.Time, carried 
 		attempt:         attempt,
 		firstSeen:       firstSeen,
 		attemptStart:    s.now(),
-		redelivered:     map[Coordinates]Result{},
+		redelivered:     map[message.Coordinates]message.Result{},
 		identities:      map[record.Identity]*identity{},
 		byRecord:        map[recKey][]*identity{},
 		accounts:        map[accountKey]*account{},
@@ -344,7 +346,7 @@ func (s *Store) newTxState(tx *db.Tx, attempt int, firstSeen time.Time, carried 
 		waitingByID:     map[record.Identity]*waitingOp{},
 		waitingByTarget: map[recKey][]*waitingOp{},
 		closed:          map[[2]string]bool{},
-		offsets:         map[Coordinates]int64{},
+		offsets:         map[message.Coordinates]int64{},
 	}
 }
 
@@ -370,8 +372,8 @@ func (st *txState) nextID(ctx context.Context) (int64, error) {
 	return id, nil
 }
 
-func (st *txState) advanceOffset(c Coordinates) {
-	k := Coordinates{Topic: c.Topic, Partition: c.Partition}
+func (st *txState) advanceOffset(c message.Coordinates) {
+	k := message.Coordinates{Topic: c.Topic, Partition: c.Partition}
 	if c.Offset+1 > st.offsets[k] {
 		st.offsets[k] = c.Offset + 1
 	}

@@ -6,7 +6,9 @@ import (
 	"fmt"
 
 	"github.com/settlehq/settle/record"
+	"github.com/settlehq/settle/settle/dberr"
 	"github.com/settlehq/settle/settle/internal/db"
+	"github.com/settlehq/settle/settle/message"
 )
 
 // ConflictCase is a conflict case about a record that no settling
@@ -25,7 +27,7 @@ type ConflictCase struct {
 	Diff             []record.FieldDiff
 	Detail           string
 	// Source names where the refused record came from.
-	Source Coordinates
+	Source message.Coordinates
 }
 
 // conflictCaseOpenRoundsMax bounds the rounds of OpenConflictCase: each
@@ -51,7 +53,7 @@ func (s *Store) OpenConflictCase(ctx context.Context, c ConflictCase) (int64, er
 	for range conflictCaseOpenRoundsMax {
 		ids, err := db.On(s.pool).ConflictCaseOpen(ctx, p)
 		if err != nil {
-			return 0, StoreError(what, err)
+			return 0, dberr.Wrap(what, err)
 		}
 		if len(ids) > 0 {
 			return ids[0], nil
@@ -59,5 +61,5 @@ func (s *Store) OpenConflictCase(ctx context.Context, c ConflictCase) (int64, er
 		// A concurrent opener of the same case has not committed yet:
 		// read again.
 	}
-	return 0, fmt.Errorf("%s: %w", what, ErrContention)
+	return 0, fmt.Errorf("%s: %w", what, dberr.ErrContention)
 }

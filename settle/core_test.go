@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/inspect"
+	"github.com/settlehq/settle/settle/message"
 	"github.com/settlehq/settle/settle/settletest"
 )
 
@@ -32,7 +32,7 @@ func TestSettleUsageDuplicateConflict(t *testing.T) {
 	if !rs[2].Replayed || string(rs[2].Response) != string(rs[1].Response) {
 		t.Errorf("duplicate must replay the stored response:\n%s\n%s", rs[2].Response, rs[1].Response)
 	}
-	var resp settle.Response
+	var resp message.Response
 	if err := json.Unmarshal(rs[4].Response, &resp); err != nil {
 		t.Fatal(err)
 	}
@@ -137,12 +137,12 @@ func TestHashChainVerifiableFromSettlements(t *testing.T) {
 		if err := rows.Scan(&body); err != nil {
 			t.Fatal(err)
 		}
-		var m settle.Response
+		var m message.Response
 		if err := json.Unmarshal(body, &m); err != nil {
 			t.Fatal(err)
 		}
 		for _, e := range m.Entries {
-			head = settle.ChainHash(head, m.Identity.TenantID, m.Subject, m.Currency, m.SettlementID, e.Bucket, e.Amount)
+			head = message.ChainHash(head, m.Identity.TenantID, m.Subject, m.Currency, m.SettlementID, e.Bucket, e.Amount)
 		}
 		if got := hex.EncodeToString(head); got != m.ChainHash {
 			t.Errorf("settlement %d (%s): chain_hash %s, recomputed %s", n, m.Kind, m.ChainHash, got)
@@ -228,7 +228,7 @@ func TestRedeliveredWaitingQuarantinedOnWake(t *testing.T) {
 		t.Fatalf("the capture was not quarantined invalid_link when it woke: %v", err)
 	}
 	r := mustSettle(t, s, batch(0, 0, capture))[0]
-	if !r.Redelivered || r.Outcome != settle.OutcomeQuarantined || r.Reason != settle.ReasonInvalidLink || r.CaseID != caseID || len(r.Response) == 0 {
+	if !r.Redelivered || r.Outcome != message.OutcomeQuarantined || r.Reason != message.ReasonInvalidLink || r.CaseID != caseID || len(r.Response) == 0 {
 		t.Errorf("redelivered capture = %s/%s case %d response %q, want quarantined/invalid_link case %d with its response",
 			r.Outcome, r.Reason, r.CaseID, r.Response, caseID)
 	}

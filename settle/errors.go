@@ -1,94 +1,10 @@
 package settle
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"net"
-	"strings"
 
-	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/settlehq/settle/settle/dberr"
 )
-
-// ErrUnavailable marks a failure of the database itself (connection lost or
-// refused, server shutting down, too many connections). Nothing about the
-// records caused it: callers pause and retry the same batch with backoff for
-// as long as it lasts, and never dead-letter a record because of it.
-var ErrUnavailable = errors.New("database unavailable")
-
-// ErrContention marks a batch that lost too many races (serialization
-// failures, deadlocks, concurrent claims of its identities) in a row.
-// It never counts against a record.
-var ErrContention = errors.New("contention")
-
-// ErrClaimLost is returned by a fenced write of the settle database's rooms
-// (idempotency.Store.Complete, webhooks.Store.Complete, ...) whose attempt
-// no longer owns the claim: its lease expired and another attempt took it
-// over, or the claim is finished. The write changed nothing. It is declared
-// here, below both rooms, so that callers branch on one error whichever
-// room's claim they hold.
-var ErrClaimLost = errors.New("claim lost: another attempt owns it now")
-
-// classify maps an error from a settling transaction to ErrUnavailable,
-// ErrContention or nil (anything else: possibly caused by a record).
-func classify(err error) error {
-	if err == nil {
-		return nil
-	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return nil
-	}
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		switch pgErr.Code {
-		case "40001", "40P01", "55P03": // serialization failure, deadlock, lock not available
-			return ErrContention
-		case "23505": // a concurrent transaction claimed the same key first
-			switch parentConstraint(pgErr.ConstraintName) {
-			case "identities_scope_key", "deliveries_pkey", "conflict_cases_key", "accounts_key",
-				"dead_letters_source_key", "chains_pkey", "holds_pkey", "waiting_scope_key",
-				"case_resolutions_case_key", "consumer_offsets_pkey", "periods_pkey":
-				return ErrContention
-			}
-			return nil
-		case "57P01", "57P02", "57P03", "53300", "53400": // shutdown, crash, starting, too many connections
-			return ErrUnavailable
-		}
-		if len(pgErr.Code) >= 2 && pgErr.Code[:2] == "08" { // connection exception class
-			return ErrUnavailable
-		}
-		return nil
-	}
-	if errors.Is(err, errLostRace) {
-		return ErrContention
-	}
-	var netErr net.Error
-	var connErr *pgconn.ConnectError
-	if errors.As(err, &netErr) || errors.As(err, &connErr) || pgconn.SafeToRetry(err) || pgconn.Timeout(err) {
-		return ErrUnavailable
-	}
-	if errors.Is(err, net.ErrClosed) || isClosedConn(err) {
-		return ErrUnavailable
-	}
-	return nil
-}
-
-// errLostRace is returned inside a transaction attempt when it finds that a
-// concurrent transaction got somewhere first (a case id it could not read
-// back); the attempt is rolled back and retried.
-var errLostRace = errors.New("lost a race with a concurrent transaction")
-
-func isClosedConn(err error) bool {
-	// pgx reports a dead connection with these texts; there is no typed error
-	// for them.
-	s := err.Error()
-	for _, t := range []string{"conn closed", "connection reset", "broken pipe", "unexpected EOF", "failed to deallocate", "conn busy"} {
-		if strings.Contains(s, t) {
-			return true
-		}
-	}
-	return false
-}
 
 // BatchError is a failure of a whole batch that is neither an outage nor
 // contention: a defect, or a record the database refuses for a reason the
@@ -104,31 +20,7 @@ func (e *BatchError) Error() string {
 
 func (e *BatchError) Unwrap() error { return e.Err }
 
-// parentConstraint is the name of the constraint that name belongs to: on a
-// table partitioned by tenant (schema.Partition) a partition's copy is
-// named after it with a suffix _pN.
-func parentConstraint(name string) string {
-	i := strings.LastIndex(name, "_p")
-	if i < 0 || i+2 == len(name) {
-		return name
-	}
-	for _, c := range name[i+2:] {
-		if c < '0' || c > '9' {
-			return name
-		}
-	}
-	return name[:i]
-}
-
-// StoreError adds what was being done, and ErrUnavailable when the
-// database itself failed, so callers can tell an outage (wait) from a
-// defect (report).
-func StoreError(what string, err error) error {
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	if c := classify(err); c != nil {
-		return fmt.Errorf("%s: %w: %w", what, c, err)
-	}
-	return fmt.Errorf("%s: %w", what, err)
-}
+// errLostRace is returned inside a transaction attempt when it finds that a
+// concurrent transaction got somewhere first (a case id it could not read
+// back); the attempt is rolled back and retried.
+var errLostRace = fmt.Errorf("lost a race with a concurrent transaction: %w", dberr.ErrContention)

@@ -8,35 +8,36 @@ import (
 
 	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/settle/internal/db"
+	"github.com/settlehq/settle/settle/message"
 )
 
 // handle decides the outcome of one input record against the state so far,
 // as if the records before it in the batch had been settled one at a time.
-func (st *txState) handle(ctx context.Context, d *decoded) (Result, error) {
-	c := Coordinates{d.in.Topic, d.in.Partition, d.in.Offset}
+func (st *txState) handle(ctx context.Context, d *decoded) (message.Result, error) {
+	c := d.in.coordinates()
 	st.advanceOffset(c)
 	if r, ok := st.redeliveredAt(d, c); ok {
 		r.Timestamp, r.Key = d.in.Timestamp, d.in.Key
-		if r.Outcome == OutcomeWaiting && len(r.Response) == 0 {
+		if r.Outcome == message.OutcomeWaiting && len(r.Response) == 0 {
 			st.redeliveredWaiting(d, &r)
 		}
-		if r.Outcome == OutcomeWaiting {
+		if r.Outcome == message.OutcomeWaiting {
 			if w := st.waitingByID[d.id]; w != nil {
 				st.waitingResult(w.target, r)
 			}
 		}
 		return r, nil
 	}
-	res := Result{Version: SchemaVersionOutput, Source: c, Timestamp: d.in.Timestamp, Key: d.in.Key}
+	res := message.Result{Version: message.SchemaVersionOutput, Source: c, Timestamp: d.in.Timestamp, Key: d.in.Key}
 	switch {
 	case d.in.Exhausted != nil:
-		return st.deadLetter(d, res, ReasonTransientExhausted, "transient", d.in.Exhausted.Err), nil
+		return st.deadLetter(d, res, message.ReasonTransientExhausted, "transient", d.in.Exhausted.Err), nil
 	case d.err != nil:
 		// An input that does not decode is dead-lettered: that is its
 		// outcome, not a failure of the batch.
 		return st.deadLetter(d, res, d.err.Reason, "invalid_input", d.err.Error()), nil //nolint:nilerr // see above
 	}
-	idj := identityJSON(d.id)
+	idj := message.IdentityOf(d.id)
 	res.Identity = &idj
 
 	if prior, ok := st.identities[d.id]; ok {
@@ -60,7 +61,7 @@ func (st *txState) handle(ctx context.Context, d *decoded) (Result, error) {
 	if r.wait != nil {
 		st.waitingResult(*r.wait, res)
 	}
-	if r.Outcome == OutcomeQuarantined {
+	if r.Outcome == message.OutcomeQuarantined {
 		// A case's deliveries are listed by case (delivery_by_case.sql):
 		// the one that opened it too.
 		st.deliveries = append(st.deliveries, deliveryRow{in: d.in, tenant: d.id.TenantID, identityID: r.identityID,
@@ -73,26 +74,26 @@ func (st *txState) handle(ctx context.Context, d *decoded) (Result, error) {
 // in a delivery row (a repeat, a quarantine, a dead letter: delivery_lookup),
 // or, for a first delivery, on the identity it claimed or the waiting row
 // it left, which carry its coordinates (no delivery row repeats them).
-func (st *txState) redeliveredAt(d *decoded, c Coordinates) (Result, bool) {
+func (st *txState) redeliveredAt(d *decoded, c message.Coordinates) (message.Result, bool) {
 	if r, ok := st.redelivered[c]; ok {
 		return r, true
 	}
 	if d.err != nil || d.in.Exhausted != nil {
-		return Result{}, false
+		return message.Result{}, false
 	}
-	r := Result{Version: SchemaVersionOutput, Source: c, Redelivered: true}
+	r := message.Result{Version: message.SchemaVersionOutput, Source: c, Redelivered: true}
 	if prior, ok := st.identities[d.id]; ok && !prior.isNew && prior.source == c {
-		idj := identityJSON(d.id)
+		idj := message.IdentityOf(d.id)
 		r.Identity, r.Outcome, r.Reason, r.Response = &idj, prior.outcome, prior.reason, prior.response
 		r.CaseID = prior.caseID()
 		return r, true
 	}
-	if w, ok := st.waitingByID[d.id]; ok && !w.isNew && (Coordinates{w.d.in.Topic, w.d.in.Partition, w.d.in.Offset}) == c {
+	if w, ok := st.waitingByID[d.id]; ok && !w.isNew && w.d.in.coordinates() == c {
 		// Completed by handle: still waiting, or orphaned.
-		r.Outcome = OutcomeWaiting
+		r.Outcome = message.OutcomeWaiting
 		return r, true
 	}
-	return Result{}, false
+	return message.Result{}, false
 }
 
 // waitingResult sends the result of an input record that waits for target
@@ -100,24 +101,24 @@ func (st *txState) redeliveredAt(d *decoded, c Coordinates) (Result, bool) {
 // final result can then only be written by a later transaction, so the
 // relay publishes it after this one (callers of Settle do not publish
 // waiting results themselves).
-func (st *txState) waitingResult(target recKey, r Result) {
+func (st *txState) waitingResult(target recKey, r message.Result) {
 	st.need.add(recordLock(target.tenant, target.period, target.record), true)
 	st.queueResult(r.Key, r)
 }
 
 // queueResult puts a result on the results topic through the outbox.
-func (st *txState) queueResult(key []byte, r Result) {
+func (st *txState) queueResult(key []byte, r message.Result) {
 	tenant := ""
 	if r.Identity != nil {
 		tenant = r.Identity.TenantID
 	}
 	st.outbox = append(st.outbox, outboxRow{topic: st.s.cfg.ResultsTopic, key: key, value: r.AppendJSON(nil), tenant: tenant,
-		headers: db.EncodeHeaders([]record.Header{{Key: "version", Value: []byte(strconv.Itoa(SchemaVersionOutput))}})})
+		headers: db.EncodeHeaders([]record.Header{{Key: "version", Value: []byte(strconv.Itoa(message.SchemaVersionOutput))}})})
 }
 
 // processed is what process decided for a new identity.
 type processed struct {
-	Outcome    Outcome
+	Outcome    message.Outcome
 	Reason     string
 	CaseID     int64
 	Response   []byte
@@ -140,11 +141,11 @@ func (st *txState) process(ctx context.Context, d *decoded) (processed, error) {
 	if eff.wait != nil {
 		// Not claimed: the caller registers a new waiting operation; one
 		// that was already waiting simply keeps waiting.
-		return processed{Outcome: OutcomeWaiting, wait: eff.wait}, nil
+		return processed{Outcome: message.OutcomeWaiting, wait: eff.wait}, nil
 	}
 	body := st.claim(d, id, eff)
 	p := processed{Outcome: eff.resp.Outcome, Reason: eff.resp.Reason, CaseID: eff.resp.CaseID, Response: body, identityID: id}
-	if eff.resp.Outcome != OutcomeQuarantined && canBeTarget(d.rec.Kind) {
+	if eff.resp.Outcome != message.OutcomeQuarantined && canBeTarget(d.rec.Kind) {
 		if err := st.wake(ctx, recKey{d.rec.TenantID, d.rec.AccountPeriod, d.rec.RecordID}); err != nil {
 			return p, err
 		}
@@ -168,7 +169,7 @@ func (st *txState) wake(ctx context.Context, key recKey) error {
 		if err != nil {
 			return err
 		}
-		if p.Outcome == OutcomeWaiting {
+		if p.Outcome == message.OutcomeWaiting {
 			continue // its target is still not there (or not settled)
 		}
 		w.status, w.dirty = "applied", true
@@ -176,9 +177,9 @@ func (st *txState) wake(ctx context.Context, key recKey) error {
 			st.closedCases = append(st.closedCases, w.caseID) // an orphan case: auto_resolved
 		}
 		// The final result of the waiting input record, on the results topic.
-		r := Result{Version: SchemaVersionOutput, Source: Coordinates{w.d.in.Topic, w.d.in.Partition, w.d.in.Offset},
+		r := message.Result{Version: message.SchemaVersionOutput, Source: w.d.in.coordinates(),
 			Outcome: p.Outcome, Reason: p.Reason, CaseID: p.CaseID, Response: p.Response}
-		idj := identityJSON(w.d.id)
+		idj := message.IdentityOf(w.d.id)
 		r.Identity = &idj
 		st.queueResult(w.d.in.Key, r)
 	}
@@ -189,8 +190,8 @@ func (st *txState) wake(ctx context.Context, key recKey) error {
 // waited (its delivery names no identity) with the result it has now: the
 // identity's final outcome once its operation was applied, the orphan
 // case once the sweep gave up on its target, else its waiting response.
-func (st *txState) redeliveredWaiting(d *decoded, r *Result) {
-	idj := identityJSON(d.id)
+func (st *txState) redeliveredWaiting(d *decoded, r *message.Result) {
+	idj := message.IdentityOf(d.id)
 	r.Identity = &idj
 	if prior, ok := st.identities[d.id]; ok {
 		r.Outcome, r.Reason, r.Response, r.CaseID = prior.outcome, prior.reason, prior.response, prior.caseID()
@@ -198,7 +199,7 @@ func (st *txState) redeliveredWaiting(d *decoded, r *Result) {
 	}
 	if w, ok := st.waitingByID[d.id]; ok {
 		if w.status == "orphaned" {
-			r.Outcome, r.Reason, r.CaseID = OutcomeQuarantined, ReasonOrphan, w.caseID
+			r.Outcome, r.Reason, r.CaseID = message.OutcomeQuarantined, message.ReasonOrphan, w.caseID
 			return
 		}
 		r.Response = w.response
@@ -208,7 +209,7 @@ func (st *txState) redeliveredWaiting(d *decoded, r *Result) {
 // caseID is the conflict case a quarantined identity's response names
 // (0 for any other).
 func (id *identity) caseID() int64 {
-	if id.outcome != OutcomeQuarantined {
+	if id.outcome != message.OutcomeQuarantined {
 		return 0
 	}
 	var c struct {
@@ -219,7 +220,7 @@ func (id *identity) caseID() int64 {
 }
 
 func (st *txState) waitingResponse(d *decoded, t recKey) []byte {
-	resp := st.response(d, OutcomeWaiting, "")
+	resp := st.response(d, message.OutcomeWaiting, "")
 	resp.Detail = "waiting for record " + t.record + " of period " + t.period
 	return resp.AppendJSON(nil)
 }
@@ -228,7 +229,7 @@ func (st *txState) waitingResponse(d *decoded, t recKey) []byte {
 // waiting when priorID is 0): the stored response when the canonical
 // payloads match, compared in the stored record's canonical version; a
 // quarantine case when they do not.
-func (st *txState) repeat(ctx context.Context, d *decoded, priorID int64, version int, canonical []byte, fp uint64, response []byte, res Result) (Result, error) {
+func (st *txState) repeat(ctx context.Context, d *decoded, priorID int64, version int, canonical []byte, fp uint64, response []byte, res message.Result) (message.Result, error) {
 	incoming := d.canonical
 	if version != record.CanonicalVersion {
 		var err error
@@ -245,17 +246,17 @@ func (st *txState) repeat(ctx context.Context, d *decoded, priorID int64, versio
 	if same {
 		// Same identity, same fingerprint: a duplicate, also of a record
 		// that still waits (its stored answer says so).
-		res.Outcome, res.Replayed, res.Response = OutcomeDuplicate, true, response
+		res.Outcome, res.Replayed, res.Response = message.OutcomeDuplicate, true, response
 		st.deliveries = append(st.deliveries, deliveryRow{in: d.in, tenant: d.id.TenantID, identityID: priorID, outcome: res.Outcome})
 		return res, nil
 	}
-	caseID, err := st.openCase(ctx, d, ReasonFingerprintMismatch, priorID, canonical, incoming, "same identity, different payload")
+	caseID, err := st.openCase(ctx, d, message.ReasonFingerprintMismatch, priorID, canonical, incoming, "same identity, different payload")
 	if err != nil {
 		return res, err
 	}
-	res.Outcome, res.Reason, res.CaseID = OutcomeQuarantined, ReasonFingerprintMismatch, caseID
+	res.Outcome, res.Reason, res.CaseID = message.OutcomeQuarantined, message.ReasonFingerprintMismatch, caseID
 	st.deliveries = append(st.deliveries, deliveryRow{in: d.in, tenant: d.id.TenantID, identityID: priorID, caseID: caseID,
-		outcome: OutcomeQuarantined, reason: ReasonFingerprintMismatch})
+		outcome: message.OutcomeQuarantined, reason: message.ReasonFingerprintMismatch})
 	return res, nil
 }
 
@@ -296,18 +297,18 @@ func (st *txState) claim(d *decoded, idNum int64, eff *effect) []byte {
 		outcome: resp.Outcome, reason: resp.Reason, response: body, subject: d.rec.Subject, currency: d.rec.Currency,
 		rootID: eff.rootID, targetID: eff.targetID, isNew: true, d: d,
 	}
-	if resp.Outcome == OutcomeSettled {
+	if resp.Outcome == message.OutcomeSettled {
 		id.settlementID = resp.SettlementID
 	}
 	if eff.a != nil {
 		id.accountID, id.currency = eff.a.id, eff.a.key.currency
 	}
 	st.identities[d.id] = id
-	if resp.Outcome != OutcomeQuarantined {
+	if resp.Outcome != message.OutcomeQuarantined {
 		st.index(id)
 	}
 	st.newIdentities = append(st.newIdentities, id)
-	if resp.Outcome == OutcomeSettled && len(resp.Entries) > 0 {
+	if resp.Outcome == message.OutcomeSettled && len(resp.Entries) > 0 {
 		a := eff.a
 		st.outbox = append(st.outbox, outboxRow{
 			topic:    st.s.cfg.SettlementsTopic,
@@ -324,8 +325,8 @@ func (st *txState) claim(d *decoded, idNum int64, eff *effect) []byte {
 }
 
 // deadLetter records an input record that cannot be settled.
-func (st *txState) deadLetter(d *decoded, res Result, reason, class, msg string) Result {
-	res.Outcome, res.Reason, res.Error = OutcomeDeadLettered, reason, msg
+func (st *txState) deadLetter(d *decoded, res message.Result, reason, class, msg string) message.Result {
+	res.Outcome, res.Reason, res.Error = message.OutcomeDeadLettered, reason, msg
 	attempts := 1
 	if d.in.Exhausted != nil {
 		attempts = d.in.Exhausted.Attempts

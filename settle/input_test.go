@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/message"
 )
 
 // TestOneAccountManyWriters: 16 writers settle into one account at once;
@@ -105,7 +106,7 @@ func TestMalformedRecordsAreDeadLettered(t *testing.T) {
 	rs := mustSettle(t, s, ins)
 	for i, c := range cases {
 		r := rs[i]
-		if r.Outcome != settle.OutcomeDeadLettered || r.Reason != c.reason {
+		if r.Outcome != message.OutcomeDeadLettered || r.Reason != c.reason {
 			t.Errorf("%s: outcome %s %s (%s), want dead_lettered %s", c.name, r.Outcome, r.Reason, r.Error, c.reason)
 			continue
 		}
@@ -116,7 +117,7 @@ func TestMalformedRecordsAreDeadLettered(t *testing.T) {
 			t.Errorf("%s: error %q is not a clear reason", c.name, r.Error)
 		}
 	}
-	if last := rs[len(rs)-1]; last.Outcome != settle.OutcomeSettled {
+	if last := rs[len(rs)-1]; last.Outcome != message.OutcomeSettled {
 		t.Errorf("the healthy record behind the poison ones: %s, want settled", last.Outcome)
 	}
 	pool := s.Pool()

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/message"
 )
 
 // ledgerTrials is 200 in the full run (`go test ./settle -run TestRefundThenRecover
@@ -100,9 +100,9 @@ func TestHoldsNeverOverReserve(t *testing.T) {
 				mu.Lock()
 				for _, r := range rs {
 					switch {
-					case r.Outcome == settle.OutcomeSettled:
+					case r.Outcome == message.OutcomeSettled:
 						settled++
-					case r.Reason == settle.ReasonInsufficientFunds:
+					case r.Reason == message.ReasonInsufficientFunds:
 						refuse++
 					default:
 						t.Errorf("hold: %s %s", r.Outcome, r.Reason)

@@ -9,6 +9,7 @@ import (
 	"github.com/settlehq/settle/internal/money"
 	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/settle/internal/db"
+	"github.com/settlehq/settle/settle/message"
 )
 
 // loadLinked is load's second round trip: it locks the chains, holds and
@@ -70,7 +71,7 @@ func (st *txState) linkedIDs(reserving []accountKey) (rootIDs, holdIDs, expiring
 	for _, ids := range st.byRecord {
 		for _, id := range ids {
 			switch {
-			case id.outcome == OutcomeQuarantined:
+			case id.outcome == message.OutcomeQuarantined:
 			case id.key.Operation == record.KindHold:
 				holdIDs = append(holdIDs, id.id)
 			case id.rootID != 0:

@@ -6,6 +6,7 @@ import (
 	"github.com/settlehq/settle/internal/money"
 	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/settle/internal/db"
+	"github.com/settlehq/settle/settle/message"
 )
 
 // readHolds reads locked hold rows (hold_lock.sql); their accounts are
@@ -36,14 +37,14 @@ func (st *txState) readDeliveries(res *db.DeliveryLookupBatchResults) error {
 		return fmt.Errorf("read deliveries: %w", err)
 	}
 	for _, row := range rows {
-		c := Coordinates{Topic: row.Topic, Partition: row.Partition, Offset: row.Offset}
-		r := Result{Version: SchemaVersionOutput, Source: c, Outcome: Outcome(row.Outcome), Reason: row.Reason, Error: row.Error, CaseID: row.CaseID, Redelivered: true}
+		c := message.Coordinates{Topic: row.Topic, Partition: row.Partition, Offset: row.Offset}
+		r := message.Result{Version: message.SchemaVersionOutput, Source: c, Outcome: message.Outcome(row.Outcome), Reason: row.Reason, Error: row.Error, CaseID: row.CaseID, Redelivered: true}
 		if row.TenantID != nil {
-			r.Identity = &IdentityJSON{*row.TenantID, *row.AccountPeriod, *row.RecordID, *row.Operation}
-			if r.Outcome != OutcomeQuarantined || r.Reason != ReasonFingerprintMismatch {
+			r.Identity = &message.IdentityJSON{TenantID: *row.TenantID, AccountPeriod: *row.AccountPeriod, RecordID: *row.RecordID, Operation: *row.Operation}
+			if r.Outcome != message.OutcomeQuarantined || r.Reason != message.ReasonFingerprintMismatch {
 				r.Response = row.Response
 			}
-			r.Replayed = r.Outcome == OutcomeDuplicate
+			r.Replayed = r.Outcome == message.OutcomeDuplicate
 		}
 		st.redelivered[c] = r
 	}
@@ -63,10 +64,10 @@ func (st *txState) addIdentities(rows []db.IdentityLookupRow, byIdentity bool) {
 func (st *txState) addIdentity(row *db.IdentityLookupRow, byIdentity bool) {
 	id := &identity{
 		id: row.ID, key: record.Identity{TenantID: row.TenantID, AccountPeriod: row.AccountPeriod, RecordID: row.RecordID, Operation: record.Kind(row.Operation)},
-		outcome: Outcome(row.Outcome), reason: row.Reason, fp: uint64(row.Fingerprint), version: int(row.CanonicalVersion),
+		outcome: message.Outcome(row.Outcome), reason: row.Reason, fp: uint64(row.Fingerprint), version: int(row.CanonicalVersion),
 		canonical: row.Canonical, response: row.Response, settlementID: row.SettlementID, subject: row.Subject,
 		currency: row.Currency, accountID: row.AccountID, rootID: row.RootID,
-		source: Coordinates{Topic: row.Topic, Partition: row.Partition, Offset: row.Offset},
+		source: message.Coordinates{Topic: row.Topic, Partition: row.Partition, Offset: row.Offset},
 	}
 	if prior, ok := st.identities[id.key]; ok {
 		// Found by both look-ups: keep one value.

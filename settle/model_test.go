@@ -58,6 +58,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/message"
 	"github.com/settlehq/settle/settle/schema"
 	"github.com/settlehq/settle/settle/settletest"
 )
@@ -1294,7 +1295,7 @@ func trace(sq *sequence, want, got []outcomeAt, last, batchStart int) string {
 
 // settleCatching calls Settle and turns a panic into an error, so one
 // defect does not hide what the other sequences find.
-func settleCatching(ctx context.Context, s *settle.Store, ins []settle.Input) (rs []settle.Result, err error) {
+func settleCatching(ctx context.Context, s *settle.Store, ins []settle.Input) (rs []message.Result, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("panic: %v", p)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/settlehq/settle/settle/dberr"
 	"github.com/settlehq/settle/settle/internal/db"
 )
 
@@ -18,7 +19,7 @@ import (
 func (s *Store) ConsumerOffsets(ctx context.Context, group string) (map[string]map[int32]int64, error) {
 	out, err := ConsumerOffsetsIn(ctx, s.pool, group)
 	if err != nil {
-		return nil, StoreError(fmt.Sprintf("read consumer offsets of group %s", group), err)
+		return nil, dberr.Wrap(fmt.Sprintf("read consumer offsets of group %s", group), err)
 	}
 	return out, nil
 }

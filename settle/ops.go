@@ -9,6 +9,7 @@ import (
 	"github.com/settlehq/settle/corrections"
 	"github.com/settlehq/settle/internal/money"
 	"github.com/settlehq/settle/record"
+	"github.com/settlehq/settle/settle/message"
 )
 
 const (
@@ -18,7 +19,7 @@ const (
 
 // effect is what apply decided for a new identity.
 type effect struct {
-	resp     *Response
+	resp     *message.Response
 	a        *account // the account it settled on, if any
 	rootID   int64
 	targetID int64
@@ -33,7 +34,7 @@ func (st *txState) apply(ctx context.Context, d *decoded, id int64) (*effect, er
 	switch r.Kind {
 	case record.KindGrant:
 		a := st.accounts[accountKey{r.TenantID, r.Subject, r.Currency}]
-		return st.settled(d, id, a, nil, Entry{bucketBalance, r.Amount}), nil
+		return st.settled(d, id, a, nil, message.Entry{Bucket: bucketBalance, Amount: r.Amount}), nil
 	case record.KindUsage:
 		return st.applyUsage(ctx, d, id)
 	case record.KindCorrection, record.KindReversal:
@@ -63,7 +64,7 @@ const (
 func (st *txState) resolveChain(k recKey) (*chain, resolved) {
 	var root int64
 	for _, id := range st.byRecord[k] {
-		if id.outcome == OutcomeQuarantined {
+		if id.outcome == message.OutcomeQuarantined {
 			continue
 		}
 		switch id.key.Operation {
@@ -91,7 +92,7 @@ func (st *txState) resolveChain(k recKey) (*chain, resolved) {
 func (st *txState) resolveHold(k recKey) (*identity, *hold, resolved) {
 	var found *identity
 	for _, id := range st.byRecord[k] {
-		if id.outcome == OutcomeQuarantined {
+		if id.outcome == message.OutcomeQuarantined {
 			continue
 		}
 		if id.key.Operation != record.KindHold {
@@ -108,15 +109,15 @@ func (st *txState) resolveHold(k recKey) (*identity, *hold, resolved) {
 func (st *txState) waitFor(k recKey) (*effect, error) { return &effect{wait: &k}, nil }
 
 func (st *txState) invalidLink(ctx context.Context, d *decoded, detail string) (*effect, error) {
-	resp, err := st.quarantine(ctx, d, ReasonInvalidLink, detail)
+	resp, err := st.quarantine(ctx, d, message.ReasonInvalidLink, detail)
 	return &effect{resp: resp}, err
 }
 
 func (st *txState) applyUsage(ctx context.Context, d *decoded, id int64) (*effect, error) {
 	r := &d.rec
 	a := st.accounts[accountKey{r.TenantID, r.Subject, r.Currency}]
-	entries := []Entry{{bucketBalance, money.MustParse(r.Amount).Neg().String()}}
-	var links *Links
+	entries := []message.Entry{{Bucket: bucketBalance, Amount: money.MustParse(r.Amount).Neg().String()}}
+	var links *message.Links
 	var targetID int64
 	if r.HoldID != "" {
 		k, _ := target(r)
@@ -131,7 +132,7 @@ func (st *txState) applyUsage(ctx context.Context, d *decoded, id int64) (*effec
 			return st.invalidLink(ctx, d, fmt.Sprintf("hold %s is for %s in %s, the usage for %s in %s", r.HoldID, hid.subject, hid.currency, r.Subject, r.Currency))
 		}
 		targetID = hid.id
-		links = &Links{Hold: hid.settlementID}
+		links = &message.Links{Hold: hid.settlementID}
 		if h != nil && h.status == "active" {
 			if err := st.expireIfDue(ctx, h); err != nil {
 				return nil, err
@@ -140,7 +141,7 @@ func (st *txState) applyUsage(ctx context.Context, d *decoded, id int64) (*effec
 		if h != nil && h.status == "active" {
 			// Capture: the usage is charged in full and the hold's whole
 			// remainder is released (what it covered is now charged).
-			entries = append(entries, Entry{bucketHeld, h.remaining.Neg().String()})
+			entries = append(entries, message.Entry{Bucket: bucketHeld, Amount: h.remaining.Neg().String()})
 			h.status, h.remaining, h.closedBy, h.dirty = "captured", money.Dec{}, id, true
 		}
 	}
@@ -190,7 +191,7 @@ func (st *txState) applyCorrection(ctx context.Context, d *decoded, id int64) (*
 		return st.quarantineEffect(ctx, d, dec.Reason, fmt.Sprintf("chain is at finalization_version %d", ch.c.Version))
 	}
 	ch.c, ch.dirty = dec.Next, true
-	eff := st.settled(d, id, ch.a, &Links{Corrects: r.Corrects, Root: ch.rootSettlement}, Entry{bucketBalance, dec.Delta.String()})
+	eff := st.settled(d, id, ch.a, &message.Links{Corrects: r.Corrects, Root: ch.rootSettlement}, message.Entry{Bucket: bucketBalance, Amount: dec.Delta.String()})
 	eff.rootID = ch.rootID
 	return eff, nil
 }
@@ -205,7 +206,7 @@ func (st *txState) applyRefundOrReclaim(ctx context.Context, d *decoded, id int6
 		return st.invalidLink(ctx, d, fmt.Sprintf("the chain is for %s, the %s for %s", ch.rootSubject, r.Kind, r.Subject))
 	}
 	var dec corrections.Decision
-	links := &Links{Root: ch.rootSettlement}
+	links := &message.Links{Root: ch.rootSettlement}
 	if r.Kind == record.KindRefund {
 		dec = corrections.RefundChain(ch.c)
 	} else {
@@ -222,9 +223,9 @@ func (st *txState) applyRefundOrReclaim(ctx context.Context, d *decoded, id int6
 	default:
 		ch.reclaimID = id
 	}
-	var entries []Entry
+	var entries []message.Entry
 	if dec.WritesRow {
-		entries = append(entries, Entry{bucketBalance, dec.Delta.String()})
+		entries = append(entries, message.Entry{Bucket: bucketBalance, Amount: dec.Delta.String()})
 	}
 	eff := st.settled(d, id, ch.a, links, entries...)
 	eff.targetID = ch.rootID
@@ -235,7 +236,7 @@ func (st *txState) applyHold(ctx context.Context, d *decoded, id int64) (*effect
 	r := &d.rec
 	a := st.accounts[accountKey{r.TenantID, r.Subject, r.Currency}]
 	if !r.ExpiresAt.IsZero() && !r.ExpiresAt.After(st.now) {
-		return &effect{resp: st.refuse(d, ReasonExpired, "expires_at "+r.ExpiresAt.Format(time.RFC3339Nano)+" has passed")}, nil
+		return &effect{resp: st.refuse(d, message.ReasonExpired, "expires_at "+r.ExpiresAt.Format(time.RFC3339Nano)+" has passed")}, nil
 	}
 	if err := st.expireDue(ctx, a); err != nil {
 		return nil, err
@@ -243,9 +244,9 @@ func (st *txState) applyHold(ctx context.Context, d *decoded, id int64) (*effect
 	amount := money.MustParse(r.Amount)
 	available := a.balance.Sub(a.held)
 	if amount.Cmp(available) > 0 {
-		return &effect{resp: st.refuse(d, ReasonInsufficientFunds, "available "+available.String()+" "+r.Currency)}, nil
+		return &effect{resp: st.refuse(d, message.ReasonInsufficientFunds, "available "+available.String()+" "+r.Currency)}, nil
 	}
-	eff := st.settled(d, id, a, nil, Entry{bucketHeld, r.Amount})
+	eff := st.settled(d, id, a, nil, message.Entry{Bucket: bucketHeld, Amount: r.Amount})
 	var exp *time.Time
 	if !r.ExpiresAt.IsZero() {
 		t := r.ExpiresAt
@@ -269,8 +270,8 @@ func (st *txState) applyHoldRelease(ctx context.Context, d *decoded, id int64) (
 	if hid.subject != r.Subject {
 		return st.invalidLink(ctx, d, fmt.Sprintf("the hold is for %s, the release for %s", hid.subject, r.Subject))
 	}
-	links := &Links{Hold: hid.settlementID}
-	var entries []Entry
+	links := &message.Links{Hold: hid.settlementID}
+	var entries []message.Entry
 	if h != nil && h.status == "active" {
 		if err := st.expireIfDue(ctx, h); err != nil {
 			return nil, err
@@ -280,7 +281,7 @@ func (st *txState) applyHoldRelease(ctx context.Context, d *decoded, id int64) (
 	if h != nil {
 		a = h.a
 		if h.status == "active" {
-			entries = append(entries, Entry{bucketHeld, h.remaining.Neg().String()})
+			entries = append(entries, message.Entry{Bucket: bucketHeld, Amount: h.remaining.Neg().String()})
 			h.status, h.remaining, h.closedBy, h.dirty = "released", money.Dec{}, id, true
 		}
 	}
@@ -320,7 +321,7 @@ func (st *txState) expireIfDue(ctx context.Context, h *hold) error {
 	rec := record.Record{TenantID: key.TenantID, AccountPeriod: key.AccountPeriod, RecordID: key.RecordID, Kind: record.KindExpire, Subject: h.a.key.subject, OccurredAt: *h.expiresAt}
 	canonical := record.Canonical(&rec)
 	d := &decoded{in: &Input{Topic: "", Partition: 0, Offset: 0}, id: key, canonical: canonical, fp: record.Sum(canonical), rec: rec}
-	eff := st.settled(d, id, h.a, &Links{Hold: h.settlementID}, Entry{bucketHeld, h.remaining.Neg().String()})
+	eff := st.settled(d, id, h.a, &message.Links{Hold: h.settlementID}, message.Entry{Bucket: bucketHeld, Amount: h.remaining.Neg().String()})
 	eff.targetID = h.identityID
 	h.status, h.remaining, h.closedBy, h.dirty = "expired", money.Dec{}, id, true
 	st.claim(d, id, eff)
@@ -331,13 +332,13 @@ func (st *txState) expireIfDue(ctx context.Context, h *hold) error {
 // ledger rows, the account's new cached state and sequence. A settlement
 // without entries (a success recorded, a release of nothing) moves nothing
 // and takes no sequence number.
-func (st *txState) settled(d *decoded, id int64, a *account, links *Links, entries ...Entry) *effect {
+func (st *txState) settled(d *decoded, id int64, a *account, links *message.Links, entries ...message.Entry) *effect {
 	if a == nil {
 		if len(entries) > 0 {
 			panic(fmt.Sprintf("settle: %s: account not locked", d.id))
 		}
 		// Nothing moves (a release of a refused hold): no account needed.
-		resp := st.response(d, OutcomeSettled, "")
+		resp := st.response(d, message.OutcomeSettled, "")
 		resp.SettlementID, resp.Links = settlementID(d.id), links
 		return &effect{resp: resp}
 	}
@@ -350,13 +351,13 @@ func (st *txState) settled(d *decoded, id int64, a *account, links *Links, entri
 		case bucketHeld:
 			a.held, a.heldDelta = a.held.Add(amt), a.heldDelta.Add(amt)
 		}
-		a.head = ChainHash(a.head, a.key.tenant, a.key.subject, a.key.currency, sid, e.Bucket, amt.String())
+		a.head = message.ChainHash(a.head, a.key.tenant, a.key.subject, a.key.currency, sid, e.Bucket, amt.String())
 		st.entries = append(st.entries, entryRow{identityID: id, accountID: a.id, tenant: a.key.tenant, bucket: e.Bucket, amount: amt, hash: a.head})
 	}
 	if a.held.Sign() < 0 {
 		panic(fmt.Sprintf("settle: %s: held amount of account %d would be %s", d.id, a.id, a.held))
 	}
-	resp := st.response(d, OutcomeSettled, "")
+	resp := st.response(d, message.OutcomeSettled, "")
 	resp.SettlementID = sid
 	resp.Subject, resp.Currency = a.key.subject, a.key.currency
 	resp.Entries, resp.Links = entries, links
@@ -370,27 +371,28 @@ func (st *txState) settled(d *decoded, id int64, a *account, links *Links, entri
 }
 
 // response starts the stored response of d.
-func (st *txState) response(d *decoded, outcome Outcome, reason string) *Response {
+func (st *txState) response(d *decoded, outcome message.Outcome, reason string) *message.Response {
 	occurred := d.rec.OccurredAt
-	resp := &Response{
-		Version:     SchemaVersionOutput,
+	resp := &message.Response{
+		Version:     message.SchemaVersionOutput,
 		Outcome:     outcome,
 		Reason:      reason,
-		Identity:    identityJSON(d.id),
+		Identity:    message.IdentityOf(d.id),
 		Kind:        string(d.rec.Kind),
 		Subject:     d.rec.Subject,
 		CommittedAt: st.now,
 		OccurredAt:  &occurred,
 	}
 	if d.in.Topic != "" {
-		resp.SourceRecord = &Coordinates{d.in.Topic, d.in.Partition, d.in.Offset}
+		source := d.in.coordinates()
+		resp.SourceRecord = &source
 	}
 	return resp
 }
 
 // refuse returns a stored refusal: no effect, and every retry gets it again.
-func (st *txState) refuse(d *decoded, reason, detail string) *Response {
-	resp := st.response(d, OutcomeRefused, reason)
+func (st *txState) refuse(d *decoded, reason, detail string) *message.Response {
+	resp := st.response(d, message.OutcomeRefused, reason)
 	resp.Detail = detail
 	return resp
 }
@@ -402,12 +404,12 @@ func (st *txState) quarantineEffect(ctx context.Context, d *decoded, reason, det
 
 // quarantine opens a rule-based case for a new identity and returns its
 // stored response.
-func (st *txState) quarantine(ctx context.Context, d *decoded, reason, detail string) (*Response, error) {
+func (st *txState) quarantine(ctx context.Context, d *decoded, reason, detail string) (*message.Response, error) {
 	caseID, err := st.openCase(ctx, d, reason, 0, nil, d.canonical, detail)
 	if err != nil {
 		return nil, err
 	}
-	resp := st.response(d, OutcomeQuarantined, reason)
+	resp := st.response(d, message.OutcomeQuarantined, reason)
 	resp.Detail, resp.CaseID = detail, caseID
 	return resp, nil
 }

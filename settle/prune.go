@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/settlehq/settle/settle/internal/db"
+	"github.com/settlehq/settle/settle/message"
 )
 
 // PruneOptions says what Prune may remove beyond what is always
@@ -56,7 +57,7 @@ func (s *Store) Prune(ctx context.Context, opts PruneOptions) ([]PruneCount, err
 // DeadLettersReplayed records that the dead letters ids were replayed to
 // the coordinates to (in the same order): a replayed dead letter is
 // operational history that Prune removes.
-func (s *Store) DeadLettersReplayed(ctx context.Context, ids []int64, to []Coordinates) error {
+func (s *Store) DeadLettersReplayed(ctx context.Context, ids []int64, to []message.Coordinates) error {
 	if len(ids) != len(to) {
 		return fmt.Errorf("record dead-letter replays: %d ids for %d coordinates", len(ids), len(to))
 	}

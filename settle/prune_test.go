@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/message"
 	"github.com/settlehq/settle/settle/outbox"
 	"github.com/settlehq/settle/settle/settletest"
 )
@@ -46,18 +47,18 @@ func publishAll(t *testing.T, s *settle.Store) {
 // letter), a record of an open period and an exact repeat of the usage
 // under other coordinates (offset 4, a delivery_repeats row); publishes
 // the outbox and closes 2026-11.
-func pruneFixture(t *testing.T, s *settle.Store) settle.Result {
+func pruneFixture(t *testing.T, s *settle.Store) message.Result {
 	t.Helper()
 	ctx := context.Background()
 	first := mustSettle(t, s, batch(0, 0, rec("record_id", "u-1")))[0]
-	if first.Outcome != settle.OutcomeSettled {
-		t.Fatalf("first delivery: %v", outcomes([]settle.Result{first}))
+	if first.Outcome != message.OutcomeSettled {
+		t.Fatalf("first delivery: %v", outcomes([]message.Result{first}))
 	}
 	mustSettle(t, s, batch(0, 1, rec("record_id", "u-1", "amount", "41", "quantity", "41")))
 	mustSettle(t, s, []settle.Input{{Topic: "usage", Partition: 0, Offset: 2, Value: []byte("{not json")}})
 	mustSettle(t, s, batch(0, 3, rec("record_id", "u-open", "account_period", "2026-12")))
-	if dup := mustSettle(t, s, batch(0, 4, rec("record_id", "u-1")))[0]; dup.Outcome != settle.OutcomeDuplicate {
-		t.Fatalf("repeat: %v", outcomes([]settle.Result{dup}))
+	if dup := mustSettle(t, s, batch(0, 4, rec("record_id", "u-1")))[0]; dup.Outcome != message.OutcomeDuplicate {
+		t.Fatalf("repeat: %v", outcomes([]message.Result{dup}))
 	}
 	publishAll(t, s)
 	if _, err := s.ClosePeriod(ctx, "acme", "2026-11", "test"); err != nil {
@@ -131,7 +132,7 @@ func TestPruneThenRedeliverIsDuplicate(t *testing.T) {
 				t.Fatalf("identities, ledger rows, cases, accounts: %v before prune, %v after", before, after)
 			}
 			again := mustSettle(t, s, batch(0, 4, rec("record_id", "u-1")))[0]
-			if again.Outcome != settle.OutcomeDuplicate || !bytes.Equal(again.Response, first.Response) {
+			if again.Outcome != message.OutcomeDuplicate || !bytes.Equal(again.Response, first.Response) {
 				t.Fatalf("redelivery after prune: %s %s, want duplicate with the stored response %s", again.Outcome, again.Response, first.Response)
 			}
 			if after := kept(); after != before {
@@ -239,7 +240,7 @@ func TestPruneReplayedDeadLetters(t *testing.T) {
 	mustSettle(t, s, []settle.Input{{Topic: "usage", Partition: 0, Offset: 0, Value: []byte("{not json")},
 		{Topic: "usage", Partition: 0, Offset: 1, Value: []byte("{nor this")}})
 	replayedID := count(t, pool, `SELECT id FROM dead_letters WHERE "offset" = 0`)
-	if err := s.DeadLettersReplayed(ctx, []int64{int64(replayedID)}, []settle.Coordinates{{Topic: "usage", Partition: 0, Offset: 7}}); err != nil {
+	if err := s.DeadLettersReplayed(ctx, []int64{int64(replayedID)}, []message.Coordinates{{Topic: "usage", Partition: 0, Offset: 7}}); err != nil {
 		t.Fatal(err)
 	}
 	cs, err := s.Prune(ctx, settle.PruneOptions{})

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/message"
 	"github.com/settlehq/settle/settle/reconcile"
 )
 
@@ -101,7 +101,7 @@ func TestWakeWaitingSafetyNet(t *testing.T) {
 	s := newStore(t)
 	ctx := context.Background()
 	rs := mustSettle(t, s, batch(0, 0, signal("refund", "u-1", "cust-1")))
-	if rs[0].Outcome != settle.OutcomeWaiting {
+	if rs[0].Outcome != message.OutcomeWaiting {
 		t.Fatalf("refund = %s, want waiting", rs[0].Outcome)
 	}
 	// The target settles while its transaction cannot see the waiting row:
@@ -202,7 +202,7 @@ func TestPeriodCloseWaitsForBatchesInFlight(t *testing.T) {
 	if _, err := blocker.Exec(ctx, `SELECT 1 FROM accounts WHERE subject = 'cust-1' FOR UPDATE`); err != nil {
 		t.Fatal(err)
 	}
-	inFlight := make(chan settle.Result, 1)
+	inFlight := make(chan message.Result, 1)
 	go func() {
 		rs, err := s.Settle(ctx, "g", s.Decode(batch(0, 1, rec("record_id", "u-1"))))
 		if err != nil {
@@ -261,7 +261,7 @@ func TestSameWaitingOperationFromTwoWriters(t *testing.T) {
 		c := rec("kind", "correction", "record_id", fmt.Sprintf("c-%d", i), "corrects", fmt.Sprintf("u-%d", i), "amount", "4", "finalization_version", 2)
 		start := make(chan struct{})
 		var wg sync.WaitGroup
-		outcomes := make([]settle.Outcome, 2)
+		outcomes := make([]message.Outcome, 2)
 		for w := 0; w < 2; w++ {
 			wg.Add(1)
 			go func() {
@@ -280,9 +280,9 @@ func TestSameWaitingOperationFromTwoWriters(t *testing.T) {
 		if t.Failed() {
 			return
 		}
-		got := map[settle.Outcome]int{outcomes[0]: 1}
+		got := map[message.Outcome]int{outcomes[0]: 1}
 		got[outcomes[1]]++
-		if got[settle.OutcomeWaiting] != 1 || got[settle.OutcomeDuplicate] != 1 {
+		if got[message.OutcomeWaiting] != 1 || got[message.OutcomeDuplicate] != 1 {
 			t.Fatalf("correction %d: outcomes %v, want one waiting and one duplicate", i, outcomes)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/settlehq/settle/internal/money"
 	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/settle/internal/db"
+	"github.com/settlehq/settle/settle/message"
 )
 
 // OperationResolution is the operation of the identity an accepted case
@@ -105,7 +106,7 @@ func (s *Store) resolveAttempt(ctx context.Context, req ResolveRequest, locks pe
 	}
 	key := record.Identity{TenantID: c.TenantID, AccountPeriod: c.AccountPeriod, RecordID: c.RecordID, Operation: record.Kind(c.Operation)}
 	reason, incoming := c.Reason, c.IncomingCanonical
-	src := Coordinates{Topic: c.Topic, Partition: c.Partition, Offset: c.Offset}
+	src := message.Coordinates{Topic: c.Topic, Partition: c.Partition, Offset: c.Offset}
 	if c.Decision != "" {
 		return &Resolution{CaseID: req.CaseID, Decision: c.Decision, Status: c.Status, SettlementID: c.SettlementID, Response: c.Response, Replayed: true}, nil
 	}
@@ -124,11 +125,11 @@ func (s *Store) resolveAttempt(ctx context.Context, req ResolveRequest, locks pe
 	st := s.newTxState(tx, 1, s.now(), locks)
 	res := &Resolution{CaseID: req.CaseID, Decision: req.Decision, Status: "rejected"}
 	var identityID int64
-	final := Result{Version: SchemaVersionOutput, Source: src, CaseID: req.CaseID}
-	idj := identityJSON(key)
+	final := message.Result{Version: message.SchemaVersionOutput, Source: src, CaseID: req.CaseID}
+	idj := message.IdentityOf(key)
 	final.Identity = &idj
 	if req.Decision == "reject" {
-		final.Outcome, final.Reason = OutcomeQuarantined, "rejected"
+		final.Outcome, final.Reason = message.OutcomeQuarantined, "rejected"
 	} else {
 		d, err := st.resolutionRecord(ctx, req, key, reason, incoming)
 		if err != nil {
@@ -138,12 +139,12 @@ func (s *Store) resolveAttempt(ctx context.Context, req ResolveRequest, locks pe
 		if err != nil {
 			return nil, err
 		}
-		if p.Outcome != OutcomeSettled {
+		if p.Outcome != message.OutcomeSettled {
 			return nil, &ResolveError{fmt.Sprintf("the correction would be %s %s: state another amount or reject", p.Outcome, p.Reason)}
 		}
 		identityID = p.identityID
 		res.Status, res.SettlementID, res.Response = "accepted", settlementID(d.id), p.Response
-		final.Outcome, final.Response = OutcomeSettled, p.Response
+		final.Outcome, final.Response = message.OutcomeSettled, p.Response
 	}
 	st.queueResult(nil, final)
 	if err := st.checkLocks(); err != nil {
@@ -169,7 +170,7 @@ func (s *Store) resolveAttempt(ctx context.Context, req ResolveRequest, locks pe
 // current version, which the resolution does not change.
 func (st *txState) resolutionRecord(ctx context.Context, req ResolveRequest, key record.Identity, reason string, incoming []byte) (*decoded, error) {
 	in, err := st.s.dec.Decode(incoming, nil)
-	if err != nil && reason != ReasonFingerprintMismatch {
+	if err != nil && reason != message.ReasonFingerprintMismatch {
 		// Canonical payloads of refunds, reclaims and releases lack subject
 		// and time; they name no chain to correct.
 		return nil, &ResolveError{"this record names no usage chain to correct: reject the case"}
@@ -177,7 +178,7 @@ func (st *txState) resolutionRecord(ctx context.Context, req ResolveRequest, key
 	var target recKey
 	amount := req.Amount
 	switch reason {
-	case ReasonFingerprintMismatch:
+	case message.ReasonFingerprintMismatch:
 		switch key.Operation {
 		case record.KindUsage, record.KindCorrection, record.KindReversal:
 		default:
@@ -187,7 +188,7 @@ func (st *txState) resolutionRecord(ctx context.Context, req ResolveRequest, key
 		if amount == "" {
 			amount = in.Amount
 		}
-	case ReasonOrphan:
+	case message.ReasonOrphan:
 		return nil, &ResolveError{"an orphan is applied by itself when its target arrives: wait, or reject the case"}
 	default: // invalid_link, target_refunded, version_conflict
 		if in.Kind != record.KindCorrection && in.Kind != record.KindReversal && in.Kind != record.KindUsage {

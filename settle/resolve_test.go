@@ -8,6 +8,7 @@ import (
 
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/inspect"
+	"github.com/settlehq/settle/settle/message"
 )
 
 func TestResolveFingerprintMismatchAsCorrection(t *testing.T) {
@@ -17,7 +18,7 @@ func TestResolveFingerprintMismatchAsCorrection(t *testing.T) {
 	u := rec("amount", "40")
 	rs := mustSettle(t, s, batch(0, 0, u, clone(u, "amount", "55")))
 	caseID := rs[1].CaseID
-	if rs[1].Outcome != settle.OutcomeQuarantined || caseID == 0 {
+	if rs[1].Outcome != message.OutcomeQuarantined || caseID == 0 {
 		t.Fatalf("conflict: %+v", rs[1])
 	}
 	// A double submit, raced: one resolution, one correction.
@@ -67,7 +68,7 @@ func TestResolveRejectAndStatedCorrection(t *testing.T) {
 	u := rec("record_id", "u-9", "amount", "10", "finalization_version", 3)
 	c := rec("kind", "correction", "record_id", "c-9", "corrects", "u-9", "amount", "12", "finalization_version", 3)
 	rs := mustSettle(t, s, batch(0, 0, u, c, clone(u, "amount", "11")))
-	if rs[1].Reason != settle.ReasonVersionConflict || rs[2].Reason != settle.ReasonFingerprintMismatch {
+	if rs[1].Reason != message.ReasonVersionConflict || rs[2].Reason != message.ReasonFingerprintMismatch {
 		t.Fatalf("outcomes %v", outcomes(rs))
 	}
 	// version_conflict needs a stated amount.
@@ -124,7 +125,7 @@ func TestResolutionAfterTheChainMoved(t *testing.T) {
 		t.Errorf("balance after the resolution = %s, want -15 (the chain restated to the incoming 15)", b)
 	}
 	rs = mustSettle(t, s, batch(0, 3, rec("kind", "correction", "record_id", "c-3", "corrects", "u-1", "amount", "25", "finalization_version", 3)))
-	if rs[0].Outcome != settle.OutcomeSettled {
+	if rs[0].Outcome != message.OutcomeSettled {
 		t.Errorf("the producer's v3 after the resolution: %v, want settled", outcomes(rs))
 	}
 	if b := balance(t, s.Pool(), "acme", "cust-1", "USD"); b != "-25" {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/inspect"
+	"github.com/settlehq/settle/settle/message"
 	"github.com/settlehq/settle/settle/outbox"
 	"github.com/settlehq/settle/settle/reconcile"
 	"github.com/settlehq/settle/settle/settletest"
@@ -24,7 +25,7 @@ func TestServiceRoleCannotRewriteHistory(t *testing.T) {
 	s := newStore(t)
 	ctx := context.Background()
 	rs := mustSettle(t, s, batch(0, 0, grant("g-1", "c", "5"), rec("record_id", "u-1"), rec("record_id", "u-1", "amount", "41")))
-	if rs[2].Outcome != settle.OutcomeQuarantined {
+	if rs[2].Outcome != message.OutcomeQuarantined {
 		t.Fatalf("fixture: %v", outcomes(rs))
 	}
 	if _, err := s.Pool().Exec(context.Background(), `INSERT INTO case_resolutions (case_id, tenant_id, decision, reason, resolved_by)

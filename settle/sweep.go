@@ -7,6 +7,7 @@ import (
 
 	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/settle/internal/db"
+	"github.com/settlehq/settle/settle/message"
 )
 
 // sweepPageMax bounds the work of one sweep transaction.
@@ -58,8 +59,8 @@ func (s *Store) sweepOrphansOnce(ctx context.Context, orphanAfter time.Duration,
 		if w == nil || w.status != "waiting" {
 			continue
 		}
-		final := Result{Version: SchemaVersionOutput, Source: Coordinates{w.d.in.Topic, w.d.in.Partition, w.d.in.Offset}}
-		idj := identityJSON(w.d.id)
+		final := message.Result{Version: message.SchemaVersionOutput, Source: w.d.in.coordinates()}
+		idj := message.IdentityOf(w.d.id)
 		final.Identity = &idj
 		if w.d.rec.Kind == record.KindUsage && w.d.rec.HoldID != "" {
 			// A capture whose hold never came is charged as plain usage.
@@ -71,13 +72,13 @@ func (s *Store) sweepOrphansOnce(ctx context.Context, orphanAfter time.Duration,
 			w.status, w.dirty = "applied", true
 			final.Outcome, final.Reason, final.Response = p.Outcome, p.Reason, p.Response
 		} else {
-			caseID, err := st.openCase(ctx, w.d, ReasonOrphan, 0, nil, w.canonical,
+			caseID, err := st.openCase(ctx, w.d, message.ReasonOrphan, 0, nil, w.canonical,
 				fmt.Sprintf("its target %s of period %s has not settled after %s", w.target.record, w.target.period, orphanAfter))
 			if err != nil {
 				return 0, err
 			}
 			w.status, w.caseID, w.dirty = "orphaned", caseID, true
-			final.Outcome, final.Reason, final.CaseID = OutcomeQuarantined, ReasonOrphan, caseID
+			final.Outcome, final.Reason, final.CaseID = message.OutcomeQuarantined, message.ReasonOrphan, caseID
 		}
 		st.queueResult(w.d.in.Key, final)
 	}

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/settlehq/settle/record"
-	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/message"
 )
 
 func TestOrphansAndAutoResolve(t *testing.T) {
@@ -41,15 +41,15 @@ func TestOrphansAndAutoResolve(t *testing.T) {
 		t.Fatal(err)
 	}
 	again := mustSettle(t, s, batch(0, 0, refund, capture))
-	if r := again[0]; !r.Redelivered || r.Outcome != settle.OutcomeQuarantined || r.Reason != settle.ReasonOrphan || r.CaseID != orphanCase {
+	if r := again[0]; !r.Redelivered || r.Outcome != message.OutcomeQuarantined || r.Reason != message.ReasonOrphan || r.CaseID != orphanCase {
 		t.Errorf("redelivered refund = %s/%s case %d, want quarantined/orphan case %d", r.Outcome, r.Reason, r.CaseID, orphanCase)
 	}
-	if r := again[1]; !r.Redelivered || r.Outcome != settle.OutcomeSettled || len(r.Response) == 0 {
+	if r := again[1]; !r.Redelivered || r.Outcome != message.OutcomeSettled || len(r.Response) == 0 {
 		t.Errorf("redelivered capture = %s with response %q, want settled with its response", r.Outcome, r.Response)
 	}
 	// The target arrives: the refund is applied and its case closes itself.
 	mustSettle(t, s, batch(1, 0, rec("record_id", "job-1", "amount", "40")))
-	if r := mustSettle(t, s, batch(0, 0, refund))[0]; r.Outcome != settle.OutcomeSettled || r.CaseID != 0 {
+	if r := mustSettle(t, s, batch(0, 0, refund))[0]; r.Outcome != message.OutcomeSettled || r.CaseID != 0 {
 		t.Errorf("refund redelivered after it was applied = %s case %d, want settled", r.Outcome, r.CaseID)
 	}
 	if b := balance(t, s.Pool(), "acme", "cust-1", "USD"); b != "-5" {
@@ -86,7 +86,7 @@ func TestHoldExpiry(t *testing.T) {
 	// released in its transaction first.
 	rs = mustSettle(t, s, batch(0, 3, rec("kind", "hold", "record_id", "h-3", "amount", "90",
 		"meter", nil, "quantity", nil, "unit", nil, "finalization_version", nil)))
-	if rs[0].Outcome != settle.OutcomeSettled {
+	if rs[0].Outcome != message.OutcomeSettled {
 		t.Fatalf("hold after expiry: %v", outcomes(rs))
 	}
 	if n := count(t, s.Pool(), `SELECT count(*) FROM identities WHERE operation = 'expire'`); n != 1 {

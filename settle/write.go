@@ -8,6 +8,7 @@ import (
 
 	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/settle/internal/db"
+	"github.com/settlehq/settle/settle/message"
 )
 
 type deadLetterRow struct {
@@ -31,7 +32,7 @@ func (dl deadLetterRow) outboxHeaders(truncated bool) []byte {
 		record.Header{Key: "dlq_source_partition", Value: []byte(strconv.Itoa(int(dl.in.Partition)))},
 		record.Header{Key: "dlq_source_offset", Value: []byte(strconv.FormatInt(dl.in.Offset, 10))},
 		record.Header{Key: "dlq_attempts", Value: []byte(strconv.Itoa(dl.attempts))},
-		record.Header{Key: "version", Value: []byte(strconv.Itoa(SchemaVersionOutput))},
+		record.Header{Key: "version", Value: []byte(strconv.Itoa(message.SchemaVersionOutput))},
 	)
 	if truncated {
 		hs = append(hs, record.Header{Key: DeadLetterValueTruncatedHeader, Value: strconv.AppendInt(nil, int64(len(dl.in.Value)), 10)})
@@ -221,7 +222,7 @@ func (st *txState) queueOutbox(ctx context.Context, q *db.Queries) {
 		return
 	}
 	u := db.OutboxInsertParams{
-		SettlementVersion: int16(SchemaVersionOutput),
+		SettlementVersion: int16(message.SchemaVersionOutput),
 		Topic:             make([]string, 0, n), Key: make([][]byte, 0, n), Value: make([][]byte, 0, n),
 		Headers: make([][]byte, 0, n), IdentityID: make([]int64, 0, n), Sequence: make([]int64, 0, n),
 		Kind: make([]string, 0, n), TenantID: make([]string, 0, n),

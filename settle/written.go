@@ -4,6 +4,7 @@ import (
 	"sync"
 
 	"github.com/settlehq/settle/settle/internal/db"
+	"github.com/settlehq/settle/settle/message"
 )
 
 // writtenMax bounds the settlements kept for the relay (≈ 1 KB each): a
@@ -57,7 +58,7 @@ func (c *writtenCache) keep(st *txState, rows []db.OutboxInsertRow) {
 			byIdentity[o.identity.id] = o
 		}
 	}
-	version := int16(SchemaVersionOutput)
+	version := int16(message.SchemaVersionOutput)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.byID == nil || len(c.byID)+len(rows) > writtenMax {

@@ -22,6 +22,7 @@ import (
 	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/service"
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/message"
 	"github.com/settlehq/settle/settle/settletest"
 )
 
@@ -47,7 +48,7 @@ func newAnalystDB(t *testing.T) *analystDB {
 	return &analystDB{url: url, store: s, api: api}
 }
 
-func (d *analystDB) settle(t *testing.T, ins ...settle.Input) []settle.Result {
+func (d *analystDB) settle(t *testing.T, ins ...settle.Input) []message.Result {
 	t.Helper()
 	rs, err := d.store.Settle(context.Background(), "g", d.store.Decode(ins))
 	if err != nil {
@@ -108,7 +109,7 @@ func TestConflictsCLI(t *testing.T) {
 		settle.Input{Topic: "usage", Offset: 5, Value: []byte(`{"tenant_id":"acme", nope`)},
 	)
 	acme, globex := rs[2].CaseID, rs[4].CaseID
-	if acme == 0 || globex == 0 || rs[5].Outcome != settle.OutcomeDeadLettered {
+	if acme == 0 || globex == 0 || rs[5].Outcome != message.OutcomeDeadLettered {
 		t.Fatalf("fixture outcomes: %+v", rs)
 	}
 
@@ -237,7 +238,7 @@ func TestDLQReplayTwice(t *testing.T) {
 			Headers: []record.Header{{Key: "trace", Value: []byte("abc")}}, Exhausted: &settle.Exhausted{Err: "timeout", Attempts: 5}},
 		settle.Input{Topic: "usage", Offset: 1001, Value: []byte(`not json`)},
 	)
-	if rs[0].Reason != settle.ReasonTransientExhausted || rs[1].Reason != settle.ReasonInvalidJSON {
+	if rs[0].Reason != message.ReasonTransientExhausted || rs[1].Reason != message.ReasonInvalidJSON {
 		t.Fatalf("fixture: %+v", rs)
 	}
 
@@ -248,7 +249,7 @@ func TestDLQReplayTwice(t *testing.T) {
 	defer cl.Close()
 	// pipeline consumes n records from the topic and settles them, as the
 	// consumer would.
-	pipeline := func(n int) []settle.Result {
+	pipeline := func(n int) []message.Result {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -301,11 +302,11 @@ func TestDLQReplayTwice(t *testing.T) {
 	d.cli(t, 1, "dlq", "replay", "--id", "424242", "--dry-run")
 }
 
-func outcomes(rs []settle.Result) string {
+func outcomes(rs []message.Result) string {
 	out := make([]string, len(rs))
 	for i, r := range rs {
 		out[i] = string(r.Outcome)
-		if r.Outcome == settle.OutcomeDeadLettered && r.Reason != settle.ReasonInvalidJSON {
+		if r.Outcome == message.OutcomeDeadLettered && r.Reason != message.ReasonInvalidJSON {
 			out[i] += "(" + r.Reason + ": " + r.Error + ")"
 		}
 	}

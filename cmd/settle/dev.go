@@ -21,6 +21,7 @@ import (
 	"github.com/settlehq/settle/internal/pgcluster"
 	"github.com/settlehq/settle/service"
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/message"
 	"github.com/settlehq/settle/settle/schema"
 )
 
@@ -208,12 +209,12 @@ func (c *devCmd) sample(a *app, brokers []string) error {
 		return err
 	}
 	var mu sync.Mutex
-	lineAt := map[settle.Coordinates]int{} // where each sample line landed
+	lineAt := map[message.Coordinates]int{} // where each sample line landed
 	n, err := produceLines(a.ctx, cl, "usage", strings.NewReader(strings.Join(lines, "\n")), produceOptions{LineBytesMax: 1 << 20,
 		Acked: func(line int, r *kgo.Record, err error) {
 			if err == nil {
 				mu.Lock()
-				lineAt[settle.Coordinates{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}] = line
+				lineAt[message.Coordinates{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}] = line
 				mu.Unlock()
 			}
 		}})
@@ -228,7 +229,7 @@ func (c *devCmd) sample(a *app, brokers []string) error {
 		return err
 	}
 	fmt.Fprintln(a.stdout, "\nthe sample, record by record (outcomes as published on usage.results):")
-	counts := map[settle.Outcome]int{}
+	counts := map[message.Outcome]int{}
 	for i, r := range records {
 		res, ok := results[i+1]
 		outcome := "no result yet"
@@ -245,8 +246,7 @@ func (c *devCmd) sample(a *app, brokers []string) error {
 		fmt.Fprintf(a.stdout, "  %2d  %-46s -> %s\n", i+1, r.note, outcome)
 	}
 	var sum []string
-	for _, o := range []settle.Outcome{settle.OutcomeSettled, settle.OutcomeDuplicate, settle.OutcomeQuarantined,
-		settle.OutcomeWaiting, settle.OutcomeRefused, settle.OutcomeDeadLettered} {
+	for _, o := range []message.Outcome{message.OutcomeSettled, message.OutcomeDuplicate, message.OutcomeQuarantined, message.OutcomeWaiting, message.OutcomeRefused, message.OutcomeDeadLettered} {
 		if counts[o] > 0 {
 			sum = append(sum, fmt.Sprintf("%d %s", counts[o], o))
 		}
@@ -258,20 +258,20 @@ func (c *devCmd) sample(a *app, brokers []string) error {
 // sampleResults reads usage.results until every sample line has a final
 // result (a waiting record's final result follows its first) and returns
 // them by line number.
-func (c *devCmd) sampleResults(a *app, brokers []string, lineAt map[settle.Coordinates]int, want int) (map[int]settle.Result, error) {
+func (c *devCmd) sampleResults(a *app, brokers []string, lineAt map[message.Coordinates]int, want int) (map[int]message.Result, error) {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kafkaLogger(a),
 		kgo.ConsumeTopics("usage.results"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
 		return nil, err
 	}
 	defer cl.Close()
-	out := map[int]settle.Result{}
+	out := map[int]message.Result{}
 	final := func() bool {
 		if len(out) < want {
 			return false
 		}
 		for _, r := range out {
-			if r.Outcome == settle.OutcomeWaiting {
+			if r.Outcome == message.OutcomeWaiting {
 				return false
 			}
 		}
@@ -289,7 +289,7 @@ func (c *devCmd) sampleResults(a *app, brokers []string, lineAt map[settle.Coord
 			return out, a.ctx.Err()
 		}
 		fetches.EachRecord(func(rec *kgo.Record) {
-			var r settle.Result
+			var r message.Result
 			if json.Unmarshal(rec.Value, &r) != nil {
 				return
 			}

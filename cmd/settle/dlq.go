@@ -16,6 +16,7 @@ import (
 	"github.com/settlehq/settle/service"
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/inspect"
+	"github.com/settlehq/settle/settle/message"
 )
 
 // dlqCmd inspects and replays dead letters.
@@ -174,11 +175,11 @@ type dlqReplayCmd struct {
 
 // replayed is what a replay did with one dead letter.
 type replayed struct {
-	ID     int64               `json:"id"`
-	Reason string              `json:"reason"`
-	From   settle.Coordinates  `json:"from"`
-	To     *settle.Coordinates `json:"to,omitempty"` // nil on a dry run
-	DryRun bool                `json:"dry_run,omitempty"`
+	ID     int64                `json:"id"`
+	Reason string               `json:"reason"`
+	From   message.Coordinates  `json:"from"`
+	To     *message.Coordinates `json:"to,omitempty"` // nil on a dry run
+	DryRun bool                 `json:"dry_run,omitempty"`
 }
 
 func (c *dlqReplayCmd) Run(a *app) error {
@@ -253,7 +254,7 @@ func (c *dlqReplayCmd) deadLetters(a *app, store *settle.Store) (first []inspect
 // dead letter, counting them in n.
 func (c *dlqReplayCmd) replay(a *app, cl *kgo.Client, store *settle.Store, batch []inspect.DeadLetter, n *int) error {
 	var (
-		to  []settle.Coordinates
+		to  []message.Coordinates
 		err error
 	)
 	if cl != nil {

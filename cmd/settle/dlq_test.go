@@ -11,6 +11,7 @@ import (
 	"github.com/settlehq/settle/relay"
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/inspect"
+	"github.com/settlehq/settle/settle/message"
 	"github.com/settlehq/settle/settle/outbox"
 	"github.com/settlehq/settle/settle/reconcile"
 )
@@ -27,7 +28,7 @@ func TestDLQShowAndParked(t *testing.T) {
 	big := []byte(`{"tenant_id":"acme","pad":"` + strings.Repeat("x", settle.DeadLetterValueBytesMaxDefault) + `"}`)
 	rs := d.settle(t, settle.Input{Topic: "usage", Partition: 0, Offset: 7, Key: []byte("acme/cust-1"), Value: big,
 		Headers: []record.Header{{Key: "origin", Value: []byte("test")}}})
-	if rs[0].Outcome != settle.OutcomeDeadLettered || rs[0].Reason != "too_large" {
+	if rs[0].Outcome != message.OutcomeDeadLettered || rs[0].Reason != "too_large" {
 		t.Fatalf("fixture: %+v", rs[0])
 	}
 	ctx := context.Background()

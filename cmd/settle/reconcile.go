@@ -14,7 +14,7 @@ import (
 
 	"github.com/settlehq/settle/internal/kafkahdr"
 	"github.com/settlehq/settle/record"
-	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/message"
 	"github.com/settlehq/settle/settle/reconcile"
 )
 
@@ -160,7 +160,7 @@ func (c *reconcileCmd) readKafka(a *app, kopts []kgo.Opt, in *reconcile.Input) e
 		if err != nil || rec.TenantID != c.Tenant || rec.AccountPeriod != c.Period {
 			return // a dead letter, or another tenant's or period's
 		}
-		in.Source = append(in.Source, reconcile.SourceRecord{Source: settle.Coordinates{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset},
+		in.Source = append(in.Source, reconcile.SourceRecord{Source: message.Coordinates{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset},
 			RecordID: rec.RecordID, Operation: string(rec.Kind)})
 	})
 	if err != nil {
@@ -168,7 +168,7 @@ func (c *reconcileCmd) readKafka(a *app, kopts []kgo.Opt, in *reconcile.Input) e
 	}
 	in.SourceRead, in.SourceStart = true, starts
 	_, err = readTopic(ctx, adm, c.Brokers, kopts, c.SettlementsTopic, func(r *kgo.Record) {
-		var resp settle.Response
+		var resp message.Response
 		if json.Unmarshal(r.Value, &resp) != nil || resp.Identity.TenantID != c.Tenant || resp.Identity.AccountPeriod != c.Period {
 			return
 		}
@@ -180,7 +180,7 @@ func (c *reconcileCmd) readKafka(a *app, kopts []kgo.Opt, in *reconcile.Input) e
 		}
 		in.Published = append(in.Published, reconcile.PublishedSettlement{SettlementID: resp.SettlementID,
 			RecordID: resp.Identity.RecordID, Operation: resp.Identity.Operation,
-			Source:             settle.Coordinates{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset},
+			Source:             message.Coordinates{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset},
 			HeaderSettlementID: header, Sequence: resp.Sequence})
 	})
 	if err != nil {

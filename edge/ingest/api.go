@@ -32,8 +32,8 @@ import (
 	"time"
 
 	"github.com/settlehq/settle/record"
-	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/idempotency"
+	"github.com/settlehq/settle/settle/message"
 )
 
 // Config configures the API. The zero value of every field but Tokens is a
@@ -188,11 +188,11 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.mux.ServeHTT
 // RecordResult is the answer for one record: its outcome and, when it has
 // one, the identity's stored response (CONTRACT.md section 4).
 type RecordResult struct {
-	Index    int                 `json:"index"`
-	Identity settle.IdentityJSON `json:"identity"`
-	Outcome  settle.Outcome      `json:"outcome"`
-	Reason   string              `json:"reason,omitempty"`
-	CaseID   int64               `json:"case_id,omitempty"`
+	Index    int                  `json:"index"`
+	Identity message.IdentityJSON `json:"identity"`
+	Outcome  message.Outcome      `json:"outcome"`
+	Reason   string               `json:"reason,omitempty"`
+	CaseID   int64                `json:"case_id,omitempty"`
 	// Replayed: the identity was settled before (by HTTP or Kafka) and
 	// Response is its stored answer.
 	Replayed bool            `json:"replayed,omitempty"`

@@ -16,8 +16,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/settlehq/settle/edge/edgetest"
-	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/idempotency"
+	"github.com/settlehq/settle/settle/message"
 )
 
 // Design test 1: the same request sent in parallel charges once; every
@@ -74,7 +74,7 @@ func TestSameRequestInParallelChargesOnce(t *testing.T) {
 		t.Fatalf("balance = %s, want -10", b)
 	}
 	var res RecordResult
-	if err := json.Unmarshal(stored, &res); err != nil || res.Outcome != settle.OutcomeSettled {
+	if err := json.Unmarshal(stored, &res); err != nil || res.Outcome != message.OutcomeSettled {
 		t.Fatalf("stored answer %s: %v", stored, err)
 	}
 }
@@ -104,7 +104,7 @@ func TestSameCallbackTwiceOneLedgerEntry(t *testing.T) {
 	other := post(srv, tokenAcme, "evt-1-resent", body)
 	var res RecordResult
 	if err := json.Unmarshal(other.body, &res); err != nil || other.status != http.StatusOK ||
-		res.Outcome != settle.OutcomeDuplicate || !res.Replayed {
+		res.Outcome != message.OutcomeDuplicate || !res.Replayed {
 		t.Fatalf("resent under a new key: %d %s", other.status, other.body)
 	}
 	var firstRes RecordResult
@@ -142,7 +142,7 @@ func TestCrashBeforeResultWriteThenRetry(t *testing.T) {
 	time.Sleep(750 * time.Millisecond)
 	r := post(srv, tokenAcme, "k-crash", body)
 	var res RecordResult
-	if err := json.Unmarshal(r.body, &res); err != nil || r.status != http.StatusOK || res.Outcome != settle.OutcomeSettled {
+	if err := json.Unmarshal(r.body, &res); err != nil || r.status != http.StatusOK || res.Outcome != message.OutcomeSettled {
 		t.Fatalf("retry after the lease: %d %s", r.status, r.body)
 	}
 	if r.header.Get(HeaderReplayed) != "" {
@@ -260,7 +260,7 @@ func TestConcurrentCallbacksOneAccountSum(t *testing.T) {
 	}
 	settlements, seqs := map[string]bool{}, map[int64]bool{}
 	for _, body := range bodies {
-		var resp settle.Response
+		var resp message.Response
 		if err := json.Unmarshal(body, &resp); err != nil {
 			t.Fatal(err)
 		}
@@ -348,7 +348,7 @@ func TestKeyReusedWithOtherBody(t *testing.T) {
 		`SELECT reason, convert_from(stored_canonical, 'UTF8'), convert_from(incoming_canonical, 'UTF8')
 		   FROM conflict_cases WHERE id = $1 AND record_id = 'u-conf' AND identity_id IS NOT NULL AND status = 'open'`,
 		c.CaseID).Scan(&reason, &stored, &incoming)
-	if err != nil || reason != settle.ReasonFingerprintMismatch || !strings.Contains(stored, `"amount":"10"`) || !strings.Contains(incoming, `"amount":"12"`) {
+	if err != nil || reason != message.ReasonFingerprintMismatch || !strings.Contains(stored, `"amount":"10"`) || !strings.Contains(incoming, `"amount":"12"`) {
 		t.Fatalf("case %d: %s %s %s %v", c.CaseID, reason, stored, incoming, err)
 	}
 	// The same conflicting body again joins the case.
@@ -421,7 +421,7 @@ func TestBatchOneResultPerRecord(t *testing.T) {
 	if err := json.Unmarshal(r.body, &br); err != nil || r.status != 200 || len(br.Results) != 4 {
 		t.Fatalf("%d %s", r.status, r.body)
 	}
-	want := []settle.Outcome{settle.OutcomeSettled, settle.OutcomeSettled, settle.OutcomeDuplicate, settle.OutcomeQuarantined}
+	want := []message.Outcome{message.OutcomeSettled, message.OutcomeSettled, message.OutcomeDuplicate, message.OutcomeQuarantined}
 	for i, res := range br.Results {
 		if res.Index != i || res.Outcome != want[i] {
 			t.Errorf("result %d: %+v, want %s", i, res, want[i])

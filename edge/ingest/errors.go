@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/dberr"
 	"github.com/settlehq/settle/settle/idempotency"
 )
 
@@ -67,7 +67,7 @@ func storeError(err error, what string) apiError {
 		return apiError{status: http.StatusServiceUnavailable, Code: CodeUnavailable, RetryAfterSeconds: 1,
 			Message: "could not " + what + " in time; retry the same request with the same Idempotency-Key"}
 	}
-	if errors.Is(err, settle.ErrUnavailable) || errors.Is(err, settle.ErrContention) {
+	if errors.Is(err, dberr.ErrUnavailable) || errors.Is(err, dberr.ErrContention) {
 		return apiError{status: http.StatusServiceUnavailable, Code: CodeUnavailable, RetryAfterSeconds: 1,
 			Message: "could not " + what + ": the database is unavailable or busy; retry the same request with the same Idempotency-Key"}
 	}

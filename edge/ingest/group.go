@@ -12,6 +12,7 @@ import (
 	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/idempotency"
+	"github.com/settlehq/settle/settle/message"
 )
 
 // Group commit. A request that passed validation joins the queue; a
@@ -326,11 +327,11 @@ func (c *committer) fail(ctx context.Context, work []*pending, err error) {
 
 // response is the answer body of a request whose records settled with
 // results, in order.
-func (p *pending) response(results []settle.Result) []byte {
+func (p *pending) response(results []message.Result) []byte {
 	out := make([]RecordResult, len(results))
 	for i, res := range results {
 		id := p.recs[i].Identity
-		out[i] = RecordResult{Index: i, Identity: settle.IdentityJSON{TenantID: id.TenantID,
+		out[i] = RecordResult{Index: i, Identity: message.IdentityJSON{TenantID: id.TenantID,
 			AccountPeriod: id.AccountPeriod, RecordID: id.RecordID, Operation: string(id.Operation)},
 			Outcome: res.Outcome, Reason: res.Reason, CaseID: res.CaseID, Replayed: res.Replayed, Response: res.Response}
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/settlehq/settle/edge/edgetest"
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/message"
 )
 
 // groupReq is one request of a forced group and its answer.
@@ -101,7 +102,7 @@ func TestGroupDuplicateKeys(t *testing.T) {
 		if first.r.status != http.StatusOK {
 			first, second = b, a
 		}
-		if first.r.status != http.StatusOK || result(t, first.r).Outcome != settle.OutcomeSettled {
+		if first.r.status != http.StatusOK || result(t, first.r).Outcome != message.OutcomeSettled {
 			t.Fatalf("%s: neither request settled: %d %s / %d %s", a.key, a.r.status, a.r.body, b.r.status, b.r.body)
 		}
 		if second.r.status != http.StatusConflict || second.r.code() != otherCode {
@@ -117,7 +118,7 @@ func TestGroupDuplicateKeys(t *testing.T) {
 		wantAnn = "-12"
 	}
 	for _, q := range reqs[4:] {
-		if q.r.status != http.StatusOK || result(t, q.r).Outcome != settle.OutcomeSettled {
+		if q.r.status != http.StatusOK || result(t, q.r).Outcome != message.OutcomeSettled {
 			t.Fatalf("%s: %d %s", q.key, q.r.status, q.r.body)
 		}
 	}
@@ -157,18 +158,18 @@ func TestGroupRecordConflict(t *testing.T) {
 	if reqs[0].r.status != http.StatusOK || reqs[1].r.status != http.StatusOK {
 		t.Fatalf("conflicting pair: %d %s / %d %s", reqs[0].r.status, reqs[0].r.body, reqs[1].r.status, reqs[1].r.body)
 	}
-	outcomes := []settle.Outcome{a.Outcome, b.Outcome}
+	outcomes := []message.Outcome{a.Outcome, b.Outcome}
 	slices.Sort(outcomes)
-	if outcomes[0] != settle.OutcomeQuarantined || outcomes[1] != settle.OutcomeSettled || a.Identity.RecordID != "u-x" || b.Identity.RecordID != "u-x" {
+	if outcomes[0] != message.OutcomeQuarantined || outcomes[1] != message.OutcomeSettled || a.Identity.RecordID != "u-x" || b.Identity.RecordID != "u-x" {
 		t.Fatalf("conflicting pair: %s / %s, want one settled and one quarantined, both u-x", reqs[0].r.body, reqs[1].r.body)
 	}
-	if c := result(t, reqs[2].r); reqs[2].r.status != http.StatusOK || c.Outcome != settle.OutcomeSettled || c.Identity.RecordID != "u-c" {
+	if c := result(t, reqs[2].r); reqs[2].r.status != http.StatusOK || c.Outcome != message.OutcomeSettled || c.Identity.RecordID != "u-c" {
 		t.Fatalf("k-c: %d %s", reqs[2].r.status, reqs[2].r.body)
 	}
 	var e BatchResponse
 	if err := json.Unmarshal(reqs[3].r.body, &e); err != nil || reqs[3].r.status != http.StatusOK || len(e.Results) != 2 ||
 		e.Results[0].Identity.RecordID != "u-e1" || e.Results[1].Identity.RecordID != "u-e2" ||
-		e.Results[0].Outcome != settle.OutcomeSettled || e.Results[1].Outcome != settle.OutcomeSettled {
+		e.Results[0].Outcome != message.OutcomeSettled || e.Results[1].Outcome != message.OutcomeSettled {
 		t.Fatalf("k-e: %d %s", reqs[3].r.status, reqs[3].r.body)
 	}
 	if n := edgetest.LedgerRows(t, s, "u-x"); n != 1 {

@@ -5,13 +5,14 @@ import (
 
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/idempotency"
+	"github.com/settlehq/settle/settle/message"
 )
 
 // Store is what the records API needs of the settling store: its
 // configuration and the settling of a batch. *settle.Store is one.
 type Store interface {
 	Config() settle.Config
-	Settle(ctx context.Context, group string, inputs []settle.Input) ([]settle.Result, error)
+	Settle(ctx context.Context, group string, inputs []settle.Input) ([]message.Result, error)
 }
 
 // Keys is what the records API needs of the Idempotency-Keys: the claims

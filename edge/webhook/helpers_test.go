@@ -13,6 +13,7 @@ import (
 
 	"github.com/settlehq/settle/edge/edgetest"
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/message"
 	"github.com/settlehq/settle/settle/settletest"
 	"github.com/settlehq/settle/settle/webhooks"
 )
@@ -39,7 +40,7 @@ func usage(record, subject, amount string) map[string]any {
 func settleAll(t *testing.T, s *settle.Store, partition int32, recs ...map[string]any) {
 	t.Helper()
 	for i, r := range settletest.MustSettle(t, s, settletest.Batch(partition, 0, recs...)) {
-		if r.Outcome != settle.OutcomeSettled {
+		if r.Outcome != message.OutcomeSettled {
 			t.Fatalf("record %d: %s %s, want settled", i, r.Outcome, r.Reason)
 		}
 	}

@@ -29,7 +29,7 @@ import (
 	"time"
 
 	"github.com/settlehq/settle/internal/backoff"
-	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/dberr"
 	"github.com/settlehq/settle/settle/webhooks"
 )
 
@@ -271,7 +271,7 @@ func (wh *Webhook) deliver(ctx context.Context, d webhooks.Delivery) {
 	// before the renewed lease, whatever the renewal's round trip took.
 	deadline := time.Now().Add(wh.cfg.RequestTimeout)
 	if err := wh.store.StartAttempt(ctx, &d, wh.cfg.Lease); err != nil {
-		if errors.Is(err, settle.ErrClaimLost) {
+		if errors.Is(err, dberr.ErrClaimLost) {
 			log.Info("webhook delivery was taken over before it was sent; not sending", "err", err)
 		} else if ctx.Err() == nil {
 			log.Warn("could not renew a webhook lease; the delivery is sent when its lease ends", "err", err)
@@ -320,7 +320,7 @@ func (wh *Webhook) deadLetter(ctx context.Context, log *slog.Logger, d webhooks.
 }
 
 func (wh *Webhook) logWriteErr(log *slog.Logger, err error) {
-	if errors.Is(err, settle.ErrClaimLost) {
+	if errors.Is(err, dberr.ErrClaimLost) {
 		// This attempt ran past its lease and another took the delivery
 		// over: its result is the other attempt's to write.
 		log.Info("webhook attempt was taken over; its result is dropped", "err", err)

@@ -15,7 +15,8 @@ import (
 
 	"github.com/settlehq/settle/edge/edgetest"
 	"github.com/settlehq/settle/internal/testnet"
-	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/dberr"
+	"github.com/settlehq/settle/settle/message"
 	"github.com/settlehq/settle/settle/settletest"
 	"github.com/settlehq/settle/settle/webhooks"
 )
@@ -113,7 +114,7 @@ func TestWebhookStalledAttemptCannotMark(t *testing.T) {
 		"retry":    ws.Retry(ctx, a[0], time.Second, 500, "late"),
 		"dead":     ws.DeadLetter(ctx, a[0], 500, "late"),
 	} {
-		if !errors.Is(err, settle.ErrClaimLost) {
+		if !errors.Is(err, dberr.ErrClaimLost) {
 			t.Errorf("stalled %s: %v, want ErrClaimLost", name, err)
 		}
 	}
@@ -186,10 +187,10 @@ func TestConcurrentSettlementsDeliveredOnce(t *testing.T) {
 			ins := s.Decode(settletest.Batch(int32(i), 0, usage(fmt.Sprintf("u-sum-%d", i), "hank", strconv.Itoa(i+1))))
 			for attempt := 1; ; attempt++ {
 				rs, err := s.Settle(context.Background(), "g", ins)
-				if errors.Is(err, settle.ErrContention) && attempt < 5 {
+				if errors.Is(err, dberr.ErrContention) && attempt < 5 {
 					continue // retried, as the consumer retries contention
 				}
-				if err != nil || len(rs) != 1 || rs[0].Outcome != settle.OutcomeSettled {
+				if err != nil || len(rs) != 1 || rs[0].Outcome != message.OutcomeSettled {
 					errs <- fmt.Sprintf("record %d: %+v %v", i, rs, err)
 				}
 				return
@@ -210,7 +211,7 @@ func TestConcurrentSettlementsDeliveredOnce(t *testing.T) {
 	seqs := map[int64]bool{}
 	rc.mu.Lock()
 	for _, body := range rc.bodies {
-		var resp settle.Response
+		var resp message.Response
 		if err := json.Unmarshal(body, &resp); err != nil {
 			t.Fatal(err)
 		}

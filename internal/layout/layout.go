@@ -23,10 +23,12 @@ var Floors = map[string]int{
 	"internal/workload":   0,
 	"telemetry":           0,
 	"settle/schema":       0,
+	"settle/dberr":        0,
 	"internal/kafkalog":   0,
 	"internal/kafkahdr":   1,
 	"internal/proctest":   1,
 	"corrections":         1,
+	"settle/message":      1,
 
 	// The typed queries over settle's tables (generated; imported only by
 	// settle and its rooms), and the command that migrates the scratch

@@ -9,6 +9,7 @@ import (
 	"github.com/settlehq/settle/internal/money"
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/inspect"
+	"github.com/settlehq/settle/settle/message"
 	"github.com/settlehq/settle/settle/settletest"
 )
 
@@ -82,7 +83,7 @@ func checkAgainstSettle(t *testing.T, w *Workload, recs []Record) {
 				continue
 			}
 			seen[r.Identity] = true
-			var resp settle.Response
+			var resp message.Response
 			if err := json.Unmarshal(got.Response, &resp); err != nil {
 				t.Fatalf("record %d: response %s: %v", from+i, got.Response, err)
 			}

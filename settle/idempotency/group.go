@@ -11,7 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/dberr"
 	"github.com/settlehq/settle/settle/internal/db"
 )
 
@@ -75,7 +75,7 @@ func (s *Store) CompleteAndClaim(ctx context.Context, answers []Answer, reqs []R
 	// nothing faster than it is analysed.
 	tx, err := db.Begin(ctx, s.pool)
 	if err != nil {
-		return nil, nil, settle.StoreError(what, err)
+		return nil, nil, dberr.Wrap(what, err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
 	p := db.NewPipeline(tx)
@@ -104,28 +104,28 @@ func (s *Store) CompleteAndClaim(ctx context.Context, answers []Answer, reqs []R
 	if stored != nil {
 		ids, err := db.Rows(stored.Query)
 		if err != nil {
-			return nil, nil, settle.StoreError(what, err)
+			return nil, nil, dberr.Wrap(what, err)
 		}
 		lost = lostOf(done.ID, ids)
 	}
 	if made != nil {
 		inserted, err := db.Rows(made.Query)
 		if err != nil {
-			return nil, nil, settle.StoreError(what, err)
+			return nil, nil, dberr.Wrap(what, err)
 		}
 		rows, err := db.Rows(found.Query)
 		if err != nil {
-			return nil, nil, settle.StoreError(what, err)
+			return nil, nil, dberr.Wrap(what, err)
 		}
 		if err := cl.read(inserted, rows); err != nil {
-			return nil, nil, settle.StoreError(what, err)
+			return nil, nil, dberr.Wrap(what, err)
 		}
 	}
 	if err := p.Send(ctx); err != nil {
-		return nil, nil, settle.StoreError(what, err)
+		return nil, nil, dberr.Wrap(what, err)
 	}
 	if err := tx.Commit(ctx); err != nil { // committed by the pipeline: gives the connection back
-		return nil, nil, settle.StoreError(what, err)
+		return nil, nil, dberr.Wrap(what, err)
 	}
 	if len(reqs) > 0 {
 		if err := cl.decide(ctx, s); err != nil {
@@ -288,7 +288,7 @@ func (s *Store) takeOver(ctx context.Context, req Request, keyID int64, holder s
 		return s.Claim(ctx, req)
 	}
 	if err != nil {
-		return Claim{}, settle.StoreError(fmt.Sprintf("take over idempotency key %d", keyID), err)
+		return Claim{}, dberr.Wrap(fmt.Sprintf("take over idempotency key %d", keyID), err)
 	}
 	return Claim{State: ClaimAcquired, KeyID: keyID, AttemptID: attempt, Attempts: int(attempts), TakenOver: true}, nil
 }
@@ -310,7 +310,7 @@ func (s *Store) ReleaseMany(ctx context.Context, keyIDs []int64, attemptIDs []st
 	}
 	released, err := db.On(s.pool).IdempotencyReleaseMany(ctx, db.IdempotencyReleaseManyParams{ID: keyIDs, AttemptID: attemptIDs})
 	if err != nil {
-		return 0, settle.StoreError(fmt.Sprintf("release %d idempotency keys", len(keyIDs)), err)
+		return 0, dberr.Wrap(fmt.Sprintf("release %d idempotency keys", len(keyIDs)), err)
 	}
 	return len(released), nil
 }

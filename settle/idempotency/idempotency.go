@@ -6,7 +6,7 @@
 //
 // A key is claimed in its own short transaction before any work, the work
 // (settle.Store.Settle) runs in its own, and the answer is stored by a
-// fenced write that only the owning attempt can make (settle.ErrClaimLost
+// fenced write that only the owning attempt can make (dberr.ErrClaimLost
 // otherwise). Why not one transaction around all three: a claim must be
 // visible to a concurrent retry while the work runs, or the retry would
 // block on the row instead of being told "busy". The work itself is safe
@@ -21,8 +21,8 @@
 // Its statements are the files in sql/, run through the generated queries.
 // It never settles anything and never speaks HTTP; a reused key's conflict
 // cases are opened by settle.Store.OpenConflictCase. Its errors say what
-// was being done and carry settle.ErrUnavailable when the database itself
-// failed (settle.StoreError).
+// was being done and carry dberr.ErrUnavailable when the database itself
+// failed (dberr.Wrap).
 package idempotency
 
 import (
@@ -39,7 +39,9 @@ import (
 
 	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/dberr"
 	"github.com/settlehq/settle/settle/internal/db"
+	"github.com/settlehq/settle/settle/message"
 )
 
 // Store reads and writes the Idempotency-Keys of one settle database.
@@ -149,14 +151,14 @@ func (s *Store) Claim(ctx context.Context, req Request) (Claim, error) {
 			return Claim{State: ClaimAcquired, KeyID: keyID, AttemptID: attempt, Attempts: 1}, nil
 		}
 		if !errors.Is(err, pgx.ErrNoRows) {
-			return Claim{}, settle.StoreError(what, err)
+			return Claim{}, dberr.Wrap(what, err)
 		}
 		row, err := q.IdempotencyLookup(ctx, db.IdempotencyLookupParams{TenantID: req.TenantID, Key: req.Key})
 		if errors.Is(err, pgx.ErrNoRows) {
 			continue // keys are never deleted; only a defect gets here, and the insert tells
 		}
 		if err != nil {
-			return Claim{}, settle.StoreError(what, err)
+			return Claim{}, dberr.Wrap(what, err)
 		}
 		c := Claim{KeyID: row.ID, Attempts: int(row.Attempts), ResponseStatus: int(row.ResponseStatus),
 			Response: row.Response, StoredCanonicals: row.Canonicals}
@@ -181,11 +183,11 @@ func (s *Store) Claim(ctx context.Context, req Request) (Claim, error) {
 			continue // another retry took it over, or the holder finished: read again
 		}
 		if err != nil {
-			return Claim{}, settle.StoreError(what, err)
+			return Claim{}, dberr.Wrap(what, err)
 		}
 		return Claim{State: ClaimAcquired, KeyID: c.KeyID, AttemptID: attempt, Attempts: int(attempts), TakenOver: true}, nil
 	}
-	return Claim{}, fmt.Errorf("%s: %w: lost %d rounds to concurrent claimers", what, settle.ErrContention, claimRoundsMax)
+	return Claim{}, fmt.Errorf("%s: %w: lost %d rounds to concurrent claimers", what, dberr.ErrContention, claimRoundsMax)
 }
 
 func sameCanonicals(a, b [][]byte) bool {
@@ -201,7 +203,7 @@ func sameCanonicals(a, b [][]byte) bool {
 }
 
 // Complete stores the answer of a claimed key: the fenced write. It
-// returns settle.ErrClaimLost, and stores nothing, when attemptID no
+// returns dberr.ErrClaimLost, and stores nothing, when attemptID no
 // longer owns the claim.
 func (s *Store) Complete(ctx context.Context, keyID int64, attemptID string, status int, response []byte) error {
 	if response == nil {
@@ -210,24 +212,24 @@ func (s *Store) Complete(ctx context.Context, keyID int64, attemptID string, sta
 	n, err := db.On(s.pool).IdempotencyComplete(ctx, db.IdempotencyCompleteParams{ID: keyID, AttemptID: attemptID,
 		ResponseStatus: int32(status), Response: response})
 	if err != nil {
-		return settle.StoreError(fmt.Sprintf("complete idempotency key %d", keyID), err)
+		return dberr.Wrap(fmt.Sprintf("complete idempotency key %d", keyID), err)
 	}
 	if n == 0 {
-		return fmt.Errorf("complete idempotency key %d attempt %s: %w", keyID, attemptID, settle.ErrClaimLost)
+		return fmt.Errorf("complete idempotency key %d attempt %s: %w", keyID, attemptID, dberr.ErrClaimLost)
 	}
 	return nil
 }
 
 // Release ends the lease of a claim whose work failed, so the next retry
 // takes it over at once. A claim the attempt no longer owns is left alone
-// (settle.ErrClaimLost).
+// (dberr.ErrClaimLost).
 func (s *Store) Release(ctx context.Context, keyID int64, attemptID string) error {
 	n, err := db.On(s.pool).IdempotencyRelease(ctx, db.IdempotencyReleaseParams{ID: keyID, AttemptID: attemptID})
 	if err != nil {
-		return settle.StoreError(fmt.Sprintf("release idempotency key %d", keyID), err)
+		return dberr.Wrap(fmt.Sprintf("release idempotency key %d", keyID), err)
 	}
 	if n == 0 {
-		return fmt.Errorf("release idempotency key %d attempt %s: %w", keyID, attemptID, settle.ErrClaimLost)
+		return fmt.Errorf("release idempotency key %d attempt %s: %w", keyID, attemptID, dberr.ErrClaimLost)
 	}
 	return nil
 }
@@ -294,11 +296,11 @@ func (s *Store) openConflictCase(ctx context.Context, keyID int64, index int, st
 	prior, err := db.On(s.pool).IdempotencyIdentityLookup(ctx, db.IdempotencyIdentityLookupParams{TenantID: id.TenantID,
 		AccountPeriod: id.AccountPeriod, RecordID: id.RecordID, Operation: string(id.Operation)})
 	if err != nil {
-		return 0, settle.StoreError(fmt.Sprintf("key conflict %d record %d: find %s", keyID, index, id), err)
+		return 0, dberr.Wrap(fmt.Sprintf("key conflict %d record %d: find %s", keyID, index, id), err)
 	}
-	caseID, err := s.settle.OpenConflictCase(ctx, settle.ConflictCase{Identity: id, Reason: settle.ReasonFingerprintMismatch,
+	caseID, err := s.settle.OpenConflictCase(ctx, settle.ConflictCase{Identity: id, Reason: message.ReasonFingerprintMismatch,
 		IdentityID: prior, Stored: stored, Incoming: incoming, Diff: diff, Detail: conflictDetail,
-		Source: settle.Coordinates{Topic: HTTPTopic, Partition: HTTPConflictPartition, Offset: HTTPOffset(keyID, index)}})
+		Source: message.Coordinates{Topic: HTTPTopic, Partition: HTTPConflictPartition, Offset: HTTPOffset(keyID, index)}})
 	if err != nil {
 		return 0, fmt.Errorf("key conflict %d record %d: %w", keyID, index, err)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/dberr"
 	"github.com/settlehq/settle/settle/idempotency"
 	"github.com/settlehq/settle/settle/settletest"
 )
@@ -19,7 +20,7 @@ func request(key, body string, lease time.Duration) idempotency.Request {
 }
 
 // A write of an attempt that does not own its key changes nothing and says
-// so: settle.ErrClaimLost naming the key and the attempt. The owner's
+// so: dberr.ErrClaimLost naming the key and the attempt. The owner's
 // answer, stored in the same round trip as the next group's claims and
 // ahead of them, is what a repeat of the key is answered. A claim whose
 // lease ran out is taken over, and the attempt that held it can no longer
@@ -48,7 +49,7 @@ func TestFencedWritesNameTheKey(t *testing.T) {
 		"complete": keys.Complete(ctx, c.KeyID, stranger, 200, []byte("late")),
 		"release":  keys.Release(ctx, c.KeyID, stranger),
 	} {
-		if !errors.Is(err, settle.ErrClaimLost) || !strings.Contains(err.Error(), noun) {
+		if !errors.Is(err, dberr.ErrClaimLost) || !strings.Contains(err.Error(), noun) {
 			t.Errorf("%s by an attempt that does not own the key: %v, want ErrClaimLost naming %q", name, err, noun)
 		}
 	}
@@ -74,7 +75,7 @@ func TestFencedWritesNameTheKey(t *testing.T) {
 	if r := claims[0]; r.State != idempotency.ClaimReplay || r.KeyID != c.KeyID || r.ResponseStatus != 201 || string(r.Response) != "first" {
 		t.Fatalf("repeat of a key answered in the same call: %+v, want its replay", r)
 	}
-	if err := keys.Complete(ctx, c.KeyID, c.AttemptID, 200, []byte("again")); !errors.Is(err, settle.ErrClaimLost) {
+	if err := keys.Complete(ctx, c.KeyID, c.AttemptID, 200, []byte("again")); !errors.Is(err, dberr.ErrClaimLost) {
 		t.Fatalf("second answer of a done key: %v, want ErrClaimLost", err)
 	}
 
@@ -89,7 +90,7 @@ func TestFencedWritesNameTheKey(t *testing.T) {
 		took.AttemptID == held.AttemptID {
 		t.Fatalf("claim of an expired key: %+v %v, want a take-over", took, err)
 	}
-	if err := keys.Complete(ctx, held.KeyID, held.AttemptID, 200, []byte("stalled")); !errors.Is(err, settle.ErrClaimLost) {
+	if err := keys.Complete(ctx, held.KeyID, held.AttemptID, 200, []byte("stalled")); !errors.Is(err, dberr.ErrClaimLost) {
 		t.Fatalf("answer of the attempt taken over: %v, want ErrClaimLost", err)
 	}
 	if err := keys.Complete(ctx, took.KeyID, took.AttemptID, 200, []byte("retry")); err != nil {

@@ -12,7 +12,9 @@ import (
 
 	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/dberr"
 	"github.com/settlehq/settle/settle/internal/db"
+	"github.com/settlehq/settle/settle/message"
 )
 
 // Case is one conflict case in full: both canonical payloads, the fields
@@ -56,7 +58,8 @@ type CaseField struct {
 
 // Delivery is one input record as the pipeline saw it.
 type Delivery struct {
-	settle.Coordinates
+	message.Coordinates
+
 	Outcome    string    `json:"outcome"`
 	Reason     string    `json:"reason,omitempty"`
 	Error      string    `json:"error,omitempty"`
@@ -80,7 +83,7 @@ type CaseResolution struct {
 func (s *Store) Case(ctx context.Context, id int64) (*Case, error) {
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
-		return nil, settle.StoreError(fmt.Sprintf("read case %d", id), err)
+		return nil, dberr.Wrap(fmt.Sprintf("read case %d", id), err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
 	c, err := readCase(ctx, db.On(tx), id)
@@ -97,13 +100,13 @@ func readCase(ctx context.Context, q *db.Queries, id int64) (*Case, error) {
 		return nil, fmt.Errorf("case %d: %w", id, settle.ErrCaseNotFound)
 	}
 	if err != nil {
-		return nil, settle.StoreError(what, err)
+		return nil, dberr.Wrap(what, err)
 	}
 	c := &Case{CaseSummary: CaseSummary{ID: row.ID, TenantID: row.TenantID, AccountPeriod: row.AccountPeriod, RecordID: row.RecordID,
 		Operation: row.Operation, Reason: row.Reason, Status: row.Status, OpenedAt: row.OpenedAt, ClosedAt: row.ClosedAt, Detail: row.Detail},
 		IdentityID: row.IdentityID}
 	stored, incoming := row.StoredCanonical, row.IncomingCanonical
-	src := settle.Coordinates{Topic: row.Topic, Partition: row.Partition, Offset: row.Offset}
+	src := message.Coordinates{Topic: row.Topic, Partition: row.Partition, Offset: row.Offset}
 	c.IncomingFingerprint = fmt.Sprintf("%016x", uint64(row.IncomingFingerprint))
 	c.Stored, c.Incoming = json.RawMessage("null"), json.RawMessage(incoming)
 	if stored != nil {
@@ -122,16 +125,16 @@ func readCase(ctx context.Context, q *db.Queries, id int64) (*Case, error) {
 	st, _ := record.CanonicalFields(stored)
 	c.Subject, c.Currency, c.IncomingAmount, c.StoredAmount = in["subject"], in["currency"], in["amount"], st["amount"]
 	if c.Chain, err = readCaseChain(ctx, q, c, in); err != nil {
-		return nil, settle.StoreError(what, err)
+		return nil, dberr.Wrap(what, err)
 	}
 
 	if c.Deliveries, err = deliveries(q.DeliveryByCase(ctx, id)); err != nil {
-		return nil, settle.StoreError(what, err)
+		return nil, dberr.Wrap(what, err)
 	}
 	if len(c.Deliveries) == 0 {
 		// A case opened by a waiting operation's timeout has no delivery
 		// row naming it; its coordinates are the case's own.
-		c.Deliveries = []Delivery{{Coordinates: src, Outcome: string(settle.OutcomeQuarantined), Reason: c.Reason, At: c.OpenedAt, CaseID: id}}
+		c.Deliveries = []Delivery{{Coordinates: src, Outcome: string(message.OutcomeQuarantined), Reason: c.Reason, At: c.OpenedAt, CaseID: id}}
 	}
 	r, err := q.CaseResolutionGet(ctx, id)
 	switch {
@@ -139,7 +142,7 @@ func readCase(ctx context.Context, q *db.Queries, id int64) (*Case, error) {
 		c.Resolution = &CaseResolution{Decision: r.Decision, Amount: r.Amount, Reason: r.Reason, By: r.ResolvedBy, At: r.ResolvedAt,
 			IdentityID: r.IdentityID, SettlementID: r.SettlementID}
 	case !errors.Is(err, pgx.ErrNoRows):
-		return nil, settle.StoreError(what, err)
+		return nil, dberr.Wrap(what, err)
 	}
 	return c, nil
 }
@@ -148,7 +151,7 @@ func readCase(ctx context.Context, q *db.Queries, id int64) (*Case, error) {
 // fingerprint mismatch, else the one its incoming correction names.
 func readCaseChain(ctx context.Context, q *db.Queries, c *Case, incoming map[string]string) (*CaseChain, error) {
 	period, record := c.AccountPeriod, c.RecordID
-	if c.Reason != settle.ReasonFingerprintMismatch {
+	if c.Reason != message.ReasonFingerprintMismatch {
 		if incoming["corrects"] == "" {
 			return nil, nil
 		}
@@ -182,7 +185,7 @@ func deliveries[R deliveryRow](rows []R, err error) ([]Delivery, error) {
 	out := make([]Delivery, 0, len(rows))
 	for _, r := range rows {
 		d := db.DeliveryGetRow(r)
-		out = append(out, Delivery{Coordinates: settle.Coordinates{Topic: d.Topic, Partition: d.Partition, Offset: d.Offset},
+		out = append(out, Delivery{Coordinates: message.Coordinates{Topic: d.Topic, Partition: d.Partition, Offset: d.Offset},
 			Outcome: d.Outcome, Reason: d.Reason, Error: d.Error, At: d.At, IdentityID: d.IdentityID, CaseID: d.CaseID})
 	}
 	return out, nil
@@ -226,7 +229,7 @@ func sideBySide(stored, incoming []byte) ([]CaseField, error) {
 func (s *Store) CasesByRecord(ctx context.Context, tenant, period, recordID string) ([]*Case, error) {
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
-		return nil, settle.StoreError("read cases", err)
+		return nil, dberr.Wrap("read cases", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
 	return casesByRecord(ctx, db.On(tx), tenant, period, recordID)
@@ -235,7 +238,7 @@ func (s *Store) CasesByRecord(ctx context.Context, tenant, period, recordID stri
 func casesByRecord(ctx context.Context, q *db.Queries, tenant, period, recordID string) ([]*Case, error) {
 	ids, err := q.ConflictCaseByRecord(ctx, db.ConflictCaseByRecordParams{TenantID: tenant, AccountPeriod: period, RecordID: recordID})
 	if err != nil {
-		return nil, settle.StoreError("read cases", err)
+		return nil, dberr.Wrap("read cases", err)
 	}
 	out := []*Case{}
 	for _, id := range ids {

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/dberr"
 	"github.com/settlehq/settle/settle/internal/db"
 )
 
@@ -114,7 +114,7 @@ func (s *Store) ListCases(ctx context.Context, f CaseFilter) (*CasePage, error) 
 	}
 	rows, err := caseList(ctx, s.pool, f, limit+1)
 	if err != nil {
-		return nil, settle.StoreError("list cases", err)
+		return nil, dberr.Wrap("list cases", err)
 	}
 	page := &CasePage{Cases: make([]CaseSummary, 0, len(rows))}
 	for _, r := range rows {
@@ -194,7 +194,7 @@ type CaseCount struct {
 func (s *Store) CountCases(ctx context.Context, tenant, period string) ([]CaseCount, error) {
 	rows, err := db.On(db.Planned(s.pool)).ConflictCaseCount(ctx, db.ConflictCaseCountParams{Tenant: tenant, Period: period})
 	if err != nil {
-		return nil, settle.StoreError("count cases", err)
+		return nil, dberr.Wrap("count cases", err)
 	}
 	out := make([]CaseCount, 0, len(rows))
 	for _, r := range rows {

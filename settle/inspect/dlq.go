@@ -15,8 +15,9 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/settlehq/settle/record"
-	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/dberr"
 	"github.com/settlehq/settle/settle/internal/db"
+	"github.com/settlehq/settle/settle/message"
 )
 
 // DeadLetterPageRowsMax caps one page of dead letters: their bytes are
@@ -25,16 +26,16 @@ const DeadLetterPageRowsMax = 1000
 
 // DeadLetter is one dead-lettered input record with its original bytes.
 type DeadLetter struct {
-	ID         int64              `json:"id"`
-	Source     settle.Coordinates `json:"source"`
-	Key        []byte             `json:"key"`   // base64 in JSON
-	Value      []byte             `json:"value"` // base64 in JSON
-	Headers    []record.Header    `json:"headers"`
-	Reason     string             `json:"reason"`
-	ErrorClass string             `json:"error_class"`
-	Error      string             `json:"error"`
-	Attempts   int                `json:"attempts"`
-	At         time.Time          `json:"at"`
+	ID         int64               `json:"id"`
+	Source     message.Coordinates `json:"source"`
+	Key        []byte              `json:"key"`   // base64 in JSON
+	Value      []byte              `json:"value"` // base64 in JSON
+	Headers    []record.Header     `json:"headers"`
+	Reason     string              `json:"reason"`
+	ErrorClass string              `json:"error_class"`
+	Error      string              `json:"error"`
+	Attempts   int                 `json:"attempts"`
+	At         time.Time           `json:"at"`
 }
 
 // DeadLetterFilter selects dead letters, oldest first.
@@ -66,13 +67,13 @@ func (s *Store) DeadLetters(ctx context.Context, f DeadLetterFilter) ([]DeadLett
 	rows, err := db.On(db.Planned(s.pool)).DeadLetterList(ctx, db.DeadLetterListParams{Reason: f.Reason, Topic: f.Topic,
 		ErrorClass: f.ErrorClass, AfterID: f.AfterID, UpToID: upTo, PageRows: int64(limit)})
 	if err != nil {
-		return nil, settle.StoreError("list dead letters", err)
+		return nil, dberr.Wrap("list dead letters", err)
 	}
 	out := make([]DeadLetter, 0, len(rows))
 	for _, r := range rows {
 		d, err := deadLetter(r)
 		if err != nil {
-			return nil, settle.StoreError("list dead letters", err)
+			return nil, dberr.Wrap("list dead letters", err)
 		}
 		out = append(out, d)
 	}
@@ -86,11 +87,11 @@ func (s *Store) DeadLetter(ctx context.Context, id int64) (*DeadLetter, error) {
 		return nil, fmt.Errorf("dead letter %d: %w", id, ErrNoSuchDeadLetter)
 	}
 	if err != nil {
-		return nil, settle.StoreError(fmt.Sprintf("read dead letter %d", id), err)
+		return nil, dberr.Wrap(fmt.Sprintf("read dead letter %d", id), err)
 	}
 	d, err := deadLetter(r)
 	if err != nil {
-		return nil, settle.StoreError(fmt.Sprintf("read dead letter %d", id), err)
+		return nil, dberr.Wrap(fmt.Sprintf("read dead letter %d", id), err)
 	}
 	return &d, nil
 }
@@ -101,7 +102,7 @@ func (s *Store) DeadLetter(ctx context.Context, id int64) (*DeadLetter, error) {
 func (s *Store) DeadLetterMaxID(ctx context.Context) (int64, error) {
 	id, err := db.On(s.pool).DeadLetterMax(ctx)
 	if err != nil {
-		return 0, settle.StoreError("read dead letters", err)
+		return 0, dberr.Wrap("read dead letters", err)
 	}
 	return id, nil
 }
@@ -113,7 +114,7 @@ type deadLetterRow interface {
 
 func deadLetter[R deadLetterRow](row R) (DeadLetter, error) {
 	r := db.DeadLetterGetRow(row)
-	d := DeadLetter{ID: r.ID, Source: settle.Coordinates{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}, Key: r.Key,
+	d := DeadLetter{ID: r.ID, Source: message.Coordinates{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}, Key: r.Key,
 		Value: r.Value, Reason: r.Reason, ErrorClass: r.ErrorClass, Error: r.Error, Attempts: int(r.Attempts), At: r.At}
 	var err error
 	if d.Headers, err = db.DecodeHeaders(r.Headers); err != nil {

@@ -13,8 +13,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/dberr"
 	"github.com/settlehq/settle/settle/internal/db"
+	"github.com/settlehq/settle/settle/message"
 )
 
 // chainMembersMax caps the corrections listed under one chain.
@@ -40,26 +41,26 @@ func (e *Explanation) Empty() bool {
 // ExplainedIdentity is one settled, refused or quarantined identity with
 // its deliveries, ledger rows, links and publication state.
 type ExplainedIdentity struct {
-	ID              int64              `json:"id"`
-	Operation       string             `json:"operation"`
-	Outcome         string             `json:"outcome"`
-	Reason          string             `json:"reason,omitempty"`
-	SettlementID    string             `json:"settlement_id,omitempty"`
-	Subject         string             `json:"subject,omitempty"`
-	Currency        string             `json:"currency,omitempty"`
-	Source          string             `json:"source,omitempty"`
-	Response        json.RawMessage    `json:"response"`
-	Canonical       json.RawMessage    `json:"canonical"`
-	Attributes      json.RawMessage    `json:"attributes,omitempty"`
-	FirstDelivery   settle.Coordinates `json:"first_delivery"`
-	FirstSeenAt     time.Time          `json:"first_seen_at"`
-	LastAttemptedAt time.Time          `json:"last_attempted_at"`
-	CommittedAt     time.Time          `json:"committed_at"`
-	Attempts        int                `json:"attempts"`
-	Deliveries      []Delivery         `json:"deliveries"`
-	Entries         []LedgerRow        `json:"entries"`
-	Links           ExplainLinks       `json:"links"`
-	Outbox          []OutboxState      `json:"outbox"`
+	ID              int64               `json:"id"`
+	Operation       string              `json:"operation"`
+	Outcome         string              `json:"outcome"`
+	Reason          string              `json:"reason,omitempty"`
+	SettlementID    string              `json:"settlement_id,omitempty"`
+	Subject         string              `json:"subject,omitempty"`
+	Currency        string              `json:"currency,omitempty"`
+	Source          string              `json:"source,omitempty"`
+	Response        json.RawMessage     `json:"response"`
+	Canonical       json.RawMessage     `json:"canonical"`
+	Attributes      json.RawMessage     `json:"attributes,omitempty"`
+	FirstDelivery   message.Coordinates `json:"first_delivery"`
+	FirstSeenAt     time.Time           `json:"first_seen_at"`
+	LastAttemptedAt time.Time           `json:"last_attempted_at"`
+	CommittedAt     time.Time           `json:"committed_at"`
+	Attempts        int                 `json:"attempts"`
+	Deliveries      []Delivery          `json:"deliveries"`
+	Entries         []LedgerRow         `json:"entries"`
+	Links           ExplainLinks        `json:"links"`
+	Outbox          []OutboxState       `json:"outbox"`
 }
 
 // LedgerRow is one ledger row with its account.
@@ -124,18 +125,18 @@ type OutboxState struct {
 
 // WaitingOp is an operation that waits (or waited) for its target.
 type WaitingOp struct {
-	ID             int64              `json:"id"`
-	AccountPeriod  string             `json:"account_period"`
-	RecordID       string             `json:"record_id"`
-	Operation      string             `json:"operation"`
-	TargetPeriod   string             `json:"target_period"`
-	TargetRecordID string             `json:"target_record_id"`
-	Status         string             `json:"status"`
-	CaseID         int64              `json:"case_id,omitempty"`
-	Since          time.Time          `json:"since"`
-	Source         settle.Coordinates `json:"source"`
-	Delivery       *Delivery          `json:"delivery,omitempty"`
-	Response       json.RawMessage    `json:"response"`
+	ID             int64               `json:"id"`
+	AccountPeriod  string              `json:"account_period"`
+	RecordID       string              `json:"record_id"`
+	Operation      string              `json:"operation"`
+	TargetPeriod   string              `json:"target_period"`
+	TargetRecordID string              `json:"target_record_id"`
+	Status         string              `json:"status"`
+	CaseID         int64               `json:"case_id,omitempty"`
+	Since          time.Time           `json:"since"`
+	Source         message.Coordinates `json:"source"`
+	Delivery       *Delivery           `json:"delivery,omitempty"`
+	Response       json.RawMessage     `json:"response"`
 }
 
 // Explain returns the whole history of one record_id. A record settle has
@@ -144,16 +145,16 @@ func (s *Store) Explain(ctx context.Context, tenant, period, recordID string) (*
 	what := fmt.Sprintf("explain tenant=%s period=%s record=%s", tenant, period, recordID)
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
-		return nil, settle.StoreError(what, err)
+		return nil, dberr.Wrap(what, err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
 	q := db.On(tx)
 	e := &Explanation{TenantID: tenant, AccountPeriod: period, RecordID: recordID}
 	if e.Operations, err = s.explainIdentities(ctx, q, tenant, period, recordID); err != nil {
-		return nil, settle.StoreError(what, err)
+		return nil, dberr.Wrap(what, err)
 	}
 	if e.Waiting, err = explainWaiting(ctx, q, tenant, period, recordID); err != nil {
-		return nil, settle.StoreError(what, err)
+		return nil, dberr.Wrap(what, err)
 	}
 	if e.Cases, err = casesByRecord(ctx, q, tenant, period, recordID); err != nil {
 		return nil, err
@@ -171,7 +172,7 @@ func (s *Store) explainIdentities(ctx context.Context, q *db.Queries, tenant, pe
 		x := ExplainedIdentity{ID: r.ID, Operation: r.Operation, Outcome: r.Outcome, Reason: r.Reason, SettlementID: r.SettlementID,
 			Subject: r.Subject, Currency: r.Currency, Source: r.Source, Response: json.RawMessage(r.Response),
 			Canonical:     json.RawMessage(r.Canonical),
-			FirstDelivery: settle.Coordinates{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset},
+			FirstDelivery: message.Coordinates{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset},
 			FirstSeenAt:   r.FirstSeenAt, LastAttemptedAt: r.LastAttemptedAt, CommittedAt: r.CommittedAt, Attempts: int(r.Attempts)}
 		if r.Attributes != nil {
 			x.Attributes = json.RawMessage(r.Attributes)
@@ -197,7 +198,7 @@ func (s *Store) explainIdentities(ctx context.Context, q *db.Queries, tenant, pe
 				return nil, err
 			}
 		}
-		if x.Operation == "hold" && x.Outcome == string(settle.OutcomeSettled) {
+		if x.Operation == "hold" && x.Outcome == string(message.OutcomeSettled) {
 			if x.Links.Hold, err = holdLinks(ctx, q, x.ID); err != nil {
 				return nil, err
 			}
@@ -327,7 +328,7 @@ func explainWaiting(ctx context.Context, q *db.Queries, tenant, period, recordID
 		seen[r.ID] = true
 		w := WaitingOp{ID: r.ID, AccountPeriod: r.AccountPeriod, RecordID: r.RecordID, Operation: r.Operation,
 			TargetPeriod: r.TargetPeriod, TargetRecordID: r.TargetRecordID, Status: r.Status, CaseID: r.CaseID, Since: r.Since,
-			Source:   settle.Coordinates{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset},
+			Source:   message.Coordinates{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset},
 			Response: json.RawMessage(r.Response)}
 		ds, err := deliveries(q.DeliveryGet(ctx, db.DeliveryGetParams{TenantID: tenant, Topic: w.Source.Topic,
 			Partition: w.Source.Partition, Offset: w.Source.Offset}))

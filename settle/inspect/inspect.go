@@ -7,7 +7,7 @@
 // It only reads: every query is a SELECT, and the month-end reads run as
 // the role settle_reader in a READ ONLY transaction. It never settles,
 // resolves or closes anything (those are settle's), and it speaks settle's
-// vocabulary (settle.Outcome, settle.Coordinates) rather than its own.
+// vocabulary (message.Outcome, message.Coordinates) rather than its own.
 package inspect
 
 import (

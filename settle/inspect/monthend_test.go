@@ -18,6 +18,7 @@ import (
 	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/inspect"
+	"github.com/settlehq/settle/settle/message"
 	"github.com/settlehq/settle/settle/settletest"
 	"github.com/settlehq/settle/sourcefile"
 )
@@ -97,7 +98,7 @@ func newMonth(t *testing.T) *month {
 		part := m.produced[i:min(i+500, len(m.produced))]
 		rs := settletest.MustSettle(t, m.s, settletest.Batch(0, int64(i), part...))
 		for j, r := range rs {
-			if r.Outcome != settle.OutcomeSettled {
+			if r.Outcome != message.OutcomeSettled {
 				t.Fatalf("month record %v: %s %s", part[j]["record_id"], r.Outcome, r.Reason)
 			}
 		}
@@ -256,8 +257,8 @@ func TestSourceCheckReportsEachDifference(t *testing.T) {
 		{inspect.ClassSourceDifferent, "u-cust-4-2", "", ""},
 		{inspect.ClassSourceExtra, "u-cust-3-1", "", ""},
 		{inspect.ClassSourceMissing, "c-wait", inspect.SeenWaiting, ""},
-		{inspect.ClassSourceMissing, "c-conflict", inspect.SeenQuarantined, settle.ReasonVersionConflict},
-		{inspect.ClassSourceMissing, "u-dead", inspect.SeenDeadLettered, settle.ReasonTransientExhausted},
+		{inspect.ClassSourceMissing, "c-conflict", inspect.SeenQuarantined, message.ReasonVersionConflict},
+		{inspect.ClassSourceMissing, "u-dead", inspect.SeenDeadLettered, message.ReasonTransientExhausted},
 		{inspect.ClassSourceMissing, "u-never-sent", inspect.SeenNever, ""},
 		{inspect.ClassSourceNetDiffers, "u-cust-4-2", "", ""},
 	}

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/settlehq/settle/record"
-	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/dberr"
 	"github.com/settlehq/settle/settle/internal/db"
 )
 
@@ -15,7 +15,7 @@ import (
 func (s *Store) OutboxBacklog(ctx context.Context) (rows int64, oldest time.Time, err error) {
 	r, err := db.On(s.pool).OutboxBacklog(ctx)
 	if err != nil {
-		return 0, time.Time{}, settle.StoreError("read outbox backlog", err)
+		return 0, time.Time{}, dberr.Wrap("read outbox backlog", err)
 	}
 	return r.Waiting, r.Oldest, nil
 }
@@ -44,14 +44,14 @@ func (s *Store) OutboxParked(ctx context.Context, afterID int64, limit int) ([]P
 	}
 	rows, err := db.On(s.pool).OutboxParkedList(ctx, db.OutboxParkedListParams{AfterID: afterID, PageRows: int64(limit)})
 	if err != nil {
-		return nil, settle.StoreError("list parked outbox rows", err)
+		return nil, dberr.Wrap("list parked outbox rows", err)
 	}
 	out := make([]ParkedMessage, 0, len(rows))
 	for _, r := range rows {
 		m := ParkedMessage{ID: r.ID, Topic: r.Topic, Key: r.Key, ValueBytes: int(r.ValueBytes), Reason: r.Reason, Error: r.Error,
 			CreatedAt: r.CreatedAt, ParkedAt: r.At}
 		if m.Headers, err = db.DecodeHeaders(r.Headers); err != nil {
-			return nil, settle.StoreError("list parked outbox rows", fmt.Errorf("parked outbox row %d: headers: %w", m.ID, err))
+			return nil, dberr.Wrap("list parked outbox rows", fmt.Errorf("parked outbox row %d: headers: %w", m.ID, err))
 		}
 		out = append(out, m)
 	}

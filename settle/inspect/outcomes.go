@@ -4,13 +4,14 @@ import (
 	"context"
 	"time"
 
-	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/dberr"
 	"github.com/settlehq/settle/settle/internal/db"
+	"github.com/settlehq/settle/settle/message"
 )
 
 // OutcomeCount is the number of deliveries with one outcome and reason.
 type OutcomeCount struct {
-	Outcome settle.Outcome
+	Outcome message.Outcome
 	Reason  string
 	Count   int64
 }
@@ -19,11 +20,11 @@ type OutcomeCount struct {
 func (s *Store) OutcomeCounts(ctx context.Context) ([]OutcomeCount, error) {
 	rows, err := db.On(s.pool).DeliveryCount(ctx)
 	if err != nil {
-		return nil, settle.StoreError("count deliveries", err)
+		return nil, dberr.Wrap("count deliveries", err)
 	}
 	var out []OutcomeCount
 	for _, r := range rows {
-		out = append(out, OutcomeCount{Outcome: settle.Outcome(r.Outcome), Reason: r.Reason, Count: r.Count})
+		out = append(out, OutcomeCount{Outcome: message.Outcome(r.Outcome), Reason: r.Reason, Count: r.Count})
 	}
 	return out, nil
 }
@@ -32,7 +33,7 @@ func (s *Store) OutcomeCounts(ctx context.Context) ([]OutcomeCount, error) {
 func (s *Store) OpenConflictCases(ctx context.Context) (int64, error) {
 	n, err := db.On(s.pool).ReconcileOpenCases(ctx)
 	if err != nil {
-		return 0, settle.StoreError("count open conflict cases", err)
+		return 0, dberr.Wrap("count open conflict cases", err)
 	}
 	return n, nil
 }
@@ -49,7 +50,7 @@ type OutcomeBucket struct {
 func (s *Store) OutcomeTimeline(ctx context.Context, since time.Time) ([]OutcomeBucket, error) {
 	rows, err := db.On(s.pool).DeliveryTimeline(ctx, since)
 	if err != nil {
-		return nil, settle.StoreError("count deliveries per hour", err)
+		return nil, dberr.Wrap("count deliveries per hour", err)
 	}
 	out := make([]OutcomeBucket, 0, len(rows))
 	for _, r := range rows {
@@ -71,7 +72,7 @@ type SettledTime struct {
 func (s *Store) SettledTimes(ctx context.Context) ([]SettledTime, error) {
 	rows, err := db.On(s.pool).SettledTimes(ctx)
 	if err != nil {
-		return nil, settle.StoreError("read settled times", err)
+		return nil, dberr.Wrap("read settled times", err)
 	}
 	out := make([]SettledTime, 0, len(rows))
 	for _, r := range rows {

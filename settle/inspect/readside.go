@@ -6,7 +6,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/dberr"
 )
 
 // ReaderRole is the PostgreSQL role the month-end reads run under
@@ -22,7 +22,7 @@ const ReaderRole = "settle_reader"
 func (s *Store) readOnly(ctx context.Context, what string, fn func(pgx.Tx) error) error {
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
-		return settle.StoreError(what+": begin", err)
+		return dberr.Wrap(what+": begin", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
 	if _, err := tx.Exec(ctx, "SET LOCAL ROLE "+ReaderRole); err != nil {

@@ -16,7 +16,9 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/dberr"
 	"github.com/settlehq/settle/settle/internal/db"
+	"github.com/settlehq/settle/settle/message"
 )
 
 // Limits of the search.
@@ -81,7 +83,7 @@ func (s *Store) Search(ctx context.Context, q SearchQuery) ([]SearchHit, error) 
 	what := fmt.Sprintf("search %q", text)
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
-		return nil, settle.StoreError(what, err)
+		return nil, dberr.Wrap(what, err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
 	// Every query planned with the values, so the "any tenant" branches
@@ -89,15 +91,15 @@ func (s *Store) Search(ctx context.Context, q SearchQuery) ([]SearchHit, error) 
 	pq := db.On(db.Planned(tx))
 	cases, err := searchCases(ctx, pq, q, text, caseID)
 	if err != nil {
-		return nil, settle.StoreError(what, err)
+		return nil, dberr.Wrap(what, err)
 	}
 	settlements, records, err := searchIdentities(ctx, pq, q, text)
 	if err != nil {
-		return nil, settle.StoreError(what, err)
+		return nil, dberr.Wrap(what, err)
 	}
 	accounts, err := searchAccounts(ctx, pq, q, text)
 	if err != nil {
-		return nil, settle.StoreError(what, err)
+		return nil, dberr.Wrap(what, err)
 	}
 	hits := append(append(append([]SearchHit{}, cases...), settlements...), records...)
 	return append(hits, accounts...), nil
@@ -183,7 +185,7 @@ func (s *Store) AccountSettlements(ctx context.Context, tenant, subject, currenc
 	rows, err := db.On(s.pool).AccountSettlements(ctx, db.AccountSettlementsParams{TenantID: tenant, Subject: subject,
 		Currency: currency, SettlementsMax: int32(limit)})
 	if err != nil {
-		return nil, settle.StoreError(what, err)
+		return nil, dberr.Wrap(what, err)
 	}
 	out := make([]AccountSettlement, 0, len(rows))
 	for _, r := range rows {
@@ -207,8 +209,8 @@ type CaseLinks struct {
 // delivery that first brought it.
 type StoredIdentity struct {
 	IdentityRef
-	Fingerprint   string             `json:"fingerprint"` // xxhash, hex
-	FirstDelivery settle.Coordinates `json:"first_delivery"`
+	Fingerprint   string              `json:"fingerprint"` // xxhash, hex
+	FirstDelivery message.Coordinates `json:"first_delivery"`
 }
 
 // CaseLinks returns what case id links to, or settle.ErrCaseNotFound.
@@ -218,7 +220,7 @@ func (s *Store) CaseLinks(ctx context.Context, id int64) (*CaseLinks, error) {
 		return nil, fmt.Errorf("case %d: %w", id, settle.ErrCaseNotFound)
 	}
 	if err != nil {
-		return nil, settle.StoreError(fmt.Sprintf("read links of case %d", id), err)
+		return nil, dberr.Wrap(fmt.Sprintf("read links of case %d", id), err)
 	}
 	l := &CaseLinks{}
 	if r.HasStored {
@@ -226,7 +228,7 @@ func (s *Store) CaseLinks(ctx context.Context, id int64) (*CaseLinks, error) {
 			IdentityRef: IdentityRef{AccountPeriod: r.AccountPeriod, RecordID: r.RecordID, Operation: r.Operation, Outcome: r.Outcome,
 				SettlementID: r.SettlementID},
 			Fingerprint:   fmt.Sprintf("%016x", uint64(r.Fingerprint)),
-			FirstDelivery: settle.Coordinates{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset},
+			FirstDelivery: message.Coordinates{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset},
 		}
 	}
 	if r.AdjustmentRecordID != "" {
@@ -244,7 +246,7 @@ func (s *Store) CaseResolutions(ctx context.Context, ids []int64) (map[int64]Cas
 	}
 	rows, err := db.On(s.pool).CaseResolutionOfCases(ctx, ids)
 	if err != nil {
-		return nil, settle.StoreError("read resolutions", err)
+		return nil, dberr.Wrap("read resolutions", err)
 	}
 	for _, r := range rows {
 		out[r.CaseID] = CaseResolution{Decision: r.Decision, Amount: r.Amount, Reason: r.Reason, By: r.ResolvedBy, At: r.ResolvedAt,
@@ -286,7 +288,7 @@ func (s *Store) OpenCaseAges(ctx context.Context, now time.Time, bounds []time.D
 	}
 	rows, err := db.On(s.pool).ConflictCaseOpenAges(ctx, cut)
 	if err != nil {
-		return nil, settle.StoreError("count open cases by age", err)
+		return nil, dberr.Wrap("count open cases by age", err)
 	}
 	for _, r := range rows {
 		out[r.OlderThan].Count = r.Count // older than: how many bounds the case is past

@@ -10,8 +10,8 @@ import (
 	"github.com/cespare/xxhash/v2"
 
 	"github.com/settlehq/settle/record"
-	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/internal/db"
+	"github.com/settlehq/settle/settle/message"
 )
 
 type deadLetterRef struct {
@@ -197,7 +197,7 @@ func (c *sourceCheck) missing(f SourceFinding, r *record.Record, waits map[sourc
 		f.Seen, f.CaseID = SeenWaiting, w.caseID
 		f.Detail = fmt.Sprintf("waiting since %s for its target %s/%s", w.since.UTC().Format(time.RFC3339), w.targetPeriod, w.targetRecord)
 		if w.status == "orphaned" {
-			f.Seen, f.Reason = SeenOrphaned, settle.ReasonOrphan
+			f.Seen, f.Reason = SeenOrphaned, message.ReasonOrphan
 			f.Detail = fmt.Sprintf("orphaned: its target %s/%s never arrived (case %d)", w.targetPeriod, w.targetRecord, w.caseID)
 		}
 	} else if d, ok := c.dead[r.Identity()]; ok {
@@ -214,7 +214,7 @@ func (c *sourceCheck) missing(f SourceFinding, r *record.Record, waits map[sourc
 // the same payload as matched.
 func (c *sourceCheck) compareStored(f SourceFinding, r *record.Record, st *storedIdentity) error {
 	f.SettlementID = st.settlementID
-	if st.outcome == string(settle.OutcomeQuarantined) {
+	if st.outcome == string(message.OutcomeQuarantined) {
 		f.Class, f.Seen, f.Reason = ClassSourceMissing, SeenQuarantined, st.reason
 		f.CaseID = st.caseID
 		f.Detail = fmt.Sprintf("quarantined %s (case %d)", st.reason, f.CaseID)
@@ -245,11 +245,11 @@ func (c *sourceCheck) compareStored(f SourceFinding, r *record.Record, st *store
 	} else {
 		sp := c.period(r.AccountPeriod)
 		sp.Matched++
-		if st.outcome == string(settle.OutcomeRefused) {
+		if st.outcome == string(message.OutcomeRefused) {
 			sp.Refused++
 		}
 	}
-	if st.outcome == string(settle.OutcomeSettled) {
+	if st.outcome == string(message.OutcomeSettled) {
 		c.matchedOK++
 	}
 	return nil

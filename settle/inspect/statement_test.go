@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	"github.com/settlehq/settle/internal/money"
-	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/inspect"
+	"github.com/settlehq/settle/settle/message"
 	"github.com/settlehq/settle/settle/settletest"
 )
 
@@ -30,7 +30,7 @@ func TestStatementTiesToBalances(t *testing.T) {
 		t.Fatal(err)
 	}
 	late := settletest.Grant("g-late", "cust-0", "5")
-	if rs := settletest.MustSettle(t, m.s, settletest.Batch(2, 2, late)); rs[0].Outcome != settle.OutcomeSettled {
+	if rs := settletest.MustSettle(t, m.s, settletest.Batch(2, 2, late)); rs[0].Outcome != message.OutcomeSettled {
 		t.Fatalf("late grant: %+v", rs[0])
 	}
 

@@ -7,7 +7,7 @@
 //
 // Its statements are the files in sql/, run through the generated
 // queries. Its errors say what was being done and carry
-// settle.ErrUnavailable when the database itself failed.
+// dberr.ErrUnavailable when the database itself failed.
 package outbox
 
 import (
@@ -22,6 +22,7 @@ import (
 
 	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/dberr"
 	"github.com/settlehq/settle/settle/internal/db"
 )
 
@@ -85,7 +86,7 @@ var ErrNotLeader = errors.New("outbox lease not held: another relay is the leade
 func (s *Store) Lease(ctx context.Context, key int64) (*Lease, error) {
 	pc, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return nil, settle.StoreError("open outbox lease connection", err)
+		return nil, dberr.Wrap("open outbox lease connection", err)
 	}
 	conn := pc.Hijack()
 	// A relay frozen while it holds the lock (SIGSTOP, a paused VM) keeps
@@ -102,7 +103,7 @@ func (s *Store) Lease(ctx context.Context, key int64) (*Lease, error) {
 	if _, err := conn.Exec(ctx, fmt.Sprintf("SET idle_session_timeout = '%dms'; %s",
 		LeaseIdleMax.Milliseconds(), db.ProbesOnly("SET"))); err != nil {
 		conn.Close(context.WithoutCancel(ctx))
-		return nil, settle.StoreError("open outbox lease connection", err)
+		return nil, dberr.Wrap("open outbox lease connection", err)
 	}
 	return &Lease{conn: conn, key: key, settle: s.settle}, nil
 }
@@ -120,7 +121,7 @@ func (l *Lease) TryAcquire(ctx context.Context) (bool, error) {
 	}
 	held, err := db.On(l.conn).OutboxLeaseTry(ctx, l.key)
 	if err != nil {
-		return false, settle.StoreError("take outbox lease", err)
+		return false, dberr.Wrap("take outbox lease", err)
 	}
 	l.held = held
 	return l.held, nil
@@ -269,8 +270,8 @@ func (l *Lease) Close(ctx context.Context) error {
 // fail wraps an error of the lease's connection. A broken connection has
 // lost the lock with it, so the lease stops claiming to hold it.
 func (l *Lease) fail(what string, err error) error {
-	err = settle.StoreError(what, err)
-	if l.conn.IsClosed() || errors.Is(err, settle.ErrUnavailable) {
+	err = dberr.Wrap(what, err)
+	if l.conn.IsClosed() || errors.Is(err, dberr.ErrUnavailable) {
 		l.held = false
 	}
 	return err

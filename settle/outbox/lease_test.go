@@ -10,6 +10,7 @@ import (
 	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/internal/db"
+	"github.com/settlehq/settle/settle/message"
 	"github.com/settlehq/settle/settle/outbox"
 	"github.com/settlehq/settle/settle/settletest"
 )
@@ -26,7 +27,7 @@ func TestSettlementMessageHeaders(t *testing.T) {
 	ins[1].Headers = []record.Header{{Key: "traceparent", Value: []byte("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")},
 		{Key: "origin", Value: []byte("meter-7")}}
 	rs := settletest.MustSettle(t, s, ins)
-	var resp settle.Response
+	var resp message.Response
 	if err := json.Unmarshal(rs[1].Response, &resp); err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,9 @@ import (
 
 	"github.com/settlehq/settle/internal/money"
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/dberr"
 	"github.com/settlehq/settle/settle/internal/db"
+	"github.com/settlehq/settle/settle/message"
 )
 
 func (s *checker) checkBalances(ctx context.Context, tx pgx.Tx, in Input) ([]Finding, error) {
@@ -23,7 +25,7 @@ func (s *checker) checkBalances(ctx context.Context, tx pgx.Tx, in Input) ([]Fin
 	})
 }
 
-// checkHashChain recomputes every account's ledger hash chain (settle.ChainHash)
+// checkHashChain recomputes every account's ledger hash chain (message.ChainHash)
 // and compares it with the stored row hashes and the account's head. A row
 // settle did not write (no hash) or whose fields were changed breaks it; so
 // does a row removed from the end (the head no longer matches). It walks
@@ -55,7 +57,7 @@ func (s *checker) checkHashChain(ctx context.Context, tx pgx.Tx, in Input) ([]Fi
 		if err != nil {
 			return err
 		}
-		want := settle.ChainHash(prev, r.TenantID, r.Subject, r.Currency, r.SettlementID, r.Bucket, amount.String())
+		want := message.ChainHash(prev, r.TenantID, r.Subject, r.Currency, r.SettlementID, r.Bucket, amount.String())
 		switch {
 		case r.ChainHash == nil:
 			out = append(out, Finding{Class: ClassChainBroken, TenantID: r.TenantID, AccountID: r.AccountID, LedgerRowID: r.ID, SettlementID: r.SettlementID,
@@ -103,7 +105,7 @@ func (s *checker) checkLedgerOrphans(ctx context.Context, tx pgx.Tx, in Input) (
 func (s *checker) checkReferences(ctx context.Context, tx pgx.Tx, in Input) ([]Finding, error) {
 	rows, err := db.On(tx).ReconcileReferences(ctx, in.TenantID)
 	return findings(rows, err, func(r db.ReconcileReferencesRow) Finding {
-		c := settle.Coordinates{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}
+		c := message.Coordinates{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}
 		return Finding{Class: r.Class, TenantID: r.TenantID, Period: r.AccountPeriod, RecordID: r.RecordID, Operation: r.Operation,
 			Source: &c, Detail: fmt.Sprintf("%s: identity %d (source %s/%d@%d)", r.Class, r.IdentityID, c.Topic, c.Partition, c.Offset)}
 	})
@@ -191,7 +193,7 @@ func (s *checker) checkOffsets(ctx context.Context, tx pgx.Tx, in Input) ([]Find
 		for p, k := range ps {
 			have, ok := pg[topic][p]
 			if k > have || (!ok && k > 0) {
-				out = append(out, Finding{Class: ClassKafkaOffsetAhead, Source: &settle.Coordinates{Topic: topic, Partition: p, Offset: k},
+				out = append(out, Finding{Class: ClassKafkaOffsetAhead, Source: &message.Coordinates{Topic: topic, Partition: p, Offset: k},
 					Detail: fmt.Sprintf("group %s committed offset %d in Kafka for %s/%d, PostgreSQL holds %d: the database is behind (restored?); the consumer reads the partition again from PostgreSQL's offset on its next assignment", in.Group, k, topic, p, have)})
 			}
 		}
@@ -211,7 +213,7 @@ func CheckKafkaOffsets(ctx context.Context, store *settle.Store, group string, k
 	s := &checker{pool: store.Pool(), cfg: store.Config()}
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
-		return nil, settle.StoreError("reconcile: begin", err)
+		return nil, dberr.Wrap("reconcile: begin", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
 	if group == "" {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/internal/db"
+	"github.com/settlehq/settle/settle/message"
 )
 
 // The delivery checks: every record read has one delivery row, below
@@ -18,7 +19,7 @@ import (
 func (s *checker) checkDeliveryRepeated(ctx context.Context, tx pgx.Tx, _ Input) ([]Finding, error) {
 	rows, err := db.On(tx).ReconcileDeliveryRepeated(ctx)
 	return findings(rows, err, func(r db.ReconcileDeliveryRepeatedRow) Finding {
-		c := settle.Coordinates{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}
+		c := message.Coordinates{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}
 		return Finding{Class: ClassDeliveryRepeated, Source: &c,
 			Detail: fmt.Sprintf("record %s/%d@%d has %d delivery rows (%s); a record is delivered once", c.Topic, c.Partition, c.Offset, r.Deliveries, r.Outcomes)}
 	})
@@ -56,7 +57,7 @@ func missingDeliveries(ctx context.Context, tx pgx.Tx, offsets map[string]map[in
 	topics, parts, offs := bounds(offsets)
 	rows, err := db.On(tx).ReconcileDeliveryMissing(ctx, db.ReconcileDeliveryMissingParams{Topics: topics, Partitions: parts, Bounds: offs})
 	return findings(rows, err, func(r db.ReconcileDeliveryMissingRow) Finding {
-		c := settle.Coordinates{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}
+		c := message.Coordinates{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}
 		return Finding{Class: class, Source: &c,
 			Detail: fmt.Sprintf("record %s/%d@%d has no delivery row, %s %d", c.Topic, c.Partition, c.Offset, why, offsets[c.Topic][c.Partition])}
 	})
@@ -85,7 +86,7 @@ func (s *checker) checkEveryRecordDelivered(ctx context.Context, tx pgx.Tx, in I
 	topics, parts, offs := bounds(in.EndOffsets)
 	rows, err := db.On(tx).ReconcileDeliveryPastEnd(ctx, db.ReconcileDeliveryPastEndParams{Topics: topics, Partitions: parts, Bounds: offs})
 	past, err := findings(rows, err, func(r db.ReconcileDeliveryPastEndRow) Finding {
-		c := settle.Coordinates{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}
+		c := message.Coordinates{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}
 		return Finding{Class: ClassDeliveryPastEnd, Source: &c,
 			Detail: fmt.Sprintf("delivery row (%s) at %s/%d@%d, at or past the topic's end offset %d: no such record was read", r.Outcome, c.Topic, c.Partition, c.Offset, in.EndOffsets[c.Topic][c.Partition])}
 	})
@@ -98,7 +99,7 @@ func (s *checker) checkEveryRecordDelivered(ctx context.Context, tx pgx.Tx, in I
 // resultsMissing reports every record below the end offsets that no
 // message on the results topic names.
 func resultsMissing(in Input) []Finding {
-	resulted := make(map[settle.Coordinates]bool, len(in.Results))
+	resulted := make(map[message.Coordinates]bool, len(in.Results))
 	for _, c := range in.Results {
 		resulted[c] = true
 	}
@@ -106,7 +107,7 @@ func resultsMissing(in Input) []Finding {
 	var out []Finding
 	for i := range topics {
 		for o := int64(0); o < offs[i] && len(out) < 10000; o++ {
-			c := settle.Coordinates{Topic: topics[i], Partition: parts[i], Offset: o}
+			c := message.Coordinates{Topic: topics[i], Partition: parts[i], Offset: o}
 			if !resulted[c] {
 				out = append(out, Finding{Class: ClassResultMissing, Source: &c,
 					Detail: fmt.Sprintf("record %s/%d@%d has no message on the results topic", c.Topic, c.Partition, c.Offset)})

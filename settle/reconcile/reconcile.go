@@ -26,6 +26,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/dberr"
+	"github.com/settlehq/settle/settle/message"
 )
 
 // Discrepancy classes: what reconcile found, one per kind of difference.
@@ -79,17 +81,17 @@ const (
 
 // Finding is one difference reconcile found.
 type Finding struct {
-	Class        string              `json:"class"`
-	TenantID     string              `json:"tenant_id,omitempty"`
-	Period       string              `json:"account_period,omitempty"`
-	RecordID     string              `json:"record_id,omitempty"`
-	Operation    string              `json:"operation,omitempty"`
-	SettlementID string              `json:"settlement_id,omitempty"`
-	AccountID    int64               `json:"account_id,omitempty"`
-	LedgerRowID  int64               `json:"ledger_row_id,omitempty"`
-	OutboxRowID  int64               `json:"outbox_row_id,omitempty"`
-	Source       *settle.Coordinates `json:"source,omitempty"`
-	Detail       string              `json:"detail"`
+	Class        string               `json:"class"`
+	TenantID     string               `json:"tenant_id,omitempty"`
+	Period       string               `json:"account_period,omitempty"`
+	RecordID     string               `json:"record_id,omitempty"`
+	Operation    string               `json:"operation,omitempty"`
+	SettlementID string               `json:"settlement_id,omitempty"`
+	AccountID    int64                `json:"account_id,omitempty"`
+	LedgerRowID  int64                `json:"ledger_row_id,omitempty"`
+	OutboxRowID  int64                `json:"outbox_row_id,omitempty"`
+	Source       *message.Coordinates `json:"source,omitempty"`
+	Detail       string               `json:"detail"`
 }
 
 // Check is one check reconcile ran and how many findings it produced.
@@ -121,7 +123,7 @@ func (r *Report) skip(check, why string) {
 // decoded by the caller (settle never reads Kafka). Identity is nil for a
 // record that does not decode (it should be a dead letter).
 type SourceRecord struct {
-	Source    settle.Coordinates
+	Source    message.Coordinates
 	RecordID  string
 	Operation string
 }
@@ -131,7 +133,7 @@ type PublishedSettlement struct {
 	SettlementID string
 	RecordID     string
 	Operation    string
-	Source       settle.Coordinates
+	Source       message.Coordinates
 
 	// HeaderSettlementID is the message's settlement_id header, which
 	// must equal the body's; Sequence is the per-account sequence the
@@ -187,7 +189,7 @@ type Input struct {
 	// Results are the source coordinates the results topic's messages
 	// name; ResultsRead says it was read. With EndOffsets, every record
 	// below them has a result.
-	Results     []settle.Coordinates
+	Results     []message.Coordinates
 	ResultsRead bool
 
 	// What a known input must have produced, by a model of it (tests and
@@ -227,7 +229,7 @@ func Run(ctx context.Context, store *settle.Store, in Input) (*Report, error) {
 	}
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
-		return nil, settle.StoreError("reconcile: begin", err)
+		return nil, dberr.Wrap("reconcile: begin", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
 	r := &Report{Findings: []Finding{}}

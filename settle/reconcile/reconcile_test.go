@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/message"
 	"github.com/settlehq/settle/settle/reconcile"
 	"github.com/settlehq/settle/settle/settletest"
 )
@@ -31,13 +32,13 @@ func reconcileFixture(t *testing.T) (*settle.Store, []reconcile.SourceRecord, []
 	ins := settletest.Batch(0, 0, recs...)
 	rs := settletest.MustSettle(t, s, ins)
 	for i, r := range rs {
-		if r.Outcome != settle.OutcomeSettled {
+		if r.Outcome != message.OutcomeSettled {
 			t.Fatalf("fixture record %d: %s %s", i, r.Outcome, r.Reason)
 		}
 	}
 	var source []reconcile.SourceRecord
 	for i, r := range rs {
-		source = append(source, reconcile.SourceRecord{Source: settle.Coordinates{Topic: "usage", Partition: 0, Offset: ins[i].Offset},
+		source = append(source, reconcile.SourceRecord{Source: message.Coordinates{Topic: "usage", Partition: 0, Offset: ins[i].Offset},
 			RecordID: r.Identity.RecordID, Operation: r.Identity.Operation})
 	}
 	ctx := context.Background()
@@ -53,7 +54,7 @@ func reconcileFixture(t *testing.T) (*settle.Store, []reconcile.SourceRecord, []
 		var (
 			id    int64
 			value []byte
-			resp  settle.Response
+			resp  message.Response
 		)
 		if err := rows.Scan(&id, &value); err != nil {
 			t.Fatal(err)
@@ -62,7 +63,7 @@ func reconcileFixture(t *testing.T) (*settle.Store, []reconcile.SourceRecord, []
 			t.Fatal(err)
 		}
 		published = append(published, reconcile.PublishedSettlement{SettlementID: resp.SettlementID, RecordID: resp.Identity.RecordID,
-			Operation: resp.Identity.Operation, Source: settle.Coordinates{Topic: "settlements", Offset: id},
+			Operation: resp.Identity.Operation, Source: message.Coordinates{Topic: "settlements", Offset: id},
 			HeaderSettlementID: resp.SettlementID, Sequence: resp.Sequence})
 	}
 	if err := rows.Err(); err != nil {
@@ -226,7 +227,7 @@ func TestReconcileFindsInjectedDiscrepancies(t *testing.T) {
 			// A record of the tenant and period behind the group's offset
 			// with no delivery: the group moved past it without settling.
 			exec(t, s, `UPDATE consumer_offsets SET next_offset = next_offset + 1`)
-			in.Source = append(in.Source, reconcile.SourceRecord{Source: settle.Coordinates{Topic: "usage", Offset: int64(len(in.Source))},
+			in.Source = append(in.Source, reconcile.SourceRecord{Source: message.Coordinates{Topic: "usage", Offset: int64(len(in.Source))},
 				RecordID: "u-lost", Operation: "usage"})
 			in.KafkaOffsets["usage"][0]++
 			// The offset PostgreSQL passed over has no delivery row either.

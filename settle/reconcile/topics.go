@@ -8,6 +8,7 @@ import (
 
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/internal/db"
+	"github.com/settlehq/settle/settle/message"
 )
 
 // periodIdentity is one stored identity of the tenant and period compared.
@@ -16,7 +17,7 @@ type periodIdentity struct {
 	recordID, op string
 	outcome      string
 	settlementID string
-	source       settle.Coordinates
+	source       message.Coordinates
 	hasLedger    bool
 	marked       bool  // its settlement's outbox row is marked published
 	sequence     int64 // the per-account sequence its response carries
@@ -30,7 +31,7 @@ func loadPeriodIdentities(ctx context.Context, tx pgx.Tx, tenant, period, settle
 	var out []periodIdentity
 	for _, r := range rows {
 		out = append(out, periodIdentity{id: r.ID, recordID: r.RecordID, op: r.Operation, outcome: r.Outcome, settlementID: r.SettlementID,
-			source:    settle.Coordinates{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset},
+			source:    message.Coordinates{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset},
 			hasLedger: r.HasLedger, marked: r.Marked, sequence: r.Sequence})
 	}
 	return out, nil
@@ -55,7 +56,7 @@ func (s *checker) compareSource(ctx context.Context, tx pgx.Tx, in Input, ids []
 		return nil, err
 	}
 	var out []Finding
-	seen := map[settle.Coordinates]bool{}
+	seen := map[message.Coordinates]bool{}
 	for _, sr := range in.Source {
 		c := sr.Source
 		seen[c] = true
@@ -77,7 +78,7 @@ func (s *checker) compareSource(ctx context.Context, tx pgx.Tx, in Input, ids []
 }
 
 // deliveredSources returns which of the source records have a delivery row.
-func deliveredSources(ctx context.Context, tx pgx.Tx, in Input) (map[settle.Coordinates]bool, error) {
+func deliveredSources(ctx context.Context, tx pgx.Tx, in Input) (map[message.Coordinates]bool, error) {
 	topics := make([]string, len(in.Source))
 	parts := make([]int32, len(in.Source))
 	offs := make([]int64, len(in.Source))
@@ -89,9 +90,9 @@ func deliveredSources(ctx context.Context, tx pgx.Tx, in Input) (map[settle.Coor
 	if err != nil {
 		return nil, err
 	}
-	delivered := map[settle.Coordinates]bool{}
+	delivered := map[message.Coordinates]bool{}
 	for _, r := range rows {
-		delivered[settle.Coordinates{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}] = true
+		delivered[message.Coordinates{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}] = true
 	}
 	return delivered, nil
 }
@@ -99,7 +100,7 @@ func deliveredSources(ctx context.Context, tx pgx.Tx, in Input) (map[settle.Coor
 // deliveredIdentities returns, by (record_id, operation), whether the
 // delivered source records have an identity (settled, refused, quarantined,
 // or still waiting).
-func deliveredIdentities(ctx context.Context, tx pgx.Tx, in Input, delivered map[settle.Coordinates]bool) (map[[2]string]bool, error) {
+func deliveredIdentities(ctx context.Context, tx pgx.Tx, in Input, delivered map[message.Coordinates]bool) (map[[2]string]bool, error) {
 	var recs, ops []string
 	for _, sr := range in.Source {
 		if delivered[sr.Source] {
@@ -121,7 +122,7 @@ func deliveredIdentities(ctx context.Context, tx pgx.Tx, in Input, delivered map
 // identitiesWithoutSource reports the stored identities that name a record
 // of the usage topic the source does not hold (seen), unless retention
 // removed it.
-func identitiesWithoutSource(in Input, ids []periodIdentity, seen map[settle.Coordinates]bool) []Finding {
+func identitiesWithoutSource(in Input, ids []periodIdentity, seen map[message.Coordinates]bool) []Finding {
 	var out []Finding
 	for _, pi := range ids {
 		if pi.source.Topic != in.SourceTopic || seen[pi.source] {
@@ -164,7 +165,7 @@ func compareSettlements(in Input, ids []periodIdentity) []Finding {
 		}
 		// Not yet marked published: the relay's pending work (the outbox
 		// check reports it once it is older than the grace period).
-		if pi.outcome == string(settle.OutcomeSettled) && pi.hasLedger && pi.marked && !published[pi.settlementID] {
+		if pi.outcome == string(message.OutcomeSettled) && pi.hasLedger && pi.marked && !published[pi.settlementID] {
 			out = append(out, Finding{Class: ClassSettlementNotOnTopic, TenantID: in.TenantID, Period: in.Period,
 				RecordID: pi.recordID, Operation: pi.op, SettlementID: pi.settlementID,
 				Detail: fmt.Sprintf("identity %d wrote ledger rows and its outbox row is marked published, but its settlement is not on the settlements topic", pi.id)})
@@ -175,7 +176,7 @@ func compareSettlements(in Input, ids []periodIdentity) []Finding {
 		if pi := known[p.SettlementID]; pi != nil {
 			switch {
 			case reported[p.SettlementID]:
-			case pi.outcome != string(settle.OutcomeSettled) || !pi.hasLedger:
+			case pi.outcome != string(message.OutcomeSettled) || !pi.hasLedger:
 				// Only an effect is published: a settlement with no
 				// ledger rows behind it was never one.
 				reported[p.SettlementID] = true

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/dberr"
 	"github.com/settlehq/settle/settle/internal/db"
 )
 
@@ -34,7 +35,7 @@ type Totals struct {
 func Count(ctx context.Context, store *settle.Store) (Totals, error) {
 	r, err := db.On(store.Pool()).Totals(ctx, store.Config().SettlementsTopic)
 	if err != nil {
-		return Totals{}, settle.StoreError("count totals", err)
+		return Totals{}, dberr.Wrap("count totals", err)
 	}
 	return Totals(r), nil
 }
@@ -50,7 +51,7 @@ type Progress struct {
 func ReadProgress(ctx context.Context, store *settle.Store) (Progress, error) {
 	r, err := db.On(store.Pool()).Progress(ctx)
 	if err != nil {
-		return Progress{}, settle.StoreError("read progress", err)
+		return Progress{}, dberr.Wrap("read progress", err)
 	}
 	return Progress(r), nil
 }

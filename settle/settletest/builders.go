@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/message"
 )
 
 // Rec builds a valid usage record with fields overridden by kv pairs
@@ -77,7 +78,7 @@ func Clone(m map[string]any, kv ...any) map[string]any {
 }
 
 // MustSettle decodes and settles ins, failing the test on an error.
-func MustSettle(t *testing.T, s *settle.Store, ins []settle.Input) []settle.Result {
+func MustSettle(t *testing.T, s *settle.Store, ins []settle.Input) []message.Result {
 	t.Helper()
 	rs, err := s.Settle(context.Background(), "g", s.Decode(ins))
 	if err != nil {
@@ -90,7 +91,7 @@ func MustSettle(t *testing.T, s *settle.Store, ins []settle.Input) []settle.Resu
 }
 
 // Outcomes lists the results as outcome[:reason].
-func Outcomes(rs []settle.Result) []string {
+func Outcomes(rs []message.Result) []string {
 	out := make([]string, len(rs))
 	for i, r := range rs {
 		out[i] = string(r.Outcome)

@@ -8,7 +8,7 @@
 // subscribed topic on webhook_deliveries inside the transaction that writes
 // it, so none is skipped. Each delivery is claimed by one attempt with a
 // lease; only that attempt can mark it done, retried or dead (a write fenced
-// on its attempt id, settle.ErrClaimLost otherwise). A lease that runs out is
+// on its attempt id, dberr.ErrClaimLost otherwise). A lease that runs out is
 // taken over by the next claim, which gives the row a new attempt id. Right
 // before it POSTs, an attempt renews its lease and counts the send
 // (StartAttempt): the column attempts counts sends started, not claims, and
@@ -17,8 +17,8 @@
 // Its statements are the files in sql/, run through the methods sqlc
 // generates from them (settle/internal/db). It never settles anything, never
 // writes the outbox and never speaks HTTP; its errors say what was being
-// done and carry settle.ErrUnavailable when the database itself failed
-// (settle.StoreError).
+// done and carry dberr.ErrUnavailable when the database itself failed
+// (dberr.Wrap).
 package webhooks
 
 import (
@@ -31,6 +31,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/dberr"
 	"github.com/settlehq/settle/settle/internal/db"
 )
 
@@ -88,7 +89,7 @@ type DeadLetter struct {
 // webhook delivery. Rows written before are not queued.
 func (s *Store) Subscribe(ctx context.Context, topic string) error {
 	if err := db.On(s.pool).WebhookSubscribe(ctx, topic); err != nil {
-		return settle.StoreError("subscribe webhook to topic "+topic, err)
+		return dberr.Wrap("subscribe webhook to topic "+topic, err)
 	}
 	return nil
 }
@@ -104,7 +105,7 @@ func (s *Store) Claim(ctx context.Context, limit int, lease time.Duration) ([]De
 	}
 	rows, err := db.On(s.pool).WebhookClaim(ctx, db.WebhookClaimParams{MaxRows: int32(limit), LeaseMs: lease.Milliseconds()})
 	if err != nil {
-		return nil, settle.StoreError("claim webhook deliveries", err)
+		return nil, dberr.Wrap("claim webhook deliveries", err)
 	}
 	out := make([]Delivery, len(rows))
 	for i, r := range rows {
@@ -116,7 +117,7 @@ func (s *Store) Claim(ctx context.Context, limit int, lease time.Duration) ([]De
 
 // StartAttempt is called right before d is sent: it renews d's lease to
 // lease from now and counts the send, setting d.Attempt. It returns
-// settle.ErrClaimLost, and changes nothing, when d's attempt no longer owns
+// dberr.ErrClaimLost, and changes nothing, when d's attempt no longer owns
 // the delivery: then d must not be sent. A lease that lapsed without being
 // taken over is still d's (the takeover changes the attempt id), so it is
 // renewed.
@@ -127,17 +128,17 @@ func (s *Store) StartAttempt(ctx context.Context, d *Delivery, lease time.Durati
 	}
 	attempts, err := db.On(s.pool).WebhookAttemptStart(ctx, db.WebhookAttemptStartParams{ID: d.ID, AttemptID: d.AttemptID, LeaseMs: lease.Milliseconds()})
 	if errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("%s: %w", what, settle.ErrClaimLost)
+		return fmt.Errorf("%s: %w", what, dberr.ErrClaimLost)
 	}
 	if err != nil {
-		return settle.StoreError(what, err)
+		return dberr.Wrap(what, err)
 	}
 	d.Attempt = int(attempts)
 	return nil
 }
 
 // Complete marks d delivered (the receiver answered httpStatus). It
-// returns settle.ErrClaimLost, and changes nothing, when d's attempt no
+// returns dberr.ErrClaimLost, and changes nothing, when d's attempt no
 // longer owns the delivery.
 func (s *Store) Complete(ctx context.Context, d Delivery, httpStatus int) error {
 	return fenced(d, "complete")(db.On(s.pool).WebhookComplete(ctx, db.WebhookCompleteParams{ID: d.ID, AttemptID: d.AttemptID, HttpStatus: int32(httpStatus)}))
@@ -170,10 +171,10 @@ func fenced(d Delivery, what string) func(rows int64, err error) error {
 	return func(rows int64, err error) error {
 		what := fmt.Sprintf("%s webhook delivery %d settlement=%s attempt=%d", what, d.ID, d.SettlementID, d.Attempt)
 		if err != nil {
-			return settle.StoreError(what, err)
+			return dberr.Wrap(what, err)
 		}
 		if rows == 0 {
-			return fmt.Errorf("%s: %w", what, settle.ErrClaimLost)
+			return fmt.Errorf("%s: %w", what, dberr.ErrClaimLost)
 		}
 		return nil
 	}
@@ -183,7 +184,7 @@ func fenced(d Delivery, what string) func(rows int64, err error) error {
 func (s *Store) DeadLetters(ctx context.Context, limit int) ([]DeadLetter, error) {
 	rows, err := db.On(s.pool).WebhookDeadList(ctx, int32(limit))
 	if err != nil {
-		return nil, settle.StoreError("list webhook dead letters", err)
+		return nil, dberr.Wrap("list webhook dead letters", err)
 	}
 	out := make([]DeadLetter, len(rows))
 	for i, r := range rows {

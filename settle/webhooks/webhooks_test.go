@@ -9,12 +9,14 @@ import (
 	"time"
 
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/dberr"
+	"github.com/settlehq/settle/settle/message"
 	"github.com/settlehq/settle/settle/settletest"
 	"github.com/settlehq/settle/settle/webhooks"
 )
 
 // A write of an attempt that does not own its delivery changes nothing and
-// says so: settle.ErrClaimLost, wrapped with the delivery, the settlement
+// says so: dberr.ErrClaimLost, wrapped with the delivery, the settlement
 // and the attempt it was about. Claims outside their bounds are refused
 // before any SQL runs.
 func TestFencedWritesNameTheDelivery(t *testing.T) {
@@ -25,7 +27,7 @@ func TestFencedWritesNameTheDelivery(t *testing.T) {
 	if err := ws.Subscribe(ctx, "settlements"); err != nil {
 		t.Fatal(err)
 	}
-	if rs := settletest.MustSettle(t, s, settletest.Batch(0, 0, settletest.Rec())); rs[0].Outcome != settle.OutcomeSettled {
+	if rs := settletest.MustSettle(t, s, settletest.Batch(0, 0, settletest.Rec())); rs[0].Outcome != message.OutcomeSettled {
 		t.Fatalf("settle: %+v", rs)
 	}
 	for _, tc := range []struct {
@@ -54,7 +56,7 @@ func TestFencedWritesNameTheDelivery(t *testing.T) {
 		"retry":       ws.Retry(ctx, stale, time.Second, 500, "late"),
 		"dead-letter": ws.DeadLetter(ctx, stale, 500, "late"),
 	} {
-		if !errors.Is(err, settle.ErrClaimLost) || !strings.Contains(err.Error(), noun) {
+		if !errors.Is(err, dberr.ErrClaimLost) || !strings.Contains(err.Error(), noun) {
 			t.Errorf("%s by an attempt that does not own the delivery: %v, want ErrClaimLost naming %q", name, err, noun)
 		}
 	}

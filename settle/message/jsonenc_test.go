@@ -1,4 +1,4 @@
-package settle_test
+package message_test
 
 import (
 	"encoding/json"
@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/message"
 )
 
 // TestResponseAppendJSON: the append-style encoders give the bytes
@@ -39,25 +39,25 @@ func TestResponseAppendJSON(t *testing.T) {
 		return time.Unix(rng.Int64N(4e9), rng.Int64N(1e9)*int64(rng.IntN(2))).In(zones[rng.IntN(len(zones))])
 	}
 	for trial := range 2000 {
-		r := settle.Response{Version: int(num()), Outcome: settle.Outcome(str()), Reason: str(), Detail: str(),
-			SettlementID: str(), Identity: settle.IdentityJSON{TenantID: str(), AccountPeriod: str(), RecordID: str(), Operation: str()},
+		r := message.Response{Version: int(num()), Outcome: message.Outcome(str()), Reason: str(), Detail: str(),
+			SettlementID: str(), Identity: message.IdentityJSON{TenantID: str(), AccountPeriod: str(), RecordID: str(), Operation: str()},
 			Kind: str(), Subject: str(), Currency: str(), BalanceAfter: str(), HeldAfter: str(), Sequence: num(),
 			ChainHash: str(), CaseID: num(), CommittedAt: when(), Late: rng.IntN(2) == 0}
 		for range rng.IntN(3) {
-			r.Entries = append(r.Entries, settle.Entry{Bucket: str(), Amount: str()})
+			r.Entries = append(r.Entries, message.Entry{Bucket: str(), Amount: str()})
 		}
 		if rng.IntN(3) == 0 {
-			r.Entries = []settle.Entry{} // empty, not nil: omitted too
+			r.Entries = []message.Entry{} // empty, not nil: omitted too
 		}
 		if rng.IntN(2) == 0 {
-			r.Links = &settle.Links{Corrects: str(), Root: str(), RefundTarget: str(), Hold: str(), Case: num()}
+			r.Links = &message.Links{Corrects: str(), Root: str(), RefundTarget: str(), Hold: str(), Case: num()}
 		}
 		if rng.IntN(2) == 0 {
 			o := when()
 			r.OccurredAt = &o
 		}
 		if rng.IntN(2) == 0 {
-			r.SourceRecord = &settle.Coordinates{Topic: str(), Partition: int32(num()), Offset: num()}
+			r.SourceRecord = &message.Coordinates{Topic: str(), Partition: int32(num()), Offset: num()}
 		}
 		want, err := json.Marshal(&r)
 		if err != nil {
@@ -67,8 +67,8 @@ func TestResponseAppendJSON(t *testing.T) {
 			t.Fatalf("trial %d: Response.AppendJSON\n got %s\nwant %s", trial, got, want)
 		}
 
-		res := settle.Result{Version: int(num()), Source: settle.Coordinates{Topic: str(), Partition: int32(num()), Offset: num()},
-			Outcome: settle.Outcome(str()), Reason: str(), Error: str(), CaseID: num(), Replayed: rng.IntN(2) == 0,
+		res := message.Result{Version: int(num()), Source: message.Coordinates{Topic: str(), Partition: int32(num()), Offset: num()},
+			Outcome: message.Outcome(str()), Reason: str(), Error: str(), CaseID: num(), Replayed: rng.IntN(2) == 0,
 			Redelivered: rng.IntN(2) == 0}
 		if rng.IntN(2) == 0 {
 			res.Identity = &r.Identity
