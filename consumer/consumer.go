@@ -15,14 +15,13 @@ import (
 
 	"github.com/settlehq/settle/internal/backoff"
 	"github.com/settlehq/settle/internal/crashpoint"
-	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/message"
 )
 
 // Consumer is one member of the consumer group. Create it with New and run
 // it with Run; Ready and Counts may be called from any goroutine.
 type Consumer struct {
-	store *settle.Store
+	store Store
 	cfg   Config
 	log   *slog.Logger
 
@@ -47,7 +46,7 @@ type Consumer struct {
 }
 
 // New returns a consumer over store. It does not connect: Run does.
-func New(store *settle.Store, cfg Config) (*Consumer, error) {
+func New(store Store, cfg Config) (*Consumer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

@@ -21,23 +21,33 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/settlehq/settle/record"
-	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/dberr"
 	"github.com/settlehq/settle/settle/internal/db"
 )
 
 // Store is the outbox of one settle database.
 type Store struct {
-	pool   *pgxpool.Pool
-	settle *settle.Store
+	pool    *pgxpool.Pool
+	written Written
 }
 
-// New returns the outbox of the database of s, over its pool.
-func New(s *settle.Store) *Store { return &Store{pool: s.Pool(), settle: s} }
+// Written is what the relay takes from the settling store of its own
+// process: its pool, a signal after every commit that wrote outbox rows,
+// and those rows' messages as the commit kept them, until they are
+// published or parked. *settle.Store is one.
+type Written interface {
+	Pool() *pgxpool.Pool
+	OutboxWritten() <-chan struct{}
+	WrittenMessage(id int64) (db.OutboxPendingRow, bool)
+	ForgetWritten(ids []int64)
+}
+
+// New returns the outbox of the database of w, over its pool.
+func New(w Written) *Store { return &Store{pool: w.Pool(), written: w} }
 
 // Written receives after a transaction of this process's store that wrote
-// outbox rows has committed (settle.Store.OutboxWritten).
-func (s *Store) Written() <-chan struct{} { return s.settle.OutboxWritten() }
+// outbox rows has committed (Written.OutboxWritten).
+func (s *Store) Written() <-chan struct{} { return s.written.OutboxWritten() }
 
 // pendingLimit bounds one read of the outbox.
 const pendingLimit = 100_000
@@ -70,10 +80,10 @@ type Message struct {
 //
 // A Lease is not safe for concurrent use.
 type Lease struct {
-	conn   *pgx.Conn
-	key    int64
-	held   bool
-	settle *settle.Store // the settlements its process wrote (settle.Store.WrittenMessage)
+	conn    *pgx.Conn
+	key     int64
+	held    bool
+	written Written // the settlements its process wrote
 }
 
 // ErrNotLeader is returned by Lease.Pending, MarkPublished and Park when
@@ -105,7 +115,7 @@ func (s *Store) Lease(ctx context.Context, key int64) (*Lease, error) {
 		conn.Close(context.WithoutCancel(ctx))
 		return nil, dberr.Wrap("open outbox lease connection", err)
 	}
-	return &Lease{conn: conn, key: key, settle: s.settle}, nil
+	return &Lease{conn: conn, key: key, written: s.written}, nil
 }
 
 // LeaseIdleMax is how long the relay's lock connection may stay
@@ -140,7 +150,7 @@ func (l *Lease) Pending(ctx context.Context, limit int) ([]Message, error) {
 		return nil, fmt.Errorf("outbox pending: limit %d must be between 1 and %d", limit, pendingLimit)
 	}
 	// The queue's head first, then each message: a settlement this
-	// process wrote from memory (settle.Store.WrittenMessage), the others
+	// process wrote from memory (Written.WrittenMessage), the others
 	// read by key. Both statements run on the session's cached generic plan
 	// (db.ProbesOnly): they probe each row by its key (outbox_pending.sql),
 	// so the plan made while the tables were empty serves them grown.
@@ -152,7 +162,7 @@ func (l *Lease) Pending(ctx context.Context, limit int) ([]Message, error) {
 	rows := make([]*db.OutboxPendingRow, len(head))
 	var read db.OutboxPendingParams
 	for i, h := range head {
-		if r, ok := l.settle.WrittenMessage(h.ID); ok {
+		if r, ok := l.written.WrittenMessage(h.ID); ok {
 			rows[i] = &r
 			continue
 		}
@@ -228,7 +238,7 @@ func (l *Lease) MarkPublished(ctx context.Context, ids []int64) error {
 	if err := db.On(l.conn).OutboxMark(ctx, ids); err != nil {
 		return l.fail("mark outbox rows published", err)
 	}
-	l.settle.ForgetWritten(ids)
+	l.written.ForgetWritten(ids)
 	return nil
 }
 
@@ -257,7 +267,7 @@ func (l *Lease) Park(ctx context.Context, rows []Park) error {
 	if err := db.On(l.conn).OutboxPark(ctx, p); err != nil {
 		return l.fail("park outbox rows", err)
 	}
-	l.settle.ForgetWritten(p.ID)
+	l.written.ForgetWritten(p.ID)
 	return nil
 }
 
