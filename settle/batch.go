@@ -135,40 +135,64 @@ func decodedOf(in *Input, p *record.Decoded) decoded {
 
 // attempt runs one transaction attempt over the whole batch.
 func (s *Store) attempt(ctx context.Context, group string, ds []decoded, attempt int, firstSeen time.Time, locks periodLocks) ([]message.Result, error) {
-	tx, err := db.Begin(ctx, s.pool)
+	results := make([]message.Result, len(ds))
+	err := s.transact(ctx, attempt, firstSeen, locks, group, true, func(st *txState) (bool, error) {
+		if err := st.load(ctx, ds, nil); err != nil {
+			return false, err
+		}
+		for i := range ds {
+			r, err := st.handle(ctx, &ds[i])
+			if err != nil {
+				return false, err
+			}
+			results[i] = r
+		}
+		return true, nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	defer tx.Rollback(context.WithoutCancel(ctx))
+	return results, nil
+}
 
-	st := s.newTxState(tx, attempt, firstSeen, locks)
-	if err := st.load(ctx, ds, nil); err != nil {
-		return nil, err
+// transact runs one transaction attempt, the one frame of every settling
+// transaction (a batch, a sweep, a resolution): act loads and decides on
+// st; unless it returns false (nothing to write), the period locks its
+// decisions asked for are checked, its rows written, group's offsets with
+// them, and the transaction committed. A batch's commit passes the crash
+// points before_commit and after_commit (internal/crashpoint); a sweep's
+// or a resolution's does not, so that a point's hits count batches.
+func (s *Store) transact(ctx context.Context, attempt int, firstSeen time.Time, locks periodLocks, group string,
+	batch bool, act func(st *txState) (bool, error)) error {
+	tx, err := db.Begin(ctx, s.pool)
+	if err != nil {
+		return err
 	}
-	results := make([]message.Result, len(ds))
-	for i := range ds {
-		r, err := st.handle(ctx, &ds[i])
-		if err != nil {
-			return nil, err
-		}
-		results[i] = r
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	st := s.newTxState(tx, attempt, firstSeen, locks)
+	if write, err := act(st); err != nil || !write {
+		return err
 	}
 	if err := st.checkLocks(); err != nil {
-		return nil, err
+		return err
 	}
 	p, err := st.write(ctx, group)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	crashpoint.Hit("before_commit")
+	if batch {
+		crashpoint.Hit("before_commit")
+	}
 	if err := s.commit(ctx, tx, st, p); err != nil {
-		return nil, err
+		return err
 	}
-	crashpoint.Hit("after_commit")
+	if batch {
+		crashpoint.Hit("after_commit")
+	}
 	if st.accountsByKey {
 		s.accountIDs.learn(st.accounts)
 	}
-	return results, nil
+	return nil
 }
 
 // accountKey names an account.
@@ -321,7 +345,11 @@ type txState struct {
 	deadLetters   []deadLetterRow
 	waitingList   []*waitingOp
 	closedCases   []int64
-	offsets       map[message.Coordinates]int64 // topic+partition (Offset 0) -> next offset
+	// resolution is the case resolution a resolving transaction writes,
+	// with the case's status after it (Resolve).
+	resolution       *db.CaseResolutionInsertParams
+	resolutionStatus string
+	offsets          map[message.Coordinates]int64 // topic+partition (Offset 0) -> next offset
 }
 
 // newTxState starts a transaction attempt's state; carried is the set of

@@ -77,9 +77,11 @@ func (s *Store) Resolve(ctx context.Context, req ResolveRequest) (*Resolution, e
 	var res *Resolution
 	locks := periodLocks{}
 	err := s.withRetries(ctx, 1, func(int) error {
-		var err error
-		res, err = s.resolveAttempt(ctx, req, locks)
-		return err
+		return s.transact(ctx, 1, s.now(), locks, "", false, func(st *txState) (bool, error) {
+			var err error
+			res, err = st.resolve(ctx, req)
+			return err == nil && !res.Replayed, err
+		})
 	})
 	// The caller's own mistakes come back as themselves, not as a failed
 	// batch.
@@ -91,13 +93,10 @@ func (s *Store) Resolve(ctx context.Context, req ResolveRequest) (*Resolution, e
 	return res, err
 }
 
-func (s *Store) resolveAttempt(ctx context.Context, req ResolveRequest, locks periodLocks) (*Resolution, error) {
-	tx, err := db.Begin(ctx, s.pool)
-	if err != nil {
-		return nil, err
-	}
-	defer tx.Rollback(context.WithoutCancel(ctx))
-	c, err := db.On(tx).ConflictCaseLock(ctx, req.CaseID)
+// resolve decides req in st's transaction and queues its rows: the case's
+// resolution, and for an accepted case the correction it settles.
+func (st *txState) resolve(ctx context.Context, req ResolveRequest) (*Resolution, error) {
+	c, err := db.On(st.tx).ConflictCaseLock(ctx, req.CaseID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("case %d: %w", req.CaseID, ErrCaseNotFound)
 	}
@@ -122,7 +121,6 @@ func (s *Store) resolveAttempt(ctx context.Context, req ResolveRequest, locks pe
 		return nil, errLostRace
 	}
 
-	st := s.newTxState(tx, 1, s.now(), locks)
 	res := &Resolution{CaseID: req.CaseID, Decision: req.Decision, Status: "rejected"}
 	var identityID int64
 	final := message.Result{Version: message.SchemaVersionOutput, Source: src, CaseID: req.CaseID}
@@ -147,20 +145,12 @@ func (s *Store) resolveAttempt(ctx context.Context, req ResolveRequest, locks pe
 		final.Outcome, final.Response = message.OutcomeSettled, p.Response
 	}
 	st.queueResult(nil, final)
-	if err := st.checkLocks(); err != nil {
-		return nil, err
-	}
-	p, err := st.write(ctx, "")
-	if err != nil {
-		return nil, err
-	}
-	q := db.New(p) // queued: the commit's Send reports their errors
-	_ = q.CaseResolutionInsert(ctx, db.CaseResolutionInsertParams{
+	st.resolution = &db.CaseResolutionInsertParams{
 		CaseID: req.CaseID, TenantID: key.TenantID, Decision: req.Decision, Amount: req.Amount,
 		Reason: req.Reason, ResolvedBy: req.By, IdentityID: identityID,
-	})
-	_ = q.ConflictCaseResolve(ctx, db.ConflictCaseResolveParams{ID: req.CaseID, Status: res.Status})
-	return res, s.commit(ctx, tx, st, p)
+	}
+	st.resolutionStatus = res.Status
+	return res, nil
 }
 
 // resolutionRecord builds the correction an accepted case settles: of the

@@ -20,23 +20,26 @@ const sweepPageMax = 200
 // gets its final result on the results topic. It returns how many it
 // handled; call it until it returns 0.
 func (s *Store) SweepOrphans(ctx context.Context, orphanAfter time.Duration) (int, error) {
+	return s.sweep(ctx, func(st *txState) (int, error) { return st.sweepOrphans(ctx, orphanAfter) })
+}
+
+// sweep runs one page of a sweep in a settling transaction (transact), with
+// its retries; page returns how many it handled, and 0 writes nothing.
+func (s *Store) sweep(ctx context.Context, page func(st *txState) (int, error)) (int, error) {
 	var n int
 	locks := periodLocks{}
 	err := s.withRetries(ctx, sweepPageMax, func(int) error {
-		var err error
-		n, err = s.sweepOrphansOnce(ctx, orphanAfter, locks)
-		return err
+		return s.transact(ctx, 1, s.now(), locks, "", false, func(st *txState) (bool, error) {
+			var err error
+			n, err = page(st)
+			return n > 0, err
+		})
 	})
 	return n, err
 }
 
-func (s *Store) sweepOrphansOnce(ctx context.Context, orphanAfter time.Duration, locks periodLocks) (int, error) {
-	tx, err := db.Begin(ctx, s.pool)
-	if err != nil {
-		return 0, err
-	}
-	defer tx.Rollback(context.WithoutCancel(ctx))
-	due, err := db.On(tx).WaitingDue(ctx, db.WaitingDueParams{OlderThanMs: orphanAfter.Milliseconds(), MaxRows: sweepPageMax})
+func (st *txState) sweepOrphans(ctx context.Context, orphanAfter time.Duration) (int, error) {
+	due, err := db.On(st.tx).WaitingDue(ctx, db.WaitingDueParams{OlderThanMs: orphanAfter.Milliseconds(), MaxRows: sweepPageMax})
 	if err != nil {
 		return 0, err
 	}
@@ -50,7 +53,6 @@ func (s *Store) sweepOrphansOnce(ctx context.Context, orphanAfter time.Duration,
 	if len(ds) == 0 {
 		return 0, nil
 	}
-	st := s.newTxState(tx, 1, s.now(), locks)
 	if err := st.load(ctx, ds, nil); err != nil {
 		return 0, err
 	}
@@ -82,14 +84,7 @@ func (s *Store) sweepOrphansOnce(ctx context.Context, orphanAfter time.Duration,
 		}
 		st.queueResult(w.d.in.Key, final)
 	}
-	if err := st.checkLocks(); err != nil {
-		return 0, err
-	}
-	p, err := st.write(ctx, "")
-	if err != nil {
-		return 0, err
-	}
-	return len(ds), s.commit(ctx, tx, st, p)
+	return len(ds), nil
 }
 
 // ExpireHolds releases active holds whose expires_at has passed, each as its
@@ -98,22 +93,11 @@ func (s *Store) sweepOrphansOnce(ctx context.Context, orphanAfter time.Duration,
 // expired holds too; this catches the ones nobody looks at. It returns how
 // many it released; call it until it returns 0.
 func (s *Store) ExpireHolds(ctx context.Context) (int, error) {
-	var n int
-	locks := periodLocks{}
-	err := s.withRetries(ctx, sweepPageMax, func(int) error {
-		var err error
-		n, err = s.expireHoldsOnce(ctx, locks)
-		return err
-	})
-	return n, err
+	return s.sweep(ctx, func(st *txState) (int, error) { return st.expireHolds(ctx) })
 }
 
-func (s *Store) expireHoldsOnce(ctx context.Context, locks periodLocks) (int, error) {
-	tx, err := db.Begin(ctx, s.pool)
-	if err != nil {
-		return 0, err
-	}
-	defer tx.Rollback(context.WithoutCancel(ctx))
+func (st *txState) expireHolds(ctx context.Context) (int, error) {
+	tx := st.tx
 	due, err := db.On(tx).HoldDue(ctx, sweepPageMax)
 	if err != nil {
 		return 0, err
@@ -125,7 +109,6 @@ func (s *Store) expireHoldsOnce(ctx context.Context, locks periodLocks) (int, er
 	if len(holdIDs) == 0 {
 		return 0, nil
 	}
-	st := s.newTxState(tx, 1, s.now(), locks)
 	// Periods, accounts, then holds: the order every settling transaction
 	// locks in. The first attempt holds no period lock; the expiries ask for
 	// their holds' periods, and the next attempt takes them.
@@ -160,14 +143,7 @@ func (s *Store) expireHoldsOnce(ctx context.Context, locks periodLocks) (int, er
 			n++
 		}
 	}
-	if err := st.checkLocks(); err != nil {
-		return 0, err
-	}
-	rest, err := st.write(ctx, "")
-	if err != nil {
-		return 0, err
-	}
-	return n, s.commit(ctx, tx, st, rest)
+	return n, nil
 }
 
 // WakeWaiting applies operations that still wait although their target has
@@ -178,23 +154,11 @@ func (s *Store) expireHoldsOnce(ctx context.Context, locks periodLocks) (int, er
 // restored or edited by hand, a defect) within one sweep. It returns how
 // many operations it applied; call it until it returns 0.
 func (s *Store) WakeWaiting(ctx context.Context) (int, error) {
-	var n int
-	locks := periodLocks{}
-	err := s.withRetries(ctx, sweepPageMax, func(int) error {
-		var err error
-		n, err = s.wakeWaitingOnce(ctx, locks)
-		return err
-	})
-	return n, err
+	return s.sweep(ctx, func(st *txState) (int, error) { return st.wakeWaiting(ctx) })
 }
 
-func (s *Store) wakeWaitingOnce(ctx context.Context, locks periodLocks) (int, error) {
-	tx, err := db.Begin(ctx, s.pool)
-	if err != nil {
-		return 0, err
-	}
-	defer tx.Rollback(context.WithoutCancel(ctx))
-	targets, err := db.On(tx).WaitingWakeable(ctx, sweepPageMax)
+func (st *txState) wakeWaiting(ctx context.Context) (int, error) {
+	targets, err := db.On(st.tx).WaitingWakeable(ctx, sweepPageMax)
 	if err != nil {
 		return 0, fmt.Errorf("find waiting operations whose target settled: %w", err)
 	}
@@ -205,7 +169,6 @@ func (s *Store) wakeWaitingOnce(ctx context.Context, locks periodLocks) (int, er
 	if len(keys) == 0 {
 		return 0, nil
 	}
-	st := s.newTxState(tx, 1, s.now(), locks)
 	if err := st.load(ctx, nil, keys); err != nil {
 		return 0, err
 	}
@@ -220,17 +183,7 @@ func (s *Store) wakeWaitingOnce(ctx context.Context, locks periodLocks) (int, er
 			}
 		}
 	}
-	if applied == 0 {
-		// Targets that still cannot take their operations (none known
-		// today): nothing to write, and 0 so the sweeper moves on.
-		return 0, nil
-	}
-	if err := st.checkLocks(); err != nil {
-		return 0, err
-	}
-	p, err := st.write(ctx, "")
-	if err != nil {
-		return 0, err
-	}
-	return applied, s.commit(ctx, tx, st, p)
+	// 0 (targets that still cannot take their operations, none known
+	// today): nothing to write, and the sweeper moves on.
+	return applied, nil
 }

@@ -65,6 +65,10 @@ func (st *txState) write(ctx context.Context, group string) (*db.Pipeline, error
 	if len(st.closedCases) > 0 {
 		_ = q.ConflictCaseClose(ctx, st.closedCases) // queued: Send reports its error
 	}
+	if r := st.resolution; r != nil {
+		_ = q.CaseResolutionInsert(ctx, *r)
+		_ = q.ConflictCaseResolve(ctx, db.ConflictCaseResolveParams{ID: r.CaseID, Status: st.resolutionStatus})
+	}
 	return p, nil
 }
 
