@@ -37,7 +37,9 @@ var ErrContention = errors.New("contention")
 var ErrClaimLost = errors.New("claim lost: another attempt owns it now")
 
 // Classify maps an error from a settling transaction to ErrUnavailable,
-// ErrContention or nil (anything else: possibly caused by a record).
+// ErrContention or nil (anything else: possibly caused by a record). An
+// error that already wraps ErrContention (a race the caller found itself)
+// is contention.
 func Classify(err error) error {
 	if err == nil {
 		return nil

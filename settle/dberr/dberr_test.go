@@ -1,0 +1,55 @@
+package dberr_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/settlehq/settle/settle/dberr"
+)
+
+// TestClassify: what each kind of failure means to the caller: serialization
+// failures, deadlocks and a concurrent claim of the same key (on a table or
+// on one of its tenant partitions) are contention; a server going away and
+// a dead connection are an outage; a race the caller found itself
+// (wrapping ErrContention) is contention; a cancelled call, any other
+// unique key and any other error are neither (possibly the record's).
+func TestClassify(t *testing.T) {
+	pg := func(code, constraint string) error {
+		return fmt.Errorf("insert: %w", &pgconn.PgError{Code: code, ConstraintName: constraint})
+	}
+	for _, c := range []struct {
+		name string
+		err  error
+		want error
+	}{
+		{"serialization failure", pg("40001", ""), dberr.ErrContention},
+		{"deadlock", pg("40P01", ""), dberr.ErrContention},
+		{"same identity claimed", pg("23505", "identities_scope_key"), dberr.ErrContention},
+		{"same identity claimed on a tenant partition", pg("23505", "identities_scope_key_p3"), dberr.ErrContention},
+		{"another unique key", pg("23505", "webhook_subscriptions_key"), nil},
+		{"a check constraint", pg("23514", "idempotency_keys_key_length"), nil},
+		{"server shutting down", pg("57P01", ""), dberr.ErrUnavailable},
+		{"too many connections", pg("53300", ""), dberr.ErrUnavailable},
+		{"connection failure", pg("08006", ""), dberr.ErrUnavailable},
+		{"closed connection", fmt.Errorf("send: %w", net.ErrClosed), dberr.ErrUnavailable},
+		{"a race found by the caller", fmt.Errorf("lock accounts: %w", dberr.ErrContention), dberr.ErrContention},
+		{"cancelled", fmt.Errorf("read: %w", context.Canceled), nil},
+		{"anything else", errors.New("amount out of range"), nil},
+	} {
+		if got := dberr.Classify(c.err); !errors.Is(got, c.want) || (c.want == nil && got != nil) {
+			t.Errorf("%s: Classify = %v, want %v", c.name, got, c.want)
+		}
+		wrapped := dberr.Wrap("settle a batch", c.err)
+		if c.want != nil && !errors.Is(wrapped, c.want) {
+			t.Errorf("%s: Wrap = %v, does not carry %v", c.name, wrapped, c.want)
+		}
+		if !errors.Is(wrapped, c.err) {
+			t.Errorf("%s: Wrap = %v, lost the error", c.name, wrapped)
+		}
+	}
+}
