@@ -85,7 +85,7 @@ func (s *Store) Balances(ctx context.Context, tenant, subject string, rowsMax in
 			v.Chains = append(v.Chains, ChainView{Period: c.AccountPeriod, RootRecord: c.RecordID, NetCharge: c.NetCharge,
 				Version: c.Version, Adjustments: int(c.Adjustments), Refunded: c.Refunded, Reclaimed: c.Reclaimed, Recovered: c.Recovered})
 		}
-		es, err := q.LedgerEntriesOfAccount(ctx, db.LedgerEntriesOfAccountParams{AccountID: a.ID, RowsMax: int64(rowsMax)})
+		es, err := q.LedgerEntriesOfAccount(ctx, db.LedgerEntriesOfAccountParams{TenantID: tenant, AccountID: a.ID, RowsMax: int64(rowsMax)})
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", what, err)
 		}

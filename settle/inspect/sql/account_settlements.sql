@@ -3,7 +3,7 @@
 -- currency), with the per-account sequence and balance after each, as their
 -- stored response says. A settlement writes one or two rows per account
 -- (balance, held), so the newest 2 x settlements_max rows hold the newest
--- settlements_max settlements; read through ledger_entries_account, not all
+-- settlements_max settlements; read through the ledger's primary key (tenant_id, account_id, id), not all
 -- the rows. (The outer casts tell sqlc a column is never NULL.)
 SELECT coalesce((i.response::jsonb ->> 'sequence')::bigint, 0)::bigint AS sequence, coalesce(i.settlement_id, '') AS settlement_id,
        i.account_period, i.record_id, i.operation, coalesce(i.response::jsonb ->> 'balance_after', '')::text AS balance_after,

@@ -5,6 +5,6 @@ SELECT e.id, e.bucket, e.amount::text AS amount, e.created_at, i.account_period,
   FROM ledger_entries e
   JOIN identities i ON i.tenant_id = e.tenant_id AND i.id = e.identity_id
   LEFT JOIN identities r ON r.tenant_id = i.tenant_id AND r.id = i.root_id
- WHERE e.account_id = sqlc.arg(account_id)
+ WHERE e.tenant_id = sqlc.arg(tenant_id) AND e.account_id = sqlc.arg(account_id)
  ORDER BY e.id DESC
  LIMIT sqlc.arg(rows_max);

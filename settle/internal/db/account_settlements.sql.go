@@ -46,7 +46,7 @@ type AccountSettlementsRow struct {
 // currency), with the per-account sequence and balance after each, as their
 // stored response says. A settlement writes one or two rows per account
 // (balance, held), so the newest 2 x settlements_max rows hold the newest
-// settlements_max settlements; read through ledger_entries_account, not all
+// settlements_max settlements; read through the ledger's primary key (tenant_id, account_id, id), not all
 // the rows. (The outer casts tell sqlc a column is never NULL.)
 func (q *Queries) AccountSettlements(ctx context.Context, arg AccountSettlementsParams) ([]AccountSettlementsRow, error) {
 	rows, err := q.db.Query(ctx, accountSettlements,

@@ -16,12 +16,13 @@ SELECT e.id, e.bucket, e.amount::text AS amount, e.created_at, i.account_period,
   FROM ledger_entries e
   JOIN identities i ON i.tenant_id = e.tenant_id AND i.id = e.identity_id
   LEFT JOIN identities r ON r.tenant_id = i.tenant_id AND r.id = i.root_id
- WHERE e.account_id = $1
+ WHERE e.tenant_id = $1 AND e.account_id = $2
  ORDER BY e.id DESC
- LIMIT $2
+ LIMIT $3
 `
 
 type LedgerEntriesOfAccountParams struct {
+	TenantID  string
 	AccountID int64
 	RowsMax   int64
 }
@@ -40,7 +41,7 @@ type LedgerEntriesOfAccountRow struct {
 
 // The newest ledger rows of an account, with the identity behind each.
 func (q *Queries) LedgerEntriesOfAccount(ctx context.Context, arg LedgerEntriesOfAccountParams) ([]LedgerEntriesOfAccountRow, error) {
-	rows, err := q.db.Query(ctx, ledgerEntriesOfAccount, arg.AccountID, arg.RowsMax)
+	rows, err := q.db.Query(ctx, ledgerEntriesOfAccount, arg.TenantID, arg.AccountID, arg.RowsMax)
 	if err != nil {
 		return nil, err
 	}
