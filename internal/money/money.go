@@ -75,14 +75,6 @@ func (a Dec) Sign() int { return a.d.Sign() }
 // IsZero reports a == 0.
 func (a Dec) IsZero() bool { return a.d.IsZero() }
 
-// Min returns the smaller of a and b.
-func Min(a, b Dec) Dec {
-	if a.Cmp(b) <= 0 {
-		return a
-	}
-	return b
-}
-
 // String renders the exact value without exponent and without trailing
 // fraction zeros ("-40", "0.5", "0").
 func (a Dec) String() string {

@@ -232,7 +232,3 @@ func (c *Cluster) Dir() string { return c.dir }
 // Port returns the server's port. It never changes for the life of the
 // Cluster, so DSNs taken before a Restart stay valid.
 func (c *Cluster) Port() int { return c.port }
-
-// LogFile returns the path of the server log, which start errors quote the
-// tail of and which is worth printing when a test against the cluster fails.
-func (c *Cluster) LogFile() string { return c.logPath }

@@ -218,9 +218,6 @@ func (p *Process) Signal(sig syscall.Signal) error {
 	return errors.Join(errs...)
 }
 
-// Done is closed when the child has exited.
-func (p *Process) Done() <-chan struct{} { return p.done }
-
 // Exited reports whether the child has exited.
 func (p *Process) Exited() bool {
 	select {
