@@ -290,7 +290,6 @@ func (r *Relay) round(ctx context.Context, cl *kgo.Client, lease *outbox.Lease) 
 	crashpoint.Hit("after_publish_before_mark")
 
 	var (
-		ids       []int64
 		published []outbox.Message
 		parks     []outbox.Park
 		failure   error
@@ -301,7 +300,7 @@ func (r *Relay) round(ctx context.Context, cl *kgo.Client, lease *outbox.Lease) 
 	for i, m := range msgs {
 		err, alone := results[i], false
 		if err == nil && len(held) == 0 && len(again) == 0 {
-			ids, published = append(ids, m.ID), append(published, m)
+			published = append(published, m)
 			continue
 		}
 		key := m.Topic + "\x00" + string(m.Key)
@@ -327,7 +326,7 @@ func (r *Relay) round(ctx context.Context, cl *kgo.Client, lease *outbox.Lease) 
 		}
 		switch reason := refusedForGood(err); {
 		case err == nil:
-			ids, published = append(ids, m.ID), append(published, m)
+			published = append(published, m)
 		case reason != "" && alone:
 			parks = append(parks, outbox.Park{ID: m.ID, Reason: reason, Error: err.Error()})
 			r.log.Warn("outbox row refused for good by the broker; parked", "outbox_row", m.ID, "topic", m.Topic,
@@ -339,22 +338,35 @@ func (r *Relay) round(ctx context.Context, cl *kgo.Client, lease *outbox.Lease) 
 			}
 		}
 	}
+	if err := r.mark(ctx, lease, published, parks); err != nil {
+		return 0, err
+	}
+	return len(msgs), failure
+}
+
+// mark records a round's outcome under the lease: the rows published and
+// the rows parked; a cancelled round still records what the broker took.
+func (r *Relay) mark(ctx context.Context, lease *outbox.Lease, published []outbox.Message, parks []outbox.Park) error {
 	wctx := context.WithoutCancel(ctx)
-	if len(ids) > 0 {
+	if len(published) > 0 {
+		ids := make([]int64, len(published))
+		for i, m := range published {
+			ids[i] = m.ID
+		}
 		if err := lease.MarkPublished(wctx, ids); err != nil {
-			return 0, err
+			return err
 		}
 		r.published.Add(int64(len(ids)))
 		r.countPublished(ctx, published)
 	}
 	if len(parks) > 0 {
 		if err := lease.Park(wctx, parks); err != nil {
-			return 0, err
+			return err
 		}
 		r.parked.Add(int64(len(parks)))
 		r.countParked(ctx, parks)
 	}
-	return len(msgs), failure
+	return nil
 }
 
 // inOrder returns the errors of results in the order of recs: ProduceSync
