@@ -58,7 +58,7 @@ var Floors = map[string]int{
 	"edge/webhook":  4,
 	"analyst":       4,
 	"sourcefile":    4,
-	"faults":        4,
+	"e2e/faults":    4,
 	"edge/edgetest": 4,
 
 	// What assembles the parts: the running service, and the benchmark
@@ -87,6 +87,6 @@ var TestSupport = map[string]bool{
 	"internal/kafkatest": true,
 	"internal/proctest":  true,
 	"internal/testnet":   true,
-	"faults":             true,
+	"e2e/faults":         true,
 	"edge/edgetest":      true,
 }

@@ -5,7 +5,7 @@
 // waits for it with a bound, kills what is still running at cleanup and
 // prints the tail of the log when the test failed.
 //
-// It is test support, shared by the multi-process tests (e2e/, faults/):
+// It is test support, shared by the multi-process tests (e2e/, e2e/faults/):
 // production code must never import it.
 package proctest
 

@@ -8,7 +8,7 @@
 // identities against the settlements topic, and for a finished run every
 // record below the end offsets delivered and answered on the results
 // topic; given a model of a known input, the accounts, identities and
-// delivery outcomes against it. `settle reconcile`, the tests (faults/,
+// delivery outcomes against it. `settle reconcile`, the tests (e2e/faults/,
 // e2e/) and the benchmark read their verdict from it; it never talks to a
 // broker itself: the caller reads the topics and passes what they hold.
 //
