@@ -101,13 +101,17 @@ func (s *checker) checkLedgerOrphans(ctx context.Context, tx pgx.Tx, in Input) (
 }
 
 // checkReferences finds the references that foreign keys no longer guard
-// on the per-record tables (migration 0003).
+// on the per-record tables (migrations 0003 and 0013).
 func (s *checker) checkReferences(ctx context.Context, tx pgx.Tx, in Input) ([]Finding, error) {
 	rows, err := db.On(tx).ReconcileReferences(ctx, in.TenantID)
 	return findings(rows, err, func(r db.ReconcileReferencesRow) Finding {
-		c := message.Coordinates{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}
-		return Finding{Class: r.Class, TenantID: r.TenantID, Period: r.AccountPeriod, RecordID: r.RecordID, Operation: r.Operation,
-			Source: &c, Detail: fmt.Sprintf("%s: identity %d (source %s/%d@%d)", r.Class, r.IdentityID, c.Topic, c.Partition, c.Offset)}
+		f := Finding{Class: r.Class, TenantID: r.TenantID, Period: r.AccountPeriod, RecordID: r.RecordID, Operation: r.Operation,
+			Detail: fmt.Sprintf("%s: identity %d", r.Class, r.IdentityID)}
+		if r.Topic != "" { // a chain or a hold has no coordinates of its own
+			f.Source = &message.Coordinates{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}
+			f.Detail += fmt.Sprintf(" (source %s/%d@%d)", r.Topic, r.Partition, r.Offset)
+		}
+		return f
 	})
 }
 

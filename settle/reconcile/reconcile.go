@@ -54,6 +54,10 @@ const (
 	ClassDeliveryNoIdentity    = "delivery_without_identity"        // a delivery row naming an identity that does not exist
 	ClassIdentityNoAccount     = "identity_without_account"         // an identity naming an account that does not exist
 	ClassIdentityRefMissing    = "identity_reference_missing"       // an identity whose root or target identity does not exist
+	ClassChainNoAccount        = "chain_without_account"            // a chain naming an account that does not exist
+	ClassChainRefMissing       = "chain_reference_missing"          // a chain whose root, refund or reclaim identity does not exist
+	ClassHoldNoAccount         = "hold_without_account"             // a hold naming an account that does not exist
+	ClassHoldRefMissing        = "hold_reference_missing"           // a hold whose own identity or closing identity does not exist
 	ClassWaitingTargetSettled  = "waiting_target_settled"           // an operation still waiting although its target settled
 	ClassHoldOverdue           = "hold_overdue"                     // a hold still active past its expires_at and the grace period
 	ClassIdentityDuplicated    = "identity_duplicated"              // one (tenant, period, record_id, operation) stored more than once

@@ -198,6 +198,11 @@ func TestReconcileFindsInjectedDiscrepancies(t *testing.T) {
 			settletest.Bypass(t, s.Pool(), `UPDATE identities SET account_id = 999999 WHERE id = (SELECT min(id) FROM identities WHERE account_id IS NOT NULL);
 				UPDATE identities SET root_id = 999999 WHERE id = (SELECT max(id) FROM identities WHERE root_id IS NOT NULL);`)
 		}, []string{reconcile.ClassIdentityNoAccount, reconcile.ClassIdentityRefMissing}},
+		{"chains and holds naming rows that do not exist", func(t *testing.T, s *settle.Store, in *reconcile.Input) {
+			settletest.Bypass(t, s.Pool(), `UPDATE chains SET account_id = 999999 WHERE root_id = (SELECT min(root_id) FROM chains);
+				UPDATE chains SET refund_id = 999998 WHERE root_id = (SELECT max(root_id) FROM chains);
+				UPDATE holds SET closed_by = 999997 WHERE identity_id = (SELECT min(identity_id) FROM holds);`)
+		}, []string{reconcile.ClassChainNoAccount, reconcile.ClassChainRefMissing, reconcile.ClassHoldRefMissing}},
 		{"second effect for a settled identity", func(t *testing.T, s *settle.Store, in *reconcile.Input) {
 			exec(t, s, `INSERT INTO ledger_entries (identity_id, account_id, tenant_id, bucket, amount, created_at)
 			            SELECT identity_id, account_id, tenant_id, bucket, amount, created_at + interval '1 second'
