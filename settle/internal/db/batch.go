@@ -331,8 +331,12 @@ SELECT c.root_id, c.account_id, c.net_charge::text AS net_charge, c.version, coa
        coalesce(f.settlement_id, '') AS refund_settlement_id
   FROM unnest($1::bigint[]) AS k (root_id)
   JOIN chains c ON c.root_id = k.root_id
-  JOIN identities r ON r.tenant_id = c.tenant_id AND r.id = c.root_id
-  LEFT JOIN identities f ON f.tenant_id = c.tenant_id AND f.id = c.refund_id
+ CROSS JOIN LATERAL (SELECT r.subject, r.currency, r.settlement_id
+                       FROM identities r
+                      WHERE r.id = c.root_id AND r.tenant_id = c.tenant_id LIMIT 1) r
+  LEFT JOIN LATERAL (SELECT f.settlement_id
+                       FROM identities f
+                      WHERE f.id = c.refund_id AND f.tenant_id = c.tenant_id LIMIT 1) f ON true
  ORDER BY c.root_id
    FOR UPDATE OF c
 `
@@ -361,7 +365,13 @@ type ChainLockRow struct {
 
 // Locks chains by root and reads their state with the root's account.
 // Driven from the array (not root_id = ANY) so the plan is one index probe
-// per root however stale the table's statistics are.
+// per root however stale the table's statistics are. The root and refund
+// identities are each probed in a lateral subquery of their own (LIMIT 1
+// keeps it from being flattened): joined freely, with no foreign key to
+// tell the planner that a chain names one identity, it took each chain to
+// match several, and once chains had grown its plan read the whole of
+// chains_root in root order, to spare the sort, with the array as the inner
+// side (auto_explain at 300,000 records end to end: 1.2 s a batch).
 func (q *Queries) ChainLock(ctx context.Context, rootID [][]int64) *ChainLockBatchResults {
 	batch := &pgx.Batch{}
 	for _, a := range rootID {
@@ -628,7 +638,9 @@ const holdLock = `-- name: HoldLock :batchmany
 SELECT h.identity_id, h.tenant_id, h.account_id, h.amount::text AS amount, h.remaining::text AS remaining, h.expires_at, h.status,
        coalesce(h.closed_by, 0), h.rev, i.account_period, i.record_id, coalesce(i.settlement_id, '')
   FROM holds h
-  JOIN identities i ON i.tenant_id = h.tenant_id AND i.id = h.identity_id
+ CROSS JOIN LATERAL (SELECT i.account_period, i.record_id, i.settlement_id
+                       FROM identities i
+                      WHERE i.id = h.identity_id AND i.tenant_id = h.tenant_id LIMIT 1) i
  WHERE h.identity_id IN (SELECT unnest($1::bigint[])
                           UNION
                           SELECT x.identity_id
@@ -665,7 +677,8 @@ type HoldLockRow struct {
 }
 
 // Locks holds by their identity, or the active holds of some accounts
-// that have expired by now, and reads their state with their identity.
+// that have expired by now, and reads their state with their identity,
+// probed in a lateral subquery of its own (see chain_lock.sql).
 func (q *Queries) HoldLock(ctx context.Context, arg []HoldLockParams) *HoldLockBatchResults {
 	batch := &pgx.Batch{}
 	for _, a := range arg {
