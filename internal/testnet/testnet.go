@@ -42,20 +42,38 @@ func Background(t testing.TB, run func(context.Context) error) (stop func()) {
 	return stop
 }
 
-// FreeAddr returns a loopback address nothing listens on right now. (Another
+// FreeAddr returns a loopback address nothing listens on right now, and
+// that no earlier call of this test process returned: the kernel may hand
+// a port it just freed out again, so two calls in a row (an admin and an
+// API address for one child process) could get the same one. (Another
 // process may take it before the caller does; tests live with that.)
 func FreeAddr(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	given.Lock()
+	defer given.Unlock()
+	for range 100 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := ln.Addr().String()
+		if err := ln.Close(); err != nil {
+			t.Fatalf("free address %s: %v", addr, err)
+		}
+		if !given.addrs[addr] {
+			given.addrs[addr] = true
+			return addr
+		}
 	}
-	addr := ln.Addr().String()
-	if err := ln.Close(); err != nil {
-		t.Fatalf("free address %s: %v", addr, err)
-	}
-	return addr
+	t.Fatal("free address: the kernel gave 100 ports this process had already handed out")
+	return ""
 }
+
+// given holds the addresses FreeAddr has returned.
+var given = struct {
+	sync.Mutex
+	addrs map[string]bool
+}{addrs: map[string]bool{}}
 
 // Proxy forwards TCP connections from Addr to a target until Cut: Cut
 // closes every connection and refuses new ones; Restore accepts again.
