@@ -23,21 +23,17 @@ SELECT CASE WHEN i.account_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM accounts
         OR (i.root_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM identities r WHERE r.id = i.root_id))
         OR (i.target_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM identities t WHERE t.id = i.target_id)))
 UNION ALL
-SELECT CASE WHEN NOT EXISTS (SELECT 1 FROM accounts a WHERE a.id = c.account_id AND a.tenant_id = c.tenant_id)
-            THEN 'chain_without_account' ELSE 'chain_reference_missing' END,
-       c.tenant_id, c.root_id, '', '', '', '', 0, 0
-  FROM chains c
- WHERE (@tenant_id::text = '' OR c.tenant_id = @tenant_id)
-   AND (NOT EXISTS (SELECT 1 FROM accounts a WHERE a.id = c.account_id AND a.tenant_id = c.tenant_id)
-        OR NOT EXISTS (SELECT 1 FROM identities r WHERE r.id = c.root_id AND r.tenant_id = c.tenant_id)
-        OR (c.refund_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM identities x WHERE x.id = c.refund_id AND x.tenant_id = c.tenant_id))
-        OR (c.reclaim_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM identities x WHERE x.id = c.reclaim_id AND x.tenant_id = c.tenant_id)))
-UNION ALL
-SELECT CASE WHEN NOT EXISTS (SELECT 1 FROM accounts a WHERE a.id = h.account_id AND a.tenant_id = h.tenant_id)
-            THEN 'hold_without_account' ELSE 'hold_reference_missing' END,
-       h.tenant_id, h.identity_id, '', '', '', '', 0, 0
-  FROM holds h
- WHERE (@tenant_id::text = '' OR h.tenant_id = @tenant_id)
-   AND (NOT EXISTS (SELECT 1 FROM accounts a WHERE a.id = h.account_id AND a.tenant_id = h.tenant_id)
-        OR NOT EXISTS (SELECT 1 FROM identities x WHERE x.id = h.identity_id AND x.tenant_id = h.tenant_id)
-        OR (h.closed_by IS NOT NULL AND NOT EXISTS (SELECT 1 FROM identities x WHERE x.id = h.closed_by AND x.tenant_id = h.tenant_id)));
+SELECT CASE WHEN NOT EXISTS (SELECT 1 FROM accounts a WHERE a.id = o.account_id AND a.tenant_id = o.tenant_id)
+            THEN o.kind || '_without_account' ELSE o.kind || '_reference_missing' END,
+       o.tenant_id, o.id, '', '', '', '', 0, 0
+  FROM (SELECT 'chain' AS kind, c.tenant_id, c.root_id AS id, c.account_id,
+               ARRAY[c.root_id, c.refund_id, c.reclaim_id] AS names
+          FROM chains c
+        UNION ALL
+        SELECT 'hold', h.tenant_id, h.identity_id, h.account_id, ARRAY[h.identity_id, h.closed_by]
+          FROM holds h) o
+ WHERE (@tenant_id::text = '' OR o.tenant_id = @tenant_id)
+   AND (NOT EXISTS (SELECT 1 FROM accounts a WHERE a.id = o.account_id AND a.tenant_id = o.tenant_id)
+        OR EXISTS (SELECT 1 FROM unnest(o.names) AS n (id)
+                    WHERE n.id IS NOT NULL
+                      AND NOT EXISTS (SELECT 1 FROM identities x WHERE x.id = n.id AND x.tenant_id = o.tenant_id)));
