@@ -345,11 +345,10 @@ type txState struct {
 	deadLetters   []deadLetterRow
 	waitingList   []*waitingOp
 	closedCases   []int64
-	// resolution is the case resolution a resolving transaction writes,
-	// with the case's status after it (Resolve).
-	resolution       *db.CaseResolutionInsertParams
-	resolutionStatus string
-	offsets          map[message.Coordinates]int64 // topic+partition (Offset 0) -> next offset
+	// resolution is the case resolution a resolving transaction writes
+	// (Resolve).
+	resolution *db.CaseResolutionInsertParams
+	offsets    map[message.Coordinates]int64 // topic+partition (Offset 0) -> next offset
 }
 
 // newTxState starts a transaction attempt's state; carried is the set of

@@ -93,6 +93,14 @@ func (s *Store) Resolve(ctx context.Context, req ResolveRequest) (*Resolution, e
 	return res, err
 }
 
+// resolvedStatus is the status a case resolved by decision ends in.
+func resolvedStatus(decision string) string {
+	if decision == "accept" {
+		return "accepted"
+	}
+	return "rejected"
+}
+
 // resolve decides req in st's transaction and queues its rows: the case's
 // resolution, and for an accepted case the correction it settles.
 func (st *txState) resolve(ctx context.Context, req ResolveRequest) (*Resolution, error) {
@@ -121,7 +129,7 @@ func (st *txState) resolve(ctx context.Context, req ResolveRequest) (*Resolution
 		return nil, errLostRace
 	}
 
-	res := &Resolution{CaseID: req.CaseID, Decision: req.Decision, Status: "rejected"}
+	res := &Resolution{CaseID: req.CaseID, Decision: req.Decision, Status: resolvedStatus(req.Decision)}
 	var identityID int64
 	final := message.Result{Version: message.SchemaVersionOutput, Source: src, CaseID: req.CaseID}
 	idj := message.IdentityOf(key)
@@ -141,7 +149,7 @@ func (st *txState) resolve(ctx context.Context, req ResolveRequest) (*Resolution
 			return nil, &ResolveError{fmt.Sprintf("the correction would be %s %s: state another amount or reject", p.Outcome, p.Reason)}
 		}
 		identityID = p.identityID
-		res.Status, res.SettlementID, res.Response = "accepted", settlementID(d.id), p.Response
+		res.SettlementID, res.Response = settlementID(d.id), p.Response
 		final.Outcome, final.Response = message.OutcomeSettled, p.Response
 	}
 	st.queueResult(nil, final)
@@ -149,7 +157,6 @@ func (st *txState) resolve(ctx context.Context, req ResolveRequest) (*Resolution
 		CaseID: req.CaseID, TenantID: key.TenantID, Decision: req.Decision, Amount: req.Amount,
 		Reason: req.Reason, ResolvedBy: req.By, IdentityID: identityID,
 	}
-	st.resolutionStatus = res.Status
 	return res, nil
 }
 

@@ -67,7 +67,7 @@ func (st *txState) write(ctx context.Context, group string) (*db.Pipeline, error
 	}
 	if r := st.resolution; r != nil {
 		_ = q.CaseResolutionInsert(ctx, *r)
-		_ = q.ConflictCaseResolve(ctx, db.ConflictCaseResolveParams{ID: r.CaseID, Status: st.resolutionStatus})
+		_ = q.ConflictCaseResolve(ctx, db.ConflictCaseResolveParams{ID: r.CaseID, Status: resolvedStatus(r.Decision)})
 	}
 	return p, nil
 }
