@@ -99,8 +99,8 @@ func TestCheckersCatchBrokenState(t *testing.T) {
 	// Every outbox row published (final): a settlement put back on the
 	// relay's queue, as a relay that lost its mark would leave it.
 	var outboxID int64
-	if err := conn.QueryRow(ctx, `INSERT INTO outbox_queue (tenant_id, id)
-		SELECT tenant_id, id FROM outbox WHERE topic = 'settlements' ORDER BY id DESC LIMIT 1 RETURNING id`).Scan(&outboxID); err != nil {
+	if err := conn.QueryRow(ctx, `INSERT INTO outbox_queue (tenant_id, id, ids)
+		SELECT tenant_id, id, ARRAY[id] FROM outbox WHERE topic = 'settlements' ORDER BY id DESC LIMIT 1 RETURNING id`).Scan(&outboxID); err != nil {
 		t.Fatal(err)
 	}
 	expect("outbox row not published", func(r Report) bool { return r.Unpublished == 1 })

@@ -84,6 +84,9 @@ type Lease struct {
 	key     int64
 	held    bool
 	written Written // the settlements its process wrote
+	// queued are the queue rows the last Pending read, each with the ids
+	// of its messages not yet published or parked.
+	queued []db.OutboxQueueHeadRow
 }
 
 // ErrNotLeader is returned by Lease.Pending, MarkPublished and Park when
@@ -141,7 +144,9 @@ func (l *Lease) TryAcquire(ctx context.Context) (bool, error) {
 // its connection since).
 func (l *Lease) Held() bool { return l.held }
 
-// Pending returns up to limit unpublished outbox rows in id order.
+// Pending returns the unpublished outbox rows of the oldest queue rows, in
+// queue order and in id order within each: whole queue rows, until limit
+// rows are reached (at least one queue row's).
 func (l *Lease) Pending(ctx context.Context, limit int) ([]Message, error) {
 	if !l.held {
 		return nil, ErrNotLeader
@@ -159,14 +164,26 @@ func (l *Lease) Pending(ctx context.Context, limit int) ([]Message, error) {
 	if err != nil {
 		return nil, l.fail("read outbox queue", err)
 	}
-	rows := make([]*db.OutboxPendingRow, len(head))
-	var read db.OutboxPendingParams
+	n := 0
 	for i, h := range head {
-		if r, ok := l.written.WrittenMessage(h.ID); ok {
-			rows[i] = &r
-			continue
+		if i > 0 && n+len(h.Ids) > limit {
+			head = head[:i]
+			break
 		}
-		read.TenantID, read.ID = append(read.TenantID, h.TenantID), append(read.ID, h.ID)
+		n += len(h.Ids)
+	}
+	l.queued = head
+	rows := make([]*db.OutboxPendingRow, 0, n)
+	var read db.OutboxPendingParams
+	for _, h := range head {
+		for _, id := range h.Ids {
+			if r, ok := l.written.WrittenMessage(id); ok {
+				rows = append(rows, &r)
+				continue
+			}
+			rows = append(rows, &db.OutboxPendingRow{ID: id}) // read below
+			read.TenantID, read.ID = append(read.TenantID, h.TenantID), append(read.ID, id)
+		}
 	}
 	if len(read.ID) > 0 {
 		got, err := q.OutboxPending(ctx, read)
@@ -177,9 +194,9 @@ func (l *Lease) Pending(ctx context.Context, limit int) ([]Message, error) {
 		for i := range got {
 			byID[got[i].ID] = &got[i]
 		}
-		for i, h := range head {
-			if rows[i] == nil {
-				rows[i] = byID[h.ID] // nil: no longer queued
+		for i, r := range rows {
+			if r.Topic == "" {
+				rows[i] = byID[r.ID] // nil: not in the outbox (pruned by hand)
 			}
 		}
 	}
@@ -227,7 +244,8 @@ func settlementHeaders(settlementID, tenantID string, sequence int64, kind strin
 	}
 }
 
-// MarkPublished records that the rows ids were acknowledged by the broker.
+// MarkPublished records that the rows ids, of the last Pending, were
+// acknowledged by the broker.
 func (l *Lease) MarkPublished(ctx context.Context, ids []int64) error {
 	if !l.held {
 		return ErrNotLeader
@@ -235,11 +253,7 @@ func (l *Lease) MarkPublished(ctx context.Context, ids []int64) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	if err := db.On(l.conn).OutboxMark(ctx, ids); err != nil {
-		return l.fail("mark outbox rows published", err)
-	}
-	l.written.ForgetWritten(ids)
-	return nil
+	return l.done(ctx, ids)
 }
 
 // Park is why one outbox row is parked: the broker refused its message
@@ -250,9 +264,10 @@ type Park struct {
 	Error  string // the producer's error text
 }
 
-// Park takes rows the broker refused for good off the queue and records
-// why, in one statement: the relay publishes what follows them instead of
-// retrying them for ever. Parking is terminal; the rows stay in the outbox.
+// Park records why the broker refused rows of the last Pending for good
+// and takes them off the queue: the relay publishes what follows them
+// instead of retrying them for ever. Parking is terminal; the rows stay in
+// the outbox.
 func (l *Lease) Park(ctx context.Context, rows []Park) error {
 	if !l.held {
 		return ErrNotLeader
@@ -267,7 +282,50 @@ func (l *Lease) Park(ctx context.Context, rows []Park) error {
 	if err := db.On(l.conn).OutboxPark(ctx, p); err != nil {
 		return l.fail("park outbox rows", err)
 	}
-	l.written.ForgetWritten(p.ID)
+	return l.done(ctx, p.ID)
+}
+
+// done takes the outbox rows ids (published or parked) off the queue rows
+// of the last Pending that name them: a queue row left with none is
+// deleted, one left with some keeps only those (OutboxRequeue).
+func (l *Lease) done(ctx context.Context, ids []int64) error {
+	gone := make(map[int64]bool, len(ids))
+	for _, id := range ids {
+		gone[id] = true
+	}
+	var mark db.OutboxMarkParams
+	var requeue []db.OutboxRequeueParams
+	kept := l.queued[:0]
+	for _, h := range l.queued {
+		left := make([]int64, 0, len(h.Ids))
+		for _, id := range h.Ids {
+			if !gone[id] {
+				left = append(left, id)
+			}
+		}
+		switch {
+		case len(left) == 0:
+			mark.TenantID, mark.ID = append(mark.TenantID, h.TenantID), append(mark.ID, h.ID)
+			continue
+		case len(left) < len(h.Ids):
+			requeue = append(requeue, db.OutboxRequeueParams{TenantID: h.TenantID, ID: h.ID, Ids: left})
+			h.Ids = left
+		}
+		kept = append(kept, h)
+	}
+	l.queued = kept
+	q := db.On(l.conn)
+	if len(mark.ID) > 0 {
+		if err := q.OutboxMark(ctx, mark); err != nil {
+			return l.fail("mark outbox rows published", err)
+		}
+	}
+	for _, r := range requeue {
+		if err := q.OutboxRequeue(ctx, r); err != nil {
+			return l.fail("mark outbox rows published", err)
+		}
+	}
+	l.written.ForgetWritten(ids)
 	return nil
 }
 

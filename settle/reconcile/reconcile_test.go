@@ -163,7 +163,7 @@ func TestReconcileFindsInjectedDiscrepancies(t *testing.T) {
 		{"outbox row un-marked", func(t *testing.T, s *settle.Store, in *reconcile.Input) {
 			settletest.Bypass(t, s.Pool(), `UPDATE outbox SET created_at = now() - interval '1 hour'
 			               WHERE id = (SELECT min(id) FROM outbox WHERE topic = 'settlements')`)
-			exec(t, s, `INSERT INTO outbox_queue (tenant_id, id) SELECT tenant_id, id FROM outbox WHERE id = (SELECT min(id) FROM outbox WHERE topic = 'settlements')`)
+			exec(t, s, `INSERT INTO outbox_queue (tenant_id, id, ids) SELECT tenant_id, id, ARRAY[id] FROM outbox WHERE id = (SELECT min(id) FROM outbox WHERE topic = 'settlements')`)
 		}, []string{reconcile.ClassOutboxUnpublished}},
 		{"settlement parked: the broker refused it for good", func(t *testing.T, s *settle.Store, in *reconcile.Input) {
 			// What the relay does with a row the broker refuses for good:
@@ -374,7 +374,7 @@ func TestCheckKafkaOffsets(t *testing.T) {
 func TestReconcileGrace(t *testing.T) {
 	t.Parallel()
 	s, _, _ := reconcileFixture(t)
-	exec(t, s, `INSERT INTO outbox_queue (tenant_id, id) SELECT tenant_id, id FROM outbox`)
+	exec(t, s, `INSERT INTO outbox_queue (tenant_id, id, ids) SELECT tenant_id, id, ARRAY[id] FROM outbox`)
 	if r := runReconcile(t, s, reconcile.Input{}); !r.Clean() {
 		t.Errorf("fresh unpublished rows reported: %v", classes(r))
 	}

@@ -255,6 +255,7 @@ type OutboxParked struct {
 type OutboxQueue struct {
 	ID       int64
 	TenantID string
+	Ids      []int64
 }
 
 type Period struct {

@@ -10,12 +10,20 @@ import (
 )
 
 const outboxMark = `-- name: OutboxMark :exec
-DELETE FROM outbox_queue WHERE id = ANY ($1::bigint[])
+DELETE FROM outbox_queue q
+ USING unnest($1::text[], $2::bigint[]) AS k (tenant_id, id)
+ WHERE q.id = k.id AND q.tenant_id = k.tenant_id
 `
 
-// Takes outbox rows off the queue once the broker acknowledged them. A row
-// already taken off is not there, so a second marking is harmless.
-func (q *Queries) OutboxMark(ctx context.Context, ids []int64) error {
-	_, err := q.db.Exec(ctx, outboxMark, ids)
+type OutboxMarkParams struct {
+	TenantID []string
+	ID       []int64
+}
+
+// Takes queue rows off the queue once every message they name was
+// acknowledged by the broker or parked. A row already taken off is not
+// there, so a second marking is harmless.
+func (q *Queries) OutboxMark(ctx context.Context, arg OutboxMarkParams) error {
+	_, err := q.db.Exec(ctx, outboxMark, arg.TenantID, arg.ID)
 	return err
 }

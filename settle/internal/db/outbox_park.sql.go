@@ -10,14 +10,11 @@ import (
 )
 
 const outboxPark = `-- name: OutboxPark :exec
-WITH k AS (
-    SELECT id, reason, error FROM unnest($1::bigint[], $2::text[], $3::text[]) AS k (id, reason, error)
-), taken AS (
-    DELETE FROM outbox_queue q USING k WHERE q.id = k.id RETURNING q.tenant_id, q.id
-)
 INSERT INTO outbox_parked (tenant_id, id, reason, error)
-SELECT t.tenant_id, k.id, k.reason, k.error
-  FROM k JOIN taken t ON t.id = k.id
+SELECT o.tenant_id, k.id, k.reason, k.error
+  FROM unnest($1::bigint[], $2::text[], $3::text[]) AS k (id, reason, error)
+  JOIN outbox_queue q ON k.id = ANY (q.ids)
+  JOIN outbox o ON o.tenant_id = q.tenant_id AND o.id = k.id
     ON CONFLICT (tenant_id, id) DO NOTHING
 `
 
@@ -27,9 +24,9 @@ type OutboxParkParams struct {
 	Error  []string
 }
 
-// Parks outbox rows the broker refused for good: records why and takes
-// them off the queue, in one statement. A row no longer on the queue (a
-// second relay's mark, or parked before) is left as it is.
+// Parks outbox rows the broker refused for good: records why. A parked row
+// counts as done for its queue row (OutboxMark, OutboxRequeue), which the
+// relay writes next; parked before, it is left as it is.
 func (q *Queries) OutboxPark(ctx context.Context, arg OutboxParkParams) error {
 	_, err := q.db.Exec(ctx, outboxPark, arg.ID, arg.Reason, arg.Error)
 	return err

@@ -10,18 +10,19 @@ import (
 )
 
 const outboxQueueHead = `-- name: OutboxQueueHead :many
-SELECT tenant_id, id FROM outbox_queue ORDER BY id LIMIT $1::integer
+SELECT tenant_id, id, ids FROM outbox_queue ORDER BY id LIMIT $1::integer
 `
 
 type OutboxQueueHeadRow struct {
 	TenantID string
 	ID       int64
+	Ids      []int64
 }
 
-// The oldest queued outbox rows' keys, in id order (the order their
-// transactions wrote them): the relay takes the messages its own process
-// wrote from memory (settle.Store.Written) and reads the others by key
-// (outbox_pending.sql).
+// The oldest queue rows, in the order of their keys (each the first outbox
+// id its statement wrote), each with the outbox ids it names in id order:
+// the relay takes the messages its own process wrote from memory
+// (settle.Store.Written) and reads the others by key (outbox_pending.sql).
 func (q *Queries) OutboxQueueHead(ctx context.Context, maxRows int32) ([]OutboxQueueHeadRow, error) {
 	rows, err := q.db.Query(ctx, outboxQueueHead, maxRows)
 	if err != nil {
@@ -31,7 +32,7 @@ func (q *Queries) OutboxQueueHead(ctx context.Context, maxRows int32) ([]OutboxQ
 	var items []OutboxQueueHeadRow
 	for rows.Next() {
 		var i OutboxQueueHeadRow
-		if err := rows.Scan(&i.TenantID, &i.ID); err != nil {
+		if err := rows.Scan(&i.TenantID, &i.ID, &i.Ids); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

@@ -10,7 +10,7 @@ import (
 )
 
 const progress = `-- name: Progress :one
-SELECT (SELECT count(*) FROM deliveries) AS deliveries, (SELECT count(*) FROM outbox_queue) AS unpublished
+SELECT (SELECT count(*) FROM deliveries) AS deliveries, (SELECT coalesce(sum(cardinality(ids)), 0) FROM outbox_queue)::bigint AS unpublished
 `
 
 type ProgressRow struct {

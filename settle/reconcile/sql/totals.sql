@@ -30,7 +30,7 @@ SELECT (SELECT count(*) FROM deliveries) AS deliveries,
                            sum(amount) FILTER (WHERE bucket = 'held') AS h
                       FROM ledger_entries GROUP BY account_id) s ON s.account_id = a.id
          WHERE a.balance <> coalesce(s.b, 0) OR a.held <> coalesce(s.h, 0)) AS bad_accounts,
-       (SELECT count(*) FROM outbox_queue) AS unpublished,
+       (SELECT coalesce(sum(cardinality(ids)), 0) FROM outbox_queue)::bigint AS unpublished,
        (SELECT count(*) FROM idempotency_keys) AS keys,
        (SELECT count(*) FROM idempotency_keys WHERE status = 'done') AS keys_done,
        (SELECT count(*) FROM idempotency_keys WHERE status = 'in_progress') AS keys_in_progress;
