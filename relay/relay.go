@@ -55,7 +55,9 @@ type Config struct {
 	// Brokers are the seed brokers, host:port.
 	Brokers []string
 
-	// BatchRowsMax caps the rows read and published per round. 0 = 1,000.
+	// BatchRowsMax is the rows read and published per round: the queue
+	// rows (one per settling transaction and tenant) that reach it, whole,
+	// so a round may take one transaction's rows past it. 0 = 1,000.
 	BatchRowsMax int
 
 	// PollInterval is how long an idle leader waits before looking for new

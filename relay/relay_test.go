@@ -176,3 +176,37 @@ func TestRelayWakesOnCommit(t *testing.T) {
 	testnet.WaitFor(t, "the settlements to be published", poll/2, func() bool { return unpublished(t, s) == 0 })
 	t.Logf("published %s after the commit", time.Since(start))
 }
+
+// TestRelayDrainsWithoutIdling: a backlog another process wrote (no
+// wake-up from this one's commits), queued as transactions of two
+// settlements each, with a round size no transaction divides, is published
+// round after round without waiting for the poll interval in between: a
+// round that reads fewer rows than its size means the queue was empty.
+// Seen failing with rounds cut below their size at a transaction's edge
+// (the relay then waited a poll interval after each).
+func TestRelayDrainsWithoutIdling(t *testing.T) {
+	t.Parallel()
+	k := kafkatest.NewCluster(t, 1)
+	url := settletest.NewDatabase(t)
+	writer := settletest.NewStoreOn(t, url, settle.Config{})
+	for i := 0; i < 12; i += 2 {
+		settleGrants(t, writer, i, 2)
+	}
+	s := settletest.NewStoreOn(t, url, settle.Config{})
+	const poll = 9 * time.Second
+	r, err := relay.New(outbox.New(s), relay.Config{Brokers: k.Brokers, StandbyInterval: 20 * time.Millisecond,
+		PollInterval: poll, BatchRowsMax: 3, Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	stop := testnet.Background(t, r.Run)
+	defer stop()
+	testnet.WaitFor(t, "the backlog to drain", poll, func() bool { return unpublished(t, s) == 0 })
+	if took := time.Since(start); took > poll/2 {
+		t.Errorf("drained 6 queue rows in %s: the relay waited for its poll interval (%s) between rounds", took, poll)
+	}
+	if got := len(k.Read(t, "settlements", 12, 10*time.Second)); got != 12 {
+		t.Errorf("settlements has %d messages, want 12", got)
+	}
+}

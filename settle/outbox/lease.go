@@ -145,8 +145,9 @@ func (l *Lease) TryAcquire(ctx context.Context) (bool, error) {
 func (l *Lease) Held() bool { return l.held }
 
 // Pending returns the unpublished outbox rows of the oldest queue rows, in
-// queue order and in id order within each: whole queue rows, until limit
-// rows are reached (at least one queue row's).
+// queue order and in id order within each: whole queue rows, until there
+// are limit rows or more (the last queue row may take it past limit). Fewer
+// than limit rows means the queue held no more.
 func (l *Lease) Pending(ctx context.Context, limit int) ([]Message, error) {
 	if !l.held {
 		return nil, ErrNotLeader
@@ -166,7 +167,7 @@ func (l *Lease) Pending(ctx context.Context, limit int) ([]Message, error) {
 	}
 	n := 0
 	for i, h := range head {
-		if i > 0 && n+len(h.Ids) > limit {
+		if n >= limit {
 			head = head[:i]
 			break
 		}
