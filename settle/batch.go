@@ -170,6 +170,7 @@ func (s *Store) transact(ctx context.Context, attempt int, firstSeen time.Time, 
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
 	st := s.newTxState(tx, attempt, firstSeen, locks)
+	st.group = group
 	if write, err := act(st); err != nil || !write {
 		return err
 	}
@@ -192,6 +193,7 @@ func (s *Store) transact(ctx context.Context, attempt int, firstSeen time.Time, 
 	if st.accountsByKey {
 		s.accountIDs.learn(st.accounts)
 	}
+	s.offsets.learn(group, st.offsets)
 	return nil
 }
 
@@ -315,6 +317,7 @@ type txState struct {
 	accountsByKey bool
 	s             *Store
 	tx            *db.Tx
+	group         string // the consumer group whose offsets it commits; "" = none
 	now           time.Time
 	attempt       int
 	firstSeen     time.Time

@@ -3,6 +3,9 @@ package settle_test
 import (
 	"reflect"
 	"testing"
+
+	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/settletest"
 )
 
 // TestFirstDeliveryWrittenOnce: a first delivery's coordinates are written
@@ -55,4 +58,55 @@ func TestFirstDeliveryWrittenOnce(t *testing.T) {
 		t.Errorf("balance = %s, want 90", b)
 	}
 	checkInvariants(t, pool)
+}
+
+// TestRedeliveryProbesBelowCommittedOffsets: a batch probes for earlier
+// deliveries only the records below the offset their partition last
+// committed in this process; a record past it that another process settled
+// first (a repeat, a quarantine, a dead letter, a first delivery) is still
+// answered as a redelivery of that process's result, by the attempt after
+// the one whose writes the coordinates' keys refused. Seen failing with
+// every attempt trusting the committed offset (the batch then lost the same
+// race until its retries ran out).
+func TestRedeliveryProbesBelowCommittedOffsets(t *testing.T) {
+	t.Parallel()
+	url := settletest.NewDatabase(t)
+	s := settletest.NewStoreOn(t, url, settle.Config{ContentionRetriesMax: 5})
+	other := settletest.NewStoreOn(t, url, settle.Config{})
+	u := rec("record_id", "u-1", "amount", "10")
+	first := batch(0, 0, grant("g-1", "cust-1", "100"), u, rec("record_id", "u-2", "amount", "3"))
+	mustSettle(t, s, first)
+	if n := s.DeliveryProbes(); n != 3 {
+		t.Fatalf("first batch probed %d records, want 3 (nothing committed here yet)", n)
+	}
+
+	// Past this process's offset 3: its own next batch probes nothing.
+	mustSettle(t, s, batch(0, 3, rec("record_id", "u-3", "amount", "1")))
+	if n := s.DeliveryProbes(); n != 3 {
+		t.Errorf("a batch past the committed offset probed %d records, want none", n-3)
+	}
+	// Below it: probed, and answered as the redelivery it is.
+	if r := mustSettle(t, s, first); !r[1].Redelivered || !r[2].Redelivered {
+		t.Errorf("redelivery below the committed offset: %+v", r)
+	}
+
+	// Another process settles offsets 4..7 of the partition first: a
+	// repeat, a quarantine, a dead letter and a first delivery.
+	past := batch(0, 4, u, clone(u, "amount", "11"), rec("record_id", "u-4", "amount", "-5"), rec("record_id", "u-5", "amount", "2"))
+	want := mustSettle(t, other, past)
+	if got := outcomes(want); !reflect.DeepEqual(got, []string{"duplicate", "quarantined:fingerprint_mismatch", "dead_lettered:invalid_field", "settled"}) {
+		t.Fatalf("the other process's outcomes = %v", got)
+	}
+	got := mustSettle(t, s, past)
+	for i, r := range got {
+		if !r.Redelivered || r.Outcome != want[i].Outcome || r.Reason != want[i].Reason || r.CaseID != want[i].CaseID ||
+			string(r.Response) != string(want[i].Response) {
+			t.Errorf("record %d past the committed offset, settled by another process: %s/%s redelivered %v, want its %s/%s",
+				i, r.Outcome, r.Reason, r.Redelivered, want[i].Outcome, want[i].Reason)
+		}
+	}
+	if n := count(t, s.Pool(), `SELECT count(*) FROM delivery_repeats`); n != 2 {
+		t.Errorf("delivery_repeats = %d rows, want 2 (the repeat and the quarantine, once each)", n)
+	}
+	checkInvariants(t, s.Pool())
 }

@@ -58,6 +58,7 @@ func (st *txState) load(ctx context.Context, ds []decoded, wake []recKey) error 
 	var k loadKeys
 	k.accKeys.known = &st.s.accountIDs
 	st.collectLoadKeys(&k, ds, wake)
+	st.s.probed.Add(int64(len(k.dTopics)))
 
 	p := db.NewPipeline(st.tx)
 	defer p.Close() // for the early returns; the last step is Send
@@ -89,7 +90,7 @@ func (st *txState) load(ctx context.Context, ds []decoded, wake []recKey) error 
 
 // loadKeys are the keys of the first round trip of load.
 type loadKeys struct {
-	dTopics          []string // the batch's coordinates
+	dTopics          []string // the batch's coordinates, but for records first delivered (txState.firstDelivered)
 	dParts           []int32
 	dOffsets         []int64
 	dTenants         []string    // each one's record's tenant ('' when it does not decode): its repeats are under it
@@ -110,12 +111,17 @@ func (st *txState) collectLoadKeys(k *loadKeys, ds []decoded, wake []recKey) {
 	seenID := map[record.Identity]bool{}
 	for i := range ds {
 		d := &ds[i]
-		k.dTopics, k.dParts, k.dOffsets = append(k.dTopics, d.in.Topic), append(k.dParts, d.in.Partition), append(k.dOffsets, d.in.Offset)
+		if !st.firstDelivered(d.in) {
+			tenant := d.id.TenantID
+			if d.err != nil {
+				tenant = ""
+			}
+			k.dTopics, k.dParts, k.dOffsets = append(k.dTopics, d.in.Topic), append(k.dParts, d.in.Partition), append(k.dOffsets, d.in.Offset)
+			k.dTenants = append(k.dTenants, tenant)
+		}
 		if d.err != nil {
-			k.dTenants = append(k.dTenants, "")
 			continue
 		}
-		k.dTenants = append(k.dTenants, d.id.TenantID)
 		if d.in.Exhausted != nil {
 			continue
 		}

@@ -3,9 +3,11 @@ package settle
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/settlehq/settle/settle/dberr"
 	"github.com/settlehq/settle/settle/internal/db"
+	"github.com/settlehq/settle/settle/message"
 )
 
 // ConsumerOffsets returns the next offset PostgreSQL holds for every
@@ -42,4 +44,57 @@ func ConsumerOffsetsIn(ctx context.Context, q Querier, group string) (map[string
 		out[r.Topic][r.Partition] = r.NextOffset
 	}
 	return out, nil
+}
+
+// offsetCache is the next offset of every partition this process's
+// transactions committed, by group: a record at or past it was not settled
+// by this process. A batch probes the coordinates of only the records
+// below it for earlier deliveries (delivery_lookup.sql, where a redelivery's
+// repeat, quarantine or dead letter is found): the others were delivered
+// for the first time, unless another process settled them too (a consumer
+// that has not yet noticed it lost the partition, or a database written by
+// two deployments). Then a key on their coordinates refuses this
+// transaction's second write of them (deliveries_pkey,
+// dead_letters_source_key; a first delivery's identity is found by its scope
+// key, not by these probes), and the attempt after it probes every record
+// (TestRedeliveryProbesBelowCommittedOffsets).
+type offsetCache struct {
+	mu   sync.Mutex
+	next map[offsetKey]int64
+}
+
+type offsetKey struct {
+	group, topic string
+	partition    int32
+}
+
+// learn keeps the next offsets a committed transaction of group wrote.
+func (c *offsetCache) learn(group string, offsets map[message.Coordinates]int64) {
+	if group == "" || len(offsets) == 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.next == nil {
+		c.next = map[offsetKey]int64{}
+	}
+	for k, v := range offsets {
+		ok := offsetKey{group, k.Topic, k.Partition}
+		c.next[ok] = max(c.next[ok], v)
+	}
+}
+
+// firstDelivered reports whether the records of group at in's coordinates
+// were all delivered for the first time as far as this process knows: its
+// offset is at or past what its partition committed here. The first
+// attempt of a batch trusts it; the attempts after a lost race do not.
+func (st *txState) firstDelivered(in *Input) bool {
+	if st.group == "" || st.attempt > 1 {
+		return false
+	}
+	c := &st.s.offsets
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	next, ok := c.next[offsetKey{st.group, in.Topic, in.Partition}]
+	return ok && in.Offset >= next
 }

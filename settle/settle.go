@@ -20,6 +20,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -122,6 +123,13 @@ type Store struct {
 	// change and settle never deletes one, so a batch locks known accounts
 	// by id and skips creating them.
 	accountIDs accountCache
+
+	// offsets are the next offsets this process committed, by group and
+	// partition: the records past them are probed for no earlier delivery.
+	offsets offsetCache
+	// probed counts the coordinates batches probed for earlier deliveries
+	// (tests).
+	probed atomic.Int64
 
 	// outboxSignal holds a wake-up for this process's relay once a
 	// transaction that wrote outbox rows has committed (OutboxWritten).
