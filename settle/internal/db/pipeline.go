@@ -98,11 +98,15 @@ func (p *Pipeline) send(ctx context.Context) {
 	}
 }
 
+// fail records statement i's failure, named, unless an earlier statement
+// failed: the server then skipped the rest, so the earlier failure is the
+// one every later read reports.
 func (p *Pipeline) fail(i int, err error) error {
-	err = wrap(p.b.QueuedQueries[i].SQL, err)
-	if p.err == nil {
-		p.err = err
+	if p.err != nil {
+		return p.err
 	}
+	err = wrap(p.b.QueuedQueries[i].SQL, err)
+	p.err = err
 	return err
 }
 

@@ -46,7 +46,7 @@ const (
 // TestPipelineReadsInOrder: :exec statements queued before a :batch*
 // statement's results are read (and checked) before those results, in
 // one round trip; a failing statement's error names it and is the one
-// Send returns.
+// Send returns, and the one a later statement's read returns.
 func TestPipelineReadsInOrder(t *testing.T) {
 	ctx := context.Background()
 	tx := testTx(t)
@@ -72,6 +72,18 @@ func TestPipelineReadsInOrder(t *testing.T) {
 	var pgErr interface{ SQLState() string }
 	if err == nil || !strings.HasPrefix(err.Error(), "probe_bad: ") || !errors.As(err, &pgErr) || pgErr.SQLState() != "23505" {
 		t.Fatalf("Send = %v, want probe_bad's unique violation first", err)
+	}
+
+	// A read after the failing statement (which the server then skipped)
+	// names the statement that failed, not the one read.
+	p = NewPipeline(testTx(t))
+	defer p.Close()
+	_, _ = p.Exec(ctx, bad)
+	b = &pgx.Batch{}
+	b.Queue(count)
+	err = p.SendBatch(ctx, b).QueryRow().Scan(&n)
+	if err == nil || !strings.HasPrefix(err.Error(), "probe_bad: ") || !errors.As(err, &pgErr) || pgErr.SQLState() != "23505" {
+		t.Fatalf("read after a failed statement = %v, want probe_bad's unique violation", err)
 	}
 }
 
