@@ -109,9 +109,10 @@ func (st *txState) collectLoadKeys(k *loadKeys, ds []decoded, wake []recKey) {
 		st.locks.add(recordLock(w.tenant, w.period, w.record), false)
 	}
 	seenID := map[record.Identity]bool{}
+	firstDelivered := st.firstDelivered()
 	for i := range ds {
 		d := &ds[i]
-		if !st.firstDelivered(d.in) {
+		if !firstDelivered(d.in) {
 			tenant := d.id.TenantID
 			if d.err != nil {
 				tenant = ""

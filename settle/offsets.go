@@ -84,17 +84,30 @@ func (c *offsetCache) learn(group string, offsets map[message.Coordinates]int64)
 	}
 }
 
-// firstDelivered reports whether the records of group at in's coordinates
-// were all delivered for the first time as far as this process knows: its
+// firstDelivered returns a test of whether a record of the transaction's
+// group was delivered for the first time as far as this process knows: its
 // offset is at or past what its partition committed here. The first
-// attempt of a batch trusts it; the attempts after a lost race do not.
-func (st *txState) firstDelivered(in *Input) bool {
+// attempt of a batch trusts it; the attempts after a lost race do not. It
+// reads the cache once per partition of the batch.
+func (st *txState) firstDelivered() func(in *Input) bool {
 	if st.group == "" || st.attempt > 1 {
-		return false
+		return func(*Input) bool { return false }
 	}
+	type at struct {
+		next int64
+		ok   bool
+	}
+	seen := map[offsetKey]at{}
 	c := &st.s.offsets
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	next, ok := c.next[offsetKey{st.group, in.Topic, in.Partition}]
-	return ok && in.Offset >= next
+	return func(in *Input) bool {
+		k := offsetKey{st.group, in.Topic, in.Partition}
+		a, read := seen[k]
+		if !read {
+			c.mu.Lock()
+			a.next, a.ok = c.next[k]
+			c.mu.Unlock()
+			seen[k] = a
+		}
+		return a.ok && in.Offset >= a.next
+	}
 }
