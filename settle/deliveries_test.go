@@ -1,6 +1,7 @@
 package settle_test
 
 import (
+	"context"
 	"reflect"
 	"testing"
 
@@ -107,6 +108,44 @@ func TestRedeliveryProbesBelowCommittedOffsets(t *testing.T) {
 	}
 	if n := count(t, s.Pool(), `SELECT count(*) FROM delivery_repeats`); n != 2 {
 		t.Errorf("delivery_repeats = %d rows, want 2 (the repeat and the quarantine, once each)", n)
+	}
+	checkInvariants(t, s.Pool())
+}
+
+// TestFirstDeliveryInputsAreNotProbed: inputs their caller marks as first
+// delivered (an Idempotency-Key's first attempt) are not probed for an
+// earlier delivery, with or without a consumer group; marked so at
+// coordinates that did have deliveries (a repeat, a dead letter), they are
+// still answered as those redeliveries, by the attempt after the one the
+// coordinates' keys refused. Seen failing with the mark trusted on every
+// attempt, and with it ignored (the probe count).
+func TestFirstDeliveryInputsAreNotProbed(t *testing.T) {
+	t.Parallel()
+	s := settletest.NewStoreOn(t, settletest.NewDatabase(t), settle.Config{ContentionRetriesMax: 5})
+	u := rec("record_id", "u-1", "amount", "10")
+	ins := batch(0, 0, grant("g-1", "cust-1", "100"), u, u, rec("record_id", "u-2", "amount", "-5"))
+	first := func(ins []settle.Input) []settle.Input {
+		for i := range ins {
+			ins[i].FirstDelivery = true
+		}
+		return ins
+	}
+	rs, err := s.Settle(context.Background(), "", s.Decode(first(ins)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := s.DeliveryProbes(); n != 0 {
+		t.Errorf("first deliveries probed %d records, want none", n)
+	}
+	again, err := s.Settle(context.Background(), "", s.Decode(first(batch(0, 0, grant("g-1", "cust-1", "100"), u, u, rec("record_id", "u-2", "amount", "-5")))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range again {
+		if !r.Redelivered || r.Outcome != rs[i].Outcome || r.Reason != rs[i].Reason || string(r.Response) != string(rs[i].Response) {
+			t.Errorf("record %d marked first delivered but delivered before: %s/%s redelivered %v, want its %s/%s",
+				i, r.Outcome, r.Reason, r.Redelivered, rs[i].Outcome, rs[i].Reason)
+		}
 	}
 	checkInvariants(t, s.Pool())
 }

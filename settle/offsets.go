@@ -84,13 +84,14 @@ func (c *offsetCache) learn(group string, offsets map[message.Coordinates]int64)
 	}
 }
 
-// firstDelivered returns a test of whether a record of the transaction's
-// group was delivered for the first time as far as this process knows: its
+// firstDelivered returns a test of whether a record was delivered for the
+// first time as far as this process knows: its caller says so
+// (Input.FirstDelivery), or it is a record of the transaction's group whose
 // offset is at or past what its partition committed here. The first
 // attempt of a batch trusts it; the attempts after a lost race do not. It
 // reads the cache once per partition of the batch.
 func (st *txState) firstDelivered() func(in *Input) bool {
-	if st.group == "" || st.attempt > 1 {
+	if st.attempt > 1 {
 		return func(*Input) bool { return false }
 	}
 	type at struct {
@@ -100,6 +101,12 @@ func (st *txState) firstDelivered() func(in *Input) bool {
 	seen := map[offsetKey]at{}
 	c := &st.s.offsets
 	return func(in *Input) bool {
+		if in.FirstDelivery {
+			return true
+		}
+		if st.group == "" {
+			return false
+		}
 		k := offsetKey{st.group, in.Topic, in.Partition}
 		a, read := seen[k]
 		if !read {

@@ -25,6 +25,13 @@ type Input struct {
 	// Exhausted, when set, dead-letters the record as transient_exhausted
 	// instead of settling it: the caller retried it past its limit.
 	Exhausted *Exhausted
+
+	// FirstDelivery says that no record was ever delivered at these
+	// coordinates before (the records of an Idempotency-Key this attempt
+	// claimed first): the batch does not probe them for an earlier
+	// delivery. Should another delivery have got there, the keys on its
+	// coordinates refuse this one's writes and the next attempt probes.
+	FirstDelivery bool
 }
 
 // Exhausted says why a record is given up on after bounded retries.

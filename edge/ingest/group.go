@@ -248,6 +248,9 @@ func (c *committer) settle(ctx context.Context, work []*pending, next *answered)
 				Topic: idempotency.HTTPTopic, Partition: idempotency.HTTPSettlePartition, Offset: idempotency.HTTPOffset(p.claim.KeyID, i),
 				Key: []byte(p.recs[i].Record.TenantID + "/" + p.recs[i].Record.Subject), Value: raw, Timestamp: now,
 				Decoded: p.recs[i],
+				// The key's first attempt: its id, and so these
+				// coordinates, were never used before.
+				FirstDelivery: p.claim.Attempts == 1,
 			})
 		}
 	}
