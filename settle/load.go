@@ -63,18 +63,20 @@ func (st *txState) load(ctx context.Context, ds []decoded, wake []recKey) error 
 	p := db.NewPipeline(st.tx)
 	defer p.Close() // for the early returns; the last step is Send
 	q := db.New(p)
-	r := loadReads{
-		locks:      st.queueLocks(ctx, q),
-		deliveries: q.DeliveryLookup(ctx, []db.DeliveryLookupParams{{Topic: k.dTopics, Partition: k.dParts, Offset: k.dOffsets, TenantID: k.dTenants}}),
-		identities: q.IdentityLookup(ctx, []db.IdentityLookupParams{{TenantID: k.idKeys[0], AccountPeriod: k.idKeys[1], RecordID: k.idKeys[2], Operation: k.idKeys[3]}}),
-		targets:    q.TargetLookup(ctx, []db.TargetLookupParams{{TenantID: k.tgtKeys.t, AccountPeriod: k.tgtKeys.p, RecordID: k.tgtKeys.r}}),
-		waiting: q.WaitingLookup(ctx, []db.WaitingLookupParams{{
-			TenantID: k.idKeys[0], AccountPeriod: k.idKeys[1], RecordID: k.idKeys[2], Operation: k.idKeys[3],
-			TargetTenantID: k.ownKeys.t, TargetPeriod: k.ownKeys.p, TargetRecordID: k.ownKeys.r,
-		}}),
-		accounts: queueAccounts(ctx, q, &k.accKeys),
-		reserve:  q.IdentityReserve(ctx, []int32{int32(len(ds))}),
+	// Queued in the order readLoad reads them; the delivery look-up only
+	// when some record is to be probed.
+	r := loadReads{locks: st.queueLocks(ctx, q)}
+	if len(k.dTopics) > 0 {
+		r.deliveries = q.DeliveryLookup(ctx, []db.DeliveryLookupParams{{Topic: k.dTopics, Partition: k.dParts, Offset: k.dOffsets, TenantID: k.dTenants}})
 	}
+	r.identities = q.IdentityLookup(ctx, []db.IdentityLookupParams{{TenantID: k.idKeys[0], AccountPeriod: k.idKeys[1], RecordID: k.idKeys[2], Operation: k.idKeys[3]}})
+	r.targets = q.TargetLookup(ctx, []db.TargetLookupParams{{TenantID: k.tgtKeys.t, AccountPeriod: k.tgtKeys.p, RecordID: k.tgtKeys.r}})
+	r.waiting = q.WaitingLookup(ctx, []db.WaitingLookupParams{{
+		TenantID: k.idKeys[0], AccountPeriod: k.idKeys[1], RecordID: k.idKeys[2], Operation: k.idKeys[3],
+		TargetTenantID: k.ownKeys.t, TargetPeriod: k.ownKeys.p, TargetRecordID: k.ownKeys.r,
+	}})
+	r.accounts = queueAccounts(ctx, q, &k.accKeys)
+	r.reserve = q.IdentityReserve(ctx, []int32{int32(len(ds))})
 	waits, err := st.readLoad(r, &k)
 	if err != nil {
 		return err

@@ -32,6 +32,9 @@ func (st *txState) readHolds(r *db.HoldLockBatchResults) error {
 }
 
 func (st *txState) readDeliveries(res *db.DeliveryLookupBatchResults) error {
+	if res == nil {
+		return nil // no record to probe: nothing was queued
+	}
 	rows, err := db.Rows(res.Query)
 	if err != nil {
 		return fmt.Errorf("read deliveries: %w", err)
