@@ -63,8 +63,7 @@ func (st *txState) load(ctx context.Context, ds []decoded, wake []recKey) error 
 	p := db.NewPipeline(st.tx)
 	defer p.Close() // for the early returns; the last step is Send
 	q := db.New(p)
-	// Queued in the order readLoad reads them; the delivery look-up only
-	// when some record is to be probed.
+	// Queued in the order readLoad reads them (the delivery look-up if any record is probed).
 	r := loadReads{locks: st.queueLocks(ctx, q)}
 	if len(k.dTopics) > 0 {
 		r.deliveries = q.DeliveryLookup(ctx, []db.DeliveryLookupParams{{Topic: k.dTopics, Partition: k.dParts, Offset: k.dOffsets, TenantID: k.dTenants}})

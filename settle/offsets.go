@@ -3,6 +3,7 @@ package settle
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sync"
 
 	"github.com/settlehq/settle/settle/dberr"
@@ -47,17 +48,9 @@ func ConsumerOffsetsIn(ctx context.Context, q Querier, group string) (map[string
 }
 
 // offsetCache is the next offset of every partition this process's
-// transactions committed, by group: a record at or past it was not settled
-// by this process. A batch probes the coordinates of only the records
-// below it for earlier deliveries (delivery_lookup.sql, where a redelivery's
-// repeat, quarantine or dead letter is found): the others were delivered
-// for the first time, unless another process settled them too (a consumer
-// that has not yet noticed it lost the partition, or a database written by
-// two deployments). Then a key on their coordinates refuses this
-// transaction's second write of them (deliveries_pkey,
-// dead_letters_source_key; a first delivery's identity is found by its scope
-// key, not by these probes), and the attempt after it probes every record
-// (TestRedeliveryProbesBelowCommittedOffsets).
+// transactions committed, by group. A batch probes for earlier deliveries
+// only its records below it (firstDelivered); design.md, "Why offsets also
+// live in PostgreSQL", says why the others need no probe.
 type offsetCache struct {
 	mu   sync.Mutex
 	next map[offsetKey]int64
@@ -86,35 +79,19 @@ func (c *offsetCache) learn(group string, offsets map[message.Coordinates]int64)
 
 // firstDelivered returns a test of whether a record was delivered for the
 // first time as far as this process knows: its caller says so
-// (Input.FirstDelivery), or it is a record of the transaction's group whose
-// offset is at or past what its partition committed here. The first
-// attempt of a batch trusts it; the attempts after a lost race do not. It
-// reads the cache once per partition of the batch.
+// (Input.FirstDelivery), or it is a record of the transaction's group at or
+// past the offset its partition committed here. Only the first attempt of
+// a batch trusts it: the attempts after a lost race probe every record.
 func (st *txState) firstDelivered() func(in *Input) bool {
 	if st.attempt > 1 {
 		return func(*Input) bool { return false }
 	}
-	type at struct {
-		next int64
-		ok   bool
-	}
-	seen := map[offsetKey]at{}
 	c := &st.s.offsets
+	c.mu.Lock()
+	next := maps.Clone(c.next)
+	c.mu.Unlock()
 	return func(in *Input) bool {
-		if in.FirstDelivery {
-			return true
-		}
-		if st.group == "" {
-			return false
-		}
-		k := offsetKey{st.group, in.Topic, in.Partition}
-		a, read := seen[k]
-		if !read {
-			c.mu.Lock()
-			a.next, a.ok = c.next[k]
-			c.mu.Unlock()
-			seen[k] = a
-		}
-		return a.ok && in.Offset >= a.next
+		n, ok := next[offsetKey{st.group, in.Topic, in.Partition}]
+		return in.FirstDelivery || (st.group != "" && ok && in.Offset >= n)
 	}
 }

@@ -127,9 +127,7 @@ type Store struct {
 	// offsets are the next offsets this process committed, by group and
 	// partition: the records past them are probed for no earlier delivery.
 	offsets offsetCache
-	// probed counts the coordinates batches probed for earlier deliveries
-	// (tests).
-	probed atomic.Int64
+	probed  atomic.Int64 // coordinates probed for earlier deliveries (tests)
 
 	// outboxSignal holds a wake-up for this process's relay once a
 	// transaction that wrote outbox rows has committed (OutboxWritten).
