@@ -86,10 +86,12 @@ func (st *txState) firstDelivered() func(in *Input) bool {
 	if st.attempt > 1 {
 		return func(*Input) bool { return false }
 	}
-	c := &st.s.offsets
-	c.mu.Lock()
-	next := maps.Clone(c.next)
-	c.mu.Unlock()
+	var next map[offsetKey]int64
+	if c := &st.s.offsets; st.group != "" {
+		c.mu.Lock()
+		next = maps.Clone(c.next)
+		c.mu.Unlock()
+	}
 	return func(in *Input) bool {
 		n, ok := next[offsetKey{st.group, in.Topic, in.Partition}]
 		return in.FirstDelivery || (st.group != "" && ok && in.Offset >= n)

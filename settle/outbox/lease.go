@@ -174,15 +174,18 @@ func (l *Lease) Pending(ctx context.Context, limit int) ([]Message, error) {
 		n += len(h.Ids)
 	}
 	l.queued = head
-	rows := make([]*db.OutboxPendingRow, 0, n)
+	// rows[i] is ids[i]'s message: from memory, or (nil until then) read
+	// below.
+	ids, rows := make([]int64, 0, n), make([]*db.OutboxPendingRow, 0, n)
 	var read db.OutboxPendingParams
 	for _, h := range head {
 		for _, id := range h.Ids {
+			ids = append(ids, id)
 			if r, ok := l.written.WrittenMessage(id); ok {
 				rows = append(rows, &r)
 				continue
 			}
-			rows = append(rows, &db.OutboxPendingRow{ID: id}) // read below
+			rows = append(rows, nil)
 			read.TenantID, read.ID = append(read.TenantID, h.TenantID), append(read.ID, id)
 		}
 	}
@@ -196,8 +199,8 @@ func (l *Lease) Pending(ctx context.Context, limit int) ([]Message, error) {
 			byID[got[i].ID] = &got[i]
 		}
 		for i, r := range rows {
-			if r.Topic == "" {
-				rows[i] = byID[r.ID] // nil: not in the outbox (pruned by hand)
+			if r == nil {
+				rows[i] = byID[ids[i]] // nil: not in the outbox (pruned by hand)
 			}
 		}
 	}
@@ -276,9 +279,21 @@ func (l *Lease) Park(ctx context.Context, rows []Park) error {
 	if len(rows) == 0 {
 		return nil
 	}
-	p := db.OutboxParkParams{ID: make([]int64, len(rows)), Reason: make([]string, len(rows)), Error: make([]string, len(rows))}
-	for i, r := range rows {
-		p.ID[i], p.Reason[i], p.Error[i] = r.ID, r.Reason, r.Error
+	tenants := map[int64]string{}
+	for _, h := range l.queued {
+		for _, id := range h.Ids {
+			tenants[id] = h.TenantID
+		}
+	}
+	var p db.OutboxParkParams
+	for _, r := range rows {
+		if t, ok := tenants[r.ID]; ok { // a row of the last Pending, still queued
+			p.TenantID, p.ID = append(p.TenantID, t), append(p.ID, r.ID)
+			p.Reason, p.Error = append(p.Reason, r.Reason), append(p.Error, r.Error)
+		}
+	}
+	if len(p.ID) == 0 {
+		return nil
 	}
 	if err := db.On(l.conn).OutboxPark(ctx, p); err != nil {
 		return l.fail("park outbox rows", err)

@@ -11,23 +11,28 @@ import (
 
 const outboxPark = `-- name: OutboxPark :exec
 INSERT INTO outbox_parked (tenant_id, id, reason, error)
-SELECT o.tenant_id, k.id, k.reason, k.error
-  FROM unnest($1::bigint[], $2::text[], $3::text[]) AS k (id, reason, error)
-  JOIN outbox_queue q ON k.id = ANY (q.ids)
-  JOIN outbox o ON o.tenant_id = q.tenant_id AND o.id = k.id
+SELECT k.tenant_id, k.id, k.reason, k.error
+  FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[]) AS k (tenant_id, id, reason, error)
     ON CONFLICT (tenant_id, id) DO NOTHING
 `
 
 type OutboxParkParams struct {
-	ID     []int64
-	Reason []string
-	Error  []string
+	TenantID []string
+	ID       []int64
+	Reason   []string
+	Error    []string
 }
 
-// Parks outbox rows the broker refused for good: records why. A parked row
-// counts as done for its queue row (OutboxMark, OutboxRequeue), which the
-// relay writes next; parked before, it is left as it is.
+// Parks outbox rows the broker refused for good, each by its key
+// (@tenant_id, @id): records why. A parked row counts as done for its queue
+// row (OutboxMark, OutboxRequeue), which the relay writes next; parked
+// before, it is left as it is.
 func (q *Queries) OutboxPark(ctx context.Context, arg OutboxParkParams) error {
-	_, err := q.db.Exec(ctx, outboxPark, arg.ID, arg.Reason, arg.Error)
+	_, err := q.db.Exec(ctx, outboxPark,
+		arg.TenantID,
+		arg.ID,
+		arg.Reason,
+		arg.Error,
+	)
 	return err
 }
