@@ -3,8 +3,6 @@ package main
 import (
 	"fmt"
 	"os"
-	"path/filepath"
-	"runtime/pprof"
 	"strconv"
 	"time"
 
@@ -96,26 +94,15 @@ func (c *benchCmd) Run(a *app) (err error) {
 	if err := cfg.Validate(); err != nil {
 		return usageError{err.Error()}
 	}
-	if c.CPUProfile != "" {
-		if err := os.MkdirAll(filepath.Dir(c.CPUProfile), 0o755); err != nil {
-			return err
-		}
-		f, err := os.Create(c.CPUProfile)
-		if err != nil {
-			return err
-		}
-		// Deferred first, so it runs after StopCPUProfile has written the
-		// profile: a close that fails means the profile is not all there.
-		defer func() {
-			if cerr := f.Close(); cerr != nil && err == nil {
-				err = fmt.Errorf("cpu profile %s: %w", c.CPUProfile, cerr)
-			}
-		}()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+	stopProfile, err := startCPUProfile(c.CPUProfile)
+	if err != nil {
+		return err
 	}
+	defer func() {
+		if perr := stopProfile(); perr != nil && err == nil {
+			err = perr
+		}
+	}()
 	if c.Compare != "" {
 		if len(c.Only) == 0 {
 			cfg.Skip.Edge, cfg.Skip.EndToEnd = false, false

@@ -26,6 +26,8 @@ type runCmd struct {
 	edgeFlags      `embed:""`
 
 	OwnerURL string `name:"owner-url" env:"SETTLE_OWNER_URL" help:"Schema owner's URL: migrate before starting (else a schema behind is refused)."`
+
+	CPUProfile string `name:"cpuprofile" env:"SETTLE_CPUPROFILE" hidden:"" help:"Write a CPU profile (pprof) of the service to this file until it stops (settle bench --only edge passes the environment on to the settle run it drives)."`
 }
 
 // serviceFlags configure the long-running pipeline.
@@ -48,8 +50,17 @@ type serviceFlags struct {
 }
 
 // Run runs the service until SIGINT or SIGTERM.
-func (c *runCmd) Run(a *app) error {
-	err := c.run(a)
+func (c *runCmd) Run(a *app) (err error) {
+	stopProfile, err := startCPUProfile(c.CPUProfile)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if perr := stopProfile(); perr != nil && err == nil {
+			err = perr
+		}
+	}()
+	err = c.run(a)
 	if err != nil && a.ctx.Err() != nil && errors.Is(err, context.Canceled) {
 		// SIGTERM or Ctrl-C while starting (connecting, migrating): a
 		// stop that was asked for, not a failure.
