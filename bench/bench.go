@@ -57,6 +57,7 @@ type ReportConfig struct {
 	BatchSize  int      `json:"batch_size"`
 	Writers    int      `json:"core_writers"`
 	PoolConns  int32    `json:"pool_conns"`
+	LanesMax   int      `json:"lanes_max,omitempty"` // 0: the service's default
 	BrokerProc bool     `json:"broker_in_child_process"`
 	HashParts  int      `json:"hash_partitions"` // per-tenant tables PARTITION BY HASH (tenant_id); 0 = plain
 }
@@ -83,7 +84,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	rep := &Report{Started: time.Now().UTC(), Config: ReportConfig{Workload: cfg.Workload, BatchSize: cfg.BatchSize,
-		Writers: cfg.Writers, PoolConns: cfg.PoolConns, BrokerProc: len(cfg.BrokerArgv) > 0, HashParts: cfg.HashPartitions}}
+		Writers: cfg.Writers, PoolConns: cfg.PoolConns, LanesMax: cfg.LanesMax, BrokerProc: len(cfg.BrokerArgv) > 0, HashParts: cfg.HashPartitions}}
 	var err error
 	if rep.Machine, err = describeMachine(ctx, cfg.ServerURL); err != nil {
 		return nil, err

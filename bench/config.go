@@ -25,6 +25,7 @@ type Config struct {
 	BatchSize int   // records per Settle call; 0 = 1,000
 	Writers   int   // core-only concurrent writers; 0 = 4
 	PoolConns int32 // service pool connections; 0 = 16
+	LanesMax  int   // the service's consumer.Config.LanesMax; 0 = the service's default
 
 	// BrokerArgv, when set, starts the Kafka-protocol broker as this child
 	// process (`settle bench --broker-only`), so the service's memory is

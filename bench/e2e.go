@@ -181,7 +181,8 @@ func (r *e2e) newServices(ctx context.Context, group string) error {
 			}
 		}
 		s, err := service.New(service.Config{Store: st, Brokers: r.b.addrs,
-			Consumer:      consumer.Config{Group: group, Topic: r.tp.usage, ResultsTopic: r.tp.results, SessionTimeout: 10 * time.Second},
+			Consumer: consumer.Config{Group: group, Topic: r.tp.usage, ResultsTopic: r.tp.results, SessionTimeout: 10 * time.Second,
+				LanesMax: r.c.LanesMax},
 			Relay:         relay.Config{BatchRowsMax: 10_000, PollInterval: 20 * time.Millisecond},
 			SweepInterval: -1, Logger: quiet})
 		if err != nil {

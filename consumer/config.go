@@ -36,6 +36,12 @@ type Config struct {
 	// the store's BatchRecordsMax. 0 = 50,000.
 	PollRecordsMax int
 
+	// LanesMax caps the lanes a poll is settled in, and so the settling
+	// transactions the consumer runs at once; a lane then settles several
+	// partitions one after the other. 0 = no cap: a lane per partition
+	// (service.Config caps it when PostgreSQL shares the machine).
+	LanesMax int
+
 	// RecordAttemptsMax is how often one record that fails on its own
 	// (isolated by bisection) is tried before it is dead-lettered
 	// transient_exhausted. 0 = 5.
@@ -115,6 +121,8 @@ func (c Config) Validate() error {
 		return errors.New("consumer: no brokers: set at least one host:port (--brokers or KAFKA_BROKERS)")
 	case c.PollRecordsMax < 0 || c.PollRecordsMax > 1_000_000:
 		return fmt.Errorf("consumer: poll records max %d: must be between 1 and 1000000 (0 = 50000)", c.PollRecordsMax)
+	case c.LanesMax < 0 || c.LanesMax > 1024:
+		return fmt.Errorf("consumer: lanes max %d: must be between 0 and 1024 (0 = a lane per partition)", c.LanesMax)
 	case c.RecordAttemptsMax < 0 || c.RecordAttemptsMax > 100:
 		return fmt.Errorf("consumer: record attempts max %d: must be between 1 and 100 (0 = 5)", c.RecordAttemptsMax)
 	case c.BackoffMin < 0 || c.BackoffMax < 0 || (c.BackoffMax != 0 && c.BackoffMin > c.BackoffMax):

@@ -311,7 +311,7 @@ func (c *Consumer) handlePoll(ctx context.Context, abandon <-chan struct{}, cl *
 		return
 	}
 	var wg sync.WaitGroup
-	for _, l := range lanes(work, c.store.Config().BatchRecordsMax) {
+	for _, l := range lanes(work, c.store.Config().BatchRecordsMax, c.cfg.LanesMax) {
 		wg.Go(func() { c.handleLane(ctx, abandon, cl, l) })
 	}
 	wg.Wait()

@@ -22,23 +22,27 @@ func pollOf(sizes ...int) []*partitionWork {
 }
 
 // TestLanes: a small poll settles in few lanes, a large one in a lane per
-// partition; every record is in exactly one lane, each partition whole in
-// one lane and in order.
+// partition up to the cap (0: none); every record is in exactly one lane, each
+// partition whole in one lane and in order, the lanes balanced by records.
 func TestLanes(t *testing.T) {
 	for _, tc := range []struct {
-		sizes []int
-		lanes []int // records per lane
+		sizes    []int
+		lanesMax int
+		lanes    []int // records per lane
 	}{
-		{[]int{30, 30, 30, 30, 30, 30}, []int{180}},
-		{[]int{1000, 1000, 1000, 1000, 1000, 1000}, []int{1000, 1000, 1000, 1000, 1000, 1000}},
-		{[]int{8000, 10, 10}, []int{8000, 10, 10}},
-		{[]int{900, 300, 200, 100}, []int{900, 300, 300}},
-		{[]int{499}, []int{499}},
-		{[]int{1, 1}, []int{2}},
+		{[]int{30, 30, 30, 30, 30, 30}, 0, []int{180}},
+		{[]int{1000, 1000, 1000, 1000, 1000, 1000}, 0, []int{1000, 1000, 1000, 1000, 1000, 1000}},
+		{[]int{8000, 10, 10}, 0, []int{8000, 10, 10}},
+		{[]int{900, 300, 200, 100}, 0, []int{900, 300, 300}},
+		{[]int{499}, 0, []int{499}},
+		{[]int{1, 1}, 0, []int{2}},
+		{[]int{1000, 1000, 1000, 1000, 1000, 1000}, 2, []int{3000, 3000}},
+		{[]int{8000, 1000, 1000, 1000, 1000, 1000}, 2, []int{8000, 5000}},
+		{[]int{1000, 1000, 1000}, 1, []int{3000}},
 	} {
-		t.Run(fmt.Sprint(tc.sizes), func(t *testing.T) {
+		t.Run(fmt.Sprint(tc.sizes, tc.lanesMax), func(t *testing.T) {
 			work := pollOf(tc.sizes...)
-			ls := lanes(work, 1000)
+			ls := lanes(work, 1000, tc.lanesMax)
 			var got []int
 			seen := map[*kgo.Record]bool{}
 			laneOf := map[int32]*lane{}
@@ -79,7 +83,7 @@ func TestLanes(t *testing.T) {
 // after its last record there, and a lane that stops marks only the
 // partitions it did not finish.
 func TestLaneProgress(t *testing.T) {
-	l := lanes(pollOf(3, 2, 4), 1000)[0]
+	l := lanes(pollOf(3, 2, 4), 1000, 0)[0]
 	// The first batch ends inside the second partition of the lane.
 	first := l.progressOver(l.recs[:5])
 	if len(first) != 2 || first[0].w != l.works[0] || first[0].next != 104 || first[1].w != l.works[1] || first[1].next != 101 {

@@ -52,15 +52,19 @@ const laneRecordsMin = 2
 
 // lanes splits a poll's work into lanes: one per partition when every
 // partition has a batch's worth or the poll is large, fewer (at least one
-// per laneRecordsMin-th of a batch) when it is small. Each partition is
-// whole in one lane, and lanes are balanced by records.
-func lanes(work []*partitionWork, batchMax int) []*lane {
+// per laneRecordsMin-th of a batch) when it is small, and never more than
+// lanesMax when it is above 0 (Config.LanesMax). Each partition is whole in
+// one lane, and lanes are balanced by records.
+func lanes(work []*partitionWork, batchMax, lanesMax int) []*lane {
 	total := 0
 	for _, w := range work {
 		total += len(w.records)
 	}
 	share := max(1, batchMax/laneRecordsMin)
 	n := min(len(work), max(1, (total+share-1)/share))
+	if lanesMax > 0 {
+		n = min(n, lanesMax)
+	}
 	ls := make([]*lane, n)
 	for i := range ls {
 		ls[i] = &lane{}

@@ -45,8 +45,9 @@ type Config struct {
 
 	// Consumer configures the consumer group member. Left zero, Brokers
 	// are Brokers, Logger is Logger, Metrics and TracerProvider are
-	// Telemetry's and DrainTimeout is a third of ShutdownTimeout; its
-	// ClientOpts come after KafkaOpts.
+	// Telemetry's, DrainTimeout is a third of ShutdownTimeout and LanesMax
+	// is lanesMaxFor the store's database; its ClientOpts come after
+	// KafkaOpts.
 	Consumer consumer.Config
 
 	// Relay configures the outbox relay, filled in as Consumer is, with
@@ -155,6 +156,9 @@ func (c Config) withDefaults() Config {
 	}
 	if cc.DrainTimeout == 0 {
 		cc.DrainTimeout = c.ShutdownTimeout / 3
+	}
+	if cc.LanesMax == 0 && c.Store != nil {
+		cc.LanesMax = lanesMaxFor(c.Store.Pool().Config().ConnConfig.Host)
 	}
 	cc.ClientOpts = append(kopts[:len(kopts):len(kopts)], cc.ClientOpts...)
 

@@ -24,6 +24,7 @@ type benchCmd struct {
 	BatchSize   int     `name:"batch-size" default:"1000" help:"Records per settling transaction."`
 	Writers     int     `name:"writers" hidden:"" default:"4" help:"Concurrent writers of the core-only runs."`
 	PoolConns   int32   `name:"pool-max-conns" hidden:"" default:"16" help:"Connections of the end-to-end service."`
+	LanesMax    int     `name:"lanes-max" hidden:"" default:"0" help:"The end-to-end service's settle run --lanes-max (0 = its default)."`
 	Duplicates  float64 `name:"duplicates" hidden:"" default:"0.30" help:"Share of exact repeats."`
 	Conflicts   float64 `name:"conflicts" hidden:"" default:"0.01" help:"Share of repeats with another payload (quarantined)."`
 	Corrections float64 `name:"corrections" hidden:"" default:"0.05" help:"Share of corrections."`
@@ -65,7 +66,7 @@ func (c *benchCmd) Run(a *app) (err error) {
 		ServerURL: c.DatabaseURL, Keep: c.Keep, HashPartitions: c.HashParts,
 		Workload: bench.Workload{Records: c.Records, Config: workload.Config{Tenants: c.Tenants, Subjects: c.Subjects, Partitions: c.Partitions, Seed: c.Seed,
 			Mix: workload.Mix{Duplicates: c.Duplicates, Conflicts: c.Conflicts, Corrections: c.Corrections, Refunds: c.Refunds, Holds: c.Holds}}},
-		BatchSize: c.BatchSize, Writers: c.Writers, PoolConns: c.PoolConns,
+		BatchSize: c.BatchSize, Writers: c.Writers, PoolConns: c.PoolConns, LanesMax: c.LanesMax,
 		PerRecordRecords: min(c.PerRecordRecords, c.Records), LatencySeconds: c.LatencyDuration, LatencyRate: c.LatencyRate, LatencyWarmup: c.LatencyWarmup,
 		SweepRecords: min(c.SweepRecords, c.Records), SweepBatches: c.SweepBatches, GrowthIdentities: c.GrowthIdentities,
 		Repeat: c.Repeat, ScaleRecords: min(c.ScaleRecords, c.Records), ScalePartitions: c.ScalePartitions, ScaleInstances: c.ScaleInstances,

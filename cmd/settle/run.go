@@ -38,6 +38,7 @@ type serviceFlags struct {
 	SessionTimeout   time.Duration `name:"session-timeout" hidden:"" env:"SETTLE_SESSION_TIMEOUT" default:"45s" help:"Consumer group session timeout."`
 	RebalanceTimeout time.Duration `name:"rebalance-timeout" hidden:"" env:"SETTLE_REBALANCE_TIMEOUT" default:"60s" help:"How long the group waits for members to rejoin during a rebalance; a killed member stalls the group this long."`
 	PollRecordsMax   int           `name:"poll-records-max" hidden:"" env:"SETTLE_POLL_RECORDS_MAX" default:"50000" help:"Most records taken per poll across partitions; a poll is settled (each partition in order, the partitions in parallel) before the offsets are committed."`
+	LanesMax         int           `name:"lanes-max" hidden:"" env:"SETTLE_LANES_MAX" default:"0" help:"Most settling transactions the consumer runs at once (a poll's partitions share that many lanes). 0 = the CPUs Go may use (at least 2) when PostgreSQL is on this machine (a loopback address or a socket), else one per partition."`
 	RecordAttempts   int           `name:"record-attempts-max" hidden:"" env:"SETTLE_RECORD_ATTEMPTS_MAX" default:"5" help:"Attempts of a record that fails on its own before it is dead-lettered transient_exhausted."`
 	BackoffMax       time.Duration `name:"backoff-max" hidden:"" env:"SETTLE_BACKOFF_MAX" default:"10s" help:"Longest wait between retries during an outage."`
 
@@ -139,7 +140,7 @@ func (f serviceFlags) config(a *app, store *settle.Store, brokers []string, t to
 	return service.Config{
 		Store: store, Brokers: brokers, KafkaOpts: f.kafkaOpts,
 		Consumer: consumer.Config{Group: f.Group, Topic: t.Topic, ResultsTopic: t.ResultsTopic,
-			PollRecordsMax: f.PollRecordsMax, RecordAttemptsMax: f.RecordAttempts, BackoffMax: f.BackoffMax,
+			PollRecordsMax: f.PollRecordsMax, LanesMax: f.LanesMax, RecordAttemptsMax: f.RecordAttempts, BackoffMax: f.BackoffMax,
 			SessionTimeout: f.SessionTimeout, RebalanceTimeout: f.RebalanceTimeout},
 		Relay:         relay.Config{BackoffMax: f.BackoffMax},
 		SweepInterval: -1,
