@@ -54,9 +54,9 @@ func decodeForBaseline(dec *record.Decoder, g *workload.Record) (baselineRecord,
 // liftMemoryLimit lifts the process's soft memory limit until the returned
 // function puts it back. The baselines generate their whole workload before
 // the clock starts, and 1,000,000 records are more than the service's 384
-// MiB: under the limit the garbage collector ran through the whole run, and
-// the COPY ceiling's client spent twice the CPU per record (0.024 against
-// 0.012 CPU-s / 1k), so the ceiling measured 47,769 instead of 58,882/s.
+// MiB: under the limit the garbage collector ran through the whole run and
+// doubled the COPY ceiling's client CPU per record (BENCHMARKS.md, "What
+// each run measures").
 func liftMemoryLimit() (restore func()) {
 	old := debug.SetMemoryLimit(math.MaxInt64)
 	return func() { debug.SetMemoryLimit(old) }

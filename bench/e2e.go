@@ -114,9 +114,8 @@ func (r *e2e) close() {
 func (r *e2e) setUp(ctx context.Context) error {
 	c, er := r.c, r.er
 	// A broker of its own: one that served the runs before holds their
-	// topics (the end-to-end runs leave ≈ 1.6 GB in it), and a half-rate
-	// run on it measured p50 / p99 219 / 482 ms against 103 / 208 on a
-	// fresh one, at the same rate and the same CPU per record.
+	// topics (gigabytes of them), and a half-rate run on it measured about
+	// twice the latency of a fresh one at the same rate and CPU per record.
 	b, err := startBroker(ctx, c.BrokerArgv)
 	if err != nil {
 		return err

@@ -174,8 +174,8 @@ func (s *Store) commit(ctx context.Context, tx *db.Tx, st *txState, p *db.Pipeli
 }
 
 // accountCache is a map of account ids safe for concurrent use (a typed
-// map: sync.Map's hashing of the three-string key through an interface
-// was 2% of the service's CPU).
+// map: sync.Map hashes the three-string key through an interface, which
+// showed in the service's profile).
 type accountCache struct {
 	mu  sync.RWMutex
 	ids map[accountKey]int64
