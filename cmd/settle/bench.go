@@ -99,11 +99,7 @@ func (c *benchCmd) Run(a *app) (err error) {
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if perr := stopProfile(); perr != nil && err == nil {
-			err = perr
-		}
-	}()
+	defer stopProfile(&err)
 	if c.Compare != "" {
 		if len(c.Only) == 0 {
 			cfg.Skip.Edge, cfg.Skip.EndToEnd = false, false

@@ -8,11 +8,12 @@ import (
 )
 
 // startCPUProfile writes a CPU profile (pprof) of the process to path until
-// the returned stop is called; stop reports a profile that was not written
-// whole. An empty path profiles nothing.
-func startCPUProfile(path string) (stop func() error, err error) {
+// the returned stop is called (deferred: defer stop(&err)); stop sets *errp,
+// if it holds no error yet, when the profile was not written whole. An
+// empty path profiles nothing.
+func startCPUProfile(path string) (stop func(errp *error), err error) {
 	if path == "" {
-		return func() error { return nil }, nil
+		return func(*error) {}, nil
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("cpu profile %s: %w", path, err)
@@ -25,11 +26,10 @@ func startCPUProfile(path string) (stop func() error, err error) {
 		_ = f.Close()
 		return nil, fmt.Errorf("cpu profile %s: %w", path, err)
 	}
-	return func() error {
+	return func(errp *error) {
 		pprof.StopCPUProfile()
-		if err := f.Close(); err != nil {
-			return fmt.Errorf("cpu profile %s: %w", path, err)
+		if err := f.Close(); err != nil && *errp == nil {
+			*errp = fmt.Errorf("cpu profile %s: %w", path, err)
 		}
-		return nil
 	}, nil
 }

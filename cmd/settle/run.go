@@ -56,11 +56,7 @@ func (c *runCmd) Run(a *app) (err error) {
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if perr := stopProfile(); perr != nil && err == nil {
-			err = perr
-		}
-	}()
+	defer stopProfile(&err)
 	err = c.run(a)
 	if err != nil && a.ctx.Err() != nil && errors.Is(err, context.Canceled) {
 		// SIGTERM or Ctrl-C while starting (connecting, migrating): a
