@@ -36,11 +36,12 @@ var errYielded = errors.New("yielded to a rebalance or a stop between batches: t
 
 // A lane is the share of a poll that one goroutine settles, in order, in
 // batches of at most the store's BatchRecordsMax: one partition's records,
-// or, when a poll is small, the records of several partitions one after
-// the other. A transaction's cost is mostly per record only in batches of
-// hundreds: at half the full rate six partitions polled separately settle
-// a few dozen records per transaction each, and the machine spends twice
-// the CPU per record that it does at full rate (BENCHMARKS.md).
+// or, when a poll is small or the lanes are capped (Config.LanesMax), the
+// records of several partitions one after the other. A transaction's cost
+// is mostly per record only in batches of hundreds: at half the full rate
+// six partitions polled separately settle a few dozen records per
+// transaction each, and the machine spends twice the CPU per record that
+// it does at full rate (BENCHMARKS.md).
 type lane struct {
 	works []*partitionWork
 	recs  []*kgo.Record // the works' records, one partition after the other
