@@ -14,6 +14,7 @@ func TestLanesMaxFor(t *testing.T) {
 		"127.0.0.2":            local,
 		"::1":                  local,
 		"localhost":            local,
+		"LocalHost":            local,
 		"/var/run/postgresql":  local,
 		"db.internal":          0,
 		"192.0.2.5":            0,

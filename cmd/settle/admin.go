@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/settlehq/settle/service"
 )
 
 // adminFlags configure the admin listener of `settle run` and `settle dev`:
@@ -114,7 +116,7 @@ func (f adminFlags) settings() (adminSettings, error) {
 	if err != nil {
 		return s, usageError{fmt.Sprintf("--admin-addr %q: %v", f.AdminAddr, err)}
 	}
-	if len(s.tokens) == 0 && !loopbackHost(host) {
+	if len(s.tokens) == 0 && !service.LoopbackHost(host) {
 		if !f.AdminInsecure {
 			return s, usageError{fmt.Sprintf("--admin-addr %s is beyond loopback and no analyst has a token: anyone who reaches it would read and resolve every tenant's cases. "+
 				"Give --admin-token NAME=TOKEN (or SETTLE_ADMIN_TOKEN, --admin-tokens-file), keep it on 127.0.0.1, or pass --admin-insecure if a network policy guards it", f.AdminAddr)}
@@ -122,16 +124,6 @@ func (f adminFlags) settings() (adminSettings, error) {
 		s.insecure = true
 	}
 	return s, nil
-}
-
-// loopbackHost reports whether a listen address's host binds loopback
-// only. Names other than localhost resolve to who knows what: not loopback.
-func loopbackHost(host string) bool {
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // checkHostName checks an --admin-allowed-hosts entry: a name or address,
