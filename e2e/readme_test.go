@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/settlehq/settle/internal/proctest"
+	"github.com/settlehq/settle/record"
 )
 
 // repoRoot is the repository this test runs in (e2e's parent).
@@ -120,5 +121,32 @@ func TestReadmeCommands(t *testing.T) {
 	}
 	if st := shell(t, clone, "git status --porcelain"); st != "" {
 		t.Errorf("after %q the clone is not clean (the build output is not ignored):\n%s", build, st)
+	}
+}
+
+// TestReadmeRecordsDecode decodes every line of the README's JSON blocks as
+// settle will, so the records it tells a user to send are ones settle takes
+// (one object per line: a record wrapped over several lines is not).
+func TestReadmeRecordsDecode(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(repoRoot(t), "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec, err := record.NewDecoder(record.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, block := range strings.Split(string(b), "```json\n")[1:] {
+		block = block[:strings.Index(block, "```")]
+		for i, line := range strings.Split(strings.TrimSpace(block), "\n") {
+			n++
+			if d := dec.Prepare([]byte(line), nil); d.Err != nil {
+				t.Errorf("README.md, a JSON block's line %d is not a record settle takes: %v\n%s", i+1, d.Err, line)
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("README.md has no ```json block")
 	}
 }

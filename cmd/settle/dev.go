@@ -302,7 +302,7 @@ func (c *devCmd) sampleResults(a *app, brokers []string, lineAt map[message.Coor
 }
 
 // buildCommand is the README's build command; the commands dev suggests
-// call the binary it writes (TestDevHintsMatchReadme keeps them in step).
+// call the binary it writes (e2e's TestFreshUser keeps them in step).
 const (
 	buildCommand = "go build -o bin/settle ./cmd/settle"
 	builtBinary  = "bin/settle"
@@ -318,13 +318,14 @@ try next, in another terminal (Ctrl-C here stops everything):
   %[8]s conflicts list --database-url '%[6]s'
   %[8]s explain acme %[2]s u-2 --database-url '%[6]s'
   %[8]s produce --brokers %[1]s --publish-invalid %[4]s   # the sample again: duplicates
+  echo '{"tenant_id":"acme","account_period":"%[2]s","record_id":"mine-1","kind":"grant","subject":"cust-9","amount":"10","currency":"USD","occurred_at":"%[3]s"}' \
+    | %[8]s produce --brokers %[1]s                    # a record of your own
   curl -s http://%[5]s/readyz
+  psql '%[6]s' -c 'SELECT outcome, reason, count(*) FROM deliveries GROUP BY 1, 2'
+the topics, with kcat (apt-get install kcat):
   kcat -b %[1]s -C -t settlements -o beginning -e -J      # what finance reads
   kcat -b %[1]s -C -t usage.results -o beginning -e       # one result per input record
   kcat -b %[1]s -C -t usage.dlq -o beginning -e -J        # dead letters, with dlq_* headers
-  echo '{"tenant_id":"acme","account_period":"%[2]s","record_id":"mine-1","kind":"grant","subject":"cust-9","amount":"10","currency":"USD","occurred_at":"%[3]s"}' \
-    | kcat -b %[1]s -P -t usage -k acme/cust-9 -X topic.partitioner=murmur2_random
-  psql '%[6]s' -c 'SELECT outcome, reason, count(*) FROM deliveries GROUP BY 1, 2'
 `, b, time.Now().UTC().Format("2006-01"), time.Now().UTC().Format(time.RFC3339), filepath.Join(os.TempDir(), "settle-dev-sample.jsonl"),
 		c.AdminAddr, psqlConn, buildCommand, builtBinary)
 }
