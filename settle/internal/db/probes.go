@@ -8,7 +8,7 @@ import "strings"
 // them, and a plan made while a table was small stays in the statement
 // cache as it grows: without these settings the fenced write of a group's
 // Idempotency-Key answers scanned idempotency_keys whole for every group
-// (16 ms at 40,000 keys, settle bench --only edge with auto_explain).
+// (BENCHMARKS.md, "HTTP edge").
 //
 // Their plans are the cached generic ones, made once per statement and
 // connection, never planned again for the values: a small batch (a group
