@@ -120,13 +120,9 @@ func (st *txState) applyUsage(ctx context.Context, d *decoded, id int64) (*effec
 	var links *message.Links
 	var targetID int64
 	if r.HoldID != "" {
-		k, _ := target(r)
-		hid, h, res := st.resolveHold(k)
-		switch res {
-		case targetMissing:
-			return st.waitFor(k)
-		case targetInvalid:
-			return st.invalidLink(ctx, d, "hold_id "+r.HoldID+" names a record that is not a hold")
+		hid, h, early, err := st.linkedHold(ctx, d, "hold_id "+r.HoldID+" names a record that is not a hold")
+		if hid == nil {
+			return early, err
 		}
 		if hid.subject != r.Subject || hid.currency != r.Currency {
 			return st.invalidLink(ctx, d, fmt.Sprintf("hold %s is for %s in %s, the usage for %s in %s", r.HoldID, hid.subject, hid.currency, r.Subject, r.Currency))
@@ -167,6 +163,24 @@ func (st *txState) linkedChain(ctx context.Context, d *decoded) (*chain, *effect
 		return nil, eff, err
 	}
 	return ch, nil, nil
+}
+
+// linkedHold resolves the hold a capture or release names. When there is
+// none to act on it returns, instead of the hold's identity, the effect to
+// answer with: wait for the target, or quarantine invalid_link saying
+// notAHold.
+func (st *txState) linkedHold(ctx context.Context, d *decoded, notAHold string) (*identity, *hold, *effect, error) {
+	k, _ := target(&d.rec)
+	hid, h, res := st.resolveHold(k)
+	switch res {
+	case targetMissing:
+		eff, err := st.waitFor(k)
+		return nil, nil, eff, err
+	case targetInvalid:
+		eff, err := st.invalidLink(ctx, d, notAHold)
+		return nil, nil, eff, err
+	}
+	return hid, h, nil, nil
 }
 
 func (st *txState) applyCorrection(ctx context.Context, d *decoded, id int64) (*effect, error) {
@@ -259,13 +273,9 @@ func (st *txState) applyHold(ctx context.Context, d *decoded, id int64) (*effect
 
 func (st *txState) applyHoldRelease(ctx context.Context, d *decoded, id int64) (*effect, error) {
 	r := &d.rec
-	k, _ := target(r)
-	hid, h, res := st.resolveHold(k)
-	switch res {
-	case targetMissing:
-		return st.waitFor(k)
-	case targetInvalid:
-		return st.invalidLink(ctx, d, "record "+r.RecordID+" is not a hold")
+	hid, h, early, err := st.linkedHold(ctx, d, "record "+r.RecordID+" is not a hold")
+	if hid == nil {
+		return early, err
 	}
 	if hid.subject != r.Subject {
 		return st.invalidLink(ctx, d, fmt.Sprintf("the hold is for %s, the release for %s", hid.subject, r.Subject))
