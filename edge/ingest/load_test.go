@@ -22,7 +22,7 @@ import (
 // default 6). It asserts zero double effects, that every 200 is the key's
 // stored answer, and that every other answer is an honest busy or
 // unavailable; it prints throughput and latency (BENCHMARKS.md, "HTTP
-// edge").
+// edge: the in-process load test").
 func TestLoad(t *testing.T) {
 	requestsMax := int64(envInt("SETTLE_EDGE_LOAD_REQUESTS", 3000))
 	duration := time.Duration(envInt("SETTLE_EDGE_LOAD_SECONDS", 6)) * time.Second

@@ -8,7 +8,7 @@ import "strings"
 // them, and a plan made while a table was small stays in the statement
 // cache as it grows: without these settings the fenced write of a group's
 // Idempotency-Key answers scanned idempotency_keys whole for every group
-// (BENCHMARKS.md, "HTTP edge").
+// (BENCHMARKS.md, "What the edge's figures come from").
 //
 // Their plans are the cached generic ones, made once per statement and
 // connection, never planned again for the values: a small batch (a group
@@ -16,7 +16,7 @@ import "strings"
 // custom plan estimates at their length and the generic plan at ten rows,
 // so PostgreSQL judged the generic plan dearer and planned every such
 // statement at every call (a quarter of the edge's statement time,
-// BENCHMARKS.md "HTTP edge"). With the other settings, a generic plan is
+// BENCHMARKS.md, the same section). With the other settings, a generic plan is
 // index probes whatever the table held when it was made.
 var probeSettings = [...][2]string{
 	{"enable_seqscan", "off"}, {"enable_hashjoin", "off"}, {"enable_mergejoin", "off"},
