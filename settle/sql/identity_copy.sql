@@ -1,8 +1,8 @@
 -- name: IdentityCopy :copyfrom
 -- The identities first seen in a batch, written with COPY: append-only rows,
 -- the widest of the transaction, for which COPY costs a fraction of an
--- INSERT ... SELECT FROM unnest (BENCHMARKS.md, "What each decision
--- bought"). A concurrent claim of the same identity fails it on
+-- INSERT ... SELECT FROM unnest (BENCHMARKS.md, "WAL per record"). A
+-- concurrent claim of the same identity fails it on
 -- identities_scope_key, as an insert would.
 INSERT INTO identities (id, tenant_id, account_period, record_id, operation, fingerprint,
                         canonical_version, canonical, outcome, reason, response, settlement_id,

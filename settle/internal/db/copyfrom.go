@@ -63,7 +63,8 @@ func (r iteratorForIdentityCopy) Err() error {
 
 // The identities first seen in a batch, written with COPY: append-only rows,
 // the widest of the transaction, for which COPY costs a fraction of an
-// INSERT ... SELECT FROM unnest (BENCHMARKS.md, "WAL per record"). A concurrent claim of the same identity fails it on
+// INSERT ... SELECT FROM unnest (BENCHMARKS.md, "WAL per record"). A
+// concurrent claim of the same identity fails it on
 // identities_scope_key, as an insert would.
 func (q *Queries) IdentityCopy(ctx context.Context, arg []IdentityCopyParams) (int64, error) {
 	return q.db.CopyFrom(ctx, []string{"identities"}, []string{"id", "tenant_id", "account_period", "record_id", "operation", "fingerprint", "canonical_version", "canonical", "outcome", "reason", "response", "settlement_id", "account_id", "root_id", "source", "attributes", "topic", "partition", "offset", "first_seen_at", "last_attempted_at", "attempts", "subject", "currency", "target_id"}, &iteratorForIdentityCopy{rows: arg})
