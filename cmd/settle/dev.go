@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -112,7 +113,7 @@ func (c *devCmd) Run(a *app) error {
 			a.log.Warn("sample traffic", "err", err)
 		}
 	}
-	c.nextSteps(a, fmt.Sprintf("host=%s port=%d user=%s dbname=%s", dbCfg.Host, dbCfg.Port, dbCfg.User, dbCfg.Database))
+	c.nextSteps(a, databaseURL(dbCfg))
 	return <-done
 }
 
@@ -308,26 +309,39 @@ const (
 	builtBinary  = "bin/settle"
 )
 
-func (c *devCmd) nextSteps(a *app, psqlConn string) {
+// databaseURL is the sandbox database's address as a URL, the form the
+// README's walkthrough exports (a socket directory goes in ?host=).
+func databaseURL(cfg *pgx.ConnConfig) string {
+	u := url.URL{Scheme: "postgres", User: url.User(cfg.User), Path: "/" + cfg.Database}
+	if strings.HasPrefix(cfg.Host, "/") {
+		u.RawQuery = url.Values{"host": {cfg.Host}, "port": {strconv.Itoa(int(cfg.Port))}}.Encode()
+	} else {
+		u.Host = net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port)))
+	}
+	return u.String()
+}
+
+func (c *devCmd) nextSteps(a *app, dbURL string) {
 	b := c.KafkaAddr
 	fmt.Fprintf(a.stdout, `
 analyst:    http://%[5]s/  (conflict queue, cases, explain; JSON: /api/cases, /api/overview, /api/dlq)
 
 try next, in another terminal (Ctrl-C here stops everything):
   %[7]s                 # once: the binary the commands below call
-  %[8]s conflicts list --database-url '%[6]s'
-  %[8]s explain acme %[2]s u-2 --database-url '%[6]s'
+  export DATABASE_URL='%[6]s'
+  %[8]s conflicts list
+  %[8]s explain acme %[2]s u-2
   %[8]s produce --brokers %[1]s --publish-invalid %[4]s   # the sample again: duplicates
   echo '{"tenant_id":"acme","account_period":"%[2]s","record_id":"mine-1","kind":"grant","subject":"cust-9","amount":"10","currency":"USD","occurred_at":"%[3]s"}' \
     | %[8]s produce --brokers %[1]s                    # a record of your own
   curl -s http://%[5]s/readyz
-  psql '%[6]s' -c 'SELECT outcome, reason, count(*) FROM deliveries GROUP BY 1, 2'
+  psql "$DATABASE_URL" -c 'SELECT outcome, reason, count(*) FROM deliveries GROUP BY 1, 2'
 the topics, with kcat (apt-get install kcat):
   kcat -b %[1]s -C -t settlements -o beginning -e -J      # what finance reads
   kcat -b %[1]s -C -t usage.results -o beginning -e       # one result per input record
   kcat -b %[1]s -C -t usage.dlq -o beginning -e -J        # dead letters, with dlq_* headers
 `, b, time.Now().UTC().Format("2006-01"), time.Now().UTC().Format(time.RFC3339), filepath.Join(os.TempDir(), "settle-dev-sample.jsonl"),
-		c.AdminAddr, psqlConn, buildCommand, builtBinary)
+		c.AdminAddr, dbURL, buildCommand, builtBinary)
 }
 
 // sampleRecord is one line of the sample traffic and what it is meant to show.
