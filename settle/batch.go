@@ -147,6 +147,15 @@ func (s *Store) attempt(ctx context.Context, group string, ds []decoded, attempt
 			}
 			results[i] = r
 		}
+		caseIDs, err := st.openPendingCases(ctx)
+		if err != nil {
+			return false, err
+		}
+		for i := range ds {
+			if id, ok := caseIDs[ds[i].in]; ok {
+				results[i].CaseID = id
+			}
+		}
 		return true, nil
 	})
 	if err != nil {
@@ -348,6 +357,12 @@ type txState struct {
 	deadLetters   []deadLetterRow
 	waitingList   []*waitingOp
 	closedCases   []int64
+	// pendingCases are the batch's fingerprint-mismatch cases, opened
+	// together once it is decided (openPendingCases); caseDeliveries the
+	// delivery rows and results that wait for their ids.
+	pendingCases   []pendingCase
+	pendingByKey   map[caseKey]int
+	caseDeliveries []caseDelivery
 	// resolution is the case resolution a resolving transaction writes
 	// (Resolve).
 	resolution *db.CaseResolutionInsertParams

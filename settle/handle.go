@@ -41,10 +41,10 @@ func (st *txState) handle(ctx context.Context, d *decoded) (message.Result, erro
 	res.Identity = &idj
 
 	if prior, ok := st.identities[d.id]; ok {
-		return st.repeat(ctx, d, prior.id, prior.version, prior.canonical, prior.fp, prior.response, res)
+		return st.repeat(d, prior.id, prior.version, prior.canonical, prior.fp, prior.response, res)
 	}
 	if w, ok := st.waitingByID[d.id]; ok && w.status != "applied" {
-		return st.repeat(ctx, d, 0, record.CanonicalVersion, w.canonical, w.fp, w.response, res)
+		return st.repeat(d, 0, record.CanonicalVersion, w.canonical, w.fp, w.response, res)
 	}
 	r, err := st.process(ctx, d)
 	if err != nil {
@@ -228,8 +228,9 @@ func (st *txState) waitingResponse(d *decoded, t recKey) []byte {
 // repeat answers a record whose identity is already known (settled, or
 // waiting when priorID is 0): the stored response when the canonical
 // payloads match, compared in the stored record's canonical version; a
-// quarantine case when they do not.
-func (st *txState) repeat(ctx context.Context, d *decoded, priorID int64, version int, canonical []byte, fp uint64, response []byte, res message.Result) (message.Result, error) {
+// quarantine case when they do not (opened after the batch is decided:
+// openPendingCases).
+func (st *txState) repeat(d *decoded, priorID int64, version int, canonical []byte, fp uint64, response []byte, res message.Result) (message.Result, error) {
 	incoming := d.canonical
 	if version != record.CanonicalVersion {
 		var err error
@@ -250,12 +251,13 @@ func (st *txState) repeat(ctx context.Context, d *decoded, priorID int64, versio
 		st.deliveries = append(st.deliveries, deliveryRow{in: d.in, tenant: d.id.TenantID, identityID: priorID, outcome: res.Outcome})
 		return res, nil
 	}
-	caseID, err := st.openCase(ctx, d, message.ReasonFingerprintMismatch, priorID, canonical, incoming, "same identity, different payload")
-	if err != nil {
+	// The case is opened with the batch's others once every record is
+	// decided; its id goes on this delivery and result then.
+	if err := st.deferMismatch(d, priorID, canonical, incoming); err != nil {
 		return res, err
 	}
-	res.Outcome, res.Reason, res.CaseID = message.OutcomeQuarantined, message.ReasonFingerprintMismatch, caseID
-	st.deliveries = append(st.deliveries, deliveryRow{in: d.in, tenant: d.id.TenantID, identityID: priorID, caseID: caseID,
+	res.Outcome, res.Reason = message.OutcomeQuarantined, message.ReasonFingerprintMismatch
+	st.deliveries = append(st.deliveries, deliveryRow{in: d.in, tenant: d.id.TenantID, identityID: priorID,
 		outcome: message.OutcomeQuarantined, reason: message.ReasonFingerprintMismatch})
 	return res, nil
 }

@@ -512,6 +512,96 @@ func (b *ChainRootBatchResults) Close() error {
 	return b.br.Close()
 }
 
+const conflictCaseIDs = `-- name: ConflictCaseIDs :batchmany
+SELECT k.n::bigint AS n, coalesce(c.id, 0)::bigint AS id
+  FROM unnest($1::text[], $2::text[], $3::text[], $4::text[],
+              $5::text[], $6::bigint[])
+       WITH ORDINALITY AS k (tenant_id, account_period, record_id, operation, reason, incoming_fingerprint, n)
+  LEFT JOIN LATERAL (SELECT c.id FROM conflict_cases c
+                      WHERE c.tenant_id = k.tenant_id AND c.account_period = k.account_period
+                        AND c.record_id = k.record_id AND c.operation = k.operation AND c.reason = k.reason
+                        AND c.incoming_fingerprint = k.incoming_fingerprint LIMIT 1) c ON true
+ ORDER BY k.n
+`
+
+type ConflictCaseIDsBatchResults struct {
+	br     pgx.BatchResults
+	tot    int
+	closed bool
+}
+
+type ConflictCaseIDsParams struct {
+	TenantID            []string
+	AccountPeriod       []string
+	RecordID            []string
+	Operation           []string
+	Reason              []string
+	IncomingFingerprint []int64
+}
+
+type ConflictCaseIDsRow struct {
+	N  int64
+	ID int64
+}
+
+// The ids of the cases named by their keys (identity, reason, incoming
+// fingerprint), one probe of conflict_cases_key each, in the order given
+// (n from 1): the cases conflict_case_insert_many.sql opened or found just
+// before, in the same transaction. 0 for a key with no case (a concurrent
+// opener's row this statement cannot see: the caller retries the batch).
+func (q *Queries) ConflictCaseIDs(ctx context.Context, arg []ConflictCaseIDsParams) *ConflictCaseIDsBatchResults {
+	batch := &pgx.Batch{}
+	for _, a := range arg {
+		vals := []interface{}{
+			a.TenantID,
+			a.AccountPeriod,
+			a.RecordID,
+			a.Operation,
+			a.Reason,
+			a.IncomingFingerprint,
+		}
+		batch.Queue(conflictCaseIDs, vals...)
+	}
+	br := q.db.SendBatch(ctx, batch)
+	return &ConflictCaseIDsBatchResults{br, len(arg), false}
+}
+
+func (b *ConflictCaseIDsBatchResults) Query(f func(int, []ConflictCaseIDsRow, error)) {
+	defer b.br.Close()
+	for t := 0; t < b.tot; t++ {
+		var items []ConflictCaseIDsRow
+		if b.closed {
+			if f != nil {
+				f(t, items, ErrBatchAlreadyClosed)
+			}
+			continue
+		}
+		err := func() error {
+			rows, err := b.br.Query()
+			if err != nil {
+				return err
+			}
+			defer rows.Close()
+			for rows.Next() {
+				var i ConflictCaseIDsRow
+				if err := rows.Scan(&i.N, &i.ID); err != nil {
+					return err
+				}
+				items = append(items, i)
+			}
+			return rows.Err()
+		}()
+		if f != nil {
+			f(t, items, err)
+		}
+	}
+}
+
+func (b *ConflictCaseIDsBatchResults) Close() error {
+	b.closed = true
+	return b.br.Close()
+}
+
 const deliveryLookup = `-- name: DeliveryLookup :batchmany
 SELECT d.topic, d.partition, d."offset", d.outcome, d.reason, d.error, coalesce(d.case_id, 0),
        i.tenant_id, i.account_period, i.record_id, i.operation, i.response
