@@ -14,8 +14,8 @@ import (
 // known identity with another payload. Deciding it needs no case id (the
 // repeat claims nothing), so the batch's cases are opened together once
 // every record is decided (openPendingCases), in one round trip instead of
-// one each: a producer that re-sends changed payloads does not
-// slow its partition by a round trip per record.
+// one each: a producer that re-sends changed payloads does not slow its
+// partition by a round trip per record.
 type pendingCase struct {
 	key      caseKey
 	d        *decoded
