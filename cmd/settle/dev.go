@@ -129,7 +129,8 @@ func (c *devCmd) postgres(a *app) (*pgx.ConnConfig, func(), error) {
 	cancel()
 	if err == nil {
 		conn.Close(a.ctx)
-		fmt.Fprintf(a.stdout, "postgresql: %s (database %s, dropped and recreated empty)\n", redact(c.DatabaseURL), c.Database)
+		fmt.Fprintf(a.stdout, "postgresql: the server at %s as %s, database %s (dropped and recreated empty)\n",
+			net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port))), cfg.User, c.Database)
 		return cfg, func() {}, nil
 	}
 	reachErr := err
