@@ -360,7 +360,7 @@ type txState struct {
 	// pendingCases are the batch's fingerprint-mismatch cases, opened
 	// together once it is decided (openPendingCases); caseDeliveries the
 	// delivery rows and results that wait for their ids.
-	pendingCases   []pendingCase
+	pendingCases   []caseToOpen
 	pendingByKey   map[caseKey]int
 	caseDeliveries []caseDelivery
 	// resolution is the case resolution a resolving transaction writes

@@ -3,6 +3,7 @@ package settle
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/settlehq/settle/record"
@@ -36,30 +37,90 @@ type ConflictCase struct {
 const conflictCaseOpenRoundsMax = 4
 
 // OpenConflictCase opens c, or joins the open case of the same identity,
-// reason and incoming payload, and returns its id, in a statement of its
+// reason and incoming payload, and returns its id, in a round trip of its
 // own. It settles nothing.
 func (s *Store) OpenConflictCase(ctx context.Context, c ConflictCase) (int64, error) {
 	what := "open conflict case " + c.Identity.String()
-	diff, err := json.Marshal(c.Diff)
-	if err != nil {
-		return 0, fmt.Errorf("%s: %w", what, err)
-	}
-	p := db.ConflictCaseOpenParams{
-		TenantID: c.Identity.TenantID, AccountPeriod: c.Identity.AccountPeriod, RecordID: c.Identity.RecordID,
-		Operation: string(c.Identity.Operation), Reason: c.Reason, IncomingFingerprint: int64(record.Sum(c.Incoming)),
-		IdentityID: c.IdentityID, StoredCanonical: c.Stored, IncomingCanonical: c.Incoming, Diff: diff, Detail: c.Detail,
-		Topic: c.Source.Topic, Partition: c.Source.Partition, Offset: c.Source.Offset,
-	}
+	one := []caseToOpen{{ConflictCase: c, fp: record.Sum(c.Incoming)}}
 	for range conflictCaseOpenRoundsMax {
-		ids, err := db.On(s.pool).ConflictCaseOpen(ctx, p)
+		ids, err := openCases(ctx, s.pool, one)
+		if errors.Is(err, errLostRace) {
+			continue // a concurrent opener of the same case has not committed yet: read again
+		}
 		if err != nil {
 			return 0, dberr.Wrap(what, err)
 		}
-		if len(ids) > 0 {
-			return ids[0], nil
-		}
-		// A concurrent opener of the same case has not committed yet:
-		// read again.
+		return ids[0], nil
 	}
 	return 0, fmt.Errorf("%s: %w", what, dberr.ErrContention)
+}
+
+// caseToOpen is a conflict case to open with the fingerprint its key
+// carries: the incoming record's, at the current canonical version.
+type caseToOpen struct {
+	ConflictCase
+	fp uint64
+}
+
+// caseOf is the case d's delivery opens. stored is the canonical payload it
+// conflicts with, or nil for a case without one (a rule-based quarantine,
+// an orphan).
+func caseOf(d *decoded, reason string, priorID int64, stored, incoming []byte, detail string) (caseToOpen, error) {
+	c := caseToOpen{ConflictCase: ConflictCase{Identity: d.id, Reason: reason, IdentityID: priorID, Stored: stored,
+		Incoming: incoming, Detail: detail, Source: d.in.coordinates()}, fp: d.fp}
+	if stored != nil {
+		diff, err := record.Diff(stored, incoming)
+		if err != nil {
+			return c, fmt.Errorf("%s: diff: %w", d.id, err)
+		}
+		c.Diff = diff
+	}
+	return c, nil
+}
+
+// openCases opens cs, or finds the case there for the same identity,
+// reason and incoming payload, in one round trip on on (a settling
+// transaction, or the pool: one implicit transaction), and returns their
+// ids in order. The ids are read by a statement of its own after the
+// insert, so it sees the rows the insert wrote and those a concurrent
+// opener committed while the insert waited for it; a case it still cannot
+// see is errLostRace (try again).
+func openCases(ctx context.Context, on db.BatchSender, cs []caseToOpen) ([]int64, error) {
+	var p db.ConflictCaseInsertManyParams
+	for _, c := range cs {
+		diff := []byte("[]")
+		if len(c.Diff) > 0 {
+			var err error
+			if diff, err = json.Marshal(c.Diff); err != nil {
+				return nil, fmt.Errorf("%s: diff: %w", c.Identity, err)
+			}
+		}
+		id, src := c.Identity, c.Source
+		p.TenantID, p.AccountPeriod = append(p.TenantID, id.TenantID), append(p.AccountPeriod, id.AccountPeriod)
+		p.RecordID, p.Operation = append(p.RecordID, id.RecordID), append(p.Operation, string(id.Operation))
+		p.Reason, p.IncomingFingerprint = append(p.Reason, c.Reason), append(p.IncomingFingerprint, int64(c.fp))
+		p.IdentityID, p.StoredCanonical = append(p.IdentityID, c.IdentityID), append(p.StoredCanonical, c.Stored)
+		p.IncomingCanonical, p.Diff = append(p.IncomingCanonical, c.Incoming), append(p.Diff, diff)
+		p.Detail = append(p.Detail, c.Detail)
+		p.Topic, p.Partition, p.Offset = append(p.Topic, src.Topic), append(p.Partition, src.Partition), append(p.Offset, src.Offset)
+	}
+	pl := db.NewPipeline(on)
+	q := db.New(pl)
+	_ = q.ConflictCaseInsertMany(ctx, p)
+	rows, err := db.Rows(q.ConflictCaseIDs(ctx, []db.ConflictCaseIDsParams{{TenantID: p.TenantID, AccountPeriod: p.AccountPeriod,
+		RecordID: p.RecordID, Operation: p.Operation, Reason: p.Reason, IncomingFingerprint: p.IncomingFingerprint}}).Query)
+	if serr := pl.Send(ctx); err == nil {
+		err = serr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open %d conflict cases: %w", len(cs), err)
+	}
+	ids := make([]int64, len(cs))
+	for _, r := range rows {
+		if r.ID == 0 {
+			return nil, errLostRace
+		}
+		ids[r.N-1] = r.ID
+	}
+	return ids, nil
 }

@@ -262,27 +262,17 @@ func (st *txState) repeat(d *decoded, priorID int64, version int, canonical []by
 	return res, nil
 }
 
-// openCase opens (or joins) the conflict case of one record. stored is the
-// canonical payload it conflicts with, or nil for a rule-based quarantine.
+// openCase opens (or joins) the conflict case of one record, now: its id
+// goes into the response being decided. stored is the canonical payload it
+// conflicts with, or nil for a rule-based quarantine.
 func (st *txState) openCase(ctx context.Context, d *decoded, reason string, priorID int64, stored, incoming []byte, detail string) (int64, error) {
-	diff := []record.FieldDiff{}
-	if stored != nil {
-		var err error
-		if diff, err = record.Diff(stored, incoming); err != nil {
-			return 0, fmt.Errorf("%s: diff: %w", d.id, err)
-		}
-	}
-	diffJSON, _ := json.Marshal(diff)
-	ids, err := db.On(st.tx).ConflictCaseOpen(ctx, db.ConflictCaseOpenParams{
-		TenantID: d.id.TenantID, AccountPeriod: d.id.AccountPeriod, RecordID: d.id.RecordID, Operation: string(d.id.Operation),
-		Reason: reason, IncomingFingerprint: int64(d.fp), IdentityID: priorID, StoredCanonical: stored,
-		IncomingCanonical: incoming, Diff: diffJSON, Detail: detail, Topic: d.in.Topic, Partition: d.in.Partition, Offset: d.in.Offset,
-	})
+	c, err := caseOf(d, reason, priorID, stored, incoming, detail)
 	if err != nil {
-		return 0, fmt.Errorf("%s: open case: %w", d.id, err)
+		return 0, err
 	}
-	if len(ids) == 0 {
-		return 0, errLostRace
+	ids, err := openCases(ctx, st.tx, []caseToOpen{c})
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", d.id, err)
 	}
 	return ids[0], nil
 }

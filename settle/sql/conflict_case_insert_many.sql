@@ -1,8 +1,10 @@
 -- name: ConflictCaseInsertMany :exec
--- Opens the fingerprint-mismatch cases a batch decided, in one statement;
--- a case already there for the same identity, reason and incoming payload
--- is left as it is (conflict_case_ids.sql, sent after it in the same round
--- trip, reads every one's id).
+-- Opens conflict cases, one per row of the arrays (settle.openCases: a
+-- batch's fingerprint mismatches, a rule-based quarantine, an orphan, a
+-- reused Idempotency-Key's record); a case already there for the same
+-- identity, reason and incoming payload is left as it is
+-- (conflict_case_ids.sql, sent after it in the same round trip, reads every
+-- one's id).
 INSERT INTO conflict_cases (tenant_id, account_period, record_id, operation, reason, incoming_fingerprint,
                             identity_id, stored_canonical, incoming_canonical, diff, detail,
                             topic, partition, "offset")

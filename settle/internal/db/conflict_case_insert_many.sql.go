@@ -44,10 +44,12 @@ type ConflictCaseInsertManyParams struct {
 	Offset              []int64
 }
 
-// Opens the fingerprint-mismatch cases a batch decided, in one statement;
-// a case already there for the same identity, reason and incoming payload
-// is left as it is (conflict_case_ids.sql, sent after it in the same round
-// trip, reads every one's id).
+// Opens conflict cases, one per row of the arrays (settle.openCases: a
+// batch's fingerprint mismatches, a rule-based quarantine, an orphan, a
+// reused Idempotency-Key's record); a case already there for the same
+// identity, reason and incoming payload is left as it is
+// (conflict_case_ids.sql, sent after it in the same round trip, reads every
+// one's id).
 func (q *Queries) ConflictCaseInsertMany(ctx context.Context, arg ConflictCaseInsertManyParams) error {
 	_, err := q.db.Exec(ctx, conflictCaseInsertMany,
 		arg.TenantID,

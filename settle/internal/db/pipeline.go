@@ -20,7 +20,7 @@ import (
 // Send reads whatever is left and must be called last; Commit queues the
 // transaction's COMMIT as its last statement. Every error names its query.
 type Pipeline struct {
-	tx     batchSender
+	tx     BatchSender
 	b      pgx.Batch
 	byExec []bool           // per statement: queued by Exec, so read by the pipeline itself
 	br     pgx.BatchResults // once sent
@@ -31,12 +31,14 @@ type Pipeline struct {
 	commitAt int
 }
 
-type batchSender interface {
+// BatchSender is where a pipeline goes: a Tx, or a pool (one implicit
+// transaction, each statement with a snapshot of its own).
+type BatchSender interface {
 	SendBatch(context.Context, *pgx.Batch) pgx.BatchResults
 }
 
 // NewPipeline returns an empty pipeline on tx.
-func NewPipeline(tx batchSender) *Pipeline { return &Pipeline{tx: tx} }
+func NewPipeline(tx BatchSender) *Pipeline { return &Pipeline{tx: tx} }
 
 // Send sends what is not sent yet, reads every result not read yet, and
 // returns the first failure.
