@@ -129,8 +129,9 @@ func (c *devCmd) postgres(a *app) (*pgx.ConnConfig, func(), error) {
 	cancel()
 	if err == nil {
 		conn.Close(a.ctx)
-		fmt.Fprintf(a.stdout, "postgresql: the server at %s as %s, database %s (dropped and recreated empty)\n",
-			net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port))), cfg.User, c.Database)
+		sandbox := cfg.Copy()
+		sandbox.Database = c.Database
+		fmt.Fprintf(a.stdout, "postgresql: %s (dropped and recreated empty)\n", databaseURL(sandbox))
 		return cfg, func() {}, nil
 	}
 	reachErr := err
