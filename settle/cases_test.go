@@ -3,6 +3,7 @@ package settle_test
 import (
 	"context"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -53,6 +54,17 @@ func TestMismatchesOfABatchOpenCasesTogether(t *testing.T) {
 		}
 		if caseID != r.CaseID {
 			t.Errorf("record %d: the result names case %d, its delivery row %d", i, r.CaseID, caseID)
+		}
+	}
+	// Each result names the case of its own payload.
+	for i, want := range map[int][2]string{0: {"u-1", "41"}, 2: {"u-1", "41"}, 3: {"u-2", "7"}, 4: {"u-1", "42"}} {
+		var incoming, recordID string
+		if err := pool.QueryRow(ctx, `SELECT convert_from(incoming_canonical, 'UTF8'), record_id FROM conflict_cases WHERE id = $1`,
+			rs[i].CaseID).Scan(&incoming, &recordID); err != nil {
+			t.Fatalf("case of record %d: %v", i, err)
+		}
+		if recordID != want[0] || !strings.Contains(incoming, `"amount":"`+want[1]+`"`) {
+			t.Errorf("record %d (%s, amount %s) names case %d, of %s: %s", i, want[0], want[1], rs[i].CaseID, recordID, incoming)
 		}
 	}
 	var identityID, u2ID int64
