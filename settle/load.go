@@ -55,8 +55,9 @@ func canBeTarget(k record.Kind) bool {
 // transaction applies (see WakeWaiting); their identities and waiting
 // operations are loaded as if a record of the batch named them.
 func (st *txState) load(ctx context.Context, ds []decoded, wake []recKey) error {
-	var k loadKeys
-	k.accKeys.known = &st.s.accountIDs
+	st.presize(len(ds) + len(wake))
+	k := loadKeys{tgtKeys: newKeyList(len(ds)), ownKeys: newKeyList(len(ds)),
+		accKeys: accountList{known: &st.s.accountIDs, seen: make(map[accountKey]bool, len(ds))}}
 	st.collectLoadKeys(&k, ds, wake)
 	st.s.probed.Add(int64(len(k.dTopics)))
 
@@ -109,7 +110,7 @@ func (st *txState) collectLoadKeys(k *loadKeys, ds []decoded, wake []recKey) {
 		k.ownKeys.add(w)
 		st.locks.add(recordLock(w.tenant, w.period, w.record), false)
 	}
-	seenID := map[record.Identity]bool{}
+	seenID := make(map[record.Identity]bool, len(ds))
 	firstDelivered := st.firstDelivered()
 	for i := range ds {
 		d := &ds[i]
@@ -271,6 +272,11 @@ func queueAccountsByID(ctx context.Context, q *db.Queries, ids []int64) accountR
 type keyList struct {
 	seen    map[recKey]bool
 	t, p, r []string
+}
+
+// newKeyList is a keyList with room for n keys.
+func newKeyList(n int) keyList {
+	return keyList{seen: make(map[recKey]bool, n), t: make([]string, 0, n), p: make([]string, 0, n), r: make([]string, 0, n)}
 }
 
 func (l *keyList) add(k recKey) {
