@@ -103,6 +103,8 @@ type Config struct {
 
 	// Client sends the POSTs. nil = a client with RequestTimeout. Each
 	// POST is bounded by RequestTimeout whatever the client's own timeout.
+	// Redirects are never followed, whatever the client's CheckRedirect:
+	// a 3xx answer is a failed attempt.
 	Client *http.Client
 
 	// Logger receives the log. nil = slog.Default().
@@ -119,9 +121,14 @@ func (c *Config) setDefaults() {
 	c.BackoffMin = cmp.Or(c.BackoffMin, time.Second)
 	c.BackoffMax = cmp.Or(c.BackoffMax, 5*time.Minute)
 	c.PollInterval = cmp.Or(c.PollInterval, 200*time.Millisecond)
-	if c.Client == nil {
-		c.Client = &http.Client{Timeout: c.RequestTimeout}
+	client := http.Client{Timeout: c.RequestTimeout}
+	if c.Client != nil {
+		client = *c.Client
 	}
+	// Followed, a 301, 302 or 303 turns the POST into a GET without the
+	// settlement, whose 2xx would mark the delivery done.
+	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	c.Client = &client
 	c.Logger = cmp.Or(c.Logger, slog.Default())
 }
 
@@ -347,6 +354,10 @@ func (wh *Webhook) send(ctx context.Context, d webhooks.Delivery, deadline time.
 	}
 	defer func() { _ = resp.Body.Close() }() // drained below; the status is the answer
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	if resp.StatusCode >= 300 && resp.StatusCode <= 399 {
+		return resp.StatusCode, fmt.Errorf("receiver answered %s to %s (Location: %q): redirects are not followed; give --webhook-url the final URL",
+			resp.Status, wh.cfg.URL, resp.Header.Get("Location"))
+	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return resp.StatusCode, fmt.Errorf("receiver answered %s", resp.Status)
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
@@ -222,5 +223,34 @@ func TestConcurrentSettlementsDeliveredOnce(t *testing.T) {
 		if !seqs[i] {
 			t.Fatalf("sequence %d missing from the delivered settlements: %v", i, seqs)
 		}
+	}
+}
+
+// A receiver whose URL answers a redirect: followed, Go's client turns a
+// 301, 302 or 303 into a GET without the settlement, whose 200 marked the
+// delivery done. A redirect is a failed attempt: the delivery is retried
+// and dead-lettered with the redirect's status, and the URL it points to
+// is never called.
+func TestWebhookRedirectIsAFailedAttempt(t *testing.T) {
+	t.Parallel()
+	s, ws := newStores(t, 4)
+	var moved atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/old" {
+			http.Redirect(w, r, "/new", http.StatusFound)
+			return
+		}
+		moved.Add(1)
+	}))
+	defer srv.Close()
+	wh := newWebhook(t, ws, srv.URL+"/old", Config{AttemptsMax: 2, BackoffMin: time.Millisecond, BackoffMax: time.Millisecond})
+	settleAll(t, s, 0, usage("u-moved", "max", "1"))
+	drain(t, s, wh)
+	dead, err := ws.DeadLetters(context.Background(), 10)
+	if err != nil || len(dead) != 1 || dead[0].LastStatus != http.StatusFound || dead[0].Attempts != 2 {
+		t.Fatalf("dead letters %+v %v, want the delivery dead after 2 attempts answered 302", dead, err)
+	}
+	if n := moved.Load(); n != 0 {
+		t.Fatalf("the redirect was followed %d times", n)
 	}
 }
