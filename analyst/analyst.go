@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"html/template"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -121,6 +122,17 @@ func (c Config) Validate() error {
 
 //go:embed templates/*.html static/*
 var assets embed.FS
+
+// staticFiles is what /static/ serves: static/ alone, so that no path
+// under it (/static/%2e%2e/templates/...) reaches the templates.
+var staticFiles = must(fs.Sub(assets, "static"))
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
 
 var pages = template.Must(template.New("").Funcs(template.FuncMap{
 	"ts": func(t time.Time) string {

@@ -206,9 +206,42 @@ func TestFormResolveNeedsSameOrigin(t *testing.T) {
 	if !slices.Equal(c.Differing, []string{"occurred_at"}) {
 		t.Errorf("differing %v", c.Differing)
 	}
+	// A second analyst's page, opened before the reject, accepts: the form
+	// says the case was resolved otherwise instead of "Resolution recorded".
+	form.Set("decision", "accept")
+	if code := send(f.srv.URL); code != http.StatusConflict {
+		t.Errorf("accepting a rejected case from the form: %d, want 409", code)
+	}
+	if c, _ := inspect.New(f.store).Case(context.Background(), f.globexCase); c.Status != "rejected" {
+		t.Errorf("case %s after a refused accept", c.Status)
+	}
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// TestStaticServesOnlyStatic: /static/ serves the style sheet and nothing
+// else of the embedded files, however the path is spelt.
+func TestStaticServesOnlyStatic(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	if code, body := get(t, f.srv.URL+"/static/style.css"); code != 200 || !strings.Contains(body, "{") {
+		t.Errorf("/static/style.css: %d", code)
+	}
+	for _, p := range []string{"/static/%2e%2e/templates/case.html", "/static/..%2ftemplates/case.html", "/static/templates/case.html"} {
+		req, _ := http.NewRequest("GET", f.srv.URL+p, nil)
+		req.URL.RawPath, req.URL.Path = p, p // sent as spelt (--path-as-is)
+		req.URL.Opaque = p
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == 200 || strings.Contains(string(body), "{{") {
+			t.Errorf("GET %s: %d, a template served:\n%s", p, resp.StatusCode, body)
+		}
+	}
+}
 
 // TestTokenNamesTheAnalyst: a resolution through the API or the form
 // records the analyst its token names, whatever name the request states,

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"html/template"
 	"io"
 	"net/http"
 	"net/url"
@@ -146,7 +147,9 @@ func (h *handler) queuePage(w http.ResponseWriter, r *http.Request) {
 	base.Del("after")
 	base.Del("reason")
 	base.Del("status")
-	data["FacetBase"] = base.Encode()
+	// A query already encoded: as a plain string, html/template would
+	// escape its = and & into one parameter.
+	data["FacetBase"] = template.URL(base.Encode())
 	h.render(w, "queue", data)
 }
 
@@ -256,17 +259,23 @@ func (h *handler) apiResolve(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err, true)
 		return
 	}
-	// A repeat of the same decision is a double submit and gets the stored
-	// resolution; another decision cannot be carried out: a case is
-	// resolved once.
-	if res.Replayed && res.Decision != req.Decision {
-		writeJSON(w, http.StatusConflict, map[string]any{
-			"error": fmt.Sprintf("case %d was already resolved (%s, status %s); a case is resolved once, so %s changed nothing",
-				res.CaseID, res.Decision, res.Status, req.Decision),
-			"resolution": res})
+	if msg := resolvedOtherwise(res, req); msg != "" {
+		writeJSON(w, http.StatusConflict, map[string]any{"error": msg, "resolution": res})
 		return
 	}
 	writeJSON(w, http.StatusOK, res)
+}
+
+// resolvedOtherwise says why req changed nothing when its case was
+// resolved before with another decision, or "" when req was carried out or
+// repeats the stored decision (a double submit, which gets the stored
+// resolution): a case is resolved once.
+func resolvedOtherwise(res *settle.Resolution, req settle.ResolveRequest) string {
+	if !res.Replayed || res.Decision == req.Decision {
+		return ""
+	}
+	return fmt.Sprintf("case %d was already resolved (%s, status %s); a case is resolved once, so %s changed nothing",
+		res.CaseID, res.Decision, res.Status, req.Decision)
 }
 
 func (h *handler) resolveForm(w http.ResponseWriter, r *http.Request) {
@@ -286,9 +295,10 @@ func (h *handler) resolveForm(w http.ResponseWriter, r *http.Request) {
 		in.By = name // the token says who; a stated name does not
 	}
 	req, err := in.request(id)
+	var res *settle.Resolution
 	if err == nil {
 		ctx, cancel := h.ctx(r)
-		_, err = h.cfg.Store.Resolve(ctx, req)
+		res, err = h.cfg.Store.Resolve(ctx, req)
 		cancel()
 	}
 	if err != nil {
@@ -297,6 +307,10 @@ func (h *handler) resolveForm(w http.ResponseWriter, r *http.Request) {
 			h.log.Error("resolve case", "case", id, "err", err)
 		}
 		h.showCase(w, r, code, err.Error(), r.PostForm)
+		return
+	}
+	if msg := resolvedOtherwise(res, req); msg != "" {
+		h.showCase(w, r, http.StatusConflict, msg, r.PostForm)
 		return
 	}
 	// Post/redirect/get: a reload does not submit again (and would only

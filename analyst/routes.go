@@ -63,7 +63,7 @@ func (m *routeMux) HandleFunc(pattern string, f func(http.ResponseWriter, *http.
 // routes registers every page and API route: the one list the OpenAPI
 // route test checks against the description.
 func (h *handler) routes(mux *routeMux) {
-	mux.Handle("GET /static/", http.FileServerFS(assets))
+	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(staticFiles)))
 	mux.HandleFunc("GET /{$}", h.overviewPage)
 	mux.HandleFunc("GET /cases", h.queuePage)
 	mux.HandleFunc("GET /cases/{id}", h.casePage)

@@ -5,10 +5,12 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"errors"
+	"html"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -306,6 +308,21 @@ func TestOverviewChartsAndExport(t *testing.T) {
 	// The queue's default: open only, so the accepted case is not there.
 	if code, body := get(t, f.srv.URL+"/cases.csv?tenant=acme"); code != 200 || strings.Count(body, "\n") != 1 {
 		t.Errorf("export of open acme cases: %d %q", code, body)
+	}
+	// The queue page's export link and its counts' links keep the page's
+	// filters (they were escaped into one parameter "tenant=acme").
+	_, page := get(t, f.srv.URL+"/cases?tenant=acme&status=all")
+	m := regexp.MustCompile(`id="export-csv" href="([^"]*)"`).FindStringSubmatch(page)
+	if m == nil {
+		t.Fatalf("no export link on the queue page:\n%s", page)
+	}
+	_, all := get(t, f.srv.URL+"/cases.csv?status=all")
+	_, linked := get(t, f.srv.URL+html.UnescapeString(m[1]))
+	if strings.Count(linked, "\n") != 2 || strings.Count(all, "\n") <= 2 || strings.Contains(linked, ",globex,") {
+		t.Errorf("the export link %s of acme's queue gave\n%s(all tenants:\n%s)", m[1], linked, all)
+	}
+	if !strings.Contains(page, `href="/cases?tenant=acme&amp;reason=`) {
+		t.Errorf("the counts' links lose the tenant:\n%s", page)
 	}
 }
 
