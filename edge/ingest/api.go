@@ -53,7 +53,8 @@ type Config struct {
 	// that claimed it; a retry after it takes the key over. 0 = 30s.
 	Lease time.Duration
 
-	// SettleTimeout bounds the settling of one request; it must be shorter
+	// SettleTimeout bounds the settling of one request, and each write of
+	// its Idempotency-Key (claim, answer, release); it must be shorter
 	// than Lease so that a live request finishes before anyone may take its
 	// key over. 0 = Lease / 3.
 	SettleTimeout time.Duration

@@ -453,3 +453,42 @@ func TestHistoryDoesNotChange(t *testing.T) {
 		}
 	}
 }
+
+// A request while its Idempotency-Key cannot be claimed (the keys' table
+// locked by another session) is answered 503 unavailable with Retry-After
+// within the settle timeout, not held until the lock goes; once it goes,
+// the same request settles.
+func TestContendedKeysAnswerUnavailable(t *testing.T) {
+	t.Parallel()
+	s, srv := newAPI(t, Config{Lease: 1500 * time.Millisecond, SettleTimeout: 300 * time.Millisecond}, nil)
+	ctx := context.Background()
+	tx, err := s.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	// As the owner: the service role may not lock the table.
+	if _, err := tx.Exec(ctx, "SET LOCAL ROLE NONE; LOCK TABLE idempotency_keys IN ACCESS EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	body := usage("acme", "u-locked", "erin", "4")
+	answered := make(chan reply, 1)
+	go func() { answered <- post(srv, tokenAcme, "k-locked", body) }()
+	select {
+	case r := <-answered:
+		if r.status != http.StatusServiceUnavailable || r.code() != CodeUnavailable || r.header.Get("Retry-After") == "" {
+			t.Fatalf("while the keys are locked: %d %s", r.status, r.body)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no answer after 10 s while the keys are locked (settle timeout 300 ms)")
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r := postUntilAnswered(t, srv, tokenAcme, "k-locked", body); r.status != http.StatusOK {
+		t.Fatalf("after the lock: %d %s", r.status, r.body)
+	}
+	if b := balance(t, s, "erin"); b != "-4" {
+		t.Fatalf("balance = %s, want -4", b)
+	}
+}

@@ -199,7 +199,13 @@ func (c *committer) commit(settled *answered, g []*pending) (next *answered) {
 	if settled != nil {
 		answers = settled.answers
 	}
-	lost, claims, err := c.api.keys.CompleteAndClaim(ctx, answers, reqs)
+	// Bounded like settling: a contended or stalled database answers the
+	// requests 503 (retry with the same key) instead of holding them, and
+	// a stop, for ever. Answers not stored in time are the retries' after
+	// the lease, as when the database is down.
+	kctx, cancel := context.WithTimeout(ctx, c.api.cfg.SettleTimeout)
+	lost, claims, err := c.api.keys.CompleteAndClaim(kctx, answers, reqs)
+	cancel()
 	if settled != nil {
 		c.answerStored(settled, lost, err)
 	}
@@ -318,7 +324,9 @@ func (c *committer) fail(ctx context.Context, work []*pending, err error) {
 	for i, p := range work {
 		ids[i], attempts[i] = p.claim.KeyID, p.claim.AttemptID
 	}
-	if _, rerr := c.api.keys.ReleaseMany(ctx, ids, attempts); rerr != nil {
+	rctx, cancel := context.WithTimeout(ctx, c.api.cfg.SettleTimeout)
+	defer cancel()
+	if _, rerr := c.api.keys.ReleaseMany(rctx, ids, attempts); rerr != nil {
 		c.api.log.Warn("could not release idempotency keys; their retries take them over when the leases end", "keys", len(ids), "err", rerr)
 	}
 	c.api.log.Warn("settling HTTP requests failed", "requests", len(work), "err", err)
