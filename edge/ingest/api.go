@@ -284,6 +284,12 @@ func (a *API) answerClaim(ctx context.Context, w http.ResponseWriter, claim idem
 		if len(claim.StoredCanonicals) != len(canon) {
 			msg += fmt.Sprintf(" (the first request had %d records, this one %d)", len(claim.StoredCanonicals), len(canon))
 		}
+		for _, c := range conflicts {
+			if c.CaseID == 0 && c.Index < len(claim.StoredCanonicals) {
+				msg += "; a record naming another record than the first request's (no case_id) is a new record: send it under a key of its own"
+				break
+			}
+		}
 		writeError(w, apiError{status: http.StatusConflict, Code: CodeKeyConflict, Message: msg, Conflicts: conflicts})
 	default:
 		panic(fmt.Sprintf("edge: claim state %d has no answer", claim.State))

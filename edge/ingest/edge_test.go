@@ -368,6 +368,38 @@ func TestKeyReusedWithOtherBody(t *testing.T) {
 	}
 }
 
+// The same key for another record: 409 with the diff, and no conflict
+// case: the first record was not sent again with another payload, so
+// there is nothing an analyst could accept (a case accepted would correct
+// the first record by the second's amount). The second record, under a
+// key of its own, settles; the account holds the two amounts.
+func TestKeyReusedForAnotherRecord(t *testing.T) {
+	t.Parallel()
+	s, srv := newAPI(t, Config{}, nil)
+	if first := post(srv, tokenAcme, "k-reuse", usage("acme", "A-1", "kim", "10")); first.status != http.StatusOK {
+		t.Fatalf("first: %d %s", first.status, first.body)
+	}
+	r := post(srv, tokenAcme, "k-reuse", usage("acme", "B-1", "kim", "30"))
+	var e struct {
+		Message   string
+		Conflicts []idempotency.Conflict
+	}
+	if r.status != http.StatusConflict || r.code() != CodeKeyConflict || json.Unmarshal(r.body, &e) != nil ||
+		len(e.Conflicts) != 1 || e.Conflicts[0].CaseID != 0 || len(e.Conflicts[0].Diff) != 2 ||
+		!strings.Contains(e.Message, "key of its own") {
+		t.Fatalf("reuse for another record: %d %s", r.status, r.body)
+	}
+	if got := edgetest.Count(t, s, `SELECT count(*)::int FROM conflict_cases`); got != 0 {
+		t.Fatalf("cases = %d, want 0", got)
+	}
+	if r := post(srv, tokenAcme, "k-b1", usage("acme", "B-1", "kim", "30")); r.status != http.StatusOK {
+		t.Fatalf("B-1 under its own key: %d %s", r.status, r.body)
+	}
+	if b := balance(t, s, "kim"); b != "-40" {
+		t.Fatalf("balance = %s, want -40", b)
+	}
+}
+
 // Refusals before anything is claimed: each with a stable code and a
 // message that says what to fix, and no key stored.
 func TestRefusedRequests(t *testing.T) {

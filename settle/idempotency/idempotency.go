@@ -243,11 +243,15 @@ type Conflict struct {
 }
 
 // OpenConflictCases opens (or joins) a fingerprint_mismatch case for each
-// record of a request that reused an Idempotency-Key (keyID) with other
-// payloads: the case names the record the key first settled, with both
-// canonical payloads and the per-field diff, so analysts see it beside the
-// conflicts that came through Kafka. Records beyond the stored request's
-// count get a diff against nothing and no case. Nothing is settled.
+// record of a request that reused an Idempotency-Key (keyID) with another
+// payload for the same record (identity): the case names the record the
+// key first settled, with both canonical payloads and the per-field diff,
+// so analysts see it beside the conflicts that came through Kafka. A
+// record with another identity than the stored one at its index, or
+// beyond the stored request's count, is no conflict of a record but a new
+// record under a used key: it gets its diff and no case (accepted, a case
+// would correct the key's first record by the other's amount). Nothing is
+// settled.
 func (s *Store) OpenConflictCases(ctx context.Context, keyID int64, stored, incoming [][]byte) ([]Conflict, error) {
 	var out []Conflict
 	for i, in := range incoming {
@@ -258,41 +262,45 @@ func (s *Store) OpenConflictCases(ctx context.Context, keyID int64, stored, inco
 		if bytes.Equal(st, in) {
 			continue
 		}
+		inFields, err := record.CanonicalFields(in)
+		if err != nil {
+			return nil, fmt.Errorf("key conflict %d record %d: %w", keyID, i, err)
+		}
 		k := Conflict{Index: i}
 		if st == nil {
-			fields, err := record.CanonicalFields(in)
-			if err != nil {
-				return nil, fmt.Errorf("key conflict %d record %d: %w", keyID, i, err)
-			}
-			for f, v := range fields {
+			for f, v := range inFields {
 				k.Diff = append(k.Diff, record.FieldDiff{Field: f, Incoming: v})
 			}
 			out = append(out, k)
 			continue
 		}
-		diff, err := record.Diff(st, in)
+		stFields, err := record.CanonicalFields(st)
 		if err != nil {
 			return nil, fmt.Errorf("key conflict %d record %d: %w", keyID, i, err)
 		}
-		k.Diff = diff
-		if k.CaseID, err = s.openConflictCase(ctx, keyID, i, st, in, diff); err != nil {
-			return nil, err
+		if k.Diff, err = record.Diff(st, in); err != nil {
+			return nil, fmt.Errorf("key conflict %d record %d: %w", keyID, i, err)
+		}
+		if id := identityOf(stFields); id == identityOf(inFields) {
+			if k.CaseID, err = s.openConflictCase(ctx, keyID, i, id, st, in, k.Diff); err != nil {
+				return nil, err
+			}
 		}
 		out = append(out, k)
 	}
 	return out, nil
 }
 
+// identityOf is the identity a canonical payload's fields name.
+func identityOf(f map[string]string) record.Identity {
+	return record.Identity{TenantID: f["tenant_id"], AccountPeriod: f["account_period"], RecordID: f["record_id"],
+		Operation: record.Kind(f["kind"])}
+}
+
 // conflictDetail is the detail of every case of a reused key.
 const conflictDetail = "an Idempotency-Key was reused with a different request body: nothing was settled for it"
 
-func (s *Store) openConflictCase(ctx context.Context, keyID int64, index int, stored, incoming []byte, diff []record.FieldDiff) (int64, error) {
-	f, err := record.CanonicalFields(stored)
-	if err != nil {
-		return 0, fmt.Errorf("key conflict %d record %d: %w", keyID, index, err)
-	}
-	id := record.Identity{TenantID: f["tenant_id"], AccountPeriod: f["account_period"], RecordID: f["record_id"],
-		Operation: record.Kind(f["kind"])}
+func (s *Store) openConflictCase(ctx context.Context, keyID int64, index int, id record.Identity, stored, incoming []byte, diff []record.FieldDiff) (int64, error) {
 	prior, err := db.On(s.pool).IdempotencyIdentityLookup(ctx, db.IdempotencyIdentityLookupParams{TenantID: id.TenantID,
 		AccountPeriod: id.AccountPeriod, RecordID: id.RecordID, Operation: string(id.Operation)})
 	if err != nil {
