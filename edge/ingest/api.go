@@ -254,15 +254,22 @@ func (a *API) postRecords(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusOK)
 		w.Write(o.body)
 	default:
-		a.answerClaim(r.Context(), w, o.claim, canon)
+		a.answerClaim(r.Context(), w, o.claim, canon, batch)
 	}
 }
 
 // answerClaim answers a request whose key was not claimed for it: the
 // stored answer (replay), busy, or a conflict with the key's first body.
-func (a *API) answerClaim(ctx context.Context, w http.ResponseWriter, claim idempotency.Claim, canon [][]byte) {
+func (a *API) answerClaim(ctx context.Context, w http.ResponseWriter, claim idempotency.Claim, canon [][]byte, batch bool) {
 	switch claim.State {
 	case idempotency.ClaimReplay:
+		if stored := storedAsBatch(claim.Response); claim.ResponseStatus == http.StatusOK && stored != batch {
+			shape := map[bool]string{true: "a JSON array", false: "a single JSON object"}
+			writeError(w, apiError{status: http.StatusConflict, Code: CodeKeyConflict,
+				Message: fmt.Sprintf("this Idempotency-Key's first request sent its records as %s, this one as %s; "+
+					"send the request as it was first sent to get its stored answer", shape[stored], shape[batch])})
+			return
+		}
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set(HeaderReplayed, "true")
 		w.WriteHeader(claim.ResponseStatus)
@@ -294,6 +301,12 @@ func (a *API) answerClaim(ctx context.Context, w http.ResponseWriter, claim idem
 	default:
 		panic(fmt.Sprintf("edge: claim state %d has no answer", claim.State))
 	}
+}
+
+// storedAsBatch tells whether a key's stored answer (200) is a batch's
+// (BatchResponse, whose first field is results) or a single record's.
+func storedAsBatch(answer []byte) bool {
+	return bytes.HasPrefix(answer, []byte(`{"results":`))
 }
 
 // authenticate returns the tenant of the request's bearer token.

@@ -524,3 +524,31 @@ func TestContendedKeysAnswerUnavailable(t *testing.T) {
 		t.Fatalf("balance = %s, want -4", b)
 	}
 }
+
+// A key's request sent again in the other shape (the record as an object,
+// then as a one-element array, or the reverse) is not answered with the
+// stored answer of the other shape: 409 says to send it as first sent.
+func TestKeyReplayKeepsTheRequestsShape(t *testing.T) {
+	t.Parallel()
+	s, srv := newAPI(t, Config{}, nil)
+	rec := usage("acme", "u-shape", "lou", "2")
+	for _, c := range []struct{ key, first, again string }{
+		{"k-obj", rec, "[" + rec + "]"},
+		{"k-arr", "[" + strings.Replace(rec, "u-shape", "u-shape-2", 1) + "]", strings.Replace(rec, "u-shape", "u-shape-2", 1)},
+	} {
+		first := post(srv, tokenAcme, c.key, c.first)
+		if first.status != http.StatusOK {
+			t.Fatalf("%s first: %d %s", c.key, first.status, first.body)
+		}
+		r := post(srv, tokenAcme, c.key, c.again)
+		if r.status != http.StatusConflict || r.code() != CodeKeyConflict || !strings.Contains(string(r.body), "as it was first sent") {
+			t.Errorf("%s in the other shape: %d %s", c.key, r.status, r.body)
+		}
+		if again := post(srv, tokenAcme, c.key, c.first); again.header.Get(HeaderReplayed) != "true" || !bytes.Equal(again.body, first.body) {
+			t.Errorf("%s replay: %d %s", c.key, again.status, again.body)
+		}
+	}
+	if b := balance(t, s, "lou"); b != "-4" {
+		t.Fatalf("balance = %s, want -4", b)
+	}
+}
