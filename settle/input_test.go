@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/message"
 )
@@ -134,4 +135,31 @@ func TestMalformedRecordsAreDeadLettered(t *testing.T) {
 		t.Errorf("dead-letter outbox rows = %d, want %d", n, len(cases))
 	}
 	t.Logf("e.g. %s", rs[10].Error)
+}
+
+// A record with a Kafka header whose key holds a NUL byte (Kafka allows
+// it): not JSON, it is dead-lettered (and so when it exhausted its
+// retries), and a refund with it waits for its target. The rows holding
+// its headers could not be written (jsonb refuses \u0000), and the
+// consumer paused every partition on the record for good.
+func TestHeaderKeyWithNUL(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	hdr := []record.Header{{Key: "trace\x00id", Value: []byte("v")}}
+	refund := `{"tenant_id":"acme","account_period":"2026-12","record_id":"nothere","kind":"refund","subject":"c","occurred_at":"2026-12-02T12:00:00Z"}`
+	ins := []settle.Input{
+		{Topic: "usage", Partition: 0, Offset: 1, Key: []byte("acme/c"), Value: []byte("not json"), Headers: hdr},
+		{Topic: "usage", Partition: 0, Offset: 2, Key: []byte("acme/c"), Value: []byte("not json"), Headers: hdr,
+			Exhausted: &settle.Exhausted{Err: "x", Attempts: 5}},
+		{Topic: "usage", Partition: 0, Offset: 3, Key: []byte("acme/c"), Value: []byte(refund), Headers: hdr},
+	}
+	rs, err := s.Settle(context.Background(), "g", s.Decode(ins))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []message.Outcome{message.OutcomeDeadLettered, message.OutcomeDeadLettered, message.OutcomeWaiting} {
+		if rs[i].Outcome != want {
+			t.Errorf("record %d: %s, want %s", i, rs[i].Outcome, want)
+		}
+	}
 }

@@ -4,15 +4,20 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/settlehq/settle/record"
 )
 
 // headerJSON is a Kafka header as every headers column stores it
-// (values are bytes, so base64 in JSON).
+// (values are bytes, so base64 in JSON). A key jsonb cannot hold as text
+// byte for byte (not UTF-8, or holding a NUL, which Kafka allows) is
+// KeyBytes, base64, beside an empty Key.
 type headerJSON struct {
-	Key   string `json:"key"`
-	Value []byte `json:"value"`
+	Key      string `json:"key"`
+	KeyBytes []byte `json:"key_bytes,omitempty"`
+	Value    []byte `json:"value"`
 }
 
 // EncodeHeaders writes headers as every headers column holds them; the
@@ -20,7 +25,10 @@ type headerJSON struct {
 func EncodeHeaders(hs []record.Header) []byte {
 	out := make([]headerJSON, len(hs))
 	for i, h := range hs {
-		out[i] = headerJSON{h.Key, h.Value}
+		out[i] = headerJSON{Key: h.Key, Value: h.Value}
+		if !utf8.ValidString(h.Key) || strings.IndexByte(h.Key, 0) >= 0 {
+			out[i] = headerJSON{KeyBytes: []byte(h.Key), Value: h.Value}
+		}
 	}
 	b, _ := json.Marshal(out)
 	return b
@@ -44,6 +52,9 @@ func DecodeHeaders(b []byte) ([]record.Header, error) {
 	out := make([]record.Header, len(in))
 	for i, h := range in {
 		out[i] = record.Header{Key: h.Key, Value: h.Value}
+		if h.KeyBytes != nil {
+			out[i].Key = string(h.KeyBytes)
+		}
 	}
 	return out, nil
 }

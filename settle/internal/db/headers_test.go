@@ -95,3 +95,22 @@ func TestDecodeHeadersNone(t *testing.T) {
 		}
 	}
 }
+
+// TestHeaderKeysAnyBytes: Kafka header keys are bytes. A key with a NUL
+// (which jsonb refuses as \u0000, so the row holding it could not be
+// written) or not UTF-8 (which encoding/json turned into U+FFFD) goes
+// through a jsonb column and comes back byte for byte.
+func TestHeaderKeysAnyBytes(t *testing.T) {
+	t.Parallel()
+	pool := settletest.NewPool(t, 2)
+	hs := []record.Header{{Key: "trace\x00id", Value: []byte("v")}, {Key: "x\xffi", Value: []byte{0}}, {Key: "plain", Value: nil},
+		{Key: "", Value: []byte("empty key")}}
+	var printed []byte
+	if err := pool.QueryRow(context.Background(), `SELECT $1::jsonb::text`, string(db.EncodeHeaders(hs))).Scan(&printed); err != nil {
+		t.Fatal(err)
+	}
+	got, err := db.DecodeHeaders(printed)
+	if err != nil || !sameHeaders(got, hs) {
+		t.Fatalf("DecodeHeaders(%s) = %q, %v; want %q", printed, got, err, hs)
+	}
+}
