@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/settlehq/settle/consumer"
 	"github.com/settlehq/settle/internal/kafkatest"
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/inspect"
@@ -94,5 +95,53 @@ func TestOversizedRecordDoesNotPoisonTheRelay(t *testing.T) {
 	}
 	if r.Parked() != 0 {
 		t.Errorf("relay parked %d rows: the dead letter should fit the broker's limit", r.Parked())
+	}
+}
+
+// TestResultRefusedForItsKey: a grant whose Kafka key is about 1 MB (the
+// usage topic takes it) settles, and its result, keyed like its input, is
+// more than the broker takes on usage.results. It goes out without the key
+// and headers, with settle_refused naming why, and the records behind it
+// and on another partition get their results: retried for ever, it held
+// every partition of the consumer.
+func TestResultRefusedForItsKey(t *testing.T) {
+	t.Parallel()
+	k := kafkatest.NewCluster(t, 2)
+	k.SetTopicConfig(t, "usage", "max.message.bytes", strconv.Itoa(8<<20))
+	s := settletest.NewStore(t, settle.Config{})
+	grant := func(p int32, id string) *kgo.Record {
+		return rec(p, usage("record_id", id, "kind", "grant", "amount", "5",
+			"meter", nil, "quantity", nil, "unit", nil, "finalization_version", nil))
+	}
+	big := grant(0, "big-key")
+	big.Key = bytes.Repeat([]byte("k"), 1_005_000)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(k.Brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerBatchMaxBytes(8<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	err = cl.ProduceSync(pctx, big).FirstErr()
+	cancel()
+	cl.Close()
+	if err != nil {
+		t.Fatalf("produce the record with a 1 MB key: %v", err)
+	}
+	k.Produce(t, grant(0, "after"), grant(1, "beside"))
+	_, stop := runConsumer(t, s, consumerConfig(t, k, "bigkey"))
+	defer stop()
+
+	ms := k.Read(t, "usage.results", 3, 20*time.Second)
+	refused := 0
+	for _, m := range ms {
+		if r := kafkatest.Header(m, consumer.HeaderRefused); r != "" {
+			refused++
+			if r != "message_too_large" || m.Key != nil || !bytes.Contains(m.Value, []byte(`"big-key"`)) {
+				t.Errorf("the refused result: %s, key %d bytes, %s", r, len(m.Key), m.Value)
+			}
+		}
+	}
+	if len(ms) != 3 || refused != 1 {
+		t.Fatalf("%d results (want 3), %d of them without their key (want 1)", len(ms), refused)
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/settlehq/settle/internal/backoff"
 	"github.com/settlehq/settle/internal/crashpoint"
+	"github.com/settlehq/settle/internal/kafkaerr"
 	"github.com/settlehq/settle/internal/kafkahdr"
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/dberr"
@@ -316,10 +317,20 @@ type batchPublish struct {
 	progress []progress // where the batch takes its partitions
 	err      error      // why the records after results did not settle
 
-	wg      sync.WaitGroup
-	mu      sync.Mutex
-	failed  []*kgo.Record
-	lastErr error
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	failed []failedResult
+}
+
+// HeaderRefused is the one header of a result published without its
+// input's key and headers, which made the broker refuse it for good: the
+// broker's reason (message_too_large).
+const HeaderRefused = "settle_refused"
+
+// failedResult is a result the broker did not take, and why.
+type failedResult struct {
+	rec *kgo.Record
+	err error
 }
 
 // publishAsync starts producing one message per result to the results
@@ -348,9 +359,7 @@ func (c *Consumer) publishAsync(ctx context.Context, cl *kgo.Client, results []m
 		cl.Produce(pctx, r, func(r *kgo.Record, err error) {
 			if err != nil {
 				p.mu.Lock()
-				// A fresh record: a failed one carries the old attempt's state.
-				p.failed = append(p.failed, &kgo.Record{Topic: r.Topic, Key: r.Key, Value: r.Value, Headers: r.Headers})
-				p.lastErr = err
+				p.failed = append(p.failed, failedResult{r, err})
 				p.mu.Unlock()
 			}
 			p.wg.Done()
@@ -361,10 +370,35 @@ func (c *Consumer) publishAsync(ctx context.Context, cl *kgo.Client, results []m
 
 // awaitPublish waits for a batch's acknowledgements and produces what
 // failed again, with backoff, while the broker is unavailable. A retry may
-// publish a result twice; results are idempotent repeats.
+// publish a result twice; results are idempotent repeats. A result the
+// broker refuses for good (the input's key or headers made it too large)
+// is published without them, its header settle_refused naming why; should
+// that be refused too, it is logged as an error and left: one record
+// must not stop its partition.
 func (c *Consumer) awaitPublish(ctx context.Context, abandon <-chan struct{}, cl *kgo.Client, p *batchPublish) error {
 	p.wg.Wait()
-	pending, lastErr := p.failed, p.lastErr
+	var pending []*kgo.Record
+	var lastErr error
+	again := func(f failedResult) {
+		reason := kafkaerr.RefusedForGood(f.err)
+		switch {
+		case reason == "":
+			// A fresh record: a failed one carries the old attempt's state.
+			pending = append(pending, &kgo.Record{Topic: f.rec.Topic, Key: f.rec.Key, Value: f.rec.Value, Headers: f.rec.Headers})
+			lastErr = f.err
+		case len(f.rec.Headers) == 1 && f.rec.Headers[0].Key == HeaderRefused:
+			c.log.Error("the broker refuses a result even without its key and headers; it is not on the results topic",
+				"topic", f.rec.Topic, "bytes", len(f.rec.Value), "err", f.err)
+		default:
+			c.log.Warn("the broker refuses a result for good; publishing it without its key and headers",
+				"topic", f.rec.Topic, "key_bytes", len(f.rec.Key), "headers", len(f.rec.Headers), "err", f.err)
+			pending = append(pending, &kgo.Record{Topic: f.rec.Topic, Value: f.rec.Value,
+				Headers: []kgo.RecordHeader{{Key: HeaderRefused, Value: []byte(reason)}}})
+		}
+	}
+	for _, f := range p.failed {
+		again(f)
+	}
 	b := backoff.New(c.cfg.retryPolicy())
 	for len(pending) > 0 {
 		if ctx.Err() != nil {
@@ -386,8 +420,7 @@ func (c *Consumer) awaitPublish(ctx context.Context, abandon <-chan struct{}, cl
 		pending = pending[:0:0]
 		for _, pr := range prs {
 			if pr.Err != nil {
-				pending = append(pending, &kgo.Record{Topic: pr.Record.Topic, Key: pr.Record.Key, Value: pr.Record.Value, Headers: pr.Record.Headers})
-				lastErr = pr.Err
+				again(failedResult{pr.Record, pr.Err})
 			}
 		}
 	}

@@ -29,16 +29,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync/atomic"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/settlehq/settle/internal/backoff"
 	"github.com/settlehq/settle/internal/crashpoint"
+	"github.com/settlehq/settle/internal/kafkaerr"
 	"github.com/settlehq/settle/internal/kafkahdr"
 	"github.com/settlehq/settle/settle/outbox"
 	"github.com/settlehq/settle/telemetry"
@@ -316,7 +315,7 @@ func (r *Relay) round(ctx context.Context, cl *kgo.Client, lease *outbox.Lease) 
 			// after that one. Taken once, it is never parked: a failure
 			// here leaves it for a retry.
 			err = r.produceAlone(ctx, cl, recs[i])
-		case err != nil && refusedForGood(err) != "":
+		case err != nil && kafkaerr.RefusedForGood(err) != "":
 			// The broker refuses a whole batch, and franz-go then fails
 			// every record of the partition buffered behind it, for one
 			// record it will not take: alone, a row shows whether it is
@@ -326,7 +325,7 @@ func (r *Relay) round(ctx context.Context, cl *kgo.Client, lease *outbox.Lease) 
 				again[key] = true
 			}
 		}
-		switch reason := refusedForGood(err); {
+		switch reason := kafkaerr.RefusedForGood(err); {
 		case err == nil:
 			published = append(published, m)
 		case reason != "" && alone:
@@ -397,20 +396,4 @@ func inOrder(recs []*kgo.Record, results kgo.ProduceResults) []error {
 func (r *Relay) produceAlone(ctx context.Context, cl *kgo.Client, rec *kgo.Record) error {
 	one := &kgo.Record{Topic: rec.Topic, Key: rec.Key, Value: rec.Value, Headers: rec.Headers}
 	return cl.ProduceSync(ctx, one).FirstErr()
-}
-
-// refusedForGood names the broker's error ("message_too_large") when err
-// says that the broker will never take the record as it is, and "" for
-// anything a retry may cure (an outage, a timeout, a stopped relay,
-// missing permissions, a topic still being created).
-func refusedForGood(err error) string {
-	var ke *kerr.Error
-	if err == nil || !errors.As(err, &ke) {
-		return ""
-	}
-	switch ke {
-	case kerr.MessageTooLarge, kerr.RecordListTooLarge, kerr.InvalidRecord, kerr.InvalidTimestamp:
-		return strings.ToLower(ke.Message)
-	}
-	return ""
 }

@@ -25,6 +25,7 @@ var Floors = map[string]int{
 	"settle/schema":       0,
 	"settle/dberr":        0,
 	"internal/kafkalog":   0,
+	"internal/kafkaerr":   0,
 	"internal/kafkahdr":   1,
 	"internal/proctest":   1,
 	"corrections":         1,
