@@ -52,10 +52,10 @@ func (c *dlqListCmd) Run(a *app) error {
 		return printJSON(a, ds)
 	}
 	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSOURCE\tREASON\tATTEMPTS\tAT\tERROR")
+	fmt.Fprintln(tw, "ID\tSOURCE\tREASON\tATTEMPTS\tREPLAYED\tAT\tERROR")
 	for _, d := range ds {
-		fmt.Fprintf(tw, "%d\t%s/%d@%d\t%s\t%d\t%s\t%s\n", d.ID, d.Source.Topic, d.Source.Partition, d.Source.Offset,
-			d.Reason, d.Attempts, d.At.UTC().Format(time.RFC3339), truncate(d.Error, 100))
+		fmt.Fprintf(tw, "%d\t%s/%d@%d\t%s\t%d\t%d\t%s\t%s\n", d.ID, d.Source.Topic, d.Source.Partition, d.Source.Offset,
+			d.Reason, d.Attempts, d.Replays, d.At.UTC().Format(time.RFC3339), truncate(d.Error, 100))
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write the dead letters: %w", err)
@@ -139,6 +139,9 @@ func (c *dlqShowCmd) Run(a *app) error {
 	fmt.Fprintf(a.stdout, "dead letter %d: %s from %s/%d@%d, %d attempt(s), at %s\n", d.ID, d.Reason, d.Source.Topic,
 		d.Source.Partition, d.Source.Offset, d.Attempts, d.At.UTC().Format(time.RFC3339))
 	fmt.Fprintf(a.stdout, "error (%s): %s\n", d.ErrorClass, d.Error)
+	if d.Replays > 0 {
+		fmt.Fprintf(a.stdout, "replayed %d time(s); settle dlq replay leaves it out unless --again\n", d.Replays)
+	}
 	fmt.Fprintf(a.stdout, "key: %s\n", printable(d.Key))
 	fmt.Fprintf(a.stdout, "headers: %d\n", len(d.Headers))
 	for _, h := range d.Headers {
@@ -167,8 +170,9 @@ func truncate(s string, n int) string {
 type dlqReplayCmd struct {
 	storeFlags `embed:""`
 	kafkaFlags `embed:""`
-	ID         int64  `name:"id" help:"Replay only this dead letter; default: every one (that existed when the replay started)."`
+	ID         int64  `name:"id" help:"Replay only this dead letter; default: every one not replayed before (that existed when the replay started)."`
 	Reason     string `name:"reason" help:"Replay only dead letters with this reason."`
+	Again      bool   `name:"again" help:"Replay the dead letters replayed before too."`
 	DryRun     bool   `name:"dry-run" help:"Say what would be replayed; produce nothing."`
 	JSON       bool   `name:"json" help:"Print one JSON object per dead letter."`
 }
@@ -238,7 +242,8 @@ func (c *dlqReplayCmd) deadLetters(a *app, store *settle.Store) (first []inspect
 	}
 	var after int64
 	next = func() ([]inspect.DeadLetter, error) {
-		ds, err := inspect.New(store).DeadLetters(a.ctx, inspect.DeadLetterFilter{Reason: c.Reason, AfterID: after, UpToID: upTo, Limit: 500})
+		ds, err := inspect.New(store).DeadLetters(a.ctx, inspect.DeadLetterFilter{Reason: c.Reason, AfterID: after, UpToID: upTo, Limit: 500,
+			NotReplayed: !c.Again})
 		if len(ds) > 0 {
 			after = ds[len(ds)-1].ID
 		}

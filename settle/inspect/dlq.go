@@ -36,6 +36,7 @@ type DeadLetter struct {
 	Error      string              `json:"error"`
 	Attempts   int                 `json:"attempts"`
 	At         time.Time           `json:"at"`
+	Replays    int                 `json:"replays"` // times it was sent back to its source topic
 }
 
 // DeadLetterFilter selects dead letters, oldest first.
@@ -46,6 +47,8 @@ type DeadLetterFilter struct {
 	AfterID    int64  // keyset: ids above this one
 	UpToID     int64  // ids up to this one; 0 = any
 	Limit      int    // 0 = 100; at most DeadLetterPageRowsMax
+	// NotReplayed leaves out the dead letters replayed before.
+	NotReplayed bool
 }
 
 // ErrNoSuchDeadLetter is returned by DeadLetter for an id that does not exist.
@@ -65,7 +68,7 @@ func (s *Store) DeadLetters(ctx context.Context, f DeadLetterFilter) ([]DeadLett
 		upTo = 1<<63 - 1
 	}
 	rows, err := db.On(db.Planned(s.pool)).DeadLetterList(ctx, db.DeadLetterListParams{Reason: f.Reason, Topic: f.Topic,
-		ErrorClass: f.ErrorClass, AfterID: f.AfterID, UpToID: upTo, PageRows: int64(limit)})
+		ErrorClass: f.ErrorClass, AfterID: f.AfterID, UpToID: upTo, PageRows: int64(limit), NotReplayed: f.NotReplayed})
 	if err != nil {
 		return nil, dberr.Wrap("list dead letters", err)
 	}
@@ -115,7 +118,8 @@ type deadLetterRow interface {
 func deadLetter[R deadLetterRow](row R) (DeadLetter, error) {
 	r := db.DeadLetterGetRow(row)
 	d := DeadLetter{ID: r.ID, Source: message.Coordinates{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}, Key: r.Key,
-		Value: r.Value, Reason: r.Reason, ErrorClass: r.ErrorClass, Error: r.Error, Attempts: int(r.Attempts), At: r.At}
+		Value: r.Value, Reason: r.Reason, ErrorClass: r.ErrorClass, Error: r.Error, Attempts: int(r.Attempts), At: r.At,
+		Replays: int(r.Replays)}
 	var err error
 	if d.Headers, err = db.DecodeHeaders(r.Headers); err != nil {
 		return d, fmt.Errorf("dead letter %d: headers: %w", d.ID, err)

@@ -12,7 +12,8 @@ import (
 
 const deadLetterGet = `-- name: DeadLetterGet :one
 SELECT d.id, d.topic, d.partition, d."offset", d.key, d.value, d.headers, d.reason, d.error_class, d.error,
-       d.attempts, d.at
+       d.attempts, d.at,
+       (SELECT count(*) FROM dead_letter_replays r WHERE r.tenant_id = d.tenant_id AND r.dead_letter_id = d.id)::int AS replays
   FROM dead_letters d
  WHERE d.id = $1
 `
@@ -30,6 +31,7 @@ type DeadLetterGetRow struct {
 	Error      string
 	Attempts   int32
 	At         time.Time
+	Replays    int32
 }
 
 func (q *Queries) DeadLetterGet(ctx context.Context, id int64) (DeadLetterGetRow, error) {
@@ -48,6 +50,7 @@ func (q *Queries) DeadLetterGet(ctx context.Context, id int64) (DeadLetterGetRow
 		&i.Error,
 		&i.Attempts,
 		&i.At,
+		&i.Replays,
 	)
 	return i, err
 }

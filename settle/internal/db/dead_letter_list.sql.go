@@ -12,23 +12,27 @@ import (
 
 const deadLetterList = `-- name: DeadLetterList :many
 SELECT d.id, d.topic, d.partition, d."offset", d.key, d.value, d.headers, d.reason, d.error_class, d.error,
-       d.attempts, d.at
+       d.attempts, d.at,
+       (SELECT count(*) FROM dead_letter_replays r WHERE r.tenant_id = d.tenant_id AND r.dead_letter_id = d.id)::int AS replays
   FROM dead_letters d
  WHERE ($1::text = '' OR d.reason = $1)
-   AND ($2::text = '' OR d.topic = $2)
-   AND ($3::text = '' OR d.error_class = $3)
-   AND d.id > $4 AND d.id <= $5
+   AND (NOT $2::boolean
+        OR NOT EXISTS (SELECT 1 FROM dead_letter_replays r WHERE r.tenant_id = d.tenant_id AND r.dead_letter_id = d.id))
+   AND ($3::text = '' OR d.topic = $3)
+   AND ($4::text = '' OR d.error_class = $4)
+   AND d.id > $5 AND d.id <= $6
  ORDER BY d.id
- LIMIT $6
+ LIMIT $7
 `
 
 type DeadLetterListParams struct {
-	Reason     string
-	Topic      string
-	ErrorClass string
-	AfterID    int64
-	UpToID     int64
-	PageRows   int64
+	Reason      string
+	NotReplayed bool
+	Topic       string
+	ErrorClass  string
+	AfterID     int64
+	UpToID      int64
+	PageRows    int64
 }
 
 type DeadLetterListRow struct {
@@ -44,15 +48,18 @@ type DeadLetterListRow struct {
 	Error      string
 	Attempts   int32
 	At         time.Time
+	Replays    int32
 }
 
 // One page of dead letters, oldest first, keyset-paged on id. An empty
 // reason, topic or error class means any; up_to_id caps the ids read (a
 // replay reads what existed when it started, not the dead letters it
-// causes).
+// causes); not_replayed leaves out those replayed before (a replay by
+// default). replays counts where each was replayed to.
 func (q *Queries) DeadLetterList(ctx context.Context, arg DeadLetterListParams) ([]DeadLetterListRow, error) {
 	rows, err := q.db.Query(ctx, deadLetterList,
 		arg.Reason,
+		arg.NotReplayed,
 		arg.Topic,
 		arg.ErrorClass,
 		arg.AfterID,
@@ -79,6 +86,7 @@ func (q *Queries) DeadLetterList(ctx context.Context, arg DeadLetterListParams) 
 			&i.Error,
 			&i.Attempts,
 			&i.At,
+			&i.Replays,
 		); err != nil {
 			return nil, err
 		}
