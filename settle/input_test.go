@@ -10,6 +10,7 @@ import (
 	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/message"
+	"github.com/settlehq/settle/settle/settletest"
 )
 
 // TestOneAccountManyWriters: 16 writers settle into one account at once;
@@ -161,5 +162,24 @@ func TestHeaderKeyWithNUL(t *testing.T) {
 		if rs[i].Outcome != want {
 			t.Errorf("record %d: %s, want %s", i, rs[i].Outcome, want)
 		}
+	}
+}
+
+// A settlement carries its record's trace context (traceparent,
+// tracestate) but not one of over 512 bytes: a 1 MB traceparent made the
+// settlement's message more than the broker takes, and the relay parked
+// it, away from finance.
+func TestSettlementLeavesOutOversizedTraceHeaders(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ins := settletest.Batch(0, 0, settletest.Grant("g-trace", "cust-1", "5"), settletest.Grant("g-trace-2", "cust-2", "5"))
+	ins[0].Headers = []record.Header{{Key: "traceparent", Value: []byte(strings.Repeat("0", 1_010_000))}}
+	ins[1].Headers = []record.Header{{Key: "traceparent", Value: []byte("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")}}
+	settletest.MustSettle(t, s, s.Decode(ins))
+	if n := settletest.Count(t, s.Pool(), `SELECT count(*)::int FROM outbox WHERE length(headers::text) > 1000`); n != 0 {
+		t.Errorf("%d outbox rows carry a header of 1 MB", n)
+	}
+	if n := settletest.Count(t, s.Pool(), `SELECT count(*)::int FROM outbox WHERE headers::text LIKE '%traceparent%'`); n != 1 {
+		t.Errorf("%d outbox rows carry a traceparent, want 1 (the well-formed one)", n)
 	}
 }
