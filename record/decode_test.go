@@ -126,6 +126,8 @@ var malformedCases = []malformedCase{
 	{"source number", with(`"unit":"s"`, `"unit":"s","source":7`), nil, ReasonInvalidField, "source", "must be a string"},
 	{"attributes array", with(`"unit":"s"`, `"unit":"s","attributes":[1]`), nil, ReasonInvalidField, "attributes", "must be a JSON object, not a JSON array"},
 	{"attributes NUL", with(`"unit":"s"`, `"unit":"s","attributes":{"a":"\u0000"}`), nil, ReasonInvalidField, "attributes", `\u0000`},
+	{"attributes number too large", with(`"unit":"s"`, `"unit":"s","attributes":{"a":"1e9","b":[1,{"c":1e200000}]}`), nil, ReasonInvalidField, "attributes", "holds the number 1e200000, which JSON stores cannot hold"},
+	{"attributes number too fine", with(`"unit":"s"`, `"unit":"s","attributes":{"a":-1e-16384}`), nil, ReasonInvalidField, "attributes", "holds the number -1e-16384"},
 
 	// Versions.
 	{"finalization_version string", with(`"finalization_version":1`, `"finalization_version":"2"`), nil, ReasonInvalidField, "finalization_version", "must be a JSON integer, not a JSON string"},
@@ -273,5 +275,23 @@ func TestDecodeFields(t *testing.T) {
 	}
 	if r.TenantID != "acme" || r.Subject != "acct-42" {
 		t.Errorf("record changed with the input buffer: %+v", r)
+	}
+}
+
+// TestJSONBNumbers: what PostgreSQL 15's jsonb holds ("value overflows
+// numeric format" otherwise), tried there number by number:
+// SELECT '{"a": N}'::jsonb.
+func TestJSONBNumbers(t *testing.T) {
+	t.Parallel()
+	for n, holds := range map[string]bool{
+		"1e1000": true, "1e131071": true, "1e131072": false, "1e200000": false,
+		"1e-16383": true, "1e-16384": false, "1e-20000": false, "123456789e131064": false,
+		"1.000e-16383": false, "1.000e-16380": true, "0.1e-16382": true, "0.1e-16383": false,
+		"10e131070": true, "10e131071": false, "0.01e131073": true, "0.0e-20000": false, "0e200000": true,
+		"-1E5": true, "0": true, "-0.5": true, "12.34E+2": true,
+	} {
+		if got := jsonbNumber(n); got != holds {
+			t.Errorf("jsonbNumber(%s) = %v, want %v", n, got, holds)
+		}
 	}
 }

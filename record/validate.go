@@ -316,7 +316,35 @@ func (fs *fields) attributes(f int) ([]byte, *DecodeError) {
 	if v.flags&flagNUL != 0 {
 		return nil, fieldError(fs.name[f], `contains "\u0000", which JSON stores cannot hold`)
 	}
-	return compactJSON(v.text), nil
+	b, bad := compactJSON(v.text)
+	if bad != "" {
+		return nil, fieldError(fs.name[f], "holds the number %s, which JSON stores cannot hold (at most 131072 digits before the point and 16383 after)", clip(bad))
+	}
+	return b, nil
+}
+
+// jsonbNumber tells whether PostgreSQL's jsonb (numeric) holds the JSON
+// number n: its leading digit at most 10^131071 and at most 16383 digits
+// after the point (a fraction's trailing zeros count).
+func jsonbNumber(n string) bool {
+	n = strings.TrimPrefix(n, "-")
+	mant, exp, _ := strings.Cut(strings.ToLower(n), "e")
+	e, err := strconv.ParseInt(exp, 10, 64)
+	if exp == "" {
+		e, err = 0, nil
+	}
+	if err != nil || e > 1<<20 || e < -(1<<20) {
+		return false // beyond any scale or weight numeric has, even for zero
+	}
+	intPart, frac, _ := strings.Cut(mant, ".")
+	if int64(len(frac))-e > 16383 {
+		return false
+	}
+	digits := strings.TrimLeft(intPart+frac, "0")
+	if digits == "" {
+		return true // zero
+	}
+	return int64(len(digits)-len(frac)-1)+e <= 131071
 }
 
 func validTenantID(s string) bool {
@@ -371,9 +399,10 @@ func kindList() string {
 }
 
 // compactJSON removes insignificant whitespace from valid JSON text, as
-// json.Compact does, keeping escapes as they are.
-func compactJSON(s string) []byte {
-	b := make([]byte, 0, len(s))
+// json.Compact does, keeping escapes as they are; bad is its first number
+// jsonb cannot hold, or "".
+func compactJSON(s string) (b []byte, bad string) {
+	b = make([]byte, 0, len(s))
 	inString := false
 	for i := 0; i < len(s); i++ {
 		c := s[i]
@@ -388,13 +417,24 @@ func compactJSON(s string) []byte {
 			}
 			continue
 		}
-		switch c {
-		case ' ', '\t', '\n', '\r':
+		switch {
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
 			continue
-		case '"':
+		case c == '"':
 			inString = true
+		case c == '-' || isDigit(c):
+			j := i + 1
+			for j < len(s) && (isDigit(s[j]) || strings.IndexByte(".eE+-", s[j]) >= 0) {
+				j++
+			}
+			if bad == "" && !jsonbNumber(s[i:j]) {
+				bad = s[i:j]
+			}
+			b = append(b, s[i:j]...)
+			i = j - 1
+			continue
 		}
 		b = append(b, c)
 	}
-	return b
+	return b, bad
 }
