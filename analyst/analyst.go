@@ -362,12 +362,19 @@ func (f Filter) CaseFilter(now time.Time, olderName, newerName string) (inspect.
 	return cf, nil
 }
 
+// ageDaysMax is the longest age in days: about 290 years, the most a
+// time.Duration holds (beyond it the age wrapped round to a negative one).
+const ageDaysMax = 106_751
+
 // ParseAge reads an age: a Go duration ("90m", "2h") or whole days ("7d").
 func ParseAge(s string) (time.Duration, error) {
 	if d, ok := strings.CutSuffix(s, "d"); ok {
 		n, err := strconv.Atoi(d)
 		if err != nil || n < 0 {
 			return 0, fmt.Errorf("age %q: want a duration such as 90m, 2h or 7d", s)
+		}
+		if n > ageDaysMax {
+			return 0, fmt.Errorf("age %q: at most %dd", s, ageDaysMax)
 		}
 		return time.Duration(n) * 24 * time.Hour, nil
 	}
