@@ -107,13 +107,26 @@ func mergeCloudEvent(fs *fields, ce *slots, prefix string) *DecodeError {
 			av.text = kindFromType(av.text)
 		}
 		dv := fs.v[m.field]
-		if dv.kind != kindAbsent && dv.kind != kindNull && (dv.kind != av.kind || dv.text != av.text) {
+		if dv.kind != kindAbsent && dv.kind != kindNull && (dv.kind != av.kind || dv.text != av.text) && !sameInstant(m.field, dv, av) {
 			return fieldError(prefix+m.name, "%s disagrees with data field %s %s", describeValue(ce[m.ce]), fieldNames[m.field], describeValue(dv))
 		}
 		fs.v[m.field] = av
 		fs.name[m.field] = prefix + m.name
 	}
 	return nil
+}
+
+// sameInstant tells whether two times for occurred_at name the same
+// instant in other words (an offset, fraction digits), as the canonical
+// form, which holds the time in UTC, would have them; a time that does not
+// parse is left to validation.
+func sameInstant(field int, a, b value) bool {
+	if field != fOccurredAt || a.kind != kindString || b.kind != kindString {
+		return false
+	}
+	ta, ma := parseRFC3339(a.text)
+	tb, mb := parseRFC3339(b.text)
+	return ma == "" && mb == "" && ta.Equal(tb)
 }
 
 // kindFromType maps a CloudEvents type to a kind: the kind itself or a name

@@ -160,6 +160,7 @@ var malformedCases = []malformedCase{
 	{"ce type not a kind", `{"specversion":"1.0","id":"u-1","source":"s","type":"com.acme.charge","tenantid":"acme","data":{"account_period":"2026-11"}}`, nil, ReasonInvalidField, "type", `"com.acme.charge" is not a kind; it must be one of usage`},
 	{"ce missing id", `{"specversion":"1.0","source":"s","type":"hold_release","tenantid":"acme","subject":"a","time":"2026-11-05T11:04:05Z","data":{"account_period":"2026-11"}}`, nil, ReasonInvalidField, "id", "id: required"},
 	{"ce attribute disagrees with data", `{"specversion":"1.0","id":"u-1","type":"hold_release","tenantid":"acme","data":{"tenant_id":"other","account_period":"2026-11"}}`, nil, ReasonInvalidField, "tenantid", `"acme" disagrees with data field tenant_id "other"`},
+	{"ce time disagrees with data", `{"specversion":"1.0","id":"u-1","type":"hold_release","tenantid":"acme","subject":"a","time":"2026-11-05T11:04:05Z","data":{"account_period":"2026-11","occurred_at":"2026-11-05T12:04:05Z"}}`, nil, ReasonInvalidField, "time", `disagrees with data field occurred_at`},
 	{"ce content type not JSON", `{"specversion":"1.0","id":"u-1","type":"usage","datacontenttype":"text/plain","data":{}}`, nil, ReasonInvalidField, "datacontenttype", "is not JSON"},
 	{"binary ce missing ce_id", `{"account_period":"2026-11"}`, ceHeaders("ce_specversion", "1.0", "ce_type", "hold_release", "ce_tenantid", "acme", "ce_subject", "a", "ce_time", "2026-11-05T11:04:05Z"), ReasonInvalidField, "ce_id", "ce_id: required"},
 	{"binary ce value not an object", `[1]`, ceHeaders("ce_specversion", "1.0", "ce_id", "u-1"), ReasonInvalidJSON, "record", "must be a JSON object"},
@@ -292,6 +293,31 @@ func TestJSONBNumbers(t *testing.T) {
 	} {
 		if got := jsonbNumber(n); got != holds {
 			t.Errorf("jsonbNumber(%s) = %v, want %v", n, got, holds)
+		}
+	}
+}
+
+// TestCloudEventTimeAsDataInstant: a CloudEvent whose time names the same
+// instant as its data's occurred_at in other words (an offset, fraction
+// digits) decodes, to the fingerprint of either alone.
+func TestCloudEventTimeAsDataInstant(t *testing.T) {
+	t.Parallel()
+	d := newTestDecoder(t)
+	ce := func(tm, occurred string) Decoded {
+		data := `{"account_period":"2026-11"`
+		if occurred != "" {
+			data += `,"occurred_at":"` + occurred + `"`
+		}
+		return d.Prepare([]byte(`{"specversion":"1.0","id":"h-1","type":"hold_release","tenantid":"acme","subject":"a","time":"`+tm+`","data":`+data+`}}`), nil)
+	}
+	want := ce("2026-11-05T11:04:05Z", "")
+	if want.Err != nil {
+		t.Fatal(want.Err)
+	}
+	for _, c := range [][2]string{{"2026-11-05T12:04:05+01:00", "2026-11-05T11:04:05Z"}, {"2026-11-05T11:04:05.000Z", "2026-11-05T11:04:05Z"}} {
+		got := ce(c[0], c[1])
+		if got.Err != nil || got.Sum != want.Sum {
+			t.Errorf("time %s, occurred_at %s: %v, fingerprint %x want %x", c[0], c[1], got.Err, got.Sum, want.Sum)
 		}
 	}
 }
