@@ -203,6 +203,9 @@ func (c *dlqReplayCmd) Run(a *app) error {
 			return err
 		}
 		defer cl.Close()
+		if err := awaitBroker(a.ctx, cl, c.Brokers, 10*time.Second, ""); err != nil {
+			return err
+		}
 	}
 	n := 0
 	for len(batch) > 0 {
@@ -271,7 +274,10 @@ func (c *dlqReplayCmd) replay(a *app, cl *kgo.Client, store *settle.Store, batch
 		out := replayed{ID: d.ID, Reason: d.Reason, From: d.Source, DryRun: c.DryRun}
 		if cl != nil {
 			if i >= len(to) {
-				return fmt.Errorf("%w (%d replayed before this batch)", err, *n)
+				if *n > 0 {
+					return fmt.Errorf("%w; %d dead letter(s) of the batches before were replayed", err, *n)
+				}
+				return err
 			}
 			out.To = &to[i]
 		}

@@ -61,7 +61,7 @@ func (c *produceCmd) Run(a *app) error {
 		return err
 	}
 	defer cl.Close()
-	if err := awaitBroker(a.ctx, cl, c.Brokers, c.Timeout); err != nil {
+	if err := awaitBroker(a.ctx, cl, c.Brokers, c.Timeout, "--timeout "); err != nil {
 		return err
 	}
 	n, err := produceLines(a.ctx, cl, c.Topic, in, produceOptions{LineBytesMax: c.LineBytesMax, Timeout: c.Timeout,
@@ -85,7 +85,7 @@ func (c *produceCmd) Run(a *app) error {
 // awaitBroker waits until a seed broker answers, for at most timeout, so
 // an unreachable cluster fails once, by name, instead of retrying for as
 // long as there are records to send.
-func awaitBroker(ctx context.Context, cl *kgo.Client, brokers []string, timeout time.Duration) error {
+func awaitBroker(ctx context.Context, cl *kgo.Client, brokers []string, timeout time.Duration, timeoutFlag string) error {
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	for {
@@ -98,8 +98,8 @@ func awaitBroker(ctx context.Context, cl *kgo.Client, brokers []string, timeout 
 		}
 		select {
 		case <-wctx.Done():
-			return fmt.Errorf("kafka: no broker answered at %s within --timeout %s (last error: %w): start the broker or fix --brokers",
-				strings.Join(brokers, ","), timeout, err)
+			return fmt.Errorf("kafka: no broker answered at %s within %s%s (last error: %w): start the broker or fix --brokers",
+				strings.Join(brokers, ","), timeoutFlag, timeout, err)
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
