@@ -14,12 +14,11 @@ import (
 
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/inspect"
-	"github.com/settlehq/settle/settle/message"
 )
 
 // Reasons and statuses offered by the queue's filter.
 var (
-	caseReasons  = []string{message.ReasonFingerprintMismatch, message.ReasonOrphan, message.ReasonInvalidLink, message.ReasonTargetRefunded, message.ReasonVersionConflict}
+	caseReasons  = inspect.CaseReasons
 	caseStatuses = []string{inspect.CaseOpen, inspect.CaseAccepted, inspect.CaseRejected, inspect.CaseAutoResolved}
 )
 

@@ -9,12 +9,14 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/settlehq/settle/settle/dberr"
 	"github.com/settlehq/settle/settle/internal/db"
+	"github.com/settlehq/settle/settle/message"
 )
 
 // Limits of the case listing.
@@ -35,6 +37,10 @@ const (
 	CaseRejected     = "rejected"
 	CaseAutoResolved = "auto_resolved"
 )
+
+// CaseReasons are the reasons a conflict case is opened for.
+var CaseReasons = []string{message.ReasonFingerprintMismatch, message.ReasonOrphan, message.ReasonInvalidLink,
+	message.ReasonTargetRefunded, message.ReasonVersionConflict}
 
 // CaseFilter selects cases for the queue. The zero value lists every case,
 // newest first, CasePageRowsDefault to a page.
@@ -71,6 +77,12 @@ func (f CaseFilter) Validate() error {
 		if len(v) > caseFilterTextMax {
 			return fmt.Errorf("%w: %s longer than %d characters", ErrBadFilter, name, caseFilterTextMax)
 		}
+	}
+	if f.Reason != "" && !slices.Contains(CaseReasons, f.Reason) {
+		return fmt.Errorf("%w: reason %q: want one of %s", ErrBadFilter, f.Reason, strings.Join(CaseReasons, ", "))
+	}
+	if f.Period != "" && !validPeriod(f.Period) {
+		return fmt.Errorf("%w: period %q: want YYYY-MM", ErrBadFilter, f.Period)
 	}
 	if _, _, err := decodeCaseCursor(f.After); err != nil {
 		return err

@@ -116,6 +116,12 @@ func TestCaseListPaging(t *testing.T) {
 	if len(slices.Compact(seen)) != want || len(seen) != want {
 		t.Errorf("pages held %d distinct of %d cases", len(slices.Compact(seen)), want)
 	}
+	// A filter that can match nothing says so instead of listing nothing.
+	for _, f := range []inspect.CaseFilter{{Reason: "bogus"}, {Period: "2026-13"}, {Period: "2026-1"}} {
+		if _, err := inspect.New(s).ListCases(ctx, f); !errors.Is(err, inspect.ErrBadFilter) {
+			t.Errorf("filter %+v: %v, want ErrBadFilter", f, err)
+		}
+	}
 	if _, err := inspect.New(s).ListCases(ctx, inspect.CaseFilter{After: "garbage!"}); !errors.Is(err, inspect.ErrBadFilter) {
 		t.Errorf("bad cursor: %v, want ErrBadFilter", err)
 	}
