@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/settle/internal/db"
@@ -318,6 +319,10 @@ func (st *txState) claim(d *decoded, idNum int64, eff *effect) []byte {
 
 // deadLetter records an input record that cannot be settled.
 func (st *txState) deadLetter(d *decoded, res message.Result, reason, class, msg string) message.Result {
+	// The error is text (a column of its own): whatever of the record or
+	// of an error it quotes, it must not be what keeps the record from its
+	// dead letter.
+	msg = strings.ToValidUTF8(strings.ReplaceAll(msg, "\x00", `\x00`), "\uFFFD")
 	res.Outcome, res.Reason, res.Error = message.OutcomeDeadLettered, reason, msg
 	attempts := 1
 	if d.in.Exhausted != nil {

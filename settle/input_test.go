@@ -140,7 +140,8 @@ func TestMalformedRecordsAreDeadLettered(t *testing.T) {
 
 // A record with a Kafka header whose key holds a NUL byte (Kafka allows
 // it): not JSON, it is dead-lettered (and so when it exhausted its
-// retries), and a refund with it waits for its target. The rows holding
+// retries on an error whose text holds a NUL and a byte that is not
+// UTF-8), and a refund with it waits for its target. The rows holding
 // its headers could not be written (jsonb refuses \u0000), and the
 // consumer paused every partition on the record for good.
 func TestHeaderKeyWithNUL(t *testing.T) {
@@ -151,7 +152,7 @@ func TestHeaderKeyWithNUL(t *testing.T) {
 	ins := []settle.Input{
 		{Topic: "usage", Partition: 0, Offset: 1, Key: []byte("acme/c"), Value: []byte("not json"), Headers: hdr},
 		{Topic: "usage", Partition: 0, Offset: 2, Key: []byte("acme/c"), Value: []byte("not json"), Headers: hdr,
-			Exhausted: &settle.Exhausted{Err: "x", Attempts: 5}},
+			Exhausted: &settle.Exhausted{Err: "an error quoting \x00 and \xff", Attempts: 5}},
 		{Topic: "usage", Partition: 0, Offset: 3, Key: []byte("acme/c"), Value: []byte(refund), Headers: hdr},
 	}
 	rs, err := s.Settle(context.Background(), "g", s.Decode(ins))
