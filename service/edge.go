@@ -1,6 +1,7 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net"
@@ -46,6 +47,9 @@ func (s *Service) startEdge(ctx context.Context) (stop func(), err error) {
 			<-done
 		})
 	}
+	if s.cfg.Webhook.URL == "" {
+		s.warnUnsentWebhooks(ctx)
+	}
 	if s.cfg.Webhook.URL != "" {
 		wh, err := webhook.New(webhooks.New(s.cfg.Store), s.cfg.Webhook)
 		if err != nil {
@@ -63,4 +67,19 @@ func (s *Service) startEdge(ctx context.Context) (stop func(), err error) {
 		log.Info("webhook delivery up", "url", s.cfg.Webhook.URL, "workers", s.cfg.Webhook.Workers)
 	}
 	return stop, nil
+}
+
+// warnUnsentWebhooks warns when settlements are queued for webhook delivery
+// (a service ran with a webhook URL before) but this one sends none: the
+// subscription stays until the schema's owner removes it, and its
+// deliveries wait for a service with the URL.
+func (s *Service) warnUnsentWebhooks(ctx context.Context) {
+	topic := cmp.Or(s.cfg.Webhook.Topic, "settlements")
+	since, waiting, ok, err := webhooks.New(s.cfg.Store).Subscription(ctx, topic)
+	if err != nil || !ok {
+		return // a read that failed says nothing worth stopping for
+	}
+	s.cfg.Logger.Warn("settlements are queued for webhook delivery, but this service sends none (no --webhook-url)",
+		"topic", topic, "subscribed_since", since, "deliveries_waiting", waiting,
+		"fix", "run a service with --webhook-url to send them, or stop queuing: DELETE FROM webhook_subscriptions WHERE topic = '"+topic+"' as the schema's owner")
 }

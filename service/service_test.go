@@ -19,6 +19,7 @@ import (
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/message"
 	"github.com/settlehq/settle/settle/settletest"
+	"github.com/settlehq/settle/settle/webhooks"
 )
 
 // TestRunSettlesAndStops: Run, as a library call with a Config and no
@@ -29,9 +30,15 @@ func TestRunSettlesAndStops(t *testing.T) {
 	t.Parallel()
 	k := kafkatest.NewCluster(t, 2)
 	store := settletest.NewStore(t, settle.Config{})
+	// A service ran with a webhook URL before: this one, without, says that
+	// its settlements are queued for a sender it is not.
+	if err := webhooks.New(store).Subscribe(context.Background(), "settlements"); err != nil {
+		t.Fatal(err)
+	}
+	var logs testnet.SyncBuffer
 	s, err := New(Config{Store: store, Brokers: k.Brokers, AdminAddr: "127.0.0.1:0",
 		Consumer:        consumer.Config{SessionTimeout: time.Second},
-		ShutdownTimeout: 10 * time.Second, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		ShutdownTimeout: 10 * time.Second, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,6 +60,9 @@ func TestRunSettlesAndStops(t *testing.T) {
 	testnet.WaitFor(t, "1 settled counted", 20*time.Second, func() bool { return s.Counts()[message.OutcomeSettled] >= 1 })
 	if c := s.Counts(); len(c) != 1 || c[message.OutcomeSettled] != 1 {
 		t.Errorf("counts: %v, want 1 settled", c)
+	}
+	if !strings.Contains(logs.String(), "settlements are queued for webhook delivery, but this service sends none") {
+		t.Errorf("no warning of the webhook deliveries nobody sends:\n%s", logs.String())
 	}
 
 	cancel()

@@ -94,6 +94,20 @@ func (s *Store) Subscribe(ctx context.Context, topic string) error {
 	return nil
 }
 
+// Subscription tells whether the outbox rows of topic are queued for
+// webhook delivery (ok), since when, and how many deliveries wait to be
+// sent: a service started without a webhook URL warns when they are.
+func (s *Store) Subscription(ctx context.Context, topic string) (since time.Time, waiting int64, ok bool, err error) {
+	rows, err := db.On(s.pool).WebhookSubscription(ctx, topic)
+	if err != nil {
+		return time.Time{}, 0, false, dberr.Wrap("read the webhook subscription of topic "+topic, err)
+	}
+	if len(rows) == 0 {
+		return time.Time{}, 0, false, nil
+	}
+	return rows[0].CreatedAt, rows[0].Waiting, true, nil
+}
+
 // Claim claims up to limit deliveries that are due, or whose lease expired,
 // each for a new attempt holding a lease of lease.
 func (s *Store) Claim(ctx context.Context, limit int, lease time.Duration) ([]Delivery, error) {
