@@ -197,7 +197,7 @@ func (c *dlqReplayCmd) Run(a *app) error {
 		return err
 	}
 	var cl *kgo.Client
-	if !c.DryRun {
+	if !c.DryRun && len(batch) > 0 {
 		var err error
 		if cl, err = c.kafkaSecurityFlags.producer(a, c.Brokers); err != nil {
 			return err
