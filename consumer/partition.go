@@ -394,6 +394,7 @@ func (c *Consumer) awaitPublish(ctx context.Context, abandon <-chan struct{}, cl
 				"topic", f.rec.Topic, "key_bytes", len(f.rec.Key), "headers", len(f.rec.Headers), "err", f.err)
 			pending = append(pending, &kgo.Record{Topic: f.rec.Topic, Value: f.rec.Value,
 				Headers: []kgo.RecordHeader{{Key: HeaderRefused, Value: []byte(reason)}}})
+			lastErr = f.err
 		}
 	}
 	for _, f := range p.failed {
