@@ -47,6 +47,13 @@ func TestBalanceAndPeriodClose(t *testing.T) {
 	if !strings.Contains(string(rs[0].Response), `"late":true`) {
 		t.Errorf("a record of a closed period settles flagged late: %s", rs[0].Response)
 	}
+	// Closing it again changes nothing and says so (it failed on the
+	// pipeline's "no rows in result set").
+	out.Reset()
+	if code := run(ctx, []string{"period", "close", "acme", "2026-11", "--as", "fin", "--database-url", url}, &out, &errOut); code != exitOK ||
+		!strings.Contains(out.String(), "period 2026-11 of acme was already closed") {
+		t.Errorf("period close again: exit %d: %s %s", code, out.String(), errOut.String())
+	}
 	if code := run(ctx, []string{"period", "close", "acme", "2026-13x", "--database-url", url}, &out, &errOut); code != exitUsage {
 		t.Errorf("bad period: exit %d, want %d", code, exitUsage)
 	}
