@@ -25,8 +25,8 @@ func (s *checker) checkDeliveryRepeated(ctx context.Context, tx pgx.Tx, _ Input)
 	})
 }
 
-// pruned reports whether settle prune ever ran on the database: it removes
-// delivery rows, so a missing one no longer shows a record passed over.
+// pruned reports whether settle prune ever removed delivery rows (repeats,
+// dead letters): then a missing one no longer shows a record passed over.
 func pruned(ctx context.Context, tx pgx.Tx) (bool, error) {
 	return db.On(tx).ReconcilePruned(ctx)
 }

@@ -426,6 +426,41 @@ func TestReconcileCleanAfterPrune(t *testing.T) {
 	}
 }
 
+// TestReconcileGapCheckAfterPruneOfOutboxOnly: a prune that removed no
+// delivery row (only published outbox rows) leaves the gap check on
+// (any prune at all turned it off for good).
+func TestReconcileGapCheckAfterPruneOfOutboxOnly(t *testing.T) {
+	t.Parallel()
+	s, source, published := reconcileFixture(t)
+	cs, err := s.Prune(context.Background(), settle.PruneOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := runReconcile(t, s, full(source, published))
+	if !r.Clean() {
+		t.Fatalf("after prune: found %v: %+v", classes(r), r.Findings)
+	}
+	if why := skipped(r, "no_delivery_gap_below_offsets"); why != "" {
+		t.Errorf("after a prune that removed %v: the gap check skipped (%s)", cs, why)
+	}
+	// A run that removed repeats: the check cannot tell them from records
+	// passed over, and says so.
+	exec(t, s, `INSERT INTO prune_runs (removed) VALUES ('{"outbox": 0, "delivery_repeats": 1, "dead_letters": 0}')`)
+	if why := skipped(runReconcile(t, s, full(source, published)), "no_delivery_gap_below_offsets"); why == "" {
+		t.Error("after a prune that removed a repeat: the gap check ran")
+	}
+}
+
+// skipped is why r skipped check ("" when it ran).
+func skipped(r *reconcile.Report, check string) string {
+	for _, c := range r.Checks {
+		if c.Name == check {
+			return c.Skipped
+		}
+	}
+	return "not in the report"
+}
+
 // TestReconcileKeyAnswers: the answers the HTTP edge's clients got, by
 // Idempotency-Key, against the keys stored — a key done with those bytes
 // passes; another answer, a key still in progress and a key never stored

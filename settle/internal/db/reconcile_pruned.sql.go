@@ -10,12 +10,15 @@ import (
 )
 
 const reconcilePruned = `-- name: ReconcilePruned :one
-SELECT EXISTS (SELECT 1 FROM prune_runs) AS pruned
+SELECT EXISTS (SELECT 1 FROM prune_runs
+                WHERE coalesce((removed ->> 'delivery_repeats')::bigint, 0) > 0
+                   OR coalesce((removed ->> 'dead_letters')::bigint, 0) > 0) AS pruned
 `
 
-// Whether settle prune ever ran: it removes delivery rows (repeats of
-// closed periods, old dead letters), so offsets without one are no longer
-// a finding.
+// Whether settle prune ever removed delivery rows (repeats of closed
+// periods, dead letters): then offsets without one are no longer a
+// finding. A run that removed only published outbox rows and done webhook
+// deliveries leaves every delivery row in place.
 func (q *Queries) ReconcilePruned(ctx context.Context) (bool, error) {
 	row := q.db.QueryRow(ctx, reconcilePruned)
 	var pruned bool
