@@ -285,6 +285,9 @@ func (r *Relay) round(ctx context.Context, cl *kgo.Client, lease *outbox.Lease) 
 	for i, m := range msgs {
 		recs[i] = &kgo.Record{Topic: m.Topic, Key: m.Key, Value: m.Value, Headers: kafkahdr.ToKafka(m.Headers)}
 	}
+	// While the broker takes its time (franz-go retries until it is
+	// back), the lease is kept: the lock is this relay's until it marks.
+	stopKeeping := lease.KeepAlive(ctx)
 	spans := r.startSpans(ctx, recs)
 	results := inOrder(recs, cl.ProduceSync(ctx, recs...))
 	endSpans(spans, results)
@@ -339,6 +342,7 @@ func (r *Relay) round(ctx context.Context, cl *kgo.Client, lease *outbox.Lease) 
 			}
 		}
 	}
+	stopKeeping()
 	if err := r.mark(ctx, lease, published, parks); err != nil {
 		return 0, err
 	}

@@ -7,8 +7,11 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/settlehq/settle/internal/kafkatest"
 	"github.com/settlehq/settle/internal/testnet"
@@ -208,5 +211,64 @@ func TestRelayDrainsWithoutIdling(t *testing.T) {
 	}
 	if got := len(k.Read(t, "settlements", 12, 10*time.Second)); got != 12 {
 		t.Errorf("settlements has %d messages, want 12", got)
+	}
+}
+
+// TestLeaderKeepsTheLeaseWhileTheBrokerStalls: the broker holds the
+// leader's produce for longer than outbox.LeaseIdleMax (a broker down, and
+// franz-go retrying until it is back). The leader keeps its lease: the
+// standby never leads, and each settlement reaches the topic once. Silent on
+// its lease meanwhile, the leader lost the lock to PostgreSQL's idle
+// timeout, both relays reported themselves leader and the batch went out
+// twice.
+func TestLeaderKeepsTheLeaseWhileTheBrokerStalls(t *testing.T) {
+	t.Parallel()
+	k := kafkatest.NewCluster(t, 1)
+	s := settletest.NewStore(t, settle.Config{})
+	leader := newRelay(t, s, k)
+	stopLeader := testnet.Background(t, leader.Run)
+	testnet.WaitFor(t, "a leader", 10*time.Second, leader.Leader)
+	standby := newRelay(t, s, k)
+	stopStandby := testnet.Background(t, standby.Run)
+
+	var stalled atomic.Bool
+	// The relays are the only producers here: their first produce stalls.
+	k.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		k.KeepControl()
+		if stalled.CompareAndSwap(false, true) {
+			k.SleepControl(func() { time.Sleep(outbox.LeaseIdleMax + 3*time.Second) })
+		}
+		return nil, nil, false
+	})
+	bothLed := make(chan struct{}, 1)
+	watch := testnet.Background(t, func(ctx context.Context) error {
+		for ctx.Err() == nil {
+			if leader.Leader() && standby.Leader() {
+				select {
+				case bothLed <- struct{}{}:
+				default:
+				}
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		return nil
+	})
+	settleGrants(t, s, 0, 5)
+	testnet.WaitFor(t, "the outbox to drain", 40*time.Second, func() bool { return unpublished(t, s) == 0 })
+	watch()
+	stopStandby()
+	stopLeader()
+	select {
+	case <-bothLed:
+		t.Error("both relays reported themselves leader")
+	default:
+	}
+	if !stalled.Load() {
+		t.Fatal("the broker never held a produce")
+	}
+	k.Read(t, "settlements", 5, 10*time.Second)
+	msgs := k.Read(t, "settlements", 0, 1500*time.Millisecond) // and whatever came twice
+	if len(msgs) != 5 || standby.Published() != 0 {
+		t.Errorf("settlements: %d messages for 5 settlements; the standby published %d", len(msgs), standby.Published())
 	}
 }

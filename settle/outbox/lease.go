@@ -126,6 +126,40 @@ func (s *Store) Lease(ctx context.Context, key int64) (*Lease, error) {
 // talk on it more often (their standby interval is below it).
 const LeaseIdleMax = 10 * time.Second
 
+// KeepAlive talks on the lease's connection every LeaseIdleMax/4 until the
+// returned stop is called, so that a leader waiting on something else (a
+// broker that is down, and a produce franz-go retries until it is back)
+// keeps its lock: silent for LeaseIdleMax, its session was ended, another
+// relay took the lead while this one still published, and what it had in
+// hand went out twice. A frozen process stops talking too, and loses the
+// lock as before. Between KeepAlive and stop, nothing else may use the
+// lease; after stop, a failed ping shows on the lease's next statement.
+func (l *Lease) KeepAlive(ctx context.Context) (stop func()) {
+	done, finished := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(LeaseIdleMax / 4)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if _, err := l.conn.Exec(ctx, "SELECT 1"); err != nil {
+					_ = l.fail("keep the outbox lease", err)
+					return
+				}
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-finished
+	}
+}
+
 // TryAcquire takes the lock if no other session holds it, without waiting.
 // It reports whether this lease now holds it.
 func (l *Lease) TryAcquire(ctx context.Context) (bool, error) {
