@@ -38,7 +38,8 @@ func (c *explainCmd) Run(a *app) error {
 	w := a.stdout
 	fmt.Fprintf(w, "%s / %s / %s\n", e.TenantID, e.AccountPeriod, e.RecordID)
 	if e.Empty() {
-		return fmt.Errorf("settle has seen no operation, waiting operation or case of record %s in tenant %s period %s", c.RecordID, c.Tenant, c.Period)
+		return fmt.Errorf("settle has seen no operation, waiting operation or case of record %s in tenant %s period %s; "+
+			"a record that could not be read is a dead letter, kept by its coordinates, not its record id: settle dlq list", c.RecordID, c.Tenant, c.Period)
 	}
 	for _, x := range e.Operations {
 		if err := printExplained(w, &x); err != nil {
