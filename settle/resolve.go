@@ -224,6 +224,15 @@ func (st *txState) resolutionRecord(ctx context.Context, req ResolveRequest, key
 	if ch.c.Refunded && !ch.c.Reclaimed {
 		return nil, &ResolveError{"the chain is refunded: a correction would not apply; reject the case"}
 	}
+	// The incoming payload's amount is of its own subject and currency: it
+	// restates the stored record only within the same account (CONTRACT,
+	// section 6). An amount the analyst states is the chain's own.
+	if reason == message.ReasonFingerprintMismatch && req.Amount == "" && err == nil &&
+		(in.Subject != ch.rootSubject || in.Currency != ch.rootCurrency) {
+		return nil, &ResolveError{fmt.Sprintf("the incoming payload is for %s in %s, the stored record for %s in %s: "+
+			"accepting corrects the stored record only to a payload of its own account; reject the case, or state the stored record's new total with --amount",
+			in.Subject, in.Currency, ch.rootSubject, ch.rootCurrency)}
+	}
 	// The chain's own version: a resolution restates the total and leaves
 	// the version to the producer (corrections.Restate).
 	d.rec.Subject, d.rec.Currency, d.rec.FinalizationVersion = ch.rootSubject, ch.rootCurrency, ch.c.Version

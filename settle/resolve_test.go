@@ -61,6 +61,41 @@ func TestResolveFingerprintMismatchAsCorrection(t *testing.T) {
 	checkInvariants(t, s.Pool())
 }
 
+// TestResolveMismatchOfAnotherAccount: a repeat whose payload names
+// another currency or subject than the stored record cannot be accepted as
+// its correction (the contract: same subject and currency only): accepting
+// it restated the stored record in its own currency and account (41 EUR
+// became 41 USD, cust-2's 45 corrected cust-1). The case stays open; with
+// a stated amount the analyst restates the stored record.
+func TestResolveMismatchOfAnotherAccount(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := context.Background()
+	u := rec("amount", "40")
+	rs := mustSettle(t, s, batch(0, 0, grant("g-1", "cust-1", "100"), u, clone(u, "amount", "41", "currency", "EUR"),
+		clone(u, "record_id", "u-2"), clone(u, "record_id", "u-2", "amount", "45", "subject", "cust-2")))
+	for _, i := range []int{2, 4} {
+		if rs[i].Outcome != message.OutcomeQuarantined || rs[i].CaseID == 0 {
+			t.Fatalf("record %d: %+v", i, rs[i])
+		}
+		_, err := s.Resolve(ctx, settle.ResolveRequest{CaseID: rs[i].CaseID, Decision: "accept", Reason: "r", By: "ana"})
+		var re *settle.ResolveError
+		if !errors.As(err, &re) {
+			t.Errorf("accepting case %d of another account: %v, want a ResolveError", rs[i].CaseID, err)
+		}
+	}
+	if b := balance(t, s.Pool(), "acme", "cust-1", "USD"); b != "20" {
+		t.Errorf("cust-1 = %s USD, want 20 (100 less two charges of 40)", b)
+	}
+	if _, err := s.Resolve(ctx, settle.ResolveRequest{CaseID: rs[2].CaseID, Decision: "accept", Amount: "41", Reason: "r", By: "ana"}); err != nil {
+		t.Fatalf("accepting with a stated amount: %v", err)
+	}
+	if b := balance(t, s.Pool(), "acme", "cust-1", "USD"); b != "19" {
+		t.Errorf("cust-1 = %s USD after the stated restatement, want 19", b)
+	}
+	checkInvariants(t, s.Pool())
+}
+
 func TestResolveRejectAndStatedCorrection(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)
