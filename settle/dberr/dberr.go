@@ -47,6 +47,12 @@ func Classify(err error) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return nil
 	}
+	// No session, whatever the server said (not accepting connections,
+	// a database or role gone, a password refused): nothing of a record's.
+	var connErr *pgconn.ConnectError
+	if errors.As(err, &connErr) {
+		return ErrUnavailable
+	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		switch pgErr.Code {
@@ -72,8 +78,7 @@ func Classify(err error) error {
 		return ErrContention
 	}
 	var netErr net.Error
-	var connErr *pgconn.ConnectError
-	if errors.As(err, &netErr) || errors.As(err, &connErr) || pgconn.SafeToRetry(err) || pgconn.Timeout(err) {
+	if errors.As(err, &netErr) || pgconn.SafeToRetry(err) || pgconn.Timeout(err) {
 		return ErrUnavailable
 	}
 	if errors.Is(err, net.ErrClosed) || isClosedConn(err) {

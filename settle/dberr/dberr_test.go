@@ -7,9 +7,11 @@ import (
 	"net"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/settlehq/settle/settle/dberr"
+	"github.com/settlehq/settle/settle/settletest"
 )
 
 // TestClassify: what each kind of failure means to the caller: serialization
@@ -51,5 +53,32 @@ func TestClassify(t *testing.T) {
 		if !errors.Is(wrapped, c.err) {
 			t.Errorf("%s: Wrap = %v, lost the error", c.name, wrapped)
 		}
+	}
+}
+
+// TestClassifyRefusedConnections: a connection the server refuses with a
+// reason of its own (here a database that does not exist, as for one that
+// does not accept connections or a role gone) is an outage, not a failure
+// of the record being settled: pgx wraps the server's error in a
+// ConnectError, and the server's code alone read as "anything else", so
+// every record of the batch was retried and tried for a dead letter.
+func TestClassifyRefusedConnections(t *testing.T) {
+	url := settletest.ServerURL()
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Database = "settle_no_such_database"
+	conn, err := pgx.ConnectConfig(context.Background(), cfg)
+	if err == nil {
+		_ = conn.Close(context.Background())
+		t.Fatal("connected to a database that does not exist")
+	}
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "3D000" {
+		t.Fatalf("connect: %v, want the server's 3D000", err)
+	}
+	if got := dberr.Classify(err); !errors.Is(got, dberr.ErrUnavailable) {
+		t.Errorf("Classify(%v) = %v, want ErrUnavailable", err, got)
 	}
 }
