@@ -8,13 +8,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/settlehq/settle/consumer"
 	"github.com/settlehq/settle/internal/kafkatest"
 	"github.com/settlehq/settle/internal/testnet"
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/dberr"
 	"github.com/settlehq/settle/settle/settletest"
 )
 
@@ -368,4 +371,39 @@ func TestRollingUpgradeFromCooperative(t *testing.T) {
 		kafka, _ := checkOffsets(t, k, s, group)
 		return kafka[0] == 2 && kafka[1] == 2
 	})
+}
+
+// offsetsDown is a store whose consumer offsets cannot be read the first
+// failures times (the database away while the group assigns partitions).
+type offsetsDown struct {
+	*settle.Store
+	failures atomic.Int32
+}
+
+func (s *offsetsDown) ConsumerOffsets(ctx context.Context, group string) (map[string]map[int32]int64, error) {
+	if s.failures.Add(-1) >= 0 {
+		return nil, dberr.Wrap("read consumer offsets", &pgconn.PgError{Code: "57P03"}) // the database system is starting up
+	}
+	return s.Store.ConsumerOffsets(ctx, group)
+}
+
+// TestReadyAfterOffsetsReadAgain: an outage met while reading the consumer
+// offsets at assignment ends when they are read: with no record to settle
+// the consumer turns ready again (it stayed "database unavailable" until a
+// record came).
+func TestReadyAfterOffsetsReadAgain(t *testing.T) {
+	t.Parallel()
+	k := kafkatest.NewCluster(t, 2)
+	s := &offsetsDown{Store: settletest.NewStore(t, settle.Config{})}
+	s.failures.Store(2)
+	c, err := consumer.New(s, consumerConfig(t, k, "offsets-down"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := testnet.Background(t, c.Run)
+	defer stop()
+	testnet.WaitFor(t, "the consumer ready with no record to settle", 20*time.Second, c.Ready)
+	if s.failures.Load() >= 0 {
+		t.Fatal("the offsets were never refused")
+	}
 }

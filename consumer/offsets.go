@@ -26,6 +26,11 @@ func (c *Consumer) adjustOffsets(ctx context.Context, offsets map[string]map[int
 	)
 	for tries := 1; ; tries++ {
 		if pg, err = c.store.ConsumerOffsets(ctx, c.cfg.Group); err == nil {
+			// An outage seen here ends here: with no record to settle,
+			// nothing else would say the database is back (Ready).
+			if c.dbDown.Swap(false) {
+				c.log.Info("database available again; resuming")
+			}
 			break
 		}
 		c.dbDown.Store(true)
