@@ -21,7 +21,13 @@ func (s *Service) registerGauges() (func(), error) {
 	g := telemetry.Gauges{
 		OutboxBacklog:     read.OutboxBacklog,
 		ConflictCasesOpen: read.OpenConflictCases,
-		Ready:             s.consumer.Ready,
+		// The /readyz answer: the database and its schema too, not only
+		// the consumer (a database away left settle_ready at 1).
+		Ready: func(ctx context.Context) bool {
+			ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			defer cancel()
+			return len(s.notReadyReasons(ctx)) == 0
+		},
 	}
 	var cl *kgo.Client
 	if len(brokers) > 0 {

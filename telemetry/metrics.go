@@ -174,7 +174,7 @@ type Gauges struct {
 	// ConsumerLag returns the group's lag by topic and partition.
 	ConsumerLag func(context.Context) (map[string]map[int32]int64, error)
 	// Ready reports readiness (the /readyz answer).
-	Ready func() bool
+	Ready func(context.Context) bool
 }
 
 // GaugeTimeout bounds one gauge callback at scrape time.
@@ -224,7 +224,7 @@ func (m *Metrics) RegisterGauges(g Gauges) (func() error, error) {
 		}
 		if g.Ready != nil {
 			v := int64(0)
-			if g.Ready() {
+			if g.Ready(ctx) {
 				v = 1
 			}
 			o.ObserveInt64(ready, v)

@@ -125,6 +125,12 @@ func TestMetricsAndReadiness(t *testing.T) {
 		c, body := testnet.HTTPGet("http://" + admin + "/readyz")
 		return c == http.StatusServiceUnavailable && strings.Contains(body, "database")
 	})
+	// The gauge says what /readyz says (it followed the consumer alone,
+	// which had nothing to settle and stayed ready: settle_ready 1).
+	testnet.WaitFor(t, "settle_ready 0 with PostgreSQL cut off", 20*time.Second, func() bool {
+		_, m := testnet.HTTPGet("http://" + admin + "/metrics")
+		return strings.Contains(m, "\nsettle_ready 0")
+	})
 	produce(t, brokers, nil, opsRecord("u-3"))
 	testnet.WaitFor(t, "a retry counted during the outage", 20*time.Second, func() bool {
 		_, m := testnet.HTTPGet("http://" + admin + "/metrics")
