@@ -64,7 +64,7 @@ func (s *Service) startEdge(ctx context.Context) (stop func(), err error) {
 		done := make(chan struct{})
 		go func() { defer close(done); _ = wh.Run(wctx) }()
 		stops = append(stops, func() { cancel(); <-done })
-		log.Info("webhook delivery up", "url", s.cfg.Webhook.URL, "workers", s.cfg.Webhook.Workers)
+		log.Info("webhook delivery up", "url", wh.URL(), "workers", s.cfg.Webhook.Workers)
 	}
 	return stop, nil
 }

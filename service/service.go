@@ -175,7 +175,10 @@ type part struct {
 // serveAdmin serves the admin listener until the returned stop is called.
 func (s *Service) serveAdmin(ctx context.Context) (stop func()) {
 	log := s.cfg.Logger
-	srv := &http.Server{Handler: s.adminHandler(), ReadHeaderTimeout: 5 * time.Second}
+	// Bounded like the records API's: whoever reaches the probe port
+	// cannot hold connections (and file descriptors) open for ever.
+	srv := &http.Server{Handler: s.adminHandler(), ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second,
+		WriteTimeout: 10 * time.Minute, IdleTimeout: 2 * time.Minute} // the write: long enough for a large CSV export
 	httpDone := make(chan error, 1)
 	go func() { httpDone <- srv.Serve(s.admin) }()
 	log.Info("admin listener up", "addr", s.admin.Addr().String(), "paths", "/livez /readyz /metrics, analysts' page /",

@@ -166,7 +166,13 @@ func (c *devCmd) resetDatabase(ctx context.Context, server *pgx.ConnConfig) (*pg
 	if !validDatabaseName(c.Database) {
 		return nil, usageError{fmt.Sprintf("--database %q: use lowercase letters, digits and _", c.Database)}
 	}
-	admin, err := pgx.ConnectConfig(ctx, server.Copy())
+	// Not on the dev database itself (DATABASE_URL exported as the hints
+	// say names it): a session cannot drop its own database.
+	acfg := server.Copy()
+	if acfg.Database == c.Database || acfg.Database == "" {
+		acfg.Database = "postgres"
+	}
+	admin, err := pgx.ConnectConfig(ctx, acfg)
 	if err != nil {
 		return nil, err
 	}
@@ -180,6 +186,14 @@ func (c *devCmd) resetDatabase(ctx context.Context, server *pgx.ConnConfig) (*pg
 	cfg := server.Copy()
 	cfg.Database = c.Database
 	return cfg, nil
+}
+
+// samplePath is where the sample traffic is written for the hint that
+// sends it again: one file per dev database, so that two sandboxes on one
+// machine do not send each other's sample (other times: conflicts, not
+// duplicates).
+func (c *devCmd) samplePath() string {
+	return filepath.Join(os.TempDir(), "settle-dev-"+c.Database+"-sample.jsonl")
 }
 
 func validDatabaseName(s string) bool {
@@ -203,7 +217,7 @@ func (c *devCmd) sample(a *app, brokers []string) error {
 	for i, r := range records {
 		lines[i] = r.value
 	}
-	path := filepath.Join(os.TempDir(), "settle-dev-sample.jsonl")
+	path := c.samplePath()
 	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
 		return err
 	}
@@ -342,7 +356,7 @@ the topics, with kcat (apt-get install kcat):
   kcat -b %[1]s -C -t settlements -o beginning -e -J      # what finance reads
   kcat -b %[1]s -C -t usage.results -o beginning -e       # one result per input record
   kcat -b %[1]s -C -t usage.dlq -o beginning -e -J        # dead letters, with dlq_* headers
-`, b, time.Now().UTC().Format("2006-01"), time.Now().UTC().Format(time.RFC3339), filepath.Join(os.TempDir(), "settle-dev-sample.jsonl"),
+`, b, time.Now().UTC().Format("2006-01"), time.Now().UTC().Format(time.RFC3339), c.samplePath(),
 		c.AdminAddr, dbURL, buildCommand, builtBinary)
 }
 

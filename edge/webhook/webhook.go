@@ -24,6 +24,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strconv"
 	"sync"
 	"time"
@@ -212,6 +213,28 @@ func New(store Store, cfg Config) (*Webhook, error) {
 		retry: backoff.Policy{Min: cfg.BackoffMin, Max: cfg.BackoffMax, Jitter: backoff.Jitter{Above: 0.1}}}, nil
 }
 
+// URL is the receiver's URL as logs and stored errors show it: its
+// password and query values (tokens) replaced by xxxxx.
+func (wh *Webhook) URL() string { return redactURL(wh.cfg.URL) }
+
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(the webhook URL, which does not parse)"
+	}
+	if _, ok := u.User.Password(); ok {
+		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	}
+	if u.RawQuery != "" {
+		q := u.Query()
+		for k := range q {
+			q.Set(k, "xxxxx")
+		}
+		u.RawQuery = q.Encode()
+	}
+	return u.String()
+}
+
 // Subscribe queues every settlement written from now on for delivery.
 func (wh *Webhook) Subscribe(ctx context.Context) error {
 	return wh.store.Subscribe(ctx, wh.cfg.Topic)
@@ -350,13 +373,17 @@ func (wh *Webhook) send(ctx context.Context, d webhooks.Delivery, deadline time.
 	req.Header.Set(HeaderAttempt, strconv.Itoa(d.Attempt))
 	resp, err := wh.cfg.Client.Do(req)
 	if err != nil {
+		var ue *url.Error // it names the URL with its query: logged and stored
+		if errors.As(err, &ue) {
+			return 0, fmt.Errorf("POST %s: %w", wh.URL(), ue.Err)
+		}
 		return 0, err
 	}
 	defer func() { _ = resp.Body.Close() }() // drained below; the status is the answer
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	if resp.StatusCode >= 300 && resp.StatusCode <= 399 {
 		return resp.StatusCode, fmt.Errorf("receiver answered %s to %s (Location: %q): redirects are not followed; give --webhook-url the final URL",
-			resp.Status, wh.cfg.URL, resp.Header.Get("Location"))
+			resp.Status, wh.URL(), redactURL(resp.Header.Get("Location")))
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return resp.StatusCode, fmt.Errorf("receiver answered %s", resp.Status)

@@ -243,12 +243,22 @@ func TestWebhookRedirectIsAFailedAttempt(t *testing.T) {
 		moved.Add(1)
 	}))
 	defer srv.Close()
-	wh := newWebhook(t, ws, srv.URL+"/old", Config{AttemptsMax: 2, BackoffMin: time.Millisecond, BackoffMax: time.Millisecond})
+	// Credentials in the URL (a password, a token in the query) are shown
+	// as xxxxx in what is logged and stored.
+	hook := strings.Replace(srv.URL, "http://", "http://hook:HOOKPASSWORD@", 1) + "/old?token=HOOKTOKEN"
+	var logBuf testnet.SyncBuffer
+	wh := newWebhook(t, ws, hook, Config{AttemptsMax: 2, BackoffMin: time.Millisecond, BackoffMax: time.Millisecond,
+		Logger: newTextLogger(&logBuf)})
 	settleAll(t, s, 0, usage("u-moved", "max", "1"))
 	drain(t, s, wh)
 	dead, err := ws.DeadLetters(context.Background(), 10)
 	if err != nil || len(dead) != 1 || dead[0].LastStatus != http.StatusFound || dead[0].Attempts != 2 {
 		t.Fatalf("dead letters %+v %v, want the delivery dead after 2 attempts answered 302", dead, err)
+	}
+	for what, text := range map[string]string{"the stored error": dead[0].LastError, "the log": logBuf.String(), "URL()": wh.URL()} {
+		if strings.Contains(text, "HOOKPASSWORD") || strings.Contains(text, "HOOKTOKEN") || !strings.Contains(text, "xxxxx") {
+			t.Errorf("%s shows the URL's secrets, or no URL: %s", what, text)
+		}
 	}
 	if n := moved.Load(); n != 0 {
 		t.Fatalf("the redirect was followed %d times", n)
