@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -108,12 +107,18 @@ func (c *devCmd) Run(a *app) error {
 	done := make(chan error, 1)
 	go func() { done <- serviceErr(s.Run(a.ctx)) }()
 
+	records := sampleTraffic(time.Now())
+	samplePath, err := writeSample(c.Database, records)
+	if err != nil {
+		return fmt.Errorf("write the sample traffic: %w", err)
+	}
+	defer func() { _ = os.Remove(samplePath) }()
 	if !c.NoSample {
-		if err := c.sample(a, brokers); err != nil {
+		if err := c.sample(a, brokers, records, samplePath); err != nil {
 			a.log.Warn("sample traffic", "err", err)
 		}
 	}
-	c.nextSteps(a, databaseURL(dbCfg))
+	c.nextSteps(a, databaseURL(dbCfg), samplePath)
 	return <-done
 }
 
@@ -188,12 +193,22 @@ func (c *devCmd) resetDatabase(ctx context.Context, server *pgx.ConnConfig) (*pg
 	return cfg, nil
 }
 
-// samplePath is where the sample traffic is written for the hint that
-// sends it again: one file per dev database, so that two sandboxes on one
-// machine do not send each other's sample (other times: conflicts, not
-// duplicates).
-func (c *devCmd) samplePath() string {
-	return filepath.Join(os.TempDir(), "settle-dev-"+c.Database+"-sample.jsonl")
+// writeSample writes the sample traffic for the hint that sends it again
+// to a file of this run's own (a fixed name in the shared temporary
+// directory was another sandbox's sample, of other times: conflicts, not
+// duplicates; and a link planted there was followed), removed on exit.
+func writeSample(database string, records []sampleRecord) (string, error) {
+	f, err := os.CreateTemp("", "settle-dev-"+database+"-sample-*.jsonl")
+	if err != nil {
+		return "", err
+	}
+	for _, r := range records {
+		if _, err := fmt.Fprintln(f, r.value); err != nil {
+			_ = f.Close()
+			return "", err
+		}
+	}
+	return f.Name(), f.Close()
 }
 
 func validDatabaseName(s string) bool {
@@ -211,15 +226,10 @@ func validDatabaseName(s string) bool {
 // sample produces the sample traffic, waits for the pipeline to handle it,
 // and prints one line per sample record with its outcome, read from the
 // results topic as a producer would read it.
-func (c *devCmd) sample(a *app, brokers []string) error {
-	records := sampleTraffic(time.Now())
+func (c *devCmd) sample(a *app, brokers []string, records []sampleRecord, path string) error {
 	lines := make([]string, len(records))
 	for i, r := range records {
 		lines[i] = r.value
-	}
-	path := c.samplePath()
-	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
-		return err
 	}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kafkaLogger(a))
 	if err != nil {
@@ -337,7 +347,7 @@ func databaseURL(cfg *pgx.ConnConfig) string {
 	return u.String()
 }
 
-func (c *devCmd) nextSteps(a *app, dbURL string) {
+func (c *devCmd) nextSteps(a *app, dbURL, samplePath string) {
 	b := c.KafkaAddr
 	fmt.Fprintf(a.stdout, `
 analyst:    http://%[5]s/  (conflict queue, cases, explain; JSON: /api/cases, /api/overview, /api/dlq)
@@ -356,7 +366,7 @@ the topics, with kcat (apt-get install kcat):
   kcat -b %[1]s -C -t settlements -o beginning -e -J      # what finance reads
   kcat -b %[1]s -C -t usage.results -o beginning -e       # one result per input record
   kcat -b %[1]s -C -t usage.dlq -o beginning -e -J        # dead letters, with dlq_* headers
-`, b, time.Now().UTC().Format("2006-01"), time.Now().UTC().Format(time.RFC3339), c.samplePath(),
+`, b, time.Now().UTC().Format("2006-01"), time.Now().UTC().Format(time.RFC3339), samplePath,
 		c.AdminAddr, dbURL, buildCommand, builtBinary)
 }
 

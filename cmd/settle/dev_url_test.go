@@ -1,9 +1,14 @@
 package main
 
 import (
+	"context"
+	"fmt"
+	"os"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/settlehq/settle/settle/settletest"
 )
 
 // TestDevDatabaseURL: the address settle dev prints for its database is the
@@ -34,5 +39,32 @@ func TestDevDatabaseURL(t *testing.T) {
 		if back.Host != tc.host || back.Port != tc.port || back.User != "postgres" || back.Database != "settle_dev" {
 			t.Errorf("%s parses as %s:%d user %s database %s", got, back.Host, back.Port, back.User, back.Database)
 		}
+	}
+}
+
+// TestDevResetsTheDatabaseItsURLNames: with DATABASE_URL exported as
+// settle dev's hints say (naming the dev database itself), settle dev run
+// again resets that database: it failed with "cannot drop the currently
+// open database" (55006), after saying it had.
+func TestDevResetsTheDatabaseItsURLNames(t *testing.T) {
+	server, err := pgx.ParseConfig(settletest.ServerURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &devCmd{Database: fmt.Sprintf("settle_dev_reset_%d", os.Getpid())}
+	ctx := context.Background()
+	if _, err := c.resetDatabase(ctx, server); err != nil { // the first run
+		t.Fatal(err)
+	}
+	defer func() {
+		if conn, err := pgx.ConnectConfig(ctx, server); err == nil {
+			_, _ = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+c.Database+" WITH (FORCE)")
+			_ = conn.Close(ctx)
+		}
+	}()
+	own := server.Copy()
+	own.Database = c.Database
+	if _, err := c.resetDatabase(ctx, own); err != nil {
+		t.Fatalf("settle dev with DATABASE_URL naming its database: %v", err)
 	}
 }
