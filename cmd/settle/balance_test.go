@@ -54,7 +54,7 @@ func TestBalanceAndPeriodClose(t *testing.T) {
 		!strings.Contains(out.String(), "period 2026-11 of acme was already closed") {
 		t.Errorf("period close again: exit %d: %s %s", code, out.String(), errOut.String())
 	}
-	if code := run(ctx, []string{"period", "close", "acme", "2026-13x", "--database-url", url}, &out, &errOut); code != exitUsage {
+	if code := run(ctx, []string{"period", "close", "acme", "2026-13x", "--as", "fin", "--database-url", url}, &out, &errOut); code != exitUsage {
 		t.Errorf("bad period: exit %d, want %d", code, exitUsage)
 	}
 }

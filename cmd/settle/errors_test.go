@@ -38,7 +38,7 @@ func TestFirstErrors(t *testing.T) {
 		{"case id to resolve", []string{"conflicts", "resolve", "abc", "--reject", "--reason", "r", "--as", "a", "--database-url", nowhere}, []string{"case id must be a number, e.g. 42"}, ""},
 		{"explain month 99", []string{"explain", "nobody", "2026-99", "x", "--database-url", nowhere}, []string{`period "2026-99"`, "month from 01 to 12"}, ""},
 		{"explain not a period", []string{"explain", "nobody", "november", "x", "--database-url", nowhere}, []string{"YYYY-MM"}, ""},
-		{"close month 13", []string{"period", "close", "acme", "2026-13", "--database-url", nowhere}, []string{"month from 01 to 12"}, ""},
+		{"close month 13", []string{"period", "close", "acme", "2026-13", "--as", "fin", "--database-url", nowhere}, []string{"month from 01 to 12"}, ""},
 		{"reconcile month 00", []string{"reconcile", "--tenant", "acme", "--period", "2026-00", "--database-url", nowhere}, []string{"month from 01 to 12"}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

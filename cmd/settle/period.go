@@ -17,7 +17,7 @@ type periodCloseCmd struct {
 	storeFlags `embed:""`
 	Tenant     string `arg:"" help:"Tenant id."`
 	Period     string `arg:"" help:"Account period, YYYY-MM."`
-	As         string `name:"as" env:"SETTLE_OPERATOR" help:"Who closes it, for the record."`
+	As         string `name:"as" env:"SETTLE_OPERATOR" required:"" help:"Who closes it, for the record."`
 }
 
 // Run closes the period.
