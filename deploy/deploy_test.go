@@ -476,7 +476,7 @@ func exportedMetrics(t *testing.T) map[string]bool {
 		ConsumerLag: func(context.Context) (map[string]map[int32]int64, error) {
 			return map[string]map[int32]int64{"usage": {0: 1}}, nil
 		},
-		Ready: func() bool { return true },
+		Ready: func(context.Context) bool { return true },
 	})
 	if err != nil {
 		t.Fatal(err)
