@@ -2,7 +2,9 @@ package settle
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -24,13 +26,15 @@ func (s *Store) ClosePeriod(ctx context.Context, tenant, period, by string) (alr
 		if err := db.Run(lock.Exec); err != nil {
 			return fmt.Errorf("lock period: %w", err)
 		}
-		// No row back: the period was closed before (a batchone's "no
-		// rows" would fail the whole pipeline).
-		rows, err := db.Rows(closed.Query)
+		var err error
+		closed.QueryRow(func(_ int, _ time.Time, e error) { err = e })
+		if errors.Is(err, pgx.ErrNoRows) {
+			already = true
+			err = nil
+		}
 		if err != nil {
 			return fmt.Errorf("mark period closed: %w", err)
 		}
-		already = len(rows) == 0
 		return p.Send(ctx)
 	})
 	if err != nil {

@@ -1397,7 +1397,7 @@ func (b *OutboxInsertBatchResults) Close() error {
 	return b.br.Close()
 }
 
-const periodClose = `-- name: PeriodClose :batchmany
+const periodClose = `-- name: PeriodClose :batchone
 INSERT INTO periods (tenant_id, account_period, closed_by) VALUES ($1, $2, $3)
     ON CONFLICT ON CONSTRAINT periods_pkey DO NOTHING
 RETURNING closed_at
@@ -1429,33 +1429,20 @@ func (q *Queries) PeriodClose(ctx context.Context, arg []PeriodCloseParams) *Per
 	return &PeriodCloseBatchResults{br, len(arg), false}
 }
 
-func (b *PeriodCloseBatchResults) Query(f func(int, []time.Time, error)) {
+func (b *PeriodCloseBatchResults) QueryRow(f func(int, time.Time, error)) {
 	defer b.br.Close()
 	for t := 0; t < b.tot; t++ {
-		var items []time.Time
+		var closed_at time.Time
 		if b.closed {
 			if f != nil {
-				f(t, items, ErrBatchAlreadyClosed)
+				f(t, closed_at, ErrBatchAlreadyClosed)
 			}
 			continue
 		}
-		err := func() error {
-			rows, err := b.br.Query()
-			if err != nil {
-				return err
-			}
-			defer rows.Close()
-			for rows.Next() {
-				var closed_at time.Time
-				if err := rows.Scan(&closed_at); err != nil {
-					return err
-				}
-				items = append(items, closed_at)
-			}
-			return rows.Err()
-		}()
+		row := b.br.QueryRow()
+		err := row.Scan(&closed_at)
 		if f != nil {
-			f(t, items, err)
+			f(t, closed_at, err)
 		}
 	}
 }

@@ -234,9 +234,13 @@ type pipelineRow struct {
 	i   int
 }
 
+// Scan reads the row. No row (pgx.ErrNoRows) is the statement's answer,
+// not its failure: the caller decides what it means, and the pipeline's
+// other statements and its COMMIT go on.
 func (r pipelineRow) Scan(dest ...any) error {
-	if err := r.row.Scan(dest...); err != nil {
+	err := r.row.Scan(dest...)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return r.p.fail(r.i, err)
 	}
-	return nil
+	return err
 }
