@@ -353,7 +353,7 @@ type txState struct {
 	entries       []entryRow
 	deliveries    []deliveryRow
 	outbox        []outboxRow
-	outboxWritten *db.OutboxInsertBatchResults // the queued insert of outbox, read by the commit
+	outboxWritten *db.OutboxSettlementsInsertBatchResults // the queued insert of the settlements, read by the commit
 	deadLetters   []deadLetterRow
 	waitingList   []*waitingOp
 	closedCases   []int64

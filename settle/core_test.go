@@ -76,7 +76,7 @@ func TestSettleUsageDuplicateConflict(t *testing.T) {
 	if n := count(t, pool, `SELECT count(*) FROM deliveries`); n != 8 {
 		t.Errorf("deliveries = %d, want 8 (one per input record)", n)
 	}
-	if n := count(t, pool, `SELECT count(*) FROM outbox WHERE topic = 'settlements'`); n != 3 {
+	if n := count(t, pool, `SELECT count(*) FROM outbox_messages WHERE topic = 'settlements'`); n != 3 {
 		t.Errorf("settlement outbox rows = %d, want 3", n)
 	}
 	checkInvariants(t, pool)
@@ -89,7 +89,7 @@ func TestAppendOnlyEnforcedByDatabase(t *testing.T) {
 	// row fires no row trigger).
 	mustSettle(t, s, batch(0, 0, grant("g-1", "c", "5"), grant("g-1", "c", "5")))
 	ctx := context.Background()
-	for table, column := range map[string]string{"ledger_entries": "tenant_id", "identities": "tenant_id", "delivery_repeats": "tenant_id", "outbox": "topic"} {
+	for table, column := range map[string]string{"ledger_entries": "tenant_id", "identities": "tenant_id", "delivery_repeats": "tenant_id", "outbox_settlements": "topic"} {
 		for _, stmt := range []string{
 			"UPDATE " + table + " SET " + column + " = 'x'",
 			"DELETE FROM " + table,
@@ -257,7 +257,7 @@ func TestEveryOutboxRowIsQueued(t *testing.T) {
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if n := count(t, s.Pool(), `SELECT count(*) FROM outbox o WHERE NOT EXISTS (SELECT 1 FROM outbox_queue q WHERE o.id = ANY (q.ids))`); n != 0 {
+	if n := count(t, s.Pool(), `SELECT count(*) FROM outbox_messages o WHERE NOT EXISTS (SELECT 1 FROM outbox_queue q WHERE o.id = ANY (q.ids))`); n != 0 {
 		t.Errorf("%d outbox rows not on the relay's queue", n)
 	}
 	if n, _, err := inspect.New(s).OutboxBacklog(ctx); err != nil || n != 2 {

@@ -177,10 +177,10 @@ func TestSettlementLeavesOutOversizedTraceHeaders(t *testing.T) {
 	ins[0].Headers = []record.Header{{Key: "traceparent", Value: []byte(strings.Repeat("0", 1_010_000))}}
 	ins[1].Headers = []record.Header{{Key: "traceparent", Value: []byte("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")}}
 	settletest.MustSettle(t, s, s.Decode(ins))
-	if n := settletest.Count(t, s.Pool(), `SELECT count(*)::int FROM outbox WHERE length(headers::text) > 1000`); n != 0 {
+	if n := settletest.Count(t, s.Pool(), `SELECT count(*)::int FROM outbox_messages WHERE length(stored_headers::text) > 1000`); n != 0 {
 		t.Errorf("%d outbox rows carry a header of 1 MB", n)
 	}
-	if n := settletest.Count(t, s.Pool(), `SELECT count(*)::int FROM outbox WHERE headers::text LIKE '%traceparent%'`); n != 1 {
+	if n := settletest.Count(t, s.Pool(), `SELECT count(*)::int FROM outbox_messages WHERE stored_headers::text LIKE '%traceparent%'`); n != 1 {
 		t.Errorf("%d outbox rows carry a traceparent, want 1 (the well-formed one)", n)
 	}
 }

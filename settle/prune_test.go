@@ -106,7 +106,7 @@ func TestPruneThenRedeliverIsDuplicate(t *testing.T) {
 			// Repeats: the exact repeat at offset 4 (2026-11, closed); not
 			// the conflicting one's (its case is open). First deliveries
 			// are their identities' rows.
-			want := map[string]int64{"delivery_repeats": 1, "dead_letters": 1, "outbox": int64(count(t, pool, `SELECT count(*) FROM outbox`)), "webhook_deliveries": 0}
+			want := map[string]int64{"delivery_repeats": 1, "dead_letters": 1, "outbox": int64(count(t, pool, `SELECT count(*) FROM outbox_messages`)), "webhook_deliveries": 0}
 			if got := prunedCounts(dry); !mapsEqual(got, want) {
 				t.Fatalf("dry run counts %v, want %v", got, want)
 			}
@@ -125,7 +125,7 @@ func TestPruneThenRedeliverIsDuplicate(t *testing.T) {
 				count(t, pool, `SELECT count(*) FROM delivery_repeats`) != 1 {
 				t.Fatalf("delivery repeats left: want only the open case's")
 			}
-			if n := count(t, pool, `SELECT count(*) FROM outbox`) + count(t, pool, `SELECT count(*) FROM dead_letters`); n != 0 {
+			if n := count(t, pool, `SELECT count(*) FROM outbox_messages`) + count(t, pool, `SELECT count(*) FROM dead_letters`); n != 0 {
 				t.Fatalf("%d outbox rows and dead letters left, want 0", n)
 			}
 			if after := kept(); after != before {
@@ -181,16 +181,16 @@ func TestPruneGuard(t *testing.T) {
 			t.Errorf("%s as %q: %v, want refused (42501)", stmt, or(role, "owner"), err)
 		}
 	}
-	for _, table := range []string{"delivery_repeats", "outbox", "dead_letters", "webhook_deliveries", "outbox_parked", "prune_runs",
+	for _, table := range []string{"delivery_repeats", "outbox", "outbox_settlements", "dead_letters", "webhook_deliveries", "outbox_parked", "prune_runs",
 		"identities", "ledger_entries", "conflict_cases", "case_resolutions", "accounts", "chains", "holds", "waiting"} {
 		refused("settle_app", `DELETE FROM `+table)
 	}
 	// Tables with rows (a row trigger does not fire on none).
-	for _, table := range []string{"delivery_repeats", "outbox", "dead_letters", "identities", "ledger_entries", "conflict_cases"} {
+	for _, table := range []string{"delivery_repeats", "outbox_settlements", "dead_letters", "identities", "ledger_entries", "conflict_cases"} {
 		refused("", `DELETE FROM `+table)
 		// The owner forging the function's setting still cannot touch
 		// history.
-		if table != "delivery_repeats" && table != "outbox" && table != "dead_letters" {
+		if table != "delivery_repeats" && table != "outbox_settlements" && table != "dead_letters" {
 			refused("", `SELECT set_config('settle.pruning', 'on', true); DELETE FROM `+table)
 		}
 	}

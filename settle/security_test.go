@@ -53,6 +53,8 @@ func TestServiceRoleCannotRewriteHistory(t *testing.T) {
 		"DELETE FROM accounts",
 		"DELETE FROM outbox",
 		"UPDATE outbox SET value = ''",
+		"DELETE FROM outbox_settlements",
+		"UPDATE outbox_settlements SET topic = ''",
 	} {
 		err := asServiceRole(ctx, s.Pool(), stmt)
 		if err == nil || !strings.Contains(err.Error(), "permission denied") {

@@ -149,7 +149,7 @@ func (s *Store) OutboxWritten() <-chan struct{} { return s.outboxSignal }
 // (WrittenMessage), and signals OutboxWritten if it wrote outbox rows.
 func (s *Store) commit(ctx context.Context, tx *db.Tx, st *txState, p *db.Pipeline) error {
 	p.Commit(tx)
-	var written []db.OutboxInsertRow
+	var written []db.OutboxSettlementsInsertRow
 	var err error
 	if st.outboxWritten != nil {
 		written, err = db.Rows(st.outboxWritten.Query) // sends the pipeline

@@ -218,31 +218,31 @@ func (st *txState) queueDeadLetters(ctx context.Context, q *db.Queries) {
 	_ = q.DeadLetterInsert(ctx, u)
 }
 
-// queueOutbox queues the insert of the outbox messages; the commit reads
-// the ids it returns (Store.commit).
+// queueOutbox queues the insert of the outbox messages: the settlements
+// in one statement (a row per tenant), whose ids the commit reads
+// (Store.commit), and the other messages in another.
 func (st *txState) queueOutbox(ctx context.Context, q *db.Queries) {
-	n := len(st.outbox)
-	if n == 0 {
+	if len(st.outbox) == 0 {
 		return
 	}
-	u := db.OutboxInsertParams{
-		SettlementVersion: int16(message.SchemaVersionOutput),
-		Topic:             make([]string, 0, n), Key: make([][]byte, 0, n), Value: make([][]byte, 0, n),
-		Headers: make([][]byte, 0, n), IdentityID: make([]int64, 0, n), Sequence: make([]int64, 0, n),
-		Kind: make([]string, 0, n), TenantID: make([]string, 0, n),
-	}
+	var msgs db.OutboxInsertParams
+	set := db.OutboxSettlementsInsertParams{Topic: st.s.cfg.SettlementsTopic, Version: int16(message.SchemaVersionOutput)}
 	for i := range st.outbox {
 		o := &st.outbox[i]
-		u.Topic, u.Key, u.Value, u.Headers = append(u.Topic, o.topic), append(u.Key, o.key), append(u.Value, o.value), append(u.Headers, o.headers)
-		u.TenantID = append(u.TenantID, o.tenant)
-		if o.identity != nil {
-			u.IdentityID = append(u.IdentityID, o.identity.id)
-			u.Sequence, u.Kind = append(u.Sequence, o.sequence), append(u.Kind, o.kind)
-		} else {
-			u.IdentityID, u.Sequence, u.Kind = append(u.IdentityID, 0), append(u.Sequence, 0), append(u.Kind, "")
+		if o.identity == nil {
+			msgs.Topic, msgs.Key, msgs.Value = append(msgs.Topic, o.topic), append(msgs.Key, o.key), append(msgs.Value, o.value)
+			msgs.Headers, msgs.TenantID = append(msgs.Headers, o.headers), append(msgs.TenantID, o.tenant)
+			continue
 		}
+		set.TenantID, set.IdentityID, set.Key = append(set.TenantID, o.tenant), append(set.IdentityID, o.identity.id), append(set.Key, o.key)
+		set.Sequence, set.Kind, set.Headers = append(set.Sequence, o.sequence), append(set.Kind, o.kind), append(set.Headers, o.headers)
 	}
-	st.outboxWritten = q.OutboxInsert(ctx, []db.OutboxInsertParams{u})
+	if len(msgs.Topic) > 0 {
+		_ = q.OutboxInsert(ctx, msgs) // queued: Send reports its error
+	}
+	if len(set.IdentityID) > 0 {
+		st.outboxWritten = q.OutboxSettlementsInsert(ctx, []db.OutboxSettlementsInsertParams{set})
+	}
 }
 
 // queueOffsets queues the consumer group's next offsets, committed in the

@@ -48,7 +48,7 @@ func (s *Store) ForgetWritten(ids []int64) {
 
 // keep keeps the settlements of a committed transaction: rows are the
 // outbox ids its insert returned, with their identities' ids.
-func (c *writtenCache) keep(st *txState, rows []db.OutboxInsertRow) {
+func (c *writtenCache) keep(st *txState, rows []db.OutboxSettlementsInsertRow) {
 	if len(rows) == 0 {
 		return
 	}
@@ -59,19 +59,25 @@ func (c *writtenCache) keep(st *txState, rows []db.OutboxInsertRow) {
 		}
 	}
 	version := int16(message.SchemaVersionOutput)
+	n := 0
+	for _, r := range rows {
+		n += len(r.Ids)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.byID == nil || len(c.byID)+len(rows) > writtenMax {
-		c.byID = make(map[int64]db.OutboxPendingRow, len(rows))
+	if c.byID == nil || len(c.byID)+n > writtenMax {
+		c.byID = make(map[int64]db.OutboxPendingRow, n)
 	}
 	for _, r := range rows {
-		o := byIdentity[r.IdentityID]
-		if o == nil {
-			continue // not a settlement
+		for j, oid := range r.Ids {
+			o := byIdentity[r.IdentityIds[j]]
+			if o == nil {
+				continue
+			}
+			id := o.identity
+			c.byID[oid] = db.OutboxPendingRow{ID: oid, Topic: o.topic, Key: o.key, Response: id.response,
+				StoredHeaders: o.headers, SettlementID: &id.settlementID, SettlementTenantID: o.tenant,
+				Sequence: &o.sequence, Kind: &o.kind, Version: &version}
 		}
-		id := o.identity
-		c.byID[r.ID] = db.OutboxPendingRow{ID: r.ID, Topic: o.topic, Key: o.key, Response: id.response,
-			StoredHeaders: o.headers, SettlementID: &id.settlementID, SettlementTenantID: o.tenant,
-			Sequence: &o.sequence, Kind: &o.kind, Version: &version}
 	}
 }

@@ -182,7 +182,7 @@ func TestMetricsAndReadiness(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close(context.Background())
-	settletest.Bypass(t, conn, `DELETE FROM outbox WHERE id = (SELECT max(id) FROM outbox WHERE topic = 'settlements')`)
+	settletest.Bypass(t, conn, settletest.DropLastSettlement)
 	code, rout = runArgs(t, "reconcile", "--database-url", dbURL)
 	if code != exitMismatch || !strings.Contains(rout, "settlement_missing") {
 		t.Errorf("reconcile with a settlement missing: exit %d, want 3 naming settlement_missing\n%s", code, rout)

@@ -228,9 +228,24 @@ func (l *Lease) Pending(ctx context.Context, limit int) ([]Message, error) {
 		if err != nil {
 			return nil, l.fail("read outbox", err)
 		}
-		byID := make(map[int64]*db.OutboxPendingRow, len(got))
+		// A message is an outbox row or a settlement of an
+		// outbox_settlements row: each read finds the ones it holds.
+		settlements, err := q.OutboxSettlementsPending(ctx, db.OutboxSettlementsPendingParams(read))
+		if err != nil {
+			return nil, l.fail("read outbox settlements", err)
+		}
+		byID := make(map[int64]*db.OutboxPendingRow, len(got)+len(settlements))
 		for i := range got {
 			byID[got[i].ID] = &got[i]
+		}
+		for _, r := range settlements {
+			if r.ID == nil {
+				continue
+			}
+			version := r.Version
+			byID[*r.ID] = &db.OutboxPendingRow{ID: *r.ID, Topic: r.Topic, Key: r.Key, Value: r.Value, Response: r.Response,
+				StoredHeaders: r.StoredHeaders, SettlementID: r.SettlementID, SettlementTenantID: r.SettlementTenantID,
+				Sequence: r.Sequence, Kind: r.Kind, Version: &version}
 		}
 		for i, r := range rows {
 			if r == nil {

@@ -33,8 +33,8 @@ func TestSettlementMessageHeaders(t *testing.T) {
 		t.Fatal(err)
 	}
 	var stored, built []byte
-	if err := s.Pool().QueryRow(context.Background(), `SELECT o.headers::text, m.headers::text FROM outbox o JOIN outbox_messages m USING (id)
-		WHERE o.identity_id = (SELECT id FROM identities WHERE record_id = $1 AND operation = 'usage')`, resp.Identity.RecordID).Scan(&stored, &built); err != nil {
+	if err := s.Pool().QueryRow(context.Background(), `SELECT m.stored_headers::text, m.headers::text FROM outbox_messages m
+		WHERE m.identity_id = (SELECT id FROM identities WHERE record_id = $1 AND operation = 'usage')`, resp.Identity.RecordID).Scan(&stored, &built); err != nil {
 		t.Fatal(err)
 	}
 	hs, err := db.DecodeHeaders(built)
@@ -179,7 +179,7 @@ func TestQueueRowPerStatement(t *testing.T) {
 		settletest.Rec("record_id", "u-2"), settletest.Rec("record_id", "u-3")))
 	ctx := context.Background()
 	var queueRows, outboxRows int
-	if err := s.Pool().QueryRow(ctx, `SELECT (SELECT count(*) FROM outbox_queue), (SELECT count(*) FROM outbox)`).Scan(&queueRows, &outboxRows); err != nil {
+	if err := s.Pool().QueryRow(ctx, `SELECT (SELECT count(*) FROM outbox_queue), (SELECT count(*) FROM outbox_messages)`).Scan(&queueRows, &outboxRows); err != nil {
 		t.Fatal(err)
 	}
 	if queueRows != 1 || outboxRows != 4 {

@@ -27,7 +27,7 @@ func TestPendingPlanFollowsGrowth(t *testing.T) {
 	url := settletest.NewDatabase(t)
 	pool := settletest.PoolOn(t, url, 2)
 	s := settletest.StoreOn(t, pool, settle.Config{})
-	settletest.Frozen(t, pool, "identities", "outbox", "outbox_queue")
+	settletest.Frozen(t, pool, "identities", "outbox", "outbox_settlements", "outbox_queue")
 	settletest.MustSettle(t, s, settletest.Batch(0, 0, settletest.Usages("first", 2)...))
 
 	// The lease of another Store on the same database: a relay that leads

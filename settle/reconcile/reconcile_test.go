@@ -161,9 +161,9 @@ func TestReconcileFindsInjectedDiscrepancies(t *testing.T) {
 		want   []string
 	}{
 		{"outbox row un-marked", func(t *testing.T, s *settle.Store, in *reconcile.Input) {
-			settletest.Bypass(t, s.Pool(), `UPDATE outbox SET created_at = now() - interval '1 hour'
-			               WHERE id = (SELECT min(id) FROM outbox WHERE topic = 'settlements')`)
-			exec(t, s, `INSERT INTO outbox_queue (tenant_id, id, ids) SELECT tenant_id, id, ARRAY[id] FROM outbox WHERE id = (SELECT min(id) FROM outbox WHERE topic = 'settlements')`)
+			settletest.Bypass(t, s.Pool(), `UPDATE outbox_settlements SET created_at = now() - interval '1 hour'
+			               WHERE id = (SELECT min(id) FROM outbox_settlements)`)
+			exec(t, s, `INSERT INTO outbox_queue (tenant_id, id, ids) SELECT tenant_id, id, ARRAY[id] FROM outbox_settlements WHERE id = (SELECT min(id) FROM outbox_settlements)`)
 		}, []string{reconcile.ClassOutboxUnpublished}},
 		{"settlement parked: the broker refused it for good", func(t *testing.T, s *settle.Store, in *reconcile.Input) {
 			// What the relay does with a row the broker refuses for good:
@@ -171,12 +171,12 @@ func TestReconcileFindsInjectedDiscrepancies(t *testing.T) {
 			// parked, with its reason, and as nothing else (neither
 			// unpublished nor missing from the topic).
 			exec(t, s, `INSERT INTO outbox_parked (tenant_id, id, reason, error)
-			            SELECT tenant_id, id, 'message_too_large', 'MESSAGE_TOO_LARGE' FROM outbox
-			             WHERE id = (SELECT max(id) FROM outbox WHERE topic = 'settlements')`)
+			            SELECT tenant_id, id, 'message_too_large', 'MESSAGE_TOO_LARGE' FROM outbox_messages
+			             WHERE id = (SELECT max(id) FROM outbox_messages WHERE topic = 'settlements')`)
 			in.Published = in.Published[:len(in.Published)-1]
 		}, []string{reconcile.ClassOutboxParked}},
 		{"settlement never written (outbox row deleted)", func(t *testing.T, s *settle.Store, in *reconcile.Input) {
-			settletest.Bypass(t, s.Pool(), `DELETE FROM outbox WHERE id = (SELECT max(id) FROM outbox WHERE topic = 'settlements')`)
+			settletest.Bypass(t, s.Pool(), settletest.DropLastSettlement)
 			// The topic then lacks it too.
 			in.Published = in.Published[:len(in.Published)-1]
 		}, []string{reconcile.ClassSettlementMissing}},
@@ -374,7 +374,7 @@ func TestCheckKafkaOffsets(t *testing.T) {
 func TestReconcileGrace(t *testing.T) {
 	t.Parallel()
 	s, _, _ := reconcileFixture(t)
-	exec(t, s, `INSERT INTO outbox_queue (tenant_id, id, ids) SELECT tenant_id, id, ARRAY[id] FROM outbox`)
+	exec(t, s, `INSERT INTO outbox_queue (tenant_id, id, ids) SELECT tenant_id, id, ARRAY[id] FROM outbox_messages`)
 	if r := runReconcile(t, s, reconcile.Input{}); !r.Clean() {
 		t.Errorf("fresh unpublished rows reported: %v", classes(r))
 	}
@@ -418,7 +418,7 @@ func TestReconcileCleanAfterPrune(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := settletest.Count(t, s.Pool(), `SELECT count(*) FROM outbox`); n != 0 {
+	if n := settletest.Count(t, s.Pool(), `SELECT count(*) FROM outbox_messages`); n != 0 {
 		t.Fatalf("prune %v left %d outbox rows, want 0", cs, n)
 	}
 	if r := runReconcile(t, s, full(source, published)); !r.Clean() {

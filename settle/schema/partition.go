@@ -20,7 +20,7 @@ var partitionSQL string
 // webhook_subscriptions, prune_runs, schema_migrations) are global.
 var TenantTables = []string{
 	"accounts", "identities", "ledger_entries", "chains", "holds", "waiting", "conflict_cases",
-	"case_resolutions", "delivery_repeats", "dead_letters", "outbox", "outbox_queue", "outbox_parked",
+	"case_resolutions", "delivery_repeats", "dead_letters", "outbox", "outbox_settlements", "outbox_queue", "outbox_parked",
 	"periods", "idempotency_keys", "webhook_deliveries", "dead_letter_replays",
 }
 

@@ -252,6 +252,17 @@ func StoreOn(t testing.TB, pool *pgxpool.Pool, cfg settle.Config) *settle.Store 
 	return s
 }
 
+// DropLastSettlement is SQL for Bypass that removes the settlement with the
+// highest outbox id from the outbox, as if it had never been written: its
+// element of its outbox_settlements row, or the row when it holds no other.
+const DropLastSettlement = `WITH m AS (SELECT max(id) AS id FROM outbox_messages WHERE topic = 'settlements'),
+     r AS (SELECT s.tenant_id, s.id, cardinality(s.ids) AS n FROM outbox_settlements s, m WHERE m.id = ANY (s.ids)),
+     d AS (DELETE FROM outbox_settlements s USING r WHERE r.n = 1 AND s.tenant_id = r.tenant_id AND s.id = r.id)
+UPDATE outbox_settlements s
+   SET ids = s.ids[1:r.n - 1], identity_ids = s.identity_ids[1:r.n - 1], keys = s.keys[1:r.n - 1],
+       sequences = s.sequences[1:r.n - 1], kinds = s.kinds[1:r.n - 1], headers = s.headers[1:r.n - 1]
+  FROM r WHERE r.n > 1 AND s.tenant_id = r.tenant_id AND s.id = r.id`
+
 // Bypass runs sql with the append-only triggers off (session_replication_role
 // = replica, as the owner), in a transaction of its own on db (a pool, a
 // connection): for tests that corrupt state on purpose, as only a defect or

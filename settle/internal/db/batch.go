@@ -1299,72 +1299,79 @@ func (b *IdentityReserveBatchResults) Close() error {
 	return b.br.Close()
 }
 
-const outboxInsert = `-- name: OutboxInsert :batchmany
-INSERT INTO outbox (topic, key, value, headers, identity_id, sequence, kind, version, tenant_id)
-SELECT k.topic, k.key, k.value, k.headers, nullif(k.identity_id, 0), nullif(k.sequence, 0), nullif(k.kind, ''),
-       CASE WHEN k.sequence <> 0 THEN $1::smallint END, k.tenant_id
-  FROM unnest($2::text[], $3::bytea[], $4::bytea[], $5::jsonb[], $6::bigint[], $7::bigint[], $8::text[], $9::text[])
-       AS k (topic, key, value, headers, identity_id, sequence, kind, tenant_id)
-RETURNING id, coalesce(identity_id, 0)::bigint AS identity_id
+const outboxSettlementsInsert = `-- name: OutboxSettlementsInsert :batchmany
+WITH seq AS (SELECT pg_get_serial_sequence('public.outbox', 'id')::regclass AS seq),
+     k AS MATERIALIZED (
+         SELECT k.tenant_id, k.identity_id, k.key, k.sequence, k.kind, k.headers, k.n, nextval(seq.seq) AS id
+           FROM seq, unnest($3::text[], $4::bigint[], $5::bytea[], $6::bigint[], $7::text[], $8::jsonb[])
+                WITH ORDINALITY AS k (tenant_id, identity_id, key, sequence, kind, headers, n)
+          ORDER BY k.n)
+INSERT INTO outbox_settlements (tenant_id, id, topic, version, ids, identity_ids, keys, sequences, kinds, headers)
+SELECT k.tenant_id, min(k.id), $1::text, $2::smallint, array_agg(k.id ORDER BY k.n),
+       array_agg(k.identity_id ORDER BY k.n), array_agg(k.key ORDER BY k.n), array_agg(k.sequence ORDER BY k.n),
+       array_agg(k.kind ORDER BY k.n), array_agg(k.headers ORDER BY k.n)
+  FROM k
+ GROUP BY k.tenant_id
+RETURNING ids::bigint[] AS ids, identity_ids::bigint[] AS identity_ids
 `
 
-type OutboxInsertBatchResults struct {
+type OutboxSettlementsInsertBatchResults struct {
 	br     pgx.BatchResults
 	tot    int
 	closed bool
 }
 
-type OutboxInsertParams struct {
-	SettlementVersion int16
-	Topic             []string
-	Key               [][]byte
-	Value             [][]byte
-	Headers           [][]byte
-	IdentityID        []int64
-	Sequence          []int64
-	Kind              []string
-	TenantID          []string
+type OutboxSettlementsInsertParams struct {
+	Topic      string
+	Version    int16
+	TenantID   []string
+	IdentityID []int64
+	Key        [][]byte
+	Sequence   []int64
+	Kind       []string
+	Headers    [][]byte
 }
 
-type OutboxInsertRow struct {
-	ID         int64
-	IdentityID int64
+type OutboxSettlementsInsertRow struct {
+	Ids         []int64
+	IdentityIds []int64
 }
 
-// A settlement's row names its identity (@identity_id, 0 = none) and has no value:
-// the message is the identity's stored response (outbox_messages), its
-// headers the identity's settlement_id and tenant_id, this row's sequence,
-// kind and version (@sequence, @kind, @settlement_version; 0 and ” for
-// other rows), then its stored headers (the trace
-// context). Other rows carry their value and every header. @tenant_id is each
-// row's tenant (” for a dead letter). The trigger outbox_enqueue puts
-// every row on the relay's queue. Returns each settlement's row id with its
-// identity's, for the messages this process keeps for its relay
-// (settle.Store.Written).
-func (q *Queries) OutboxInsert(ctx context.Context, arg []OutboxInsertParams) *OutboxInsertBatchResults {
+// The settlements of a transaction, in order: one outbox_settlements row
+// per tenant, its arrays holding each settlement's outbox id, identity,
+// message key, sequence, kind and stored (trace) headers. The message is
+// the identity's stored response, its headers the identity's
+// settlement_id and tenant_id, the sequence, kind and version, then the
+// stored ones (outbox_messages). Each settlement's outbox id is drawn
+// from the outbox's sequence in the settlements' order, while the
+// transaction holds its accounts' locks (per-account order, migration
+// 0015); a row's id is its first. The trigger outbox_settlements_enqueue
+// queues every row for the relay. Returns each row's ids with their
+// identities', for the messages this process keeps for its relay
+// (settle.Store.WrittenMessage).
+func (q *Queries) OutboxSettlementsInsert(ctx context.Context, arg []OutboxSettlementsInsertParams) *OutboxSettlementsInsertBatchResults {
 	batch := &pgx.Batch{}
 	for _, a := range arg {
 		vals := []interface{}{
-			a.SettlementVersion,
 			a.Topic,
-			a.Key,
-			a.Value,
-			a.Headers,
+			a.Version,
+			a.TenantID,
 			a.IdentityID,
+			a.Key,
 			a.Sequence,
 			a.Kind,
-			a.TenantID,
+			a.Headers,
 		}
-		batch.Queue(outboxInsert, vals...)
+		batch.Queue(outboxSettlementsInsert, vals...)
 	}
 	br := q.db.SendBatch(ctx, batch)
-	return &OutboxInsertBatchResults{br, len(arg), false}
+	return &OutboxSettlementsInsertBatchResults{br, len(arg), false}
 }
 
-func (b *OutboxInsertBatchResults) Query(f func(int, []OutboxInsertRow, error)) {
+func (b *OutboxSettlementsInsertBatchResults) Query(f func(int, []OutboxSettlementsInsertRow, error)) {
 	defer b.br.Close()
 	for t := 0; t < b.tot; t++ {
-		var items []OutboxInsertRow
+		var items []OutboxSettlementsInsertRow
 		if b.closed {
 			if f != nil {
 				f(t, items, ErrBatchAlreadyClosed)
@@ -1378,8 +1385,8 @@ func (b *OutboxInsertBatchResults) Query(f func(int, []OutboxInsertRow, error)) 
 			}
 			defer rows.Close()
 			for rows.Next() {
-				var i OutboxInsertRow
-				if err := rows.Scan(&i.ID, &i.IdentityID); err != nil {
+				var i OutboxSettlementsInsertRow
+				if err := rows.Scan(&i.Ids, &i.IdentityIds); err != nil {
 					return err
 				}
 				items = append(items, i)
@@ -1392,7 +1399,7 @@ func (b *OutboxInsertBatchResults) Query(f func(int, []OutboxInsertRow, error)) 
 	}
 }
 
-func (b *OutboxInsertBatchResults) Close() error {
+func (b *OutboxSettlementsInsertBatchResults) Close() error {
 	b.closed = true
 	return b.br.Close()
 }

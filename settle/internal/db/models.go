@@ -258,6 +258,20 @@ type OutboxQueue struct {
 	Ids      []int64
 }
 
+type OutboxSettlement struct {
+	TenantID    string
+	ID          int64
+	Topic       string
+	Version     int16
+	Ids         []int64
+	IdentityIds []int64
+	Keys        [][]byte
+	Sequences   []int64
+	Kinds       []string
+	Headers     [][]byte
+	CreatedAt   time.Time
+}
+
 type Period struct {
 	TenantID      string
 	AccountPeriod string

@@ -4,3 +4,38 @@
 // source: outbox_insert.sql
 
 package db
+
+import (
+	"context"
+)
+
+const outboxInsert = `-- name: OutboxInsert :exec
+INSERT INTO outbox (topic, key, value, headers, tenant_id)
+SELECT k.topic, k.key, k.value, k.headers, k.tenant_id
+  FROM unnest($1::text[], $2::bytea[], $3::bytea[], $4::jsonb[], $5::text[])
+       AS k (topic, key, value, headers, tenant_id)
+`
+
+type OutboxInsertParams struct {
+	Topic    []string
+	Key      [][]byte
+	Value    [][]byte
+	Headers  [][]byte
+	TenantID []string
+}
+
+// The messages of a transaction that are not settlements (dead letters,
+// the results that go through the outbox), each with its value and every
+// header; @tenant_id is each row's tenant (” for a dead letter). The
+// trigger outbox_enqueue puts every row on the relay's queue. Settlements
+// are written by outbox_settlements_insert.sql.
+func (q *Queries) OutboxInsert(ctx context.Context, arg OutboxInsertParams) error {
+	_, err := q.db.Exec(ctx, outboxInsert,
+		arg.Topic,
+		arg.Key,
+		arg.Value,
+		arg.Headers,
+		arg.TenantID,
+	)
+	return err
+}

@@ -87,3 +87,78 @@ func (q *Queries) OutboxPending(ctx context.Context, arg OutboxPendingParams) ([
 	}
 	return items, nil
 }
+
+const outboxSettlementsPending = `-- name: OutboxSettlementsPending :many
+SELECT q.id, s.topic, u.key, NULL::bytea AS value, i.response, u.headers AS stored_headers, i.settlement_id,
+       s.tenant_id AS settlement_tenant_id, u.sequence, u.kind, s.version
+  FROM unnest($1::text[], $2::bigint[]) AS q (tenant_id, id)
+ CROSS JOIN LATERAL (SELECT s.tenant_id, s.topic, s.version, s.ids, s.identity_ids, s.keys, s.sequences, s.kinds, s.headers
+                       FROM outbox_settlements s
+                      WHERE s.tenant_id = q.tenant_id AND s.id <= q.id AND q.id = ANY (s.ids)
+                      ORDER BY s.id DESC LIMIT 1) s
+ CROSS JOIN LATERAL (SELECT u.key, u.sequence, u.kind, u.headers, u.identity_id
+                       FROM unnest(s.ids, s.identity_ids, s.keys, s.sequences, s.kinds, s.headers)
+                            AS u (id, identity_id, key, sequence, kind, headers)
+                      WHERE u.id = q.id) u
+  LEFT JOIN LATERAL (SELECT i.response, i.settlement_id
+                       FROM identities i
+                      WHERE i.id = u.identity_id AND i.tenant_id = s.tenant_id LIMIT 1) i ON true
+ ORDER BY q.id
+`
+
+type OutboxSettlementsPendingParams struct {
+	TenantID []string
+	ID       []int64
+}
+
+type OutboxSettlementsPendingRow struct {
+	ID                 *int64
+	Topic              string
+	Key                []byte
+	Value              []byte
+	Response           []byte
+	StoredHeaders      []byte
+	SettlementID       *string
+	SettlementTenantID string
+	Sequence           *int64
+	Kind               *string
+	Version            int16
+}
+
+// The queued settlements named by their keys (@tenant_id, @id), as
+// outbox_pending.sql gives outbox rows: each from the outbox_settlements
+// row that holds it, the tenant's last row whose first id is not above
+// it and whose ids hold it (rows of concurrent transactions can
+// interleave their ids, so the walk back may pass a row or two), then its
+// identity by its own key.
+func (q *Queries) OutboxSettlementsPending(ctx context.Context, arg OutboxSettlementsPendingParams) ([]OutboxSettlementsPendingRow, error) {
+	rows, err := q.db.Query(ctx, outboxSettlementsPending, arg.TenantID, arg.ID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []OutboxSettlementsPendingRow
+	for rows.Next() {
+		var i OutboxSettlementsPendingRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Topic,
+			&i.Key,
+			&i.Value,
+			&i.Response,
+			&i.StoredHeaders,
+			&i.SettlementID,
+			&i.SettlementTenantID,
+			&i.Sequence,
+			&i.Kind,
+			&i.Version,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}

@@ -21,7 +21,8 @@ SELECT (SELECT count(*) FROM deliveries) AS deliveries,
        (SELECT count(*) FROM ledger_entries) AS entries,
        (SELECT count(*) FROM identities
          WHERE outcome = 'settled' AND json_array_length(coalesce(response -> 'entries', '[]'::json)) > 0) AS settled_effects,
-       (SELECT count(*) FROM outbox WHERE topic = @settlements_topic::text) AS outbox_settlements,
+       ((SELECT count(*) FROM outbox WHERE topic = @settlements_topic::text)
+        + (SELECT coalesce(sum(cardinality(ids)), 0) FROM outbox_settlements WHERE topic = @settlements_topic::text))::bigint AS outbox_settlements,
        (SELECT count(*) FROM (SELECT identity_id FROM ledger_entries GROUP BY identity_id
                                HAVING count(DISTINCT created_at) > 1) x) AS split_effects,
        (SELECT count(*) FROM accounts a
