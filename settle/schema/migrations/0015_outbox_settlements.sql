@@ -59,15 +59,23 @@ CREATE TRIGGER outbox_settlements_enqueue AFTER INSERT ON outbox_settlements
     FOR EACH STATEMENT EXECUTE FUNCTION settle_outbox_settlements_enqueue();
 
 -- A webhook delivery per settlement and subscription to its topic, as for
--- an outbox row; its body is the identity's stored response.
+-- an outbox row; its body is the identity's stored response. Nothing is
+-- read when no subscription names the topic (the common case), and each
+-- identity is probed by its key in a subquery of its own: joined freely,
+-- the plan cached while the tables were small read every identity per
+-- statement (0.25 s a batch at 100,000 identities).
 CREATE FUNCTION settle_outbox_settlements_webhooks() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
+    IF NOT EXISTS (SELECT 1 FROM webhook_subscriptions s WHERE s.topic IN (SELECT n.topic FROM new_rows n)) THEN
+        RETURN NULL;
+    END IF;
     INSERT INTO webhook_deliveries (outbox_id, tenant_id, settlement_id, body)
     SELECT u.id, n.tenant_id, coalesce(i.settlement_id, ''), convert_to(i.response::text, 'UTF8')
       FROM new_rows n
       JOIN webhook_subscriptions s ON s.topic = n.topic
      CROSS JOIN LATERAL unnest(n.ids, n.identity_ids) AS u (id, identity_id)
-      JOIN identities i ON i.tenant_id = n.tenant_id AND i.id = u.identity_id
+     CROSS JOIN LATERAL (SELECT i.settlement_id, i.response FROM identities i
+                          WHERE i.id = u.identity_id AND i.tenant_id = n.tenant_id LIMIT 1) i
      ORDER BY u.id;
     RETURN NULL;
 END
