@@ -212,7 +212,9 @@ func (l *Lease) Pending(ctx context.Context, limit int) ([]Message, error) {
 	// below.
 	ids, rows := make([]int64, 0, n), make([]*db.OutboxPendingRow, 0, n)
 	var read db.OutboxPendingParams
+	var readSettlements db.OutboxSettlementsPendingParams // one id per queue row to read
 	for _, h := range head {
+		missing := false
 		for _, id := range h.Ids {
 			ids = append(ids, id)
 			if r, ok := l.written.WrittenMessage(id); ok {
@@ -221,6 +223,11 @@ func (l *Lease) Pending(ctx context.Context, limit int) ([]Message, error) {
 			}
 			rows = append(rows, nil)
 			read.TenantID, read.ID = append(read.TenantID, h.TenantID), append(read.ID, id)
+			if !missing {
+				missing = true
+				readSettlements.TenantID = append(readSettlements.TenantID, h.TenantID)
+				readSettlements.ID = append(readSettlements.ID, id)
+			}
 		}
 	}
 	if len(read.ID) > 0 {
@@ -228,9 +235,9 @@ func (l *Lease) Pending(ctx context.Context, limit int) ([]Message, error) {
 		if err != nil {
 			return nil, l.fail("read outbox", err)
 		}
-		// A message is an outbox row or a settlement of an
-		// outbox_settlements row: each read finds the ones it holds.
-		settlements, err := q.OutboxSettlementsPending(ctx, db.OutboxSettlementsPendingParams(read))
+		// A message is an outbox row, or a settlement of the
+		// outbox_settlements row its queue row was written for.
+		settlements, err := q.OutboxSettlementsPending(ctx, readSettlements)
 		if err != nil {
 			return nil, l.fail("read outbox settlements", err)
 		}
@@ -239,8 +246,8 @@ func (l *Lease) Pending(ctx context.Context, limit int) ([]Message, error) {
 			byID[got[i].ID] = &got[i]
 		}
 		for _, r := range settlements {
-			if r.ID == nil {
-				continue
+			if r.ID == nil || byID[*r.ID] != nil {
+				continue // the messages asked for take theirs below; the rest of a row is not used
 			}
 			version := r.Version
 			byID[*r.ID] = &db.OutboxPendingRow{ID: *r.ID, Topic: r.Topic, Key: r.Key, Value: r.Value, Response: r.Response,

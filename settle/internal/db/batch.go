@@ -1300,12 +1300,21 @@ func (b *IdentityReserveBatchResults) Close() error {
 }
 
 const outboxSettlementsInsert = `-- name: OutboxSettlementsInsert :batchmany
-WITH seq AS (SELECT pg_get_serial_sequence('public.outbox', 'id')::regclass AS seq),
-     k AS MATERIALIZED (
-         SELECT k.tenant_id, k.identity_id, k.key, k.sequence, k.kind, k.headers, k.n, nextval(seq.seq) AS id
-           FROM seq, unnest($3::text[], $4::bigint[], $5::bytea[], $6::bigint[], $7::text[], $8::jsonb[])
-                WITH ORDINALITY AS k (tenant_id, identity_id, key, sequence, kind, headers, n)
-          ORDER BY k.n)
+WITH s AS (
+    SELECT q.seqrelid::regclass AS seq, q.seqincrement AS step
+      FROM pg_sequence q
+     WHERE q.seqrelid = pg_get_serial_sequence('public.outbox', 'id')::regclass
+), b AS MATERIALIZED (
+    SELECT g, nextval(s.seq) AS v
+      FROM s CROSS JOIN generate_series(1, ceil(cardinality($3::bigint[])::numeric / s.step)::integer) AS g
+), blocks AS (
+    SELECT array_agg(b.v ORDER BY b.g) AS vs, (SELECT step FROM s) AS step FROM b
+), k AS (
+    SELECT k.tenant_id, k.identity_id, k.key, k.sequence, k.kind, k.headers, k.n,
+           (blocks.vs[(k.n - 1) / blocks.step + 1] + (k.n - 1) % blocks.step)::bigint AS id
+      FROM blocks, unnest($4::text[], $3::bigint[], $5::bytea[], $6::bigint[], $7::text[], $8::jsonb[])
+           WITH ORDINALITY AS k (tenant_id, identity_id, key, sequence, kind, headers, n)
+)
 INSERT INTO outbox_settlements (tenant_id, id, topic, version, ids, identity_ids, keys, sequences, kinds, headers)
 SELECT k.tenant_id, min(k.id), $1::text, $2::smallint, array_agg(k.id ORDER BY k.n),
        array_agg(k.identity_id ORDER BY k.n), array_agg(k.key ORDER BY k.n), array_agg(k.sequence ORDER BY k.n),
@@ -1324,8 +1333,8 @@ type OutboxSettlementsInsertBatchResults struct {
 type OutboxSettlementsInsertParams struct {
 	Topic      string
 	Version    int16
-	TenantID   []string
 	IdentityID []int64
+	TenantID   []string
 	Key        [][]byte
 	Sequence   []int64
 	Kind       []string
@@ -1342,21 +1351,22 @@ type OutboxSettlementsInsertRow struct {
 // message key, sequence, kind and stored (trace) headers. The message is
 // the identity's stored response, its headers the identity's
 // settlement_id and tenant_id, the sequence, kind and version, then the
-// stored ones (outbox_messages). Each settlement's outbox id is drawn
-// from the outbox's sequence in the settlements' order, while the
-// transaction holds its accounts' locks (per-account order, migration
-// 0015); a row's id is its first. The trigger outbox_settlements_enqueue
-// queues every row for the relay. Returns each row's ids with their
-// identities', for the messages this process keeps for its relay
-// (settle.Store.WrittenMessage).
+// stored ones (outbox_messages). The outbox ids are reserved as identity
+// ids are (identity_reserve.sql): the outbox's sequence steps by a block
+// (migration 0015), one nextval v reserves v .. v+step-1, and the
+// settlements take them in order, while the transaction holds its
+// accounts' locks (per-account order). A row's id is its first. The
+// trigger outbox_settlements_enqueue queues every row for the relay.
+// Returns each row's ids with their identities', for the messages this
+// process keeps for its relay (settle.Store.WrittenMessage).
 func (q *Queries) OutboxSettlementsInsert(ctx context.Context, arg []OutboxSettlementsInsertParams) *OutboxSettlementsInsertBatchResults {
 	batch := &pgx.Batch{}
 	for _, a := range arg {
 		vals := []interface{}{
 			a.Topic,
 			a.Version,
-			a.TenantID,
 			a.IdentityID,
+			a.TenantID,
 			a.Key,
 			a.Sequence,
 			a.Kind,

@@ -26,24 +26,23 @@ SELECT o.id, o.topic, o.key, o.value, i.response, o.headers AS stored_headers, i
  ORDER BY o.id;
 
 -- name: OutboxSettlementsPending :many
--- The queued settlements named by their keys (@tenant_id, @id), as
--- outbox_pending.sql gives outbox rows: each from the outbox_settlements
--- row that holds it, the tenant's last row whose first id is not above
--- it and whose ids hold it (rows of concurrent transactions can
--- interleave their ids, so the walk back may pass a row or two), then its
--- identity by its own key.
-SELECT q.id, s.topic, u.key, NULL::bytea AS value, i.response, u.headers AS stored_headers, i.settlement_id,
+-- The settlements of outbox_settlements rows, each row found by one
+-- message id it holds (@tenant_id, @id: for each queue row the relay must
+-- read, one of the ids it names): the tenant's last row whose first id is
+-- not above it and whose ids hold it (rows of concurrent transactions can
+-- interleave their ids, so the walk back may pass a row or two). Every
+-- message of the row comes back, each with its identity's stored response
+-- and settlement id (probed by its key); the relay keeps the ones it asked
+-- for. A row is read once however many of its messages are asked for.
+SELECT u.id, s.topic, u.key, NULL::bytea AS value, i.response, u.headers AS stored_headers, i.settlement_id,
        s.tenant_id AS settlement_tenant_id, u.sequence, u.kind, s.version
   FROM unnest(@tenant_id::text[], @id::bigint[]) AS q (tenant_id, id)
  CROSS JOIN LATERAL (SELECT s.tenant_id, s.topic, s.version, s.ids, s.identity_ids, s.keys, s.sequences, s.kinds, s.headers
                        FROM outbox_settlements s
                       WHERE s.tenant_id = q.tenant_id AND s.id <= q.id AND q.id = ANY (s.ids)
                       ORDER BY s.id DESC LIMIT 1) s
- CROSS JOIN LATERAL (SELECT u.key, u.sequence, u.kind, u.headers, u.identity_id
-                       FROM unnest(s.ids, s.identity_ids, s.keys, s.sequences, s.kinds, s.headers)
-                            AS u (id, identity_id, key, sequence, kind, headers)
-                      WHERE u.id = q.id) u
+ CROSS JOIN LATERAL unnest(s.ids, s.identity_ids, s.keys, s.sequences, s.kinds, s.headers)
+       AS u (id, identity_id, key, sequence, kind, headers)
   LEFT JOIN LATERAL (SELECT i.response, i.settlement_id
                        FROM identities i
-                      WHERE i.id = u.identity_id AND i.tenant_id = s.tenant_id LIMIT 1) i ON true
- ORDER BY q.id;
+                      WHERE i.id = u.identity_id AND i.tenant_id = s.tenant_id LIMIT 1) i ON true;
