@@ -212,9 +212,7 @@ func (l *Lease) Pending(ctx context.Context, limit int) ([]Message, error) {
 	// below.
 	ids, rows := make([]int64, 0, n), make([]*db.OutboxPendingRow, 0, n)
 	var read db.OutboxPendingParams
-	var readSettlements db.OutboxSettlementsPendingParams // one id per queue row to read
 	for _, h := range head {
-		missing := false
 		for _, id := range h.Ids {
 			ids = append(ids, id)
 			if r, ok := l.written.WrittenMessage(id); ok {
@@ -223,11 +221,6 @@ func (l *Lease) Pending(ctx context.Context, limit int) ([]Message, error) {
 			}
 			rows = append(rows, nil)
 			read.TenantID, read.ID = append(read.TenantID, h.TenantID), append(read.ID, id)
-			if !missing {
-				missing = true
-				readSettlements.TenantID = append(readSettlements.TenantID, h.TenantID)
-				readSettlements.ID = append(readSettlements.ID, id)
-			}
 		}
 	}
 	if len(read.ID) > 0 {
@@ -235,15 +228,30 @@ func (l *Lease) Pending(ctx context.Context, limit int) ([]Message, error) {
 		if err != nil {
 			return nil, l.fail("read outbox", err)
 		}
-		// A message is an outbox row, or a settlement of the
-		// outbox_settlements row its queue row was written for.
-		settlements, err := q.OutboxSettlementsPending(ctx, readSettlements)
-		if err != nil {
-			return nil, l.fail("read outbox settlements", err)
-		}
-		byID := make(map[int64]*db.OutboxPendingRow, len(got)+len(settlements))
+		byID := make(map[int64]*db.OutboxPendingRow, len(got))
 		for i := range got {
 			byID[got[i].ID] = &got[i]
+		}
+		// A message that is not an outbox row is a settlement of the
+		// outbox_settlements row its queue row was written for: that row
+		// is read once, for the first such message of the queue row.
+		var readSettlements db.OutboxSettlementsPendingParams
+		n := 0 // the index in rows of h's first message
+		for _, h := range head {
+			for j, id := range h.Ids {
+				if rows[n+j] == nil && byID[id] == nil {
+					readSettlements.TenantID = append(readSettlements.TenantID, h.TenantID)
+					readSettlements.QueueID, readSettlements.ID = append(readSettlements.QueueID, h.ID), append(readSettlements.ID, id)
+					break
+				}
+			}
+			n += len(h.Ids)
+		}
+		var settlements []db.OutboxSettlementsPendingRow
+		if len(readSettlements.ID) > 0 {
+			if settlements, err = q.OutboxSettlementsPending(ctx, readSettlements); err != nil {
+				return nil, l.fail("read outbox settlements", err)
+			}
 		}
 		for _, r := range settlements {
 			if r.ID == nil || byID[*r.ID] != nil {

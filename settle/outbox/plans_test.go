@@ -2,6 +2,7 @@ package outbox_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -77,4 +78,77 @@ func ids(ms []outbox.Message) []int64 {
 		out[i] = m.ID
 	}
 	return out
+}
+
+// TestResultReadLeavesSettlementsAlone: a queued message that is an outbox
+// row (here the waiting result of a refund whose target has not arrived)
+// is read without touching the tenant's outbox_settlements rows, and a
+// queue row of settlements reads its own row only. 300 transactions of one
+// settlement each are published first; a relay of another Store (every
+// message read from the tables) then reads the one queued result, and the
+// settlements of one more transaction. Seen failing with every queued
+// message that a settlements row might hold looked for there: the result's
+// read walked back over all 301 of the tenant's rows.
+func TestResultReadLeavesSettlementsAlone(t *testing.T) {
+	t.Parallel()
+	const txns = 300
+	ctx := context.Background()
+	url := settletest.NewDatabase(t)
+	pool := settletest.PoolOn(t, url, 2)
+	s := settletest.StoreOn(t, pool, settle.Config{})
+	settletest.MustSettle(t, s, settletest.Batch(0, 0, settletest.Grant("g-1", "cust-1", "100000")))
+	for i := 1; i <= txns; i++ {
+		settletest.MustSettle(t, s, settletest.Batch(0, int64(i), settletest.Rec("record_id", fmt.Sprintf("u-%d", i), "amount", "1")))
+	}
+	drain := func(lease *outbox.Lease) {
+		for {
+			ms, err := lease.Pending(ctx, 1000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(ms) == 0 {
+				return
+			}
+			if err := lease.MarkPublished(ctx, ids(ms)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	relay := settletest.StoreOn(t, pool, settle.Config{})
+	// A lease's session counts its reads in its own backend; they reach
+	// the statistics when it ends: each read below is a lease of its own,
+	// closed, and its backend given time to end.
+	closed := func(lease *outbox.Lease) {
+		if err := lease.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(1500 * time.Millisecond)
+	}
+	lease := leader(t, relay)
+	drain(lease)
+	closed(lease)
+
+	read := func(what string, want int) {
+		t.Helper()
+		_, before := settletest.TuplesRead(t, pool, url, "outbox_settlements")
+		lease := leader(t, relay)
+		ms, err := lease.Pending(ctx, 1000)
+		if err != nil || len(ms) != want {
+			t.Fatalf("%s: read %d messages (%v), want %d", what, len(ms), err, want)
+		}
+		if err := lease.MarkPublished(ctx, ids(ms)); err != nil {
+			t.Fatal(err)
+		}
+		closed(lease)
+		_, after := settletest.TuplesRead(t, pool, url, "outbox_settlements")
+		t.Logf("%s: %d outbox_settlements tuples read beside %d rows", what, after-before, txns+1)
+		if after-before > 3 {
+			t.Errorf("%s: %d outbox_settlements tuples read (at most 3)", what, after-before)
+		}
+	}
+	settletest.MustSettle(t, s, settletest.Batch(0, txns+1, settletest.Signal("refund", "u-404", "cust-1")))
+	read("a waiting result", 1)
+	settletest.MustSettle(t, s, settletest.Batch(0, txns+2, settletest.Rec("record_id", "u-last", "amount", "1"),
+		settletest.Rec("record_id", "u-last-2", "amount", "1")))
+	read("a transaction's settlements", 2)
 }

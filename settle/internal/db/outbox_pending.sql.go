@@ -91,11 +91,16 @@ func (q *Queries) OutboxPending(ctx context.Context, arg OutboxPendingParams) ([
 const outboxSettlementsPending = `-- name: OutboxSettlementsPending :many
 SELECT u.id, s.topic, u.key, NULL::bytea AS value, i.response, u.headers AS stored_headers, i.settlement_id,
        s.tenant_id AS settlement_tenant_id, u.sequence, u.kind, s.version
-  FROM unnest($1::text[], $2::bigint[]) AS q (tenant_id, id)
- CROSS JOIN LATERAL (SELECT s.tenant_id, s.topic, s.version, s.ids, s.identity_ids, s.keys, s.sequences, s.kinds, s.headers
-                       FROM outbox_settlements s
-                      WHERE s.tenant_id = q.tenant_id AND s.id <= q.id AND q.id = ANY (s.ids)
-                      ORDER BY s.id DESC LIMIT 1) s
+  FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS q (tenant_id, queue_id, id)
+ CROSS JOIN LATERAL ((SELECT s.tenant_id, s.topic, s.version, s.ids, s.identity_ids, s.keys, s.sequences, s.kinds, s.headers
+                        FROM outbox_settlements s
+                       WHERE s.tenant_id = q.tenant_id AND s.id = q.queue_id AND q.id = ANY (s.ids))
+                     UNION ALL
+                     (SELECT s.tenant_id, s.topic, s.version, s.ids, s.identity_ids, s.keys, s.sequences, s.kinds, s.headers
+                        FROM outbox_settlements s
+                       WHERE s.tenant_id = q.tenant_id AND s.id <= q.id AND q.id = ANY (s.ids)
+                       ORDER BY s.id DESC)
+                     LIMIT 1) s
  CROSS JOIN LATERAL unnest(s.ids, s.identity_ids, s.keys, s.sequences, s.kinds, s.headers)
        AS u (id, identity_id, key, sequence, kind, headers)
   LEFT JOIN LATERAL (SELECT i.response, i.settlement_id
@@ -105,6 +110,7 @@ SELECT u.id, s.topic, u.key, NULL::bytea AS value, i.response, u.headers AS stor
 
 type OutboxSettlementsPendingParams struct {
 	TenantID []string
+	QueueID  []int64
 	ID       []int64
 }
 
@@ -122,16 +128,18 @@ type OutboxSettlementsPendingRow struct {
 	Version            int16
 }
 
-// The settlements of outbox_settlements rows, each row found by one
-// message id it holds (@tenant_id, @id: for each queue row the relay must
-// read, one of the ids it names): the tenant's last row whose first id is
-// not above it and whose ids hold it (rows of concurrent transactions can
-// interleave their ids, so the walk back may pass a row or two). Every
-// message of the row comes back, each with its identity's stored response
-// and settlement id (probed by its key); the relay keeps the ones it asked
-// for. A row is read once however many of its messages are asked for.
+// The settlements of outbox_settlements rows, each row found for a queue
+// row (@tenant_id, @queue_id) by one message id it names that is not an
+// outbox row (@id): the row keyed like the queue row (the trigger, and
+// the relay when it requeues, key a queue row by its row's id), or else
+// the tenant's last row whose first id is not above that message and
+// whose ids hold it (rows of concurrent transactions can interleave their
+// ids, so the walk back may pass a row or two). Every message of the row
+// comes back, each with its identity's stored response and settlement id
+// (probed by its key); the relay keeps the ones it asked for. A row is
+// read once however many of its messages are asked for.
 func (q *Queries) OutboxSettlementsPending(ctx context.Context, arg OutboxSettlementsPendingParams) ([]OutboxSettlementsPendingRow, error) {
-	rows, err := q.db.Query(ctx, outboxSettlementsPending, arg.TenantID, arg.ID)
+	rows, err := q.db.Query(ctx, outboxSettlementsPending, arg.TenantID, arg.QueueID, arg.ID)
 	if err != nil {
 		return nil, err
 	}

@@ -161,7 +161,7 @@ BEGIN
     INSERT INTO settle_prune_settlements
     SELECT s.tenant_id, s.id
       FROM outbox_settlements s
-     WHERE NOT EXISTS (SELECT 1 FROM outbox_queue q WHERE q.tenant_id = s.tenant_id AND q.id = s.id)
+     WHERE NOT EXISTS (SELECT 1 FROM outbox_queue q WHERE q.tenant_id = s.tenant_id AND q.ids && s.ids)
        AND NOT EXISTS (SELECT 1 FROM outbox_parked p WHERE p.tenant_id = s.tenant_id AND p.id = ANY (s.ids))
        AND NOT EXISTS (SELECT 1 FROM webhook_deliveries w
                         WHERE w.tenant_id = s.tenant_id AND w.outbox_id = ANY (s.ids) AND w.status <> 'done');
