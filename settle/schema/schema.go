@@ -101,6 +101,20 @@ func Migrate(ctx context.Context, conn *pgx.Conn) ([]int, error) {
 	if current > len(ms) {
 		return applied, fmt.Errorf("migrate: database is at schema version %d, newer than this binary's %d: run a newer settle", current, len(ms))
 	}
+	// A per-tenant table a migration adds to a partitioned database is
+	// partitioned like the others as soon as it exists (empty): the layout
+	// stays one way, whichever release the database was partitioned at.
+	if len(applied) > 0 {
+		n, err := Partitions(ctx, conn)
+		if err != nil {
+			return applied, err
+		}
+		if n > 0 {
+			if err := Partition(ctx, conn, n); err != nil {
+				return applied, fmt.Errorf("migrate: partition the tables the migrations added: %w", err)
+			}
+		}
+	}
 	return applied, nil
 }
 
