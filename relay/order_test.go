@@ -2,7 +2,6 @@ package relay_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"sync"
@@ -34,14 +33,13 @@ func TestSettlementsInAccountOrder(t *testing.T) {
 	for w := range writers {
 		wg.Go(func() {
 			for b := range batches {
-				ins := make([]settle.Input, perBatch)
-				for i := range ins {
+				recs := make([]map[string]any, perBatch)
+				for i := range recs {
 					n := (w*batches+b)*perBatch + i
-					v, _ := json.Marshal(map[string]any{"tenant_id": []string{"acme", "globex"}[n%2], "account_period": "2026-11",
-						"record_id": fmt.Sprintf("g-%d", n), "kind": "grant", "subject": fmt.Sprintf("cust-%d", n%3),
-						"amount": "1", "currency": "USD", "occurred_at": "2026-11-03T10:00:00Z"})
-					ins[i] = settle.Input{Topic: "usage", Partition: int32(w), Offset: int64(b*perBatch + i), Value: v}
+					recs[i] = settletest.Grant(fmt.Sprintf("g-%d", n), fmt.Sprintf("cust-%d", n%3), "1")
+					recs[i]["tenant_id"] = []string{"acme", "globex"}[n%2]
 				}
+				ins := settletest.Batch(int32(w), int64(b*perBatch), recs...)
 				if _, err := s.Settle(context.Background(), "g", s.Decode(ins)); err != nil {
 					errs <- err
 					return

@@ -82,9 +82,10 @@ func TestRelayRepublishesUnmarkedRows(t *testing.T) {
 	}
 
 	// The state a crash between the broker's acknowledgement and the mark
-	// leaves behind: the last three rows published but not marked.
+	// leaves behind: the last three settlements published but not marked,
+	// on their row's queue row as the relay requeues them (its key kept).
 	if _, err := s.Pool().Exec(context.Background(),
-		`INSERT INTO outbox_queue (tenant_id, id, ids) SELECT tenant_id, id, ARRAY[id] FROM outbox_messages ORDER BY id DESC LIMIT 3`); err != nil {
+		`INSERT INTO outbox_queue (tenant_id, id, ids) SELECT tenant_id, id, ids[cardinality(ids) - 2:] FROM outbox_settlements`); err != nil {
 		t.Fatal(err)
 	}
 	stop = testnet.Background(t, newRelay(t, s, k).Run)

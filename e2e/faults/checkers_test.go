@@ -97,10 +97,11 @@ func TestCheckersCatchBrokenState(t *testing.T) {
 	commit(committed[0])
 
 	// Every outbox row published (final): a settlement put back on the
-	// relay's queue, as a relay that lost its mark would leave it.
+	// relay's queue, as a relay that lost its mark would leave it (on its
+	// row's queue row, keyed by the row).
 	var outboxID int64
 	if err := conn.QueryRow(ctx, `INSERT INTO outbox_queue (tenant_id, id, ids)
-		SELECT tenant_id, id, ARRAY[id] FROM outbox_messages WHERE topic = 'settlements' ORDER BY id DESC LIMIT 1 RETURNING id`).Scan(&outboxID); err != nil {
+		SELECT tenant_id, id, ARRAY[ids[cardinality(ids)]] FROM outbox_settlements ORDER BY id DESC LIMIT 1 RETURNING id`).Scan(&outboxID); err != nil {
 		t.Fatal(err)
 	}
 	expect("outbox row not published", func(r Report) bool { return r.Unpublished == 1 })

@@ -213,6 +213,7 @@ func (l *Lease) Pending(ctx context.Context, limit int) ([]Message, error) {
 	ids, rows := make([]int64, 0, n), make([]*db.OutboxPendingRow, 0, n)
 	var read db.OutboxPendingParams
 	for _, h := range head {
+		missing := false
 		for _, id := range h.Ids {
 			ids = append(ids, id)
 			if r, ok := l.written.WrittenMessage(id); ok {
@@ -221,6 +222,10 @@ func (l *Lease) Pending(ctx context.Context, limit int) ([]Message, error) {
 			}
 			rows = append(rows, nil)
 			read.TenantID, read.ID = append(read.TenantID, h.TenantID), append(read.ID, id)
+			missing = true
+		}
+		if missing { // its messages may be the settlements of the row keyed like it
+			read.QueueTenantID, read.QueueID = append(read.QueueTenantID, h.TenantID), append(read.QueueID, h.ID)
 		}
 	}
 	if len(read.ID) > 0 {
@@ -231,36 +236,6 @@ func (l *Lease) Pending(ctx context.Context, limit int) ([]Message, error) {
 		byID := make(map[int64]*db.OutboxPendingRow, len(got))
 		for i := range got {
 			byID[got[i].ID] = &got[i]
-		}
-		// A message that is not an outbox row is a settlement of the
-		// outbox_settlements row its queue row was written for: that row
-		// is read once, for the first such message of the queue row.
-		var readSettlements db.OutboxSettlementsPendingParams
-		n := 0 // the index in rows of h's first message
-		for _, h := range head {
-			for j, id := range h.Ids {
-				if rows[n+j] == nil && byID[id] == nil {
-					readSettlements.TenantID = append(readSettlements.TenantID, h.TenantID)
-					readSettlements.QueueID, readSettlements.ID = append(readSettlements.QueueID, h.ID), append(readSettlements.ID, id)
-					break
-				}
-			}
-			n += len(h.Ids)
-		}
-		var settlements []db.OutboxSettlementsPendingRow
-		if len(readSettlements.ID) > 0 {
-			if settlements, err = q.OutboxSettlementsPending(ctx, readSettlements); err != nil {
-				return nil, l.fail("read outbox settlements", err)
-			}
-		}
-		for _, r := range settlements {
-			if r.ID == nil || byID[*r.ID] != nil {
-				continue // the messages asked for take theirs below; the rest of a row is not used
-			}
-			version := r.Version
-			byID[*r.ID] = &db.OutboxPendingRow{ID: *r.ID, Topic: r.Topic, Key: r.Key, Value: r.Value, Response: r.Response,
-				StoredHeaders: r.StoredHeaders, SettlementID: r.SettlementID, SettlementTenantID: r.SettlementTenantID,
-				Sequence: r.Sequence, Kind: r.Kind, Version: &version}
 		}
 		for i, r := range rows {
 			if r == nil {
