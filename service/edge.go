@@ -49,23 +49,22 @@ func (s *Service) startEdge(ctx context.Context) (stop func(), err error) {
 	}
 	if s.cfg.Webhook.URL == "" {
 		s.warnUnsentWebhooks(ctx)
+		return stop, nil
 	}
-	if s.cfg.Webhook.URL != "" {
-		wh, err := webhook.New(webhooks.New(s.cfg.Store), s.cfg.Webhook)
-		if err != nil {
-			return stop, &ConfigError{err}
-		}
-		// Subscribing here makes a failure to subscribe a failure to start
-		// (Run subscribes again, harmlessly).
-		if err := wh.Subscribe(ctx); err != nil {
-			return stop, fmt.Errorf("webhook: %w", err)
-		}
-		wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-		done := make(chan struct{})
-		go func() { defer close(done); _ = wh.Run(wctx) }()
-		stops = append(stops, func() { cancel(); <-done })
-		log.Info("webhook delivery up", "url", wh.URL(), "workers", s.cfg.Webhook.Workers)
+	wh, err := webhook.New(webhooks.New(s.cfg.Store), s.cfg.Webhook)
+	if err != nil {
+		return stop, &ConfigError{err}
 	}
+	// Subscribing here makes a failure to subscribe a failure to start
+	// (Run subscribes again, harmlessly).
+	if err := wh.Subscribe(ctx); err != nil {
+		return stop, fmt.Errorf("webhook: %w", err)
+	}
+	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	go func() { defer close(done); _ = wh.Run(wctx) }()
+	stops = append(stops, func() { cancel(); <-done })
+	log.Info("webhook delivery up", "url", wh.URL(), "workers", s.cfg.Webhook.Workers)
 	return stop, nil
 }
 
