@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"sort"
 	"time"
 
 	"github.com/settlehq/settle/corrections"
@@ -214,13 +213,12 @@ type accountKey struct{ tenant, subject, currency string }
 type recKey struct{ tenant, period, record string }
 
 type account struct {
-	id                      int64
-	key                     accountKey
-	balance, held           money.Dec
-	balanceDelta, heldDelta money.Dec
-	seqBefore, seq          int64
-	head                    []byte // chain head: hash of the newest ledger row
-	expiredChecked          bool
+	id             int64
+	key            accountKey
+	balance, held  money.Dec
+	seqBefore, seq int64
+	head           []byte // chain head: hash of the newest ledger row
+	expiredChecked bool
 }
 
 // identity is an identity known to the transaction: settled before, or
@@ -290,11 +288,16 @@ type waitingOp struct {
 	dirty     bool
 }
 
+// entryRow is a ledger row and the state of its account after it (its
+// settlement's sequence, balance and held), which the account's newest row
+// is the record of (migration 0016).
 type entryRow struct {
 	identityID, accountID int64
 	tenant, bucket        string
 	amount                money.Dec
 	hash                  []byte
+	seq                   int64
+	balance, held         money.Dec
 }
 
 type deliveryRow struct {
@@ -453,14 +456,13 @@ func settlementID(id record.Identity) string {
 	return hex.EncodeToString(h.Sum(nil)[:16])
 }
 
-// changedAccounts returns the accounts with new settlements, in id order.
-func (st *txState) changedAccounts() []*account {
-	as := make([]*account, 0, len(st.accounts))
+// changedAccounts returns the ids of the accounts with new settlements.
+func (st *txState) changedAccounts() []int64 {
+	var ids []int64
 	for _, a := range st.accountsByID {
-		if a.seq != a.seqBefore || !a.balanceDelta.IsZero() || !a.heldDelta.IsZero() {
-			as = append(as, a)
+		if a.seq != a.seqBefore {
+			ids = append(ids, a.id)
 		}
 	}
-	sort.Slice(as, func(i, j int) bool { return as[i].id < as[j].id })
-	return as
+	return ids
 }

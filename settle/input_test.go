@@ -47,7 +47,7 @@ func TestOneAccountManyWriters(t *testing.T) {
 	if b := balance(t, s.Pool(), "acme", "cust-1", "USD"); b != "-200.00" && b != "-200" {
 		t.Errorf("balance = %s, want -200", b)
 	}
-	if n := count(t, s.Pool(), `SELECT seq FROM accounts`); n != 960 {
+	if n := count(t, s.Pool(), `SELECT seq FROM account_states`); n != 960 {
 		t.Errorf("sequence = %d, want 960 settlements", n)
 	}
 	checkInvariants(t, s.Pool())

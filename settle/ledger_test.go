@@ -117,7 +117,7 @@ func TestHoldsNeverOverReserve(t *testing.T) {
 		t.Errorf("%d holds settled, %d refused; want 14 of 7 against 100, the rest insufficient_funds", settled, refuse)
 	}
 	var held string
-	if err := s.Pool().QueryRow(ctx, `SELECT held::text FROM accounts WHERE subject = 'cust-1'`).Scan(&held); err != nil {
+	if err := s.Pool().QueryRow(ctx, `SELECT held::text FROM account_states WHERE subject = 'cust-1'`).Scan(&held); err != nil {
 		t.Fatal(err)
 	}
 	if held != "98" {

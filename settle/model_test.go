@@ -1146,7 +1146,7 @@ func runSequence(s *settle.Store, pool *pgxpool.Pool, sq *sequence) (string, []s
 	// Balances and held of every account the sequence touched.
 	type acc struct{ balance, held *big.Rat }
 	dbAcc := map[mAcctKey]acc{}
-	rows, err = pool.Query(ctx, `SELECT tenant_id, subject, currency, balance::text, held::text FROM accounts WHERE tenant_id = ANY($1)`, sq.tenants)
+	rows, err = pool.Query(ctx, `SELECT tenant_id, subject, currency, balance::text, held::text FROM account_states WHERE tenant_id = ANY($1)`, sq.tenants)
 	if err != nil {
 		return fmt.Sprintf("seed %d: read accounts: %v", sq.seed, err), []string{"database error"}
 	}

@@ -357,12 +357,13 @@ func (st *txState) settled(d *decoded, id int64, a *account, links *message.Link
 		amt := money.MustParse(e.Amount)
 		switch e.Bucket {
 		case bucketBalance:
-			a.balance, a.balanceDelta = a.balance.Add(amt), a.balanceDelta.Add(amt)
+			a.balance = a.balance.Add(amt)
 		case bucketHeld:
-			a.held, a.heldDelta = a.held.Add(amt), a.heldDelta.Add(amt)
+			a.held = a.held.Add(amt)
 		}
 		a.head = message.ChainHash(a.head, a.key.tenant, a.key.subject, a.key.currency, sid, e.Bucket, amt.String())
-		st.entries = append(st.entries, entryRow{identityID: id, accountID: a.id, tenant: a.key.tenant, bucket: e.Bucket, amount: amt, hash: a.head})
+		st.entries = append(st.entries, entryRow{identityID: id, accountID: a.id, tenant: a.key.tenant, bucket: e.Bucket, amount: amt, hash: a.head,
+			seq: a.seq + 1, balance: a.balance, held: a.held})
 	}
 	if a.held.Sign() < 0 {
 		panic(fmt.Sprintf("settle: %s: held amount of account %d would be %s", d.id, a.id, a.held))

@@ -186,7 +186,7 @@ func TestReconcileReportsOverdueHold(t *testing.T) {
 }
 
 // TestPeriodCloseWaitsForBatchesInFlight: a batch that has read the
-// period open and is still settling (held here on its account's row lock)
+// period open and is still settling (held here on its account's lock)
 // is waited for by `settle period close`, so no settlement that commits
 // after the close has returned is without the late flag.
 func TestPeriodCloseWaitsForBatchesInFlight(t *testing.T) {
@@ -199,7 +199,7 @@ func TestPeriodCloseWaitsForBatchesInFlight(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer blocker.Rollback(ctx)
-	if _, err := blocker.Exec(ctx, `SELECT 1 FROM accounts WHERE subject = 'cust-1' FOR UPDATE`); err != nil {
+	if _, err := blocker.Exec(ctx, `SELECT pg_advisory_xact_lock(2 + (id >> 31)::int, (id & 2147483647)::int) FROM accounts WHERE subject = 'cust-1'`); err != nil {
 		t.Fatal(err)
 	}
 	inFlight := make(chan message.Result, 1)
@@ -212,7 +212,7 @@ func TestPeriodCloseWaitsForBatchesInFlight(t *testing.T) {
 		}
 		inFlight <- rs[0]
 	}()
-	// Let the batch reach its account update (the row is the blocker's), then close the period.
+	// Let the batch reach its account lock (the blocker's), then close the period.
 	time.Sleep(200 * time.Millisecond)
 	closed := make(chan error, 1)
 	go func() {

@@ -51,6 +51,7 @@ func TestServiceRoleCannotRewriteHistory(t *testing.T) {
 		"DELETE FROM dead_letters",
 		"UPDATE accounts SET tenant_id = 'other'",
 		"DELETE FROM accounts",
+		"UPDATE accounts SET created_at = now()", // an account row is its key, written once
 		"DELETE FROM outbox",
 		"UPDATE outbox SET value = ''",
 		"DELETE FROM outbox_settlements",
@@ -64,8 +65,7 @@ func TestServiceRoleCannotRewriteHistory(t *testing.T) {
 	for _, stmt := range []string{
 		"UPDATE conflict_cases SET status = 'open', closed_at = NULL", // closing a case is the service's job
 		"DELETE FROM outbox_queue",                                    // taking published rows off the relay's queue
-		"UPDATE accounts SET updated_at = now()",
-		"UPDATE outbox_queue SET ids = ids", // leaving on a queue row the messages still to publish
+		"UPDATE outbox_queue SET ids = ids",                           // leaving on a queue row the messages still to publish
 	} {
 		if err := asServiceRole(ctx, s.Pool(), stmt); err != nil {
 			t.Errorf("settle_app %q: %v, want allowed", stmt, err)
@@ -174,7 +174,7 @@ func TestTenantIsolation(t *testing.T) {
 		t.Errorf("acme balance changed by mallory's records: %s -> %s", before, got)
 	}
 	var held string
-	if err := pool.QueryRow(context.Background(), `SELECT held::text FROM accounts WHERE tenant_id = 'acme' AND subject = 'cust-1'`).Scan(&held); err != nil || held != "30" {
+	if err := pool.QueryRow(context.Background(), `SELECT held::text FROM account_states WHERE tenant_id = 'acme' AND subject = 'cust-1'`).Scan(&held); err != nil || held != "30" {
 		t.Errorf("acme held = %s, %v; want 30 (its hold untouched)", held, err)
 	}
 	if n := count(t, pool, `SELECT count(*) FROM ledger_entries l JOIN identities i ON i.id = l.identity_id

@@ -6,6 +6,9 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/settlehq/settle/internal/money"
 	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/settle/internal/db"
 	"github.com/settlehq/settle/settle/message"
@@ -54,7 +57,7 @@ func (st *txState) write(ctx context.Context, group string) (*db.Pipeline, error
 	if err := st.writeEntries(ctx, q); err != nil {
 		return nil, err
 	}
-	st.queueAccounts(ctx, q)
+	st.queueAccountLocksHeld(ctx, q)
 	st.queueDeliveries(ctx, q)
 	st.queueDeadLetters(ctx, q)
 	st.queueOutbox(ctx, q)
@@ -152,6 +155,7 @@ func (st *txState) writeEntries(ctx context.Context, q *db.Queries) error {
 			e := &st.entries[i]
 			u.IdentityID, u.AccountID, u.TenantID = append(u.IdentityID, e.identityID), append(u.AccountID, e.accountID), append(u.TenantID, e.tenant)
 			u.Bucket, u.Amount, u.ChainHash = append(u.Bucket, e.bucket), append(u.Amount, e.amount.String()), append(u.ChainHash, e.hash)
+			u.Seq, u.BalanceAfter, u.HeldAfter = append(u.Seq, e.seq), append(u.BalanceAfter, e.balance.String()), append(u.HeldAfter, e.held.String())
 		}
 		_ = q.LedgerEntryInsert(ctx, u) // queued: Send reports its error
 		return nil
@@ -159,11 +163,17 @@ func (st *txState) writeEntries(ctx context.Context, q *db.Queries) error {
 	rows := make([]db.LedgerEntryCopyParams, n)
 	for i := range st.entries {
 		e := &st.entries[i]
-		if err := rows[i].Amount.Scan(e.amount.String()); err != nil {
-			return fmt.Errorf("ledger amount %s: %w", e.amount.String(), err)
+		r := &rows[i]
+		for _, n := range []struct {
+			to *pgtype.Numeric
+			v  money.Dec
+		}{{&r.Amount, e.amount}, {&r.BalanceAfter, e.balance}, {&r.HeldAfter, e.held}} {
+			if err := n.to.Scan(n.v.String()); err != nil {
+				return fmt.Errorf("ledger row of account %d: %s: %w", e.accountID, n.v.String(), err)
+			}
 		}
-		rows[i].IdentityID, rows[i].AccountID, rows[i].TenantID = e.identityID, e.accountID, e.tenant
-		rows[i].Bucket, rows[i].ChainHash = e.bucket, e.hash
+		r.IdentityID, r.AccountID, r.TenantID = e.identityID, e.accountID, e.tenant
+		r.Bucket, r.ChainHash, r.Seq = e.bucket, e.hash, &e.seq
 	}
 	_, err := db.On(st.tx).LedgerEntryCopy(ctx, rows)
 	return err
@@ -172,20 +182,14 @@ func (st *txState) writeEntries(ctx context.Context, q *db.Queries) error {
 // The queue functions below queue their statement on write's pipeline: the
 // generated method returns at once, and Send reports its error.
 
-// queueAccounts queues the balance and chain-head updates of the accounts the
-// batch changed, guarded on the sequence each was read at (account_update.sql).
-func (st *txState) queueAccounts(ctx context.Context, q *db.Queries) {
-	as := st.changedAccounts()
-	if len(as) == 0 {
-		return
+// queueAccountLocksHeld queues the check that the transaction holds the
+// lock of every account the batch appended rows to (account_locks_held.sql):
+// the rows carry the accounts' new state, and nothing else is written to
+// an account.
+func (st *txState) queueAccountLocksHeld(ctx context.Context, q *db.Queries) {
+	if ids := st.changedAccounts(); len(ids) > 0 {
+		_ = q.AccountLocksHeld(ctx, ids)
 	}
-	var u db.AccountUpdateParams
-	for _, a := range as {
-		u.ID, u.SeqBefore, u.SeqAfter = append(u.ID, a.id), append(u.SeqBefore, a.seqBefore), append(u.SeqAfter, a.seq)
-		u.BalanceDelta, u.HeldDelta = append(u.BalanceDelta, a.balanceDelta.String()), append(u.HeldDelta, a.heldDelta.String())
-		u.ChainHead = append(u.ChainHead, nonNil(a.head))
-	}
-	_ = q.AccountUpdate(ctx, u)
 }
 
 // queueDeliveries queues the insert of one delivery row per input record that

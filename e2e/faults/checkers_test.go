@@ -64,10 +64,12 @@ func TestCheckersCatchBrokenState(t *testing.T) {
 	expect("lost record", func(r Report) bool { return r.Lost == 1 && r.Gaps == 1 })
 	exec(`UPDATE identities SET topic = 'usage' WHERE id = $1`, lostID)
 
-	// Balances equal rows (and the model): a cached balance moved.
-	exec(`UPDATE accounts SET balance = balance + 1 WHERE id = (SELECT min(id) FROM accounts)`)
+	// Balances equal rows (and the model): an account's balance (its
+	// newest ledger row's) moved.
+	newest := `(SELECT max(id) FROM ledger_entries WHERE seq IS NOT NULL AND account_id = (SELECT min(id) FROM accounts))`
+	exec(`UPDATE ledger_entries SET balance_after = balance_after + 1 WHERE id = ` + newest)
 	expect("balance not equal to its rows", func(r Report) bool { return r.BalanceMismatch == 1 && r.ModelMismatch == 1 })
-	exec(`UPDATE accounts SET balance = balance - 1 WHERE id = (SELECT min(id) FROM accounts)`)
+	exec(`UPDATE ledger_entries SET balance_after = balance_after - 1 WHERE id = ` + newest)
 
 	// Kafka offsets not ahead of PostgreSQL's: the group commits an offset
 	// the database has not reached, as a consumer that commits before its

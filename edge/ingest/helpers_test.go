@@ -106,7 +106,7 @@ func balance(t *testing.T, s *settle.Store, subject string) string {
 	t.Helper()
 	var b string
 	err := s.Pool().QueryRow(context.Background(),
-		`SELECT balance::text FROM accounts WHERE tenant_id = 'acme' AND subject = $1 AND currency = 'USD'`, subject).Scan(&b)
+		`SELECT balance::text FROM account_states WHERE tenant_id = 'acme' AND subject = $1 AND currency = 'USD'`, subject).Scan(&b)
 	if err != nil {
 		t.Fatalf("balance of %s: %v", subject, err)
 	}

@@ -144,7 +144,7 @@ func TestLoad(t *testing.T) {
 	if got := edgetest.Count(t, s, `SELECT count(*)::int FROM idempotency_keys WHERE status = 'done'`); got != len(keys) {
 		t.Fatalf("done keys = %d, keys = %d", got, len(keys))
 	}
-	if got := edgetest.Count(t, s, `SELECT (-sum(balance))::int FROM accounts WHERE tenant_id = 'acme'`); got != total {
+	if got := edgetest.Count(t, s, `SELECT (-sum(balance))::int FROM account_states WHERE tenant_id = 'acme'`); got != total {
 		t.Fatalf("charged %d, want %d", got, total)
 	}
 

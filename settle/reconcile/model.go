@@ -47,7 +47,7 @@ func (s *checker) checkSequences(ctx context.Context, tx pgx.Tx, in Input) ([]Fi
 	rows, err := db.On(tx).ReconcileSequence(ctx, in.TenantID)
 	return findings(rows, err, func(r db.ReconcileSequenceRow) Finding {
 		return Finding{Class: ClassSequenceBroken, AccountID: r.ID, TenantID: r.TenantID,
-			Detail: fmt.Sprintf("account %s/%s/%s: seq %d, but %d settlements wrote rows to it carrying %d distinct sequences from %d to %d; they must be 1..seq, each once",
+			Detail: fmt.Sprintf("account %s/%s/%s: seq %d, but %d settlements wrote rows to it or announce a sequence on it, carrying %d distinct sequences from %d to %d; they must be 1..seq, each once",
 				r.TenantID, r.Subject, r.Currency, r.Seq, r.Settlements, r.Sequences, r.FirstSequence, r.LastSequence)}
 	})
 }

@@ -102,15 +102,16 @@ func Outcomes(rs []message.Result) []string {
 	return out
 }
 
-// CheckInvariants asserts what must hold after any run: every cached
-// balance equals the sum of its rows, and no identity has rows from more
+// CheckInvariants asserts what must hold after any run: every account's
+// balance and held (account_states: its newest ledger row's) equal the sums
+// of its rows, and no identity has rows from more
 // than one settlement.
 func CheckInvariants(t *testing.T, pool *pgxpool.Pool) {
 	t.Helper()
 	ctx := context.Background()
 	var bad int
 	err := pool.QueryRow(ctx, `
-		SELECT count(*) FROM accounts a
+		SELECT count(*) FROM account_states a
 		 WHERE a.balance <> coalesce((SELECT sum(amount) FROM ledger_entries e WHERE e.account_id = a.id AND bucket = 'balance'), 0)
 		    OR a.held <> coalesce((SELECT sum(amount) FROM ledger_entries e WHERE e.account_id = a.id AND bucket = 'held'), 0)
 		    OR a.seq <> (SELECT count(DISTINCT identity_id) FROM ledger_entries e WHERE e.account_id = a.id)`).Scan(&bad)
@@ -118,7 +119,7 @@ func CheckInvariants(t *testing.T, pool *pgxpool.Pool) {
 		t.Fatal(err)
 	}
 	if bad != 0 {
-		t.Errorf("%d accounts whose cached balance, held or seq differ from their rows", bad)
+		t.Errorf("%d accounts whose balance, held or seq differ from their rows", bad)
 	}
 	var orphans int
 	if err := pool.QueryRow(ctx, `SELECT count(*) FROM ledger_entries e LEFT JOIN identities i ON i.id = e.identity_id WHERE i.outcome IS DISTINCT FROM 'settled'`).Scan(&orphans); err != nil {
@@ -143,7 +144,7 @@ func Count(t *testing.T, pool *pgxpool.Pool, query string, args ...any) int {
 func Balance(t *testing.T, pool *pgxpool.Pool, tenant, subject, currency string) string {
 	t.Helper()
 	var b string
-	err := pool.QueryRow(context.Background(), `SELECT balance::text FROM accounts WHERE tenant_id=$1 AND subject=$2 AND currency=$3`, tenant, subject, currency).Scan(&b)
+	err := pool.QueryRow(context.Background(), `SELECT balance::text FROM account_states WHERE tenant_id=$1 AND subject=$2 AND currency=$3`, tenant, subject, currency).Scan(&b)
 	if err != nil {
 		return fmt.Sprintf("<%v>", err)
 	}

@@ -1,9 +1,10 @@
 -- name: AccountRead :batchmany
--- Reads the cached state of the accounts a batch touches, locked by the
--- statement before it (account_lock.sql): by id the accounts this process
--- knows exist (@ids), by key the others (@tenant_id..@currency).
+-- Reads the state of the accounts a batch touches (account_states: each
+-- account's newest ledger row), locked by the statement before it
+-- (account_lock.sql): by id the accounts this process knows exist (@ids),
+-- by key the others (@tenant_id..@currency).
 SELECT a.id, a.tenant_id, a.subject, a.currency, a.balance::text AS balance, a.held::text AS held, a.seq, a.chain_head
-  FROM accounts a
+  FROM account_states a
  WHERE a.id IN (SELECT unnest(@ids::bigint[])
                 UNION
                 SELECT x.id

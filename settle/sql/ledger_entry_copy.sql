@@ -1,4 +1,5 @@
 -- name: LedgerEntryCopy :copyfrom
--- The ledger entries of a batch, written with COPY (see identity_copy.sql).
-INSERT INTO ledger_entries (identity_id, account_id, tenant_id, bucket, amount, chain_hash)
-VALUES ($1, $2, $3, $4, $5, $6);
+-- The ledger entries of a batch, written with COPY (see identity_copy.sql);
+-- each with the account's state after it (seq, balance_after, held_after).
+INSERT INTO ledger_entries (identity_id, account_id, tenant_id, bucket, amount, chain_hash, seq, balance_after, held_after)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9);

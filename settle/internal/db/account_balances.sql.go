@@ -12,7 +12,7 @@ import (
 const accountBalances = `-- name: AccountBalances :many
 SELECT a.id, a.subject, a.currency, a.balance::text AS balance, a.held::text AS held,
        (a.balance - a.held)::text AS available, a.seq
-  FROM accounts a
+  FROM account_states a
  WHERE a.tenant_id = $1 AND ($2::text = '' OR a.subject = $2)
  ORDER BY a.subject, a.currency
 `

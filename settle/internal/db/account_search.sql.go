@@ -11,7 +11,7 @@ import (
 
 const accountSearch = `-- name: AccountSearch :many
 SELECT a.tenant_id, a.subject, a.currency, a.balance::text AS balance
-  FROM accounts a
+  FROM account_states a
  WHERE ($1::text = '' OR a.tenant_id = $1)
    AND a.subject = $2
  ORDER BY a.tenant_id, a.currency

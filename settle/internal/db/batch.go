@@ -145,7 +145,7 @@ func (b *AccountLockBatchResults) Close() error {
 
 const accountRead = `-- name: AccountRead :batchmany
 SELECT a.id, a.tenant_id, a.subject, a.currency, a.balance::text AS balance, a.held::text AS held, a.seq, a.chain_head
-  FROM accounts a
+  FROM account_states a
  WHERE a.id IN (SELECT unnest($1::bigint[])
                 UNION
                 SELECT x.id
@@ -178,9 +178,10 @@ type AccountReadRow struct {
 	ChainHead []byte
 }
 
-// Reads the cached state of the accounts a batch touches, locked by the
-// statement before it (account_lock.sql): by id the accounts this process
-// knows exist (@ids), by key the others (@tenant_id..@currency).
+// Reads the state of the accounts a batch touches (account_states: each
+// account's newest ledger row), locked by the statement before it
+// (account_lock.sql): by id the accounts this process knows exist (@ids),
+// by key the others (@tenant_id..@currency).
 func (q *Queries) AccountRead(ctx context.Context, arg []AccountReadParams) *AccountReadBatchResults {
 	batch := &pgx.Batch{}
 	for _, a := range arg {
@@ -244,7 +245,7 @@ func (b *AccountReadBatchResults) Close() error {
 const accountReadByID = `-- name: AccountReadByID :batchmany
 SELECT a.id, a.tenant_id, a.subject, a.currency, a.balance::text AS balance, a.held::text AS held, a.seq, a.chain_head
   FROM unnest($1::bigint[]) AS k (id)
-  JOIN accounts a ON a.id = k.id
+  JOIN account_states a ON a.id = k.id
  ORDER BY a.id
 `
 
@@ -265,8 +266,9 @@ type AccountReadByIDRow struct {
 	ChainHead []byte
 }
 
-// Reads accounts by id (accounts reached through a chain or a hold), locked
-// by the statement before it (account_lock.sql).
+// Reads accounts by id (accounts reached through a chain or a hold) with
+// their state (account_states), locked by the statement before it
+// (account_lock.sql).
 func (q *Queries) AccountReadByID(ctx context.Context, id [][]int64) *AccountReadByIDBatchResults {
 	batch := &pgx.Batch{}
 	for _, a := range id {

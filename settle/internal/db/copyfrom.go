@@ -96,6 +96,9 @@ func (r iteratorForLedgerEntryCopy) Values() ([]interface{}, error) {
 		r.rows[0].Bucket,
 		r.rows[0].Amount,
 		r.rows[0].ChainHash,
+		r.rows[0].Seq,
+		r.rows[0].BalanceAfter,
+		r.rows[0].HeldAfter,
 	}, nil
 }
 
@@ -103,7 +106,8 @@ func (r iteratorForLedgerEntryCopy) Err() error {
 	return nil
 }
 
-// The ledger entries of a batch, written with COPY (see identity_copy.sql).
+// The ledger entries of a batch, written with COPY (see identity_copy.sql);
+// each with the account's state after it (seq, balance_after, held_after).
 func (q *Queries) LedgerEntryCopy(ctx context.Context, arg []LedgerEntryCopyParams) (int64, error) {
-	return q.db.CopyFrom(ctx, []string{"ledger_entries"}, []string{"identity_id", "account_id", "tenant_id", "bucket", "amount", "chain_hash"}, &iteratorForLedgerEntryCopy{rows: arg})
+	return q.db.CopyFrom(ctx, []string{"ledger_entries"}, []string{"identity_id", "account_id", "tenant_id", "bucket", "amount", "chain_hash", "seq", "balance_after", "held_after"}, &iteratorForLedgerEntryCopy{rows: arg})
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/settlehq/settle/settle/internal/db"
@@ -13,29 +14,20 @@ import (
 )
 
 // TestGuardedUpdatesCheckThemselves: each conditional update of the
-// settling transaction (an account at the sequence it was read at, a chain
-// or a hold at its revision) fails, in PostgreSQL, when it matches fewer
-// rows than it names, and its error names the statement: a COMMIT queued
-// after it (db.Pipeline.Commit) then never commits it. Seen failing with
-// the settle_guard call taken out of account_update.sql (the update then
-// matched nothing and succeeded).
+// settling transaction (a chain or a hold at its revision) fails, in
+// PostgreSQL, when it matches fewer rows than it names, and its error names
+// the statement: a COMMIT queued after it (db.Pipeline.Commit) then never
+// commits it. Seen failing with the settle_guard call taken out of
+// chain_update.sql (the update then matched nothing and succeeded).
 func TestGuardedUpdatesCheckThemselves(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := settletest.NewPool(t, 2)
 	q := db.On(pool)
-	var account int64
-	if err := pool.QueryRow(ctx, `INSERT INTO accounts (tenant_id, subject, currency) VALUES ('acme', 'cust-1', 'USD') RETURNING id`).Scan(&account); err != nil {
-		t.Fatal(err)
-	}
 	for _, c := range []struct {
 		name string
 		run  func() error
 	}{
-		{"account_update", func() error {
-			return q.AccountUpdate(ctx, db.AccountUpdateParams{ID: []int64{account}, BalanceDelta: []string{"1"}, HeldDelta: []string{"0"},
-				SeqBefore: []int64{41}, SeqAfter: []int64{42}, ChainHead: [][]byte{{}}})
-		}},
 		{"chain_update", func() error {
 			return q.ChainUpdate(ctx, db.ChainUpdateParams{RootID: []int64{7}, NetCharge: []string{"1"}, Version: []int64{1}, RefundID: []int64{0},
 				Refunded: []string{""}, ReclaimID: []int64{0}, Recovered: []bool{false}, Rev: []int32{0}})
@@ -51,8 +43,57 @@ func TestGuardedUpdatesCheckThemselves(t *testing.T) {
 			t.Errorf("%s naming a row it cannot match: %v, want its guard to fail", c.name, err)
 		}
 	}
-	var seq int64
-	if err := pool.QueryRow(ctx, `SELECT seq FROM accounts WHERE id = $1`, account).Scan(&seq); err != nil || seq != 0 {
-		t.Errorf("account seq %d (%v) after a failed guarded update, want 0", seq, err)
+}
+
+// TestAccountRowsNeedTheirLocks: an account's state is its newest ledger
+// row, so the one thing that keeps two writers from appending beside each
+// other is the account's lock (account_lock.sql). The settling
+// transaction's check (account_locks_held.sql) fails when the transaction
+// does not hold the lock of an account it writes, naming the statement,
+// and passes when it does. Seen failing with the lock's key in
+// settle_locked off by one (the check then found no lock held).
+func TestAccountRowsNeedTheirLocks(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := settletest.NewPool(t, 2)
+	var ids []int64
+	rows, err := pool.Query(ctx, `INSERT INTO accounts (tenant_id, subject, currency)
+		VALUES ('acme', 'cust-1', 'USD'), ('acme', 'cust-2', 'USD') RETURNING id`)
+	if err == nil {
+		ids, err = pgx.CollectRows(rows, pgx.RowTo[int64])
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	q := db.On(tx)
+	lock := func(id int64) {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(2 + ($1::bigint >> 31)::int, ($1::bigint & 2147483647)::int)`, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func() error {
+		if _, err := tx.Exec(ctx, "SAVEPOINT s"); err != nil {
+			t.Fatal(err)
+		}
+		err := q.AccountLocksHeld(ctx, ids)
+		if _, rerr := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT s"); rerr != nil {
+			t.Fatal(rerr)
+		}
+		return err
+	}
+	lock(ids[0])
+	err = check()
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || !strings.Contains(pgErr.Message, "account_lock: this transaction holds the locks of 1 of the 2 accounts it writes") {
+		t.Errorf("writing two accounts holding one's lock: %v, want the check to fail", err)
+	}
+	lock(ids[1])
+	if err := check(); err != nil {
+		t.Errorf("writing two accounts holding both locks: %v, want it to pass", err)
 	}
 }

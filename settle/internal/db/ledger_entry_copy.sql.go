@@ -10,10 +10,13 @@ import (
 )
 
 type LedgerEntryCopyParams struct {
-	IdentityID int64
-	AccountID  int64
-	TenantID   string
-	Bucket     string
-	Amount     pgtype.Numeric
-	ChainHash  []byte
+	IdentityID   int64
+	AccountID    int64
+	TenantID     string
+	Bucket       string
+	Amount       pgtype.Numeric
+	ChainHash    []byte
+	Seq          *int64
+	BalanceAfter pgtype.Numeric
+	HeldAfter    pgtype.Numeric
 }

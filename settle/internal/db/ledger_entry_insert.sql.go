@@ -10,20 +10,24 @@ import (
 )
 
 const ledgerEntryInsert = `-- name: LedgerEntryInsert :exec
-INSERT INTO ledger_entries (identity_id, account_id, tenant_id, bucket, amount, chain_hash)
-SELECT k.identity_id, k.account_id, k.tenant_id, k.bucket, k.amount, k.chain_hash
+INSERT INTO ledger_entries (identity_id, account_id, tenant_id, bucket, amount, chain_hash, seq, balance_after, held_after)
+SELECT k.identity_id, k.account_id, k.tenant_id, k.bucket, k.amount, k.chain_hash, k.seq, k.balance_after, k.held_after
   FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[],
-              ($5::text[])::numeric[], $6::bytea[])
-       AS k (identity_id, account_id, tenant_id, bucket, amount, chain_hash)
+              ($5::text[])::numeric[], $6::bytea[], $7::bigint[],
+              ($8::text[])::numeric[], ($9::text[])::numeric[])
+       AS k (identity_id, account_id, tenant_id, bucket, amount, chain_hash, seq, balance_after, held_after)
 `
 
 type LedgerEntryInsertParams struct {
-	IdentityID []int64
-	AccountID  []int64
-	TenantID   []string
-	Bucket     []string
-	Amount     []string
-	ChainHash  [][]byte
+	IdentityID   []int64
+	AccountID    []int64
+	TenantID     []string
+	Bucket       []string
+	Amount       []string
+	ChainHash    [][]byte
+	Seq          []int64
+	BalanceAfter []string
+	HeldAfter    []string
 }
 
 // The ledger entries of a small batch, in its last pipeline (see
@@ -36,6 +40,9 @@ func (q *Queries) LedgerEntryInsert(ctx context.Context, arg LedgerEntryInsertPa
 		arg.Bucket,
 		arg.Amount,
 		arg.ChainHash,
+		arg.Seq,
+		arg.BalanceAfter,
+		arg.HeldAfter,
 	)
 	return err
 }

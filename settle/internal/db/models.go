@@ -15,6 +15,14 @@ type Account struct {
 	TenantID  string
 	Subject   string
 	Currency  string
+	CreatedAt time.Time
+}
+
+type AccountState struct {
+	ID        int64
+	TenantID  string
+	Subject   string
+	Currency  string
 	Balance   pgtype.Numeric
 	Held      pgtype.Numeric
 	Seq       int64
@@ -201,14 +209,17 @@ type IdentityAudit struct {
 }
 
 type LedgerEntry struct {
-	ID         int64
-	IdentityID int64
-	AccountID  int64
-	TenantID   string
-	Bucket     string
-	Amount     pgtype.Numeric
-	ChainHash  []byte
-	CreatedAt  time.Time
+	ID           int64
+	IdentityID   int64
+	AccountID    int64
+	TenantID     string
+	Bucket       string
+	Amount       pgtype.Numeric
+	ChainHash    []byte
+	CreatedAt    time.Time
+	Seq          *int64
+	BalanceAfter pgtype.Numeric
+	HeldAfter    pgtype.Numeric
 }
 
 type Outbox struct {

@@ -11,7 +11,7 @@ import (
 
 const reconcileAccounts = `-- name: ReconcileAccounts :many
 SELECT a.tenant_id, a.subject, a.currency, a.balance::text AS balance, a.held::text AS held
-  FROM accounts a
+  FROM account_states a
  WHERE ($1::text = '' OR a.tenant_id = $1)
 `
 
@@ -23,7 +23,7 @@ type ReconcileAccountsRow struct {
 	Held     string
 }
 
-// Every account's cached balance and held amount (tenant_id, ” = all),
+// Every account's balance and held amount (its newest ledger row's) (tenant_id, ” = all),
 // for the comparison with a model of what they must be.
 func (q *Queries) ReconcileAccounts(ctx context.Context, tenantID string) ([]ReconcileAccountsRow, error) {
 	rows, err := q.db.Query(ctx, reconcileAccounts, tenantID)

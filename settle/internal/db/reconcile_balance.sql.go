@@ -13,7 +13,7 @@ const reconcileBalance = `-- name: ReconcileBalance :many
 SELECT a.id, a.tenant_id, a.subject, a.currency,
        a.balance::text AS balance, a.held::text AS held,
        coalesce(s.balance, 0)::text AS rows_balance, coalesce(s.held, 0)::text AS rows_held
-  FROM accounts a
+  FROM account_states a
   LEFT JOIN (SELECT account_id,
                     sum(amount) FILTER (WHERE bucket = 'balance') AS balance,
                     sum(amount) FILTER (WHERE bucket = 'held')    AS held
@@ -35,8 +35,9 @@ type ReconcileBalanceRow struct {
 	RowsHeld    string
 }
 
-// Accounts whose cached balance or held differs from the sum of their
-// ledger rows (tenant_id, ” = all).
+// Accounts whose balance or held (the state their newest ledger row
+// carries, account_states) differs from the sum of their ledger rows
+// (tenant_id, ” = all).
 func (q *Queries) ReconcileBalance(ctx context.Context, tenantID string) ([]ReconcileBalanceRow, error) {
 	rows, err := q.db.Query(ctx, reconcileBalance, tenantID)
 	if err != nil {

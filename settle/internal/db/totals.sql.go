@@ -23,7 +23,7 @@ SELECT (SELECT count(*) FROM deliveries) AS deliveries,
         + (SELECT coalesce(sum(cardinality(ids)), 0) FROM outbox_settlements WHERE topic = $1::text))::bigint AS outbox_settlements,
        (SELECT count(*) FROM (SELECT identity_id FROM ledger_entries GROUP BY identity_id
                                HAVING count(DISTINCT created_at) > 1) x) AS split_effects,
-       (SELECT count(*) FROM accounts a
+       (SELECT count(*) FROM account_states a
          LEFT JOIN (SELECT account_id,
                            sum(amount) FILTER (WHERE bucket = 'balance') AS b,
                            sum(amount) FILTER (WHERE bucket = 'held') AS h
@@ -62,7 +62,7 @@ type TotalsRow struct {
 //	entries_expected vs entries: the ledger rows every stored response
 //	  announces, against the rows written (one effect per identity)
 //	settled_effects vs outbox_settlements: one settlements message per effect
-//	bad_accounts: accounts whose cached balance or held differs from the
+//	bad_accounts: accounts whose balance or held (account_states) differs from the
 //	  sum of their rows
 //	unpublished: outbox rows the relay has not published
 //	keys, keys_done, keys_in_progress: the HTTP edge's Idempotency-Keys, and
