@@ -20,6 +20,13 @@ import (
 func reconcileFixture(t *testing.T) (*settle.Store, []reconcile.SourceRecord, []reconcile.PublishedSettlement) {
 	t.Helper()
 	s := settletest.NewStore(t, settle.Config{})
+	source, published := fixtureOn(t, s)
+	return s, source, published
+}
+
+// fixtureOn settles reconcileFixture's records on s.
+func fixtureOn(t *testing.T, s *settle.Store) ([]reconcile.SourceRecord, []reconcile.PublishedSettlement) {
+	t.Helper()
 	recs := []map[string]any{
 		settletest.Grant("g-1", "cust-1", "100"),
 		settletest.Rec("record_id", "u-1", "amount", "40"),
@@ -72,7 +79,7 @@ func reconcileFixture(t *testing.T) (*settle.Store, []reconcile.SourceRecord, []
 	if len(published) < 6 {
 		t.Fatalf("fixture: %d settlements in the outbox, want at least 6", len(published))
 	}
-	return s, source, published
+	return source, published
 }
 
 func runReconcile(t *testing.T, s *settle.Store, in reconcile.Input) *reconcile.Report {

@@ -27,12 +27,16 @@ ALTER TABLE ledger_entries ADD COLUMN seq bigint,
                            ADD COLUMN held_after numeric,
                            ADD CONSTRAINT ledger_entries_held_after_nonnegative CHECK (held_after >= 0);
 
+-- Ledger rows are append-only (their trigger stops the owner too); this
+-- is the one rewrite of them, in the migration's transaction.
+ALTER TABLE ledger_entries DISABLE TRIGGER ledger_entries_append_only;
 UPDATE ledger_entries e
    SET seq = a.seq, balance_after = a.balance, held_after = a.held
   FROM accounts a
   JOIN LATERAL (SELECT max(n.id) AS id FROM ledger_entries n
                  WHERE n.tenant_id = a.tenant_id AND n.account_id = a.id) newest ON true
  WHERE e.tenant_id = a.tenant_id AND e.account_id = a.id AND e.id = newest.id;
+ALTER TABLE ledger_entries ENABLE TRIGGER ledger_entries_append_only;
 
 ALTER TABLE accounts DROP COLUMN balance, DROP COLUMN held, DROP COLUMN seq,
                      DROP COLUMN chain_head, DROP COLUMN updated_at;
