@@ -48,10 +48,11 @@ func TestGuardedUpdatesCheckThemselves(t *testing.T) {
 // TestAccountRowsNeedTheirLocks: an account's state is its newest ledger
 // row, so the one thing that keeps two writers from appending beside each
 // other is the account's lock (account_lock.sql). The settling
-// transaction's check (account_locks_held.sql) fails when the transaction
-// does not hold the lock of an account it writes, naming the statement,
-// and passes when it does. Seen failing with the lock's key in
-// settle_locked off by one (the check then found no lock held).
+// transaction's check (account_locks_held.sql) fails when another
+// transaction holds the lock of an account it writes, naming the
+// statement, and passes when the locks are its own. Seen failing with the
+// lock's key in settle_locked off by one (the other's lock then went
+// unseen).
 func TestAccountRowsNeedTheirLocks(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -65,35 +66,35 @@ func TestAccountRowsNeedTheirLocks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tx, err := pool.Begin(ctx)
-	if err != nil {
+	const lock = `SELECT pg_advisory_xact_lock(2 + ($1::bigint >> 31)::int, ($1::bigint & 2147483647)::int)`
+	writer := func() pgx.Tx {
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tx
+	}
+	other := writer()
+	if _, err := other.Exec(ctx, lock, ids[0]); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = tx.Rollback(ctx) }()
-	q := db.On(tx)
-	lock := func(id int64) {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(2 + ($1::bigint >> 31)::int, ($1::bigint & 2147483647)::int)`, id); err != nil {
-			t.Fatal(err)
-		}
-	}
-	check := func() error {
-		if _, err := tx.Exec(ctx, "SAVEPOINT s"); err != nil {
-			t.Fatal(err)
-		}
-		err := q.AccountLocksHeld(ctx, ids)
-		if _, rerr := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT s"); rerr != nil {
-			t.Fatal(rerr)
-		}
-		return err
-	}
-	lock(ids[0])
-	err = check()
+	tx := writer()
+	err = db.On(tx).AccountLocksHeld(ctx, ids)
 	var pgErr *pgconn.PgError
-	if !errors.As(err, &pgErr) || !strings.Contains(pgErr.Message, "account_lock: this transaction holds the locks of 1 of the 2 accounts it writes") {
-		t.Errorf("writing two accounts holding one's lock: %v, want the check to fail", err)
+	if !errors.As(err, &pgErr) || !strings.Contains(pgErr.Message, "account_lock: 1 of the 2 accounts this transaction writes are locked by another") {
+		t.Errorf("writing two accounts while another transaction holds one's lock: %v, want the check to fail", err)
 	}
-	lock(ids[1])
-	if err := check(); err != nil {
+	_ = tx.Rollback(ctx)
+	_ = other.Rollback(ctx)
+
+	tx = writer()
+	defer func() { _ = tx.Rollback(ctx) }()
+	for _, id := range ids {
+		if _, err := tx.Exec(ctx, lock, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.On(tx).AccountLocksHeld(ctx, ids); err != nil {
 		t.Errorf("writing two accounts holding both locks: %v, want it to pass", err)
 	}
 }

@@ -20,8 +20,9 @@
 -- The writers of an account are serialised by its advisory lock
 -- (account_lock.sql), as before; the update's guard on the sequence it
 -- had read goes with the update. In its place the settling transaction
--- checks, before its COMMIT, that it holds the lock of every account it
--- writes rows to (settle_locked below, account_locks_held.sql).
+-- checks, before its COMMIT, that no other transaction holds the lock of
+-- an account it writes rows to (settle_locked below,
+-- account_locks_held.sql).
 ALTER TABLE ledger_entries ADD COLUMN seq bigint,
                            ADD COLUMN balance_after numeric,
                            ADD COLUMN held_after numeric,
@@ -65,25 +66,21 @@ SELECT a.id, a.tenant_id, a.subject, a.currency,
                       LIMIT 1) s ON true;
 GRANT SELECT ON account_states TO settle_app, settle_reader;
 
--- settle_locked fails unless this transaction holds the advisory lock of
--- every account in ids (account_lock.sql's keys): a transaction that
--- appends an account's rows without its lock would read and write the
--- account's state beside another writer.
+-- settle_locked fails when another transaction holds the advisory lock
+-- (account_lock.sql's keys) of an account in ids: it is then writing the
+-- account beside this one, which would append rows from the same state.
+-- For a lock this transaction holds, pg_try_advisory_xact_lock returns
+-- true at once (the lock is re-entrant); for a free one it takes it.
 CREATE FUNCTION settle_locked(statement text, ids bigint[]) RETURNS void
     LANGUAGE plpgsql AS $$
 DECLARE
-    held bigint;
+    taken bigint;
 BEGIN
-    -- pg_locks once (it copies the whole lock table), then each account.
-    WITH mine AS MATERIALIZED (
-        SELECT l.classid, l.objid FROM pg_locks l
-         WHERE l.locktype = 'advisory' AND l.pid = pg_backend_pid() AND l.granted AND l.objsubid = 2)
-    SELECT count(*) INTO held
+    SELECT count(*) INTO taken
       FROM unnest(ids) AS k (id)
-     WHERE EXISTS (SELECT 1 FROM mine m
-                    WHERE m.classid = (2 + (k.id >> 31))::oid AND m.objid = (k.id & 2147483647)::oid);
-    IF held <> cardinality(ids) THEN
-        RAISE EXCEPTION '%: this transaction holds the locks of % of the % accounts it writes', statement, held, cardinality(ids)
+     WHERE NOT pg_try_advisory_xact_lock(2 + (k.id >> 31)::int, (k.id & 2147483647)::int);
+    IF taken > 0 THEN
+        RAISE EXCEPTION '%: % of the % accounts this transaction writes are locked by another', statement, taken, cardinality(ids)
             USING ERRCODE = 'data_exception',
                   HINT = 'an account''s rows were written without its lock: a defect of the locking; report it';
     END IF;
