@@ -8,7 +8,10 @@
 -- account's lock, as the account's newest row. That row now carries the
 -- state after it: seq (the sequence of the settlement that wrote it),
 -- balance_after and held_after; its chain_hash is the chain's head. The
--- account row is its key alone, written once.
+-- account row is its key alone, written once. The newest row is the one
+-- with the highest id: ledger ids are drawn one at a time (the sequence
+-- caches none) as the rows are written, and an account's writers take
+-- turns under its lock, so a later writer's ids are above an earlier's.
 --
 -- account_states shows each account with its state, as accounts did:
 -- the newest row that carries one (rows written before this version
