@@ -11,7 +11,8 @@
 //   - one delivery per input record, none lost (every offset below
 //     PostgreSQL's recorded next offset has its delivery row; at the end,
 //     every record of the usage topic has one);
-//   - every account's cached balance, held amount and sequence equal its
+//   - every account's balance, held amount and sequence (its newest ledger
+//     row's) equal its
 //     ledger rows, and (at the end) the balance and held amount the exact
 //     model of the generated workload (internal/workload) predicts;
 //   - no Kafka committed offset ahead of PostgreSQL's;

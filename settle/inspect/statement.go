@@ -267,7 +267,7 @@ func (b *statementBuild) readSequences(ctx context.Context, q *db.Queries, in St
 }
 
 // closeAccount sums an account's lines into its closing balances and checks
-// them against the account's cached balance.
+// them against the account's balance (its newest row's).
 func closeAccount(a *StatementAccount, x *stmtAccount) {
 	closing, closingHeld := x.opening, x.openingHeld
 	for _, l := range a.Lines {

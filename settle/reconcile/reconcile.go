@@ -33,7 +33,7 @@ import (
 // Discrepancy classes: what reconcile found, one per kind of difference.
 const (
 	// Invariants of the database.
-	ClassBalanceMismatch       = "balance_mismatch"                 // cached balance/held ≠ sum of ledger rows
+	ClassBalanceMismatch       = "balance_mismatch"                 // balance/held (the newest ledger row's) ≠ sum of ledger rows
 	ClassLedgerNoIdentity      = "ledger_row_without_identity"      // a ledger row whose identity does not exist
 	ClassLedgerNoAccount       = "ledger_row_without_account"       // a ledger row whose account does not exist
 	ClassLedgerUnsettled       = "ledger_row_of_unsettled_identity" // a ledger row of a refused or quarantined identity

@@ -23,7 +23,7 @@ type Totals struct {
 	SettledEffects       int64 // settled identities with ledger rows
 	OutboxSettlements    int64 // outbox rows for the settlements topic
 	SplitEffects         int64 // identities whose rows more than one transaction wrote
-	BadAccounts          int64 // accounts whose cached balance or held differs from their rows
+	BadAccounts          int64 // accounts whose balance or held (account_states) differs from their rows
 	Unpublished          int64 // outbox rows the relay has not published
 	Keys                 int64 // the HTTP edge's Idempotency-Keys stored
 	KeysDone             int64 // of them, answered

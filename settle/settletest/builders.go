@@ -140,7 +140,7 @@ func Count(t *testing.T, pool *pgxpool.Pool, query string, args ...any) int {
 	return n
 }
 
-// Balance is an account's cached balance, or the error in brackets.
+// Balance is an account's balance (account_states), or the error in brackets.
 func Balance(t *testing.T, pool *pgxpool.Pool, tenant, subject, currency string) string {
 	t.Helper()
 	var b string
