@@ -12,9 +12,9 @@
 //     PostgreSQL's recorded next offset has its delivery row; at the end,
 //     every record of the usage topic has one);
 //   - every account's balance, held amount and sequence (its newest ledger
-//     row's) equal its
-//     ledger rows, and (at the end) the balance and held amount the exact
-//     model of the generated workload (internal/workload) predicts;
+//     row's) equal its ledger rows, and (at the end) the balance and held
+//     amount the exact model of the generated workload (internal/workload)
+//     predicts;
 //   - no Kafka committed offset ahead of PostgreSQL's;
 //   - (at the end) every outbox row published;
 //
