@@ -17,8 +17,8 @@ SELECT settle_locked('account_lock', $1::bigint[])
 // account this one writes ledger rows to (settle_locked, migration 0016):
 // an account's state is its newest row, and the lock is what keeps a
 // second writer from appending beside it. A lock this transaction holds
-// passes at once (pg_locks, which copies the whole lock table, cost
-// 37 µs per record).
+// passes at once (pg_locks would name the holder too, but copies the whole
+// lock table: BENCHMARKS.md, "Tried and not kept").
 func (q *Queries) AccountLocksHeld(ctx context.Context, ids []int64) error {
 	_, err := q.db.Exec(ctx, accountLocksHeld, ids)
 	return err
