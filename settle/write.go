@@ -2,13 +2,9 @@ package settle
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgtype"
-
-	"github.com/settlehq/settle/internal/money"
 	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/settle/internal/db"
 	"github.com/settlehq/settle/settle/message"
@@ -162,18 +158,12 @@ func (st *txState) writeEntries(ctx context.Context, q *db.Queries) error {
 	}
 	rows := make([]db.LedgerEntryCopyParams, n)
 	for i := range st.entries {
-		e := &st.entries[i]
-		r := &rows[i]
-		for _, n := range []struct {
-			to *pgtype.Numeric
-			v  money.Dec
-		}{{&r.Amount, e.amount}, {&r.BalanceAfter, e.balance}, {&r.HeldAfter, e.held}} {
-			if err := n.to.Scan(n.v.String()); err != nil {
-				return fmt.Errorf("ledger row of account %d: %s: %w", e.accountID, n.v.String(), err)
-			}
-		}
+		e, r := &st.entries[i], &rows[i]
 		r.IdentityID, r.AccountID, r.TenantID = e.identityID, e.accountID, e.tenant
 		r.Bucket, r.ChainHash, r.Seq = e.bucket, e.hash, &e.seq
+		r.Amount, _ = e.amount.NumericValue() // never fails
+		r.BalanceAfter, _ = e.balance.NumericValue()
+		r.HeldAfter, _ = e.held.NumericValue()
 	}
 	_, err := db.On(st.tx).LedgerEntryCopy(ctx, rows)
 	return err
@@ -182,10 +172,10 @@ func (st *txState) writeEntries(ctx context.Context, q *db.Queries) error {
 // The queue functions below queue their statement on write's pipeline: the
 // generated method returns at once, and Send reports its error.
 
-// queueAccountLocksHeld queues the check that the transaction holds the
-// lock of every account the batch appended rows to (account_locks_held.sql):
-// the rows carry the accounts' new state, and nothing else is written to
-// an account.
+// queueAccountLocksHeld queues the check that no other transaction holds
+// the lock of an account the batch appended rows to
+// (account_locks_held.sql): the rows carry the accounts' new state, and
+// nothing else is written to an account.
 func (st *txState) queueAccountLocksHeld(ctx context.Context, q *db.Queries) {
 	if ids := st.changedAccounts(); len(ids) > 0 {
 		_ = q.AccountLocksHeld(ctx, ids)

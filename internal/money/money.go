@@ -4,8 +4,10 @@ package money
 
 import (
 	"fmt"
+	"math/big"
 
 	"github.com/cockroachdb/apd/v3"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // decCtx does exact decimal arithmetic: amounts have at most 27 digits and
@@ -84,4 +86,21 @@ func (a Dec) String() string {
 		return "0"
 	}
 	return r.Text('f')
+}
+
+// NumericValue is a as a PostgreSQL numeric, reduced as String renders it
+// (no trailing fraction zeros), built from the digits without a round trip
+// through text. It makes Dec a pgtype.NumericValuer, so pgx writes it to a
+// numeric column or parameter as it is.
+func (a Dec) NumericValue() (pgtype.Numeric, error) {
+	var r apd.Decimal
+	r.Reduce(&a.d)
+	if r.IsZero() {
+		return pgtype.Numeric{Int: new(big.Int), Valid: true}, nil
+	}
+	i := r.Coeff.MathBigInt()
+	if r.Negative {
+		i.Neg(i)
+	}
+	return pgtype.Numeric{Int: i, Exp: r.Exponent, Valid: true}, nil
 }

@@ -4,7 +4,9 @@ package money_test
 // stores every balance: thousands of random amounts (up to 18 integer and 9
 // fraction digits, zeros, exponent forms), their sums, differences,
 // negations, comparisons and a running balance, computed by both and
-// required to agree digit for digit (String against trim_scale(x)::text).
+// required to agree digit for digit (String against trim_scale(x)::text);
+// and each amount sent to PostgreSQL as Dec.NumericValue reads back as
+// String renders it, untrimmed.
 
 import (
 	"context"
@@ -59,10 +61,11 @@ func TestMoneyAgreesWithPostgresNumeric(t *testing.T) {
 	}
 	as[0], bs[0] = "0", "0.000000000"
 	as[1], bs[1] = "999999999999999999.999999999", "0.000000001"
+	as[2], as[3], as[4] = "-0.000", "1000.500", "1E+3"
 	rows, err := conn.Query(ctx, `
 		SELECT trim_scale(a + b)::text, trim_scale(a - b)::text, trim_scale(-a)::text, sign(a - b)::int, sign(a)::int,
-		       trim_scale(sum(a) OVER (ORDER BY i))::text
-		  FROM unnest($1::numeric[], $2::numeric[]) WITH ORDINALITY AS x(a, b, i) ORDER BY i`, as, bs)
+		       trim_scale(sum(a) OVER (ORDER BY i))::text, d::text
+		  FROM unnest($1::numeric[], $2::numeric[], $3::numeric[]) WITH ORDINALITY AS x(a, b, d, i) ORDER BY i`, as, bs, decs(as))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,9 +76,9 @@ func TestMoneyAgreesWithPostgresNumeric(t *testing.T) {
 		bad     int
 	)
 	for rows.Next() {
-		var sum, diff, neg, running2 string
+		var sum, diff, neg, running2, sent string
 		var cmp, sign int
-		if err := rows.Scan(&sum, &diff, &neg, &cmp, &sign, &running2); err != nil {
+		if err := rows.Scan(&sum, &diff, &neg, &cmp, &sign, &running2, &sent); err != nil {
 			t.Fatal(err)
 		}
 		a, b := money.MustParse(as[i]), money.MustParse(bs[i])
@@ -87,6 +90,7 @@ func TestMoneyAgreesWithPostgresNumeric(t *testing.T) {
 			{"cmp", fmt.Sprint(a.Cmp(b)), fmt.Sprint(cmp)},
 			{"sign", fmt.Sprint(a.Sign()), fmt.Sprint(sign)},
 			{"running sum", running.String(), running2},
+			{"a sent as NumericValue", a.String(), sent},
 		} {
 			if c.got != c.want {
 				bad++
@@ -103,5 +107,14 @@ func TestMoneyAgreesWithPostgresNumeric(t *testing.T) {
 	if i != n {
 		t.Fatalf("compared %d values, want %d", i, n)
 	}
-	t.Logf("%d random pairs, 6 operations each: %d disagreements", n, bad)
+	t.Logf("%d random pairs, 7 operations each: %d disagreements", n, bad)
+}
+
+// decs parses ss, for pgx to send as numerics through Dec.NumericValue.
+func decs(ss []string) []money.Dec {
+	out := make([]money.Dec, len(ss))
+	for i, s := range ss {
+		out[i] = money.MustParse(s)
+	}
+	return out
 }
