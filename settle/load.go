@@ -200,7 +200,7 @@ func (st *txState) readReserved(r *db.IdentityReserveBatchResults) error {
 		return fmt.Errorf("reserve identity ids: %w", err)
 	}
 	for _, row := range rows {
-		st.ids, st.now = append(st.ids, *row.ID), *row.Now
+		st.ids, st.now = append(st.ids, *row.ID), row.Now
 	}
 	return nil
 }

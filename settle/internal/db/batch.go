@@ -1225,17 +1225,8 @@ func (b *IdentityLookupBatchResults) Close() error {
 }
 
 const identityReserve = `-- name: IdentityReserve :batchmany
-WITH s AS (
-    SELECT seqincrement AS step
-      FROM pg_sequence
-     WHERE seqrelid = pg_get_serial_sequence('identities', 'id')::regclass
-)
-SELECT (b.v + o.i)::bigint AS id, now()::timestamptz AS now
-  FROM s
- CROSS JOIN LATERAL (SELECT nextval(pg_get_serial_sequence('identities', 'id')) AS v
-                       FROM generate_series(1, ceil(($1::integer)::numeric / s.step)::integer)) AS b
- CROSS JOIN LATERAL generate_series(0, s.step - 1) AS o (i)
- LIMIT $1::integer
+SELECT r.id, now()::timestamptz AS now
+  FROM settle_reserve(pg_get_serial_sequence('identities', 'id')::regclass, $1::integer) AS r (id)
 `
 
 type IdentityReserveBatchResults struct {
@@ -1246,13 +1237,12 @@ type IdentityReserveBatchResults struct {
 
 type IdentityReserveRow struct {
 	ID  *int64
-	Now *time.Time
+	Now time.Time
 }
 
-// Reserves n identity ids (and reads the transaction's clock) so a
-// batch can write all its rows in one round trip. The sequence steps by a
-// block (migration 0003): one nextval v reserves v .. v+step-1; the rest of
-// the last block is left unused (ids have gaps).
+// Reserves n identity ids (settle_reserve, migration 0016: a block per
+// nextval) and reads the transaction's clock, so a batch can write all its
+// rows in one round trip.
 func (q *Queries) IdentityReserve(ctx context.Context, n []int32) *IdentityReserveBatchResults {
 	batch := &pgx.Batch{}
 	for _, a := range n {
@@ -1302,20 +1292,12 @@ func (b *IdentityReserveBatchResults) Close() error {
 }
 
 const outboxSettlementsInsert = `-- name: OutboxSettlementsInsert :batchmany
-WITH s AS (
-    SELECT q.seqrelid::regclass AS seq, q.seqincrement AS step
-      FROM pg_sequence q
-     WHERE q.seqrelid = pg_get_serial_sequence('public.outbox', 'id')::regclass
-), b AS MATERIALIZED (
-    SELECT g, nextval(s.seq) AS v
-      FROM s CROSS JOIN generate_series(1, ceil(cardinality($3::bigint[])::numeric / s.step)::integer) AS g
-), blocks AS (
-    SELECT array_agg(b.v ORDER BY b.g) AS vs, (SELECT step FROM s) AS step FROM b
-), k AS (
-    SELECT k.tenant_id, k.identity_id, k.key, k.sequence, k.kind, k.headers, k.n,
-           (blocks.vs[(k.n - 1) / blocks.step + 1] + (k.n - 1) % blocks.step)::bigint AS id
-      FROM blocks, unnest($4::text[], $3::bigint[], $5::bytea[], $6::bigint[], $7::text[], $8::jsonb[])
+WITH k AS (
+    SELECT k.tenant_id, k.identity_id, k.key, k.sequence, k.kind, k.headers, k.n, r.id
+      FROM unnest($3::text[], $4::bigint[], $5::bytea[], $6::bigint[], $7::text[], $8::jsonb[])
            WITH ORDINALITY AS k (tenant_id, identity_id, key, sequence, kind, headers, n)
+      JOIN settle_reserve(pg_get_serial_sequence('public.outbox', 'id')::regclass, cardinality($4::bigint[]))
+           WITH ORDINALITY AS r (id, n) ON r.n = k.n
 )
 INSERT INTO outbox_settlements (tenant_id, id, topic, version, ids, identity_ids, keys, sequences, kinds, headers)
 SELECT k.tenant_id, min(k.id), $1::text, $2::smallint, array_agg(k.id ORDER BY k.n),
@@ -1335,8 +1317,8 @@ type OutboxSettlementsInsertBatchResults struct {
 type OutboxSettlementsInsertParams struct {
 	Topic      string
 	Version    int16
-	IdentityID []int64
 	TenantID   []string
+	IdentityID []int64
 	Key        [][]byte
 	Sequence   []int64
 	Kind       []string
@@ -1354,9 +1336,8 @@ type OutboxSettlementsInsertRow struct {
 // the identity's stored response, its headers the identity's
 // settlement_id and tenant_id, the sequence, kind and version, then the
 // stored ones (outbox_messages). The outbox ids are reserved as identity
-// ids are (identity_reserve.sql): the outbox's sequence steps by a block
-// (migration 0015), one nextval v reserves v .. v+step-1, and the
-// settlements take them in order, while the transaction holds its
+// ids are (settle_reserve: a block per nextval of the outbox's sequence),
+// and the settlements take them in order, while the transaction holds its
 // accounts' locks (per-account order). A row's id is its first. The
 // trigger outbox_settlements_enqueue queues every row for the relay.
 // Returns each row's ids with their identities', for the messages this
@@ -1367,8 +1348,8 @@ func (q *Queries) OutboxSettlementsInsert(ctx context.Context, arg []OutboxSettl
 		vals := []interface{}{
 			a.Topic,
 			a.Version,
-			a.IdentityID,
 			a.TenantID,
+			a.IdentityID,
 			a.Key,
 			a.Sequence,
 			a.Kind,
