@@ -2,7 +2,7 @@
 --
 -- An account row held, beside its key, a cache of its state: balance,
 -- held, the sequence of its last settlement and the hash of its newest
--- ledger row. Every batch that moved an account rewrote that row (≈ 140 B
+-- ledger row. Every batch that moved an account rewrote that row (≈ 115 B
 -- of WAL per record, and an update statement per batch), although every
 -- settlement already appends a ledger row to the account, under the
 -- account's lock, as the account's newest row. That row now carries the
