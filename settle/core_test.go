@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/inspect"
 	"github.com/settlehq/settle/settle/message"
 	"github.com/settlehq/settle/settle/settletest"
@@ -85,11 +86,15 @@ func TestSettleUsageDuplicateConflict(t *testing.T) {
 func TestAppendOnlyEnforcedByDatabase(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)
-	// The repeat gives delivery_repeats a row (a statement that matches no
-	// row fires no row trigger).
-	mustSettle(t, s, batch(0, 0, grant("g-1", "c", "5"), grant("g-1", "c", "5")))
+	// The repeat gives delivery_repeats a row, the settlement
+	// outbox_settlements one and the record that does not decode (a dead
+	// letter) outbox one (a statement that matches no row fires no row
+	// trigger).
+	ins := append(batch(0, 0, grant("g-1", "c", "5"), grant("g-1", "c", "5")), settle.Input{Topic: "usage", Partition: 0, Offset: 2, Value: []byte("{not json")})
+	mustSettle(t, s, ins)
 	ctx := context.Background()
-	for table, column := range map[string]string{"ledger_entries": "tenant_id", "identities": "tenant_id", "delivery_repeats": "tenant_id", "outbox_settlements": "topic"} {
+	for table, column := range map[string]string{"ledger_entries": "tenant_id", "identities": "tenant_id", "delivery_repeats": "tenant_id",
+		"outbox": "topic", "outbox_settlements": "topic"} {
 		for _, stmt := range []string{
 			"UPDATE " + table + " SET " + column + " = 'x'",
 			"DELETE FROM " + table,

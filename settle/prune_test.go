@@ -186,11 +186,11 @@ func TestPruneGuard(t *testing.T) {
 		refused("settle_app", `DELETE FROM `+table)
 	}
 	// Tables with rows (a row trigger does not fire on none).
-	for _, table := range []string{"delivery_repeats", "outbox_settlements", "dead_letters", "identities", "ledger_entries", "conflict_cases"} {
+	for _, table := range []string{"delivery_repeats", "outbox", "outbox_settlements", "dead_letters", "identities", "ledger_entries", "conflict_cases"} {
 		refused("", `DELETE FROM `+table)
 		// The owner forging the function's setting still cannot touch
 		// history.
-		if table != "delivery_repeats" && table != "outbox_settlements" && table != "dead_letters" {
+		if table != "delivery_repeats" && table != "outbox" && table != "outbox_settlements" && table != "dead_letters" {
 			refused("", `SELECT set_config('settle.pruning', 'on', true); DELETE FROM `+table)
 		}
 	}
