@@ -4,9 +4,10 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/settlehq/settle/internal/kafkatest"
 	"github.com/settlehq/settle/internal/testnet"
@@ -28,10 +29,9 @@ func TestSettlementsInAccountOrder(t *testing.T) {
 	url := settletest.NewDatabase(t)
 	pool := settletest.PoolOn(t, url, 16)
 	s := settletest.StoreOn(t, pool, settle.Config{})
-	var wg sync.WaitGroup
-	errs := make(chan error, writers)
+	var g errgroup.Group
 	for w := range writers {
-		wg.Go(func() {
+		g.Go(func() error {
 			for b := range batches {
 				recs := make([]map[string]any, perBatch)
 				for i := range recs {
@@ -41,15 +41,13 @@ func TestSettlementsInAccountOrder(t *testing.T) {
 				}
 				ins := settletest.Batch(int32(w), int64(b*perBatch), recs...)
 				if _, err := s.Settle(context.Background(), "g", s.Decode(ins)); err != nil {
-					errs <- err
-					return
+					return err
 				}
 			}
+			return nil
 		})
 	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
+	if err := g.Wait(); err != nil {
 		t.Fatal(err)
 	}
 
