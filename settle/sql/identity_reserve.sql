@@ -3,4 +3,4 @@
 -- nextval) and reads the transaction's clock, so a batch can write all its
 -- rows in one round trip.
 SELECT r.id, now()::timestamptz AS now
-  FROM settle_reserve(pg_get_serial_sequence('identities', 'id')::regclass, @n::integer) AS r (id);
+  FROM unnest(settle_reserve(pg_get_serial_sequence('identities', 'id')::regclass, @n::integer)) AS r (id);

@@ -11,12 +11,12 @@
 -- trigger outbox_settlements_enqueue queues every row for the relay.
 -- Returns each row's ids with their identities', for the messages this
 -- process keeps for its relay (settle.Store.WrittenMessage).
-WITH k AS (
-    SELECT k.tenant_id, k.identity_id, k.key, k.sequence, k.kind, k.headers, k.n, r.id
-      FROM unnest(@tenant_id::text[], @identity_id::bigint[], @key::bytea[], @sequence::bigint[], @kind::text[], @headers::jsonb[])
+WITH r AS (
+    SELECT settle_reserve(pg_get_serial_sequence('public.outbox', 'id')::regclass, cardinality(@identity_id::bigint[])) AS ids
+), k AS (
+    SELECT k.tenant_id, k.identity_id, k.key, k.sequence, k.kind, k.headers, k.n, r.ids[k.n] AS id
+      FROM r, unnest(@tenant_id::text[], @identity_id::bigint[], @key::bytea[], @sequence::bigint[], @kind::text[], @headers::jsonb[])
            WITH ORDINALITY AS k (tenant_id, identity_id, key, sequence, kind, headers, n)
-      JOIN settle_reserve(pg_get_serial_sequence('public.outbox', 'id')::regclass, cardinality(@identity_id::bigint[]))
-           WITH ORDINALITY AS r (id, n) ON r.n = k.n
 )
 INSERT INTO outbox_settlements (tenant_id, id, topic, version, ids, identity_ids, keys, sequences, kinds, headers)
 SELECT k.tenant_id, min(k.id), @topic::text, @version::smallint, array_agg(k.id ORDER BY k.n),

@@ -1226,7 +1226,7 @@ func (b *IdentityLookupBatchResults) Close() error {
 
 const identityReserve = `-- name: IdentityReserve :batchmany
 SELECT r.id, now()::timestamptz AS now
-  FROM settle_reserve(pg_get_serial_sequence('identities', 'id')::regclass, $1::integer) AS r (id)
+  FROM unnest(settle_reserve(pg_get_serial_sequence('identities', 'id')::regclass, $1::integer)) AS r (id)
 `
 
 type IdentityReserveBatchResults struct {
@@ -1292,12 +1292,12 @@ func (b *IdentityReserveBatchResults) Close() error {
 }
 
 const outboxSettlementsInsert = `-- name: OutboxSettlementsInsert :batchmany
-WITH k AS (
-    SELECT k.tenant_id, k.identity_id, k.key, k.sequence, k.kind, k.headers, k.n, r.id
-      FROM unnest($3::text[], $4::bigint[], $5::bytea[], $6::bigint[], $7::text[], $8::jsonb[])
+WITH r AS (
+    SELECT settle_reserve(pg_get_serial_sequence('public.outbox', 'id')::regclass, cardinality($3::bigint[])) AS ids
+), k AS (
+    SELECT k.tenant_id, k.identity_id, k.key, k.sequence, k.kind, k.headers, k.n, r.ids[k.n] AS id
+      FROM r, unnest($4::text[], $3::bigint[], $5::bytea[], $6::bigint[], $7::text[], $8::jsonb[])
            WITH ORDINALITY AS k (tenant_id, identity_id, key, sequence, kind, headers, n)
-      JOIN settle_reserve(pg_get_serial_sequence('public.outbox', 'id')::regclass, cardinality($4::bigint[]))
-           WITH ORDINALITY AS r (id, n) ON r.n = k.n
 )
 INSERT INTO outbox_settlements (tenant_id, id, topic, version, ids, identity_ids, keys, sequences, kinds, headers)
 SELECT k.tenant_id, min(k.id), $1::text, $2::smallint, array_agg(k.id ORDER BY k.n),
@@ -1317,8 +1317,8 @@ type OutboxSettlementsInsertBatchResults struct {
 type OutboxSettlementsInsertParams struct {
 	Topic      string
 	Version    int16
-	TenantID   []string
 	IdentityID []int64
+	TenantID   []string
 	Key        [][]byte
 	Sequence   []int64
 	Kind       []string
@@ -1348,8 +1348,8 @@ func (q *Queries) OutboxSettlementsInsert(ctx context.Context, arg []OutboxSettl
 		vals := []interface{}{
 			a.Topic,
 			a.Version,
-			a.TenantID,
 			a.IdentityID,
+			a.TenantID,
 			a.Key,
 			a.Sequence,
 			a.Kind,

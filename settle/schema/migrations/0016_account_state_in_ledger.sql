@@ -92,19 +92,26 @@ REVOKE ALL ON FUNCTION settle_locked(text, bigint[]) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION settle_locked(text, bigint[]) TO settle_app;
 
 -- settle_reserve reserves n ids of a sequence that steps by a block (the
--- identities' since migration 0003, the outbox's since 0015), in order:
--- one nextval v per block reserves v .. v+step-1, and the rest of the last
--- block is left unused (ids have gaps). identity_reserve.sql and
--- outbox_settlements_insert.sql take their ids from it.
-CREATE FUNCTION settle_reserve(seq regclass, n integer) RETURNS TABLE (id bigint)
-    LANGUAGE sql VOLATILE AS $$
-    SELECT b.v + o.i
-      FROM (SELECT q.seqincrement AS step FROM pg_sequence q WHERE q.seqrelid = seq) s
-     CROSS JOIN LATERAL (SELECT g, nextval(seq) AS v
-                           FROM generate_series(1, ceil(n::numeric / s.step)::integer) AS g) b
-     CROSS JOIN LATERAL generate_series(0, s.step - 1) AS o (i)
-     ORDER BY b.g, o.i
-     LIMIT n
-$$;
+-- identities' since migration 0003, the outbox's since 0015) and returns
+-- them in order: one nextval v per block reserves v .. v+step-1, and the
+-- rest of the last block is left unused (ids have gaps).
+-- identity_reserve.sql and outbox_settlements_insert.sql take their ids
+-- from it. An array, built block by block: a set sorted into order, or
+-- joined back to its callers' rows by position, cost ten times the
+-- statements it serves (BENCHMARKS.md, "Tried and not kept").
+CREATE FUNCTION settle_reserve(seq regclass, n integer) RETURNS bigint[]
+    LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+    step integer;
+    v bigint;
+    ids bigint[] := '{}';
+BEGIN
+    SELECT q.seqincrement INTO step FROM pg_sequence q WHERE q.seqrelid = seq;
+    WHILE cardinality(ids) < n LOOP
+        v := nextval(seq);
+        ids := ids || ARRAY(SELECT v + i FROM generate_series(0, least(step, n - cardinality(ids)) - 1) AS i);
+    END LOOP;
+    RETURN ids;
+END $$;
 REVOKE ALL ON FUNCTION settle_reserve(regclass, integer) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION settle_reserve(regclass, integer) TO settle_app;
