@@ -64,7 +64,7 @@ func upgradeKeepsAccountState(t *testing.T, url string) {
 		UPDATE accounts a SET balance = x.balance, held = x.held, seq = x.seq, chain_head = x.chain_head
 		  FROM account_states x WHERE x.id = a.id;
 		DROP VIEW account_states;
-		DROP FUNCTION settle_locked(text, bigint[]);
+		DROP FUNCTION settle_locked(text, bigint[]), settle_reserve(regclass, integer);
 		ALTER TABLE ledger_entries DROP COLUMN seq, DROP COLUMN balance_after, DROP COLUMN held_after;
 		GRANT UPDATE (balance, held, seq, chain_head, updated_at) ON accounts TO settle_app;
 		DELETE FROM schema_migrations WHERE version = 16`)
