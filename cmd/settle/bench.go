@@ -72,7 +72,7 @@ func (c *benchCmd) Run(a *app) (err error) {
 		Repeat: c.Repeat, ScaleRecords: min(c.ScaleRecords, c.Records), ScalePartitions: c.ScalePartitions, ScaleInstances: c.ScaleInstances,
 		EdgeBinary: c.EdgeBinary, EdgeClients: c.EdgeClients, EdgeDuration: c.EdgeDuration,
 		CompareBinary: c.Compare, CompareRounds: c.CompareRounds,
-		CompareArgs: []string{"--records", strconv.Itoa(c.Records), "--broker", c.Broker, "--batch-size", strconv.Itoa(c.BatchSize)},
+		CompareArgs: c.compareArgs(),
 		OutDir:      c.Out, Log: a.stderr,
 	}
 	if c.Broker == "process" || (c.Broker == "auto" && c.Records > 100_000) {
@@ -118,4 +118,14 @@ func (c *benchCmd) Run(a *app) (err error) {
 		fmt.Fprintf(a.stdout, "report: %s/bench.md, %s/bench.json, plots %v\n", c.Out, c.Out, rep.Plots)
 	}
 	return err
+}
+
+// compareArgs are the flags both binaries of a comparison get for their
+// end-to-end runs: the same records, broker, batch size and workload mix.
+// Every release since c4af162 takes them.
+func (c *benchCmd) compareArgs() []string {
+	f := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+	return []string{"--records", strconv.Itoa(c.Records), "--broker", c.Broker, "--batch-size", strconv.Itoa(c.BatchSize),
+		"--duplicates", f(c.Duplicates), "--conflicts", f(c.Conflicts), "--corrections", f(c.Corrections),
+		"--refunds", f(c.Refunds), "--holds", f(c.Holds), "--seed", strconv.FormatUint(c.Seed, 10)}
 }
