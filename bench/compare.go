@@ -86,12 +86,15 @@ func Compare(ctx context.Context, cfg Config) (*Comparison, error) {
 				add("edge_postgres_cpu_s_per_1k", side, r.Saturation.PGCPUPer1k)
 			}
 			if !cfg.Skip.EndToEnd {
-				rate, err := cfg.runE2EOf(ctx, bin, filepath.Join(cfg.OutDir, "e2e"+tag))
+				e, err := cfg.runE2EOf(ctx, bin, filepath.Join(cfg.OutDir, "e2e"+tag))
 				if err != nil {
 					return cmp, fmt.Errorf("e2e run of %s (round %d): %w", bin, round+1, err)
 				}
-				fmt.Fprintf(cfg.Log, "bench e2e %-8s %8.0f records/s  checks ok\n", filepath.Base(bin), rate)
-				add("e2e_records_per_sec", side, rate)
+				fmt.Fprintf(cfg.Log, "bench e2e %-8s %8.0f records/s  checks ok\n", filepath.Base(bin), e.RecordsPerSec)
+				add("e2e_records_per_sec", side, e.RecordsPerSec)
+				add("e2e_cpu_s_per_1k", side, e.ServiceCPUPer1k+e.PGCPUPer1k)
+				add("e2e_wal_bytes_per_record", side, e.WALBytesPerRecord)
+				add("e2e_peak_rss_mib", side, float64(e.PeakRSSBytes)/(1<<20))
 			}
 		}
 	}
@@ -110,38 +113,48 @@ func Compare(ctx context.Context, cfg Config) (*Comparison, error) {
 	return cmp, os.WriteFile(filepath.Join(cfg.OutDir, "compare.md"), []byte(cmp.markdown()), 0o644)
 }
 
+// e2eOf is what a comparison reads of a binary's end-to-end run: the
+// fields of its bench.json that every release since c4af162 writes.
+type e2eOf struct {
+	RecordsPerSec     float64 `json:"records_per_sec"`
+	ServiceCPUPer1k   float64 `json:"service_cpu_s_per_1k"`
+	PGCPUPer1k        float64 `json:"postgres_cpu_s_per_1k"`
+	WALBytesPerRecord float64 `json:"wal_bytes_per_record"`
+	PeakRSSBytes      int64   `json:"peak_rss_bytes"`
+	Checks            *struct {
+		Violations []string `json:"violations"`
+	} `json:"checks"`
+}
+
 // runE2EOf runs binary's own `settle bench --only e2e` (any release has
-// it) with cfg.CompareArgs and returns its end-to-end records/s; that
-// bench fails, and so this run, when its exactly-once checks fail.
-func (c *Config) runE2EOf(ctx context.Context, binary, out string) (float64, error) {
+// it) with cfg.CompareArgs and returns its end-to-end run: records/s, CPU
+// per record (the service's and PostgreSQL's), WAL per record and peak
+// RSS. That bench fails, and so this run, when its exactly-once checks
+// fail.
+func (c *Config) runE2EOf(ctx context.Context, binary, out string) (*e2eOf, error) {
 	args := append([]string{"bench", "--only", "e2e", "--database-url", c.ServerURL, "--out", out}, c.CompareArgs...)
 	cmd := exec.CommandContext(ctx, binary, args...)
 	b, err := cmd.CombinedOutput()
 	if err != nil {
-		return 0, fmt.Errorf("%s %s: %w: %s", binary, strings.Join(args, " "), err, tail(b, 2000))
+		return nil, fmt.Errorf("%s %s: %w: %s", binary, strings.Join(args, " "), err, tail(b, 2000))
 	}
 	raw, err := os.ReadFile(filepath.Join(out, "bench.json"))
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	var rep struct {
-		EndToEnd *struct {
-			RecordsPerSec float64 `json:"records_per_sec"`
-			Checks        *struct {
-				Violations []string `json:"violations"`
-			} `json:"checks"`
-		} `json:"end_to_end"`
+		EndToEnd *e2eOf `json:"end_to_end"`
 	}
 	if err := json.Unmarshal(raw, &rep); err != nil {
-		return 0, fmt.Errorf("read %s: %w", filepath.Join(out, "bench.json"), err)
+		return nil, fmt.Errorf("read %s: %w", filepath.Join(out, "bench.json"), err)
 	}
 	switch e := rep.EndToEnd; {
 	case e == nil || e.Checks == nil:
-		return 0, fmt.Errorf("%s bench wrote no end-to-end run with checks", binary)
+		return nil, fmt.Errorf("%s bench wrote no end-to-end run with checks", binary)
 	case len(e.Checks.Violations) > 0:
-		return 0, fmt.Errorf("%s bench: exactly-once checks failed: %v", binary, e.Checks.Violations)
+		return nil, fmt.Errorf("%s bench: exactly-once checks failed: %v", binary, e.Checks.Violations)
 	}
-	return rep.EndToEnd.RecordsPerSec, nil
+	return rep.EndToEnd, nil
 }
 
 func median(xs []float64) float64 {

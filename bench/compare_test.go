@@ -1,0 +1,51 @@
+package bench
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// fakeBench is an executable that stands for another release's `settle
+// bench --only e2e`: it writes report to the directory after --out.
+func fakeBench(t *testing.T, report string) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "report.json"), []byte(report), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	script := "#!/bin/sh\nwhile [ $# -gt 0 ]; do if [ \"$1\" = --out ]; then out=$2; fi; shift; done\n" +
+		"mkdir -p \"$out\" && cp " + filepath.Join(dir, "report.json") + " \"$out/bench.json\"\n"
+	bin := filepath.Join(dir, "settle")
+	if err := os.WriteFile(bin, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
+// TestCompareReadsTheOtherRun: a comparison takes records/s, CPU, WAL and
+// peak RSS from the other binary's own report, and refuses a run whose
+// exactly-once checks failed or that has none.
+func TestCompareReadsTheOtherRun(t *testing.T) {
+	t.Parallel()
+	c := &Config{ServerURL: "postgres://unused"}
+	bin := fakeBench(t, `{"end_to_end": {"records_per_sec": 12000, "service_cpu_s_per_1k": 0.03,
+		"postgres_cpu_s_per_1k": 0.06, "wal_bytes_per_record": 2212.5, "peak_rss_bytes": 419430400, "checks": {"violations": []}}}`)
+	e, err := c.runE2EOf(context.Background(), bin, filepath.Join(t.TempDir(), "e2e"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.RecordsPerSec != 12000 || e.ServiceCPUPer1k != 0.03 || e.PGCPUPer1k != 0.06 || e.WALBytesPerRecord != 2212.5 || e.PeakRSSBytes != 400<<20 {
+		t.Fatalf("read %+v", *e)
+	}
+	for report, want := range map[string]string{
+		`{"end_to_end": {"records_per_sec": 1, "checks": {"violations": ["2 ledger rows for one identity"]}}}`: "exactly-once checks failed",
+		`{"end_to_end": {"records_per_sec": 1}}`: "no end-to-end run with checks",
+	} {
+		if _, err := c.runE2EOf(context.Background(), fakeBench(t, report), filepath.Join(t.TempDir(), "e2e")); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("report %s: %v, want an error saying %q", report, err, want)
+		}
+	}
+}
