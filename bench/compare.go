@@ -92,8 +92,9 @@ func Compare(ctx context.Context, cfg Config) (*Comparison, error) {
 				}
 				fmt.Fprintf(cfg.Log, "bench e2e %-8s %8.0f records/s  checks ok\n", filepath.Base(bin), e.RecordsPerSec)
 				add("e2e_records_per_sec", side, e.RecordsPerSec)
-				add("e2e_cpu_s_per_1k", side, e.ServiceCPUPer1k+e.PGCPUPer1k)
-				add("e2e_wal_bytes_per_record", side, e.WALBytesPerRecord)
+				add("e2e_service_cpu_s_per_1k", side, e.ServiceCPUPer1k)
+				add("e2e_postgres_cpu_s_per_1k", side, e.PGCPUPer1k)
+				add("e2e_wal_bytes_per_record", side, e.WALBytesPerRec)
 				add("e2e_peak_rss_mib", side, float64(e.PeakRSSBytes)/(1<<20))
 			}
 		}
@@ -113,25 +114,12 @@ func Compare(ctx context.Context, cfg Config) (*Comparison, error) {
 	return cmp, os.WriteFile(filepath.Join(cfg.OutDir, "compare.md"), []byte(cmp.markdown()), 0o644)
 }
 
-// e2eOf is what a comparison reads of a binary's end-to-end run: the
-// fields of its bench.json that every release since c4af162 writes.
-type e2eOf struct {
-	RecordsPerSec     float64 `json:"records_per_sec"`
-	ServiceCPUPer1k   float64 `json:"service_cpu_s_per_1k"`
-	PGCPUPer1k        float64 `json:"postgres_cpu_s_per_1k"`
-	WALBytesPerRecord float64 `json:"wal_bytes_per_record"`
-	PeakRSSBytes      int64   `json:"peak_rss_bytes"`
-	Checks            *struct {
-		Violations []string `json:"violations"`
-	} `json:"checks"`
-}
-
 // runE2EOf runs binary's own `settle bench --only e2e` (any release has
-// it) with cfg.CompareArgs and returns its end-to-end run: records/s, CPU
-// per record (the service's and PostgreSQL's), WAL per record and peak
-// RSS. That bench fails, and so this run, when its exactly-once checks
-// fail.
-func (c *Config) runE2EOf(ctx context.Context, binary, out string) (*e2eOf, error) {
+// it) with cfg.CompareArgs and returns the end-to-end run of its
+// bench.json (every release since c4af162 writes records/s, CPU, WAL and
+// peak RSS there). That bench fails, and so this run, when its
+// exactly-once checks fail.
+func (c *Config) runE2EOf(ctx context.Context, binary, out string) (*RunResult, error) {
 	args := append([]string{"bench", "--only", "e2e", "--database-url", c.ServerURL, "--out", out}, c.CompareArgs...)
 	cmd := exec.CommandContext(ctx, binary, args...)
 	b, err := cmd.CombinedOutput()
@@ -143,7 +131,7 @@ func (c *Config) runE2EOf(ctx context.Context, binary, out string) (*e2eOf, erro
 		return nil, err
 	}
 	var rep struct {
-		EndToEnd *e2eOf `json:"end_to_end"`
+		EndToEnd *RunResult `json:"end_to_end"`
 	}
 	if err := json.Unmarshal(raw, &rep); err != nil {
 		return nil, fmt.Errorf("read %s: %w", filepath.Join(out, "bench.json"), err)

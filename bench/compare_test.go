@@ -37,7 +37,7 @@ func TestCompareReadsTheOtherRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e.RecordsPerSec != 12000 || e.ServiceCPUPer1k != 0.03 || e.PGCPUPer1k != 0.06 || e.WALBytesPerRecord != 2212.5 || e.PeakRSSBytes != 400<<20 {
+	if e.RecordsPerSec != 12000 || e.ServiceCPUPer1k != 0.03 || e.PGCPUPer1k != 0.06 || e.WALBytesPerRec != 2212.5 || e.PeakRSSBytes != 400<<20 {
 		t.Fatalf("read %+v", *e)
 	}
 	for report, want := range map[string]string{
