@@ -273,8 +273,10 @@ func TestKillMidStream(t *testing.T) {
 		ctx := context.Background()
 		// An identity settled twice: a second copy of its ledger row (the
 		// append-only trigger allows inserts, as it must).
-		if _, err := pool.Exec(ctx, `INSERT INTO ledger_entries (identity_id, account_id, tenant_id, bucket, amount)
-			SELECT identity_id, account_id, tenant_id, bucket, amount FROM ledger_entries ORDER BY id LIMIT 1`); err != nil {
+		if _, err := pool.Exec(ctx, `INSERT INTO ledger_entries (id, identity_id, account_id, tenant_id, bucket, amount)
+			SELECT (SELECT max(n.id) + 1 FROM ledger_entries n WHERE n.tenant_id = e.tenant_id AND n.account_id = e.account_id),
+			       identity_id, account_id, tenant_id, bucket, amount
+			  FROM ledger_entries e ORDER BY identity_id, id LIMIT 1`); err != nil {
 			t.Fatal(err)
 		}
 		// Kafka committed ahead of PostgreSQL, as a consumer that commits

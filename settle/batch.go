@@ -171,7 +171,7 @@ func (s *Store) attempt(ctx context.Context, group string, ds []decoded, attempt
 // points before_commit and after_commit (internal/crashpoint); a sweep's
 // or a resolution's does not, so that a point's hits count batches.
 func (s *Store) transact(ctx context.Context, attempt int, firstSeen time.Time, locks periodLocks, group string,
-	batch bool, act func(st *txState) (bool, error)) error {
+	batch bool, act func(st *txState) (bool, error)) (err error) {
 	tx, err := db.Begin(ctx, s.pool)
 	if err != nil {
 		return err
@@ -179,10 +179,12 @@ func (s *Store) transact(ctx context.Context, attempt int, firstSeen time.Time, 
 	defer tx.Rollback(context.WithoutCancel(ctx))
 	st := s.newTxState(tx, attempt, firstSeen, locks)
 	st.group = group
-	if write, err := act(st); err != nil || !write {
+	defer func() { s.accounts.forgetStale(st, err, time.Now()) }()
+	write, err := act(st)
+	if err != nil || !write {
 		return err
 	}
-	if err := st.checkLocks(); err != nil {
+	if err = st.checkLocks(); err != nil {
 		return err
 	}
 	p, err := st.write(ctx, group)
@@ -192,15 +194,13 @@ func (s *Store) transact(ctx context.Context, attempt int, firstSeen time.Time, 
 	if batch {
 		crashpoint.Hit("before_commit")
 	}
-	if err := s.commit(ctx, tx, st, p); err != nil {
+	if err = s.commit(ctx, tx, st, p); err != nil {
 		return err
 	}
 	if batch {
 		crashpoint.Hit("after_commit")
 	}
-	if st.accountsByKey {
-		s.accountIDs.learn(st.accounts)
-	}
+	s.accounts.learn(st, time.Now())
 	s.offsets.learn(group, st.offsets)
 	return nil
 }
@@ -218,7 +218,16 @@ type account struct {
 	balance, held  money.Dec
 	seqBefore, seq int64
 	head           []byte // chain head: hash of the newest ledger row
+	// entryID is the id of the account's newest ledger row: its next row's
+	// is entryID + 1, so that two writers from the same state collide on
+	// the primary key (migration 0017).
+	entryID        int64
+	entryBefore    int64 // entryID as read or kept
 	expiredChecked bool
+	// kept: the state came from this process's accountCache, neither
+	// locked nor read; answered: a decision used it without writing a row
+	// to the account (the transaction then checks it is still current).
+	kept, answered bool
 }
 
 // identity is an identity known to the transaction: settled before, or
@@ -292,12 +301,12 @@ type waitingOp struct {
 // settlement's sequence, balance and held), which the account's newest row
 // is the record of (migration 0016).
 type entryRow struct {
-	identityID, accountID int64
-	tenant, bucket        string
-	amount                money.Dec
-	hash                  []byte
-	seq                   int64
-	balance, held         money.Dec
+	id, identityID, accountID int64
+	tenant, bucket            string
+	amount                    money.Dec
+	hash                      []byte
+	seq                       int64
+	balance, held             money.Dec
 }
 
 type deliveryRow struct {
@@ -454,15 +463,4 @@ func settlementID(id record.Identity) string {
 		h.Write([]byte{0})
 	}
 	return hex.EncodeToString(h.Sum(nil)[:16])
-}
-
-// changedAccounts returns the ids of the accounts with new settlements.
-func (st *txState) changedAccounts() []int64 {
-	var ids []int64
-	for _, a := range st.accountsByID {
-		if a.seq != a.seqBefore {
-			ids = append(ids, a.id)
-		}
-	}
-	return ids
 }

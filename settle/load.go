@@ -57,7 +57,7 @@ func canBeTarget(k record.Kind) bool {
 func (st *txState) load(ctx context.Context, ds []decoded, wake []recKey) error {
 	st.presize(len(ds) + len(wake))
 	k := loadKeys{tgtKeys: newKeyList(len(ds)), ownKeys: newKeyList(len(ds)),
-		accKeys: accountList{known: &st.s.accountIDs, seen: make(map[accountKey]bool, len(ds))}}
+		accKeys: accountList{known: &st.s.accounts, seen: make(map[accountKey]bool, len(ds))}}
 	st.collectLoadKeys(&k, ds, wake)
 	st.s.probed.Add(int64(len(k.dTopics)))
 
@@ -247,17 +247,23 @@ type accountReads struct {
 	lock   *db.AccountLockBatchResults
 	byKey  *db.AccountReadBatchResults
 	byID   *db.AccountReadByIDBatchResults
+	kept   []account // states kept by this process, neither locked nor read
 }
 
 // queueAccounts queues the creation of the accounts of l not known to
-// exist, the lock of every account of l (by key and by id), then the read
-// of their state; readAccounts reads the results.
+// exist, the lock of every account of l (by key and by id) whose state
+// this process does not keep, then the read of their state; readAccounts
+// reads the results.
 func queueAccounts(ctx context.Context, q *db.Queries, l *accountList) accountReads {
-	return accountReads{
-		insert: q.AccountInsert(ctx, []db.AccountInsertParams{{TenantID: l.t, Subject: l.s, Currency: l.c}}),
-		lock:   q.AccountLock(ctx, []db.AccountLockParams{{Ids: l.ids, TenantID: l.t, Subject: l.s, Currency: l.c}}),
-		byKey:  q.AccountRead(ctx, []db.AccountReadParams{{Ids: l.ids, TenantID: l.t, Subject: l.s, Currency: l.c}}),
+	r := accountReads{kept: l.kept}
+	if len(l.t) > 0 {
+		r.insert = q.AccountInsert(ctx, []db.AccountInsertParams{{TenantID: l.t, Subject: l.s, Currency: l.c}})
 	}
+	if l.len() > 0 {
+		r.lock = q.AccountLock(ctx, []db.AccountLockParams{{Ids: l.ids, TenantID: l.t, Subject: l.s, Currency: l.c}})
+		r.byKey = q.AccountRead(ctx, []db.AccountReadParams{{Ids: l.ids, TenantID: l.t, Subject: l.s, Currency: l.c}})
+	}
+	return r
 }
 
 // queueAccountsByID is queueAccounts for accounts known by id only.
@@ -290,12 +296,13 @@ func (l *keyList) add(k recKey) {
 	l.t, l.p, l.r = append(l.t, k.tenant), append(l.p, k.period), append(l.r, k.record)
 }
 
-// accountList collects the distinct accounts a batch touches: the ids of
-// those known to exist (Store.accountIDs), the keys of the others as
-// parallel arrays.
+// accountList collects the distinct accounts a batch touches: the states
+// this process keeps, the ids of the others known to exist
+// (Store.accounts), the keys of the rest as parallel arrays.
 type accountList struct {
 	known   *accountCache
 	seen    map[accountKey]bool
+	kept    []account
 	ids     []int64
 	t, s, c []string
 }
@@ -309,6 +316,10 @@ func (l *accountList) add(k accountKey) {
 	}
 	l.seen[k] = true
 	if id, ok := l.known.get(k); ok {
+		if a, ok := l.known.state(id); ok {
+			l.kept = append(l.kept, a)
+			return
+		}
 		l.ids = append(l.ids, id)
 		return
 	}

@@ -18,14 +18,15 @@ import (
 // hold.
 func (st *txState) loadLinked(ctx context.Context, waits []*waitingOp, reserving []accountKey) error {
 	rootIDs, holdIDs, expiringAccs := st.linkedIDs(reserving)
-	accKeys := accountList{known: &st.s.accountIDs}
+	accKeys := accountList{known: &st.s.accounts}
 	for _, w := range waits {
 		if k, ok := ownAccount(&w.d.rec); ok {
 			accKeys.add(k)
 		}
 	}
 	if len(rootIDs)+len(holdIDs)+len(expiringAccs)+accKeys.len() == 0 {
-		return nil
+		// Nothing to read: at most accounts whose state this process keeps.
+		return st.readAccounts(accountReads{kept: accKeys.kept}, -1)
 	}
 	p := db.NewPipeline(st.tx)
 	defer p.Close() // for the early returns; the last step is Send

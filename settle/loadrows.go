@@ -141,14 +141,17 @@ func (st *txState) readAccounts(r accountReads, want int) error {
 			return fmt.Errorf("create accounts: %w", err)
 		}
 	}
-	if err := db.Run(r.lock.Exec); err != nil {
-		return fmt.Errorf("lock accounts: %w", err)
+	if r.lock != nil {
+		if err := db.Run(r.lock.Exec); err != nil {
+			return fmt.Errorf("lock accounts: %w", err)
+		}
 	}
 	var rows []db.AccountReadRow
 	var err error
-	if r.byKey != nil {
+	switch {
+	case r.byKey != nil:
 		rows, err = db.Rows(r.byKey.Query)
-	} else {
+	case r.byID != nil:
 		var byID []db.AccountReadByIDRow
 		byID, err = db.Rows(r.byID.Query)
 		for _, row := range byID {
@@ -159,6 +162,13 @@ func (st *txState) readAccounts(r accountReads, want int) error {
 		return fmt.Errorf("read accounts: %w", err)
 	}
 	n := len(rows)
+	for i := range r.kept {
+		a := &r.kept[i]
+		if st.accountsByID[a.id] == nil {
+			st.accounts[a.key] = a
+			st.accountsByID[a.id] = a
+		}
+	}
 	for _, row := range rows {
 		if st.accountsByID[row.ID] != nil {
 			continue
@@ -166,7 +176,7 @@ func (st *txState) readAccounts(r accountReads, want int) error {
 		a := &account{
 			id: row.ID, key: accountKey{row.TenantID, row.Subject, row.Currency},
 			balance: money.MustParse(row.Balance), held: money.MustParse(row.Held),
-			seq: row.Seq, seqBefore: row.Seq, head: row.ChainHead,
+			seq: row.Seq, seqBefore: row.Seq, head: row.ChainHead, entryID: row.EntryID, entryBefore: row.EntryID,
 		}
 		st.accounts[a.key] = a
 		st.accountsByID[a.id] = a
@@ -174,7 +184,7 @@ func (st *txState) readAccounts(r accountReads, want int) error {
 	if want >= 0 && n != want {
 		// An account this process knew is gone: the database was restored
 		// or replaced under it. Forget what it knew and try again.
-		st.s.accountIDs.forget()
+		st.s.accounts.forget()
 		return fmt.Errorf("lock accounts: locked %d of %d: %w", n, want, errLostRace)
 	}
 	return nil

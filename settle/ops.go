@@ -258,6 +258,7 @@ func (st *txState) applyHold(ctx context.Context, d *decoded, id int64) (*effect
 	amount := money.MustParse(r.Amount)
 	available := a.balance.Sub(a.held)
 	if amount.Cmp(available) > 0 {
+		a.answered = true
 		return &effect{resp: st.refuse(d, message.ReasonInsufficientFunds, "available "+available.String()+" "+r.Currency)}, nil
 	}
 	eff := st.settled(d, id, a, nil, message.Entry{Bucket: bucketHeld, Amount: r.Amount})
@@ -362,7 +363,8 @@ func (st *txState) settled(d *decoded, id int64, a *account, links *message.Link
 			a.held = a.held.Add(amt)
 		}
 		a.head = message.ChainHash(a.head, a.key.tenant, a.key.subject, a.key.currency, sid, e.Bucket, amt.String())
-		st.entries = append(st.entries, entryRow{identityID: id, accountID: a.id, tenant: a.key.tenant, bucket: e.Bucket, amount: amt, hash: a.head,
+		a.entryID++
+		st.entries = append(st.entries, entryRow{id: a.entryID, identityID: id, accountID: a.id, tenant: a.key.tenant, bucket: e.Bucket, amount: amt, hash: a.head,
 			seq: a.seq + 1, balance: a.balance, held: a.held})
 	}
 	if a.held.Sign() < 0 {
@@ -376,6 +378,8 @@ func (st *txState) settled(d *decoded, id int64, a *account, links *message.Link
 	if len(entries) > 0 {
 		a.seq++
 		resp.Sequence, resp.ChainHash = a.seq, hex.EncodeToString(a.head)
+	} else {
+		a.answered = true // the balance it reports is not fenced by a row
 	}
 	resp.Late = st.closed[[2]string{d.rec.TenantID, d.rec.AccountPeriod}]
 	return &effect{resp: resp, a: a}

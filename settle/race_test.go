@@ -186,9 +186,12 @@ func TestReconcileReportsOverdueHold(t *testing.T) {
 }
 
 // TestPeriodCloseWaitsForBatchesInFlight: a batch that has read the
-// period open and is still settling (held here on its account's lock)
-// is waited for by `settle period close`, so no settlement that commits
-// after the close has returned is without the late flag.
+// period open and is still settling (held here on its account's next
+// ledger row, which another transaction has written and not committed:
+// the batch waits to see whether that row's key is taken, whether it keeps
+// the account's state or reads it under the account's lock) is waited for
+// by `settle period close`, so no settlement that commits after the close
+// has returned is without the late flag.
 func TestPeriodCloseWaitsForBatchesInFlight(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)
@@ -199,7 +202,10 @@ func TestPeriodCloseWaitsForBatchesInFlight(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer blocker.Rollback(ctx)
-	if _, err := blocker.Exec(ctx, `SELECT pg_advisory_xact_lock(2 + (id >> 31)::int, (id & 2147483647)::int) FROM accounts WHERE subject = 'cust-1'`); err != nil {
+	if _, err := blocker.Exec(ctx, `INSERT INTO ledger_entries (id, identity_id, account_id, tenant_id, bucket, amount)
+		SELECT max(e.id) + 1, 0, a.id, a.tenant_id, 'balance', 0
+		  FROM accounts a JOIN ledger_entries e ON e.tenant_id = a.tenant_id AND e.account_id = a.id
+		 WHERE a.subject = 'cust-1' GROUP BY a.id, a.tenant_id`); err != nil {
 		t.Fatal(err)
 	}
 	inFlight := make(chan message.Result, 1)
@@ -212,7 +218,7 @@ func TestPeriodCloseWaitsForBatchesInFlight(t *testing.T) {
 		}
 		inFlight <- rs[0]
 	}()
-	// Let the batch reach its account lock (the blocker's), then close the period.
+	// Let the batch reach the blocker's row, then close the period.
 	time.Sleep(200 * time.Millisecond)
 	closed := make(chan error, 1)
 	go func() {

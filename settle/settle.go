@@ -19,7 +19,6 @@ package settle
 import (
 	"context"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -118,11 +117,9 @@ type Store struct {
 	dec  *record.Decoder
 	now  func() time.Time
 
-	// accountIDs maps an accountKey to its id, for accounts a committed
-	// transaction of this process locked. An account's key and id never
-	// change and settle never deletes one, so a batch locks known accounts
-	// by id and skips creating them.
-	accountIDs accountCache
+	// accounts is what this process's committed transactions left it
+	// knowing of accounts: their ids, and the states it keeps (accounts.go).
+	accounts accountCache
 
 	// offsets are the next offsets this process committed, by group and
 	// partition: the records past them are probed for no earlier delivery.
@@ -171,39 +168,6 @@ func (s *Store) commit(ctx context.Context, tx *db.Tx, st *txState, p *db.Pipeli
 		}
 	}
 	return nil
-}
-
-// accountCache is a map of account ids safe for concurrent use (a typed
-// map: sync.Map hashes the three-string key through an interface, which
-// showed in the service's profile).
-type accountCache struct {
-	mu  sync.RWMutex
-	ids map[accountKey]int64
-}
-
-func (c *accountCache) get(k accountKey) (int64, bool) {
-	c.mu.RLock()
-	id, ok := c.ids[k]
-	c.mu.RUnlock()
-	return id, ok
-}
-
-// learn records the accounts of a committed transaction.
-func (c *accountCache) learn(accounts map[accountKey]*account) {
-	c.mu.Lock()
-	if c.ids == nil {
-		c.ids = map[accountKey]int64{}
-	}
-	for k, a := range accounts {
-		c.ids[k] = a.id
-	}
-	c.mu.Unlock()
-}
-
-func (c *accountCache) forget() {
-	c.mu.Lock()
-	c.ids = nil
-	c.mu.Unlock()
 }
 
 // Open returns a Store over pool after checking that the database schema is

@@ -1,7 +1,9 @@
 package settle
 
 import (
+	"cmp"
 	"context"
+	"slices"
 	"strconv"
 	"time"
 
@@ -53,7 +55,7 @@ func (st *txState) write(ctx context.Context, group string) (*db.Pipeline, error
 	if err := st.writeEntries(ctx, q); err != nil {
 		return nil, err
 	}
-	st.queueAccountLocksHeld(ctx, q)
+	st.queueAccountKept(ctx, q)
 	st.queueDeliveries(ctx, q)
 	st.queueDeadLetters(ctx, q)
 	st.queueOutbox(ctx, q)
@@ -145,10 +147,16 @@ func (st *txState) writeEntries(ctx context.Context, q *db.Queries) error {
 	if n == 0 {
 		return nil
 	}
+	// In key order: two transactions that append to the same accounts
+	// wait for each other's keys in one order, never in a cycle.
+	slices.SortFunc(st.entries, func(a, b entryRow) int {
+		return cmp.Or(cmp.Compare(a.accountID, b.accountID), cmp.Compare(a.id, b.id))
+	})
 	if n < copyRowsMin {
 		var u db.LedgerEntryInsertParams
 		for i := range st.entries {
 			e := &st.entries[i]
+			u.ID = append(u.ID, e.id)
 			u.IdentityID, u.AccountID, u.TenantID = append(u.IdentityID, e.identityID), append(u.AccountID, e.accountID), append(u.TenantID, e.tenant)
 			u.Bucket, u.Amount, u.ChainHash = append(u.Bucket, e.bucket), append(u.Amount, e.amount.String()), append(u.ChainHash, e.hash)
 			u.Seq, u.BalanceAfter, u.HeldAfter = append(u.Seq, e.seq), append(u.BalanceAfter, e.balance.String()), append(u.HeldAfter, e.held.String())
@@ -159,7 +167,7 @@ func (st *txState) writeEntries(ctx context.Context, q *db.Queries) error {
 	rows := make([]db.LedgerEntryCopyParams, n)
 	for i := range st.entries {
 		e, r := &st.entries[i], &rows[i]
-		r.IdentityID, r.AccountID, r.TenantID = e.identityID, e.accountID, e.tenant
+		r.ID, r.IdentityID, r.AccountID, r.TenantID = e.id, e.identityID, e.accountID, e.tenant
 		r.Bucket, r.ChainHash, r.Seq = e.bucket, e.hash, &e.seq
 		r.Amount, _ = e.amount.NumericValue() // never fails
 		r.BalanceAfter, _ = e.balance.NumericValue()
@@ -172,13 +180,22 @@ func (st *txState) writeEntries(ctx context.Context, q *db.Queries) error {
 // The queue functions below queue their statement on write's pipeline: the
 // generated method returns at once, and Send reports its error.
 
-// queueAccountLocksHeld queues the check that no other transaction holds
-// the lock of an account the batch appended rows to
-// (account_locks_held.sql): the rows carry the accounts' new state, and
-// nothing else is written to an account.
-func (st *txState) queueAccountLocksHeld(ctx context.Context, q *db.Queries) {
-	if ids := st.changedAccounts(); len(ids) > 0 {
-		_ = q.AccountLocksHeld(ctx, ids)
+// queueAccountKept queues the check of the kept states the transaction
+// used (account_kept.sql): each one's newest row is still there, and those
+// that answers used without writing a row to their account are still the
+// account's newest. A row written from a state another writer moved past
+// is refused by the primary key; a state whose rows are gone (a database
+// restored under the process), or an answer alone, is not (accountCache).
+func (st *txState) queueAccountKept(ctx context.Context, q *db.Queries) {
+	var r db.AccountKeptParams
+	for _, a := range st.accountsByID {
+		if a.kept {
+			r.TenantIds, r.Ids, r.EntryIds = append(r.TenantIds, a.key.tenant), append(r.Ids, a.id), append(r.EntryIds, a.entryBefore)
+			r.Newest = append(r.Newest, a.answered && a.seq == a.seqBefore)
+		}
+	}
+	if len(r.Ids) > 0 {
+		_ = q.AccountKept(ctx, r)
 	}
 }
 

@@ -46,13 +46,15 @@ func TestCheckersCatchBrokenState(t *testing.T) {
 	}
 
 	// One effect per identity: a second ledger row for a settled identity.
-	var entryID int64
-	if err := conn.QueryRow(ctx, `INSERT INTO ledger_entries (identity_id, account_id, tenant_id, bucket, amount)
-		SELECT identity_id, account_id, tenant_id, bucket, amount FROM ledger_entries WHERE bucket = 'balance' ORDER BY id DESC LIMIT 1 RETURNING id`).Scan(&entryID); err != nil {
+	var entryID, accountID int64
+	if err := conn.QueryRow(ctx, `INSERT INTO ledger_entries (id, identity_id, account_id, tenant_id, bucket, amount)
+		SELECT (SELECT max(n.id) + 1 FROM ledger_entries n WHERE n.tenant_id = e.tenant_id AND n.account_id = e.account_id),
+		       identity_id, account_id, tenant_id, bucket, amount
+		  FROM ledger_entries e WHERE bucket = 'balance' ORDER BY identity_id DESC, id DESC LIMIT 1 RETURNING id, account_id`).Scan(&entryID, &accountID); err != nil {
 		t.Fatal(err)
 	}
 	expect("double effect", func(r Report) bool { return r.DoubleEffects > 0 })
-	exec(`DELETE FROM ledger_entries WHERE id = $1`, entryID)
+	exec(`DELETE FROM ledger_entries WHERE account_id = $1 AND id = $2`, accountID, entryID)
 
 	// One delivery per input: a first delivery's record lost (its
 	// identity no longer names the input record that claimed it).
@@ -66,10 +68,10 @@ func TestCheckersCatchBrokenState(t *testing.T) {
 
 	// Balances equal rows (and the model): an account's balance (its
 	// newest ledger row's) moved.
-	newest := `(SELECT max(id) FROM ledger_entries WHERE seq IS NOT NULL AND account_id = (SELECT min(id) FROM accounts))`
-	exec(`UPDATE ledger_entries SET balance_after = balance_after + 1 WHERE id = ` + newest)
+	newest := `(SELECT account_id, max(id) FROM ledger_entries WHERE seq IS NOT NULL AND account_id = (SELECT min(id) FROM accounts) GROUP BY account_id)`
+	exec(`UPDATE ledger_entries SET balance_after = balance_after + 1 WHERE (account_id, id) = ` + newest)
 	expect("balance not equal to its rows", func(r Report) bool { return r.BalanceMismatch == 1 && r.ModelMismatch == 1 })
-	exec(`UPDATE ledger_entries SET balance_after = balance_after - 1 WHERE id = ` + newest)
+	exec(`UPDATE ledger_entries SET balance_after = balance_after - 1 WHERE (account_id, id) = ` + newest)
 
 	// Kafka offsets not ahead of PostgreSQL's: the group commits an offset
 	// the database has not reached, as a consumer that commits before its

@@ -62,7 +62,8 @@ func Classify(err error) error {
 			switch parentConstraint(pgErr.ConstraintName) {
 			case "identities_scope_key", "deliveries_pkey", "conflict_cases_key", "accounts_key",
 				"dead_letters_source_key", "chains_pkey", "holds_pkey", "waiting_scope_key",
-				"case_resolutions_case_key", "consumer_offsets_pkey", "periods_pkey":
+				"case_resolutions_case_key", "consumer_offsets_pkey", "periods_pkey",
+				"ledger_entries_pkey": // a second writer of an account from the same state (migration 0017)
 				return ErrContention
 			}
 			return nil
@@ -97,6 +98,17 @@ func isClosedConn(err error) bool {
 		}
 	}
 	return false
+}
+
+// Constraint names the constraint err violated as the schema names it (a
+// tenant partition's copy under its parent's name), or "" for an error
+// that names none.
+func Constraint(err error) string {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return parentConstraint(pgErr.ConstraintName)
+	}
+	return ""
 }
 
 // parentConstraint is the name of the constraint that name belongs to: on a

@@ -194,8 +194,9 @@ func TestReconcileFindsInjectedDiscrepancies(t *testing.T) {
 			in.Published = append(in.Published, reconcile.PublishedSettlement{SettlementID: "f00d", RecordID: "ghost", Operation: "usage", HeaderSettlementID: "f00d"})
 		}, []string{reconcile.ClassSettlementNoIdentity}},
 		{"ledger row inserted by a superuser, triggers and keys bypassed", func(t *testing.T, s *settle.Store, in *reconcile.Input) {
-			settletest.Bypass(t, s.Pool(), `INSERT INTO ledger_entries (identity_id, account_id, tenant_id, bucket, amount)
-			               SELECT 999999, id, tenant_id, 'balance', 25 FROM accounts WHERE subject = 'cust-1'`)
+			settletest.Bypass(t, s.Pool(), `INSERT INTO ledger_entries (id, identity_id, account_id, tenant_id, bucket, amount)
+			               SELECT `+nextEntryID("accounts.tenant_id", "accounts.id")+`, 999999, id, tenant_id, 'balance', 25
+			                 FROM accounts WHERE subject = 'cust-1'`)
 		}, []string{reconcile.ClassBalanceMismatch, reconcile.ClassLedgerNoIdentity, reconcile.ClassChainBroken}},
 		{"delivery naming an identity that does not exist", func(t *testing.T, s *settle.Store, in *reconcile.Input) {
 			exec(t, s, `INSERT INTO delivery_repeats (topic, partition, "offset", tenant_id, identity_id, outcome)
@@ -211,20 +212,22 @@ func TestReconcileFindsInjectedDiscrepancies(t *testing.T) {
 				UPDATE holds SET closed_by = 999997 WHERE identity_id = (SELECT min(identity_id) FROM holds);`)
 		}, []string{reconcile.ClassChainNoAccount, reconcile.ClassChainRefMissing, reconcile.ClassHoldRefMissing}},
 		{"second effect for a settled identity", func(t *testing.T, s *settle.Store, in *reconcile.Input) {
-			exec(t, s, `INSERT INTO ledger_entries (identity_id, account_id, tenant_id, bucket, amount, created_at)
-			            SELECT identity_id, account_id, tenant_id, bucket, amount, created_at + interval '1 second'
-			              FROM ledger_entries WHERE id = (SELECT min(id) FROM ledger_entries)`)
+			exec(t, s, `INSERT INTO ledger_entries (id, identity_id, account_id, tenant_id, bucket, amount, created_at)
+			            SELECT `+nextEntryID("e.tenant_id", "e.account_id")+`, identity_id, account_id, tenant_id, bucket, amount,
+			                   created_at + interval '1 second'
+			              FROM ledger_entries e WHERE `+firstEntry)
 		}, []string{reconcile.ClassBalanceMismatch, reconcile.ClassEffectRepeated, reconcile.ClassChainBroken}},
 		{"ledger row amount changed and the balance adjusted to hide it", func(t *testing.T, s *settle.Store, in *reconcile.Input) {
 			// A superuser edits history and the account's balance (its
 			// newest row's) together: only the hash chain notices.
-			settletest.Bypass(t, s.Pool(), `UPDATE ledger_entries SET amount = amount - 1 WHERE id = (SELECT min(id) FROM ledger_entries);
+			settletest.Bypass(t, s.Pool(), `UPDATE ledger_entries SET amount = amount - 1 WHERE `+firstEntry+`;
 				UPDATE ledger_entries SET balance_after = balance_after - 1
-				 WHERE id = (SELECT max(id) FROM ledger_entries WHERE seq IS NOT NULL
-				              AND account_id = (SELECT account_id FROM ledger_entries ORDER BY id LIMIT 1));`)
+				 WHERE (account_id, id) = (SELECT account_id, max(id) FROM ledger_entries WHERE seq IS NOT NULL
+				              AND account_id = (SELECT account_id FROM ledger_entries ORDER BY identity_id, id LIMIT 1) GROUP BY account_id);`)
 		}, []string{reconcile.ClassChainBroken}},
 		{"newest ledger row removed", func(t *testing.T, s *settle.Store, in *reconcile.Input) {
-			settletest.Bypass(t, s.Pool(), `DELETE FROM ledger_entries WHERE id = (SELECT max(id) FROM ledger_entries WHERE bucket = 'balance');`)
+			settletest.Bypass(t, s.Pool(), `DELETE FROM ledger_entries
+				 WHERE (account_id, id) = (SELECT account_id, id FROM ledger_entries WHERE bucket = 'balance' ORDER BY identity_id DESC, id DESC LIMIT 1);`)
 			// The account's state, head and seq are now the row before's,
 			// which sum and chain right; but the settlement's identity still
 			// announces its sequence, and its message on the topic names
@@ -232,8 +235,8 @@ func TestReconcileFindsInjectedDiscrepancies(t *testing.T) {
 		}, []string{reconcile.ClassSequenceBroken, reconcile.ClassSettlementNoIdentity}},
 		{"balance edited", func(t *testing.T, s *settle.Store, in *reconcile.Input) {
 			settletest.Bypass(t, s.Pool(), `UPDATE ledger_entries SET balance_after = balance_after + 1
-				 WHERE id = (SELECT max(e.id) FROM ledger_entries e JOIN accounts a ON a.id = e.account_id
-				              WHERE a.subject = 'cust-2' AND e.seq IS NOT NULL)`)
+				 WHERE (account_id, id) = (SELECT e.account_id, max(e.id) FROM ledger_entries e JOIN accounts a ON a.id = e.account_id
+				              WHERE a.subject = 'cust-2' AND e.seq IS NOT NULL GROUP BY e.account_id)`)
 		}, []string{reconcile.ClassBalanceMismatch}},
 		{"Kafka offset ahead of PostgreSQL", func(t *testing.T, s *settle.Store, in *reconcile.Input) {
 			in.KafkaOffsets["usage"][0] += 5
@@ -250,9 +253,9 @@ func TestReconcileFindsInjectedDiscrepancies(t *testing.T) {
 		}, []string{reconcile.ClassSourceNotSettled, reconcile.ClassDeliveryGap}},
 		{"second row in one bucket, in the effect's own transaction", func(t *testing.T, s *settle.Store, in *reconcile.Input) {
 			// Same created_at: only the one-row-per-bucket rule sees it.
-			exec(t, s, `INSERT INTO ledger_entries (identity_id, account_id, tenant_id, bucket, amount, created_at)
-			            SELECT identity_id, account_id, tenant_id, bucket, amount, created_at
-			              FROM ledger_entries WHERE id = (SELECT min(id) FROM ledger_entries)`)
+			exec(t, s, `INSERT INTO ledger_entries (id, identity_id, account_id, tenant_id, bucket, amount, created_at)
+			            SELECT `+nextEntryID("e.tenant_id", "e.account_id")+`, identity_id, account_id, tenant_id, bucket, amount, created_at
+			              FROM ledger_entries e WHERE `+firstEntry)
 		}, []string{reconcile.ClassBalanceMismatch, reconcile.ClassEffectRepeated, reconcile.ClassChainBroken}},
 		{"scope key claimed twice", func(t *testing.T, s *settle.Store, in *reconcile.Input) {
 			// Only with the unique key dropped: a copy of a settled
@@ -265,8 +268,8 @@ func TestReconcileFindsInjectedDiscrepancies(t *testing.T) {
 		}, []string{reconcile.ClassIdentityDuplicated, reconcile.ClassSequenceBroken}},
 		{"account seq moved", func(t *testing.T, s *settle.Store, in *reconcile.Input) {
 			settletest.Bypass(t, s.Pool(), `UPDATE ledger_entries SET seq = seq + 1
-				 WHERE id = (SELECT max(e.id) FROM ledger_entries e JOIN accounts a ON a.id = e.account_id
-				              WHERE a.subject = 'cust-2' AND e.seq IS NOT NULL)`)
+				 WHERE (account_id, id) = (SELECT e.account_id, max(e.id) FROM ledger_entries e JOIN accounts a ON a.id = e.account_id
+				              WHERE a.subject = 'cust-2' AND e.seq IS NOT NULL GROUP BY e.account_id)`)
 		}, []string{reconcile.ClassSequenceBroken}},
 		{"settlement sequence on the topic differs", func(t *testing.T, s *settle.Store, in *reconcile.Input) {
 			in.Published[0].Sequence += 7
@@ -517,8 +520,8 @@ func TestReconcileTopicsOnly(t *testing.T) {
 	t.Parallel()
 	s, source, published := reconcileFixture(t)
 	settletest.Bypass(t, s.Pool(), `UPDATE ledger_entries SET balance_after = balance_after + 1
-		 WHERE id = (SELECT max(e.id) FROM ledger_entries e JOIN accounts a ON a.id = e.account_id
-		              WHERE a.subject = 'cust-1' AND e.seq IS NOT NULL)`)
+		 WHERE (account_id, id) = (SELECT e.account_id, max(e.id) FROM ledger_entries e JOIN accounts a ON a.id = e.account_id
+		              WHERE a.subject = 'cust-1' AND e.seq IS NOT NULL GROUP BY e.account_id)`)
 	in := full(source, published)
 	in.TopicsOnly = true
 	in.Published = append(in.Published, reconcile.PublishedSettlement{SettlementID: "f00d", RecordID: "ghost", Operation: "usage", HeaderSettlementID: "f00d"})
@@ -531,4 +534,14 @@ func TestReconcileTopicsOnly(t *testing.T) {
 			t.Errorf("check %s ran", c.Name)
 		}
 	}
+}
+
+// firstEntry is SQL that picks the first ledger row written: ledger ids
+// count within an account (migration 0017), identity ids across them.
+const firstEntry = `(account_id, id) = (SELECT account_id, id FROM ledger_entries ORDER BY identity_id, id LIMIT 1)`
+
+// nextEntryID is SQL for the id of the next ledger row of the account
+// (tenant, account): its newest row's + 1, as settle gives it.
+func nextEntryID(tenant, account string) string {
+	return "(SELECT coalesce(max(n.id), 0) + 1 FROM ledger_entries n WHERE n.tenant_id = " + tenant + " AND n.account_id = " + account + ")"
 }

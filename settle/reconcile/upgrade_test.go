@@ -64,17 +64,18 @@ func upgradeKeepsAccountState(t *testing.T, url string) {
 		UPDATE accounts a SET balance = x.balance, held = x.held, seq = x.seq, chain_head = x.chain_head
 		  FROM account_states x WHERE x.id = a.id;
 		DROP VIEW account_states;
-		DROP FUNCTION settle_locked(text, bigint[]), settle_reserve(regclass, integer);
+		DROP FUNCTION settle_kept(text[], bigint[], bigint[], boolean[]), settle_reserve(regclass, integer);
 		ALTER TABLE ledger_entries DROP COLUMN seq, DROP COLUMN balance_after, DROP COLUMN held_after;
+		ALTER TABLE ledger_entries ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (START WITH 1000);
 		GRANT UPDATE (balance, held, seq, chain_head, updated_at) ON accounts TO settle_app;
-		DELETE FROM schema_migrations WHERE version = 16`)
+		DELETE FROM schema_migrations WHERE version IN (16, 17)`)
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	if applied, err := schema.Migrate(ctx, conn); err != nil || len(applied) != 1 || applied[0] != 16 {
-		t.Fatalf("migrate: applied %v, %v; want [16]", applied, err)
+	if applied, err := schema.Migrate(ctx, conn); err != nil || len(applied) != 2 || applied[0] != 16 || applied[1] != 17 {
+		t.Fatalf("migrate: applied %v, %v; want [16 17]", applied, err)
 	}
 	// The migration rewrote ledger rows with their append-only trigger
 	// disabled; it is back on every partition.

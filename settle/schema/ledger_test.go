@@ -2,19 +2,22 @@ package schema_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/settlehq/settle/settle/settletest"
 )
 
-// TestLedgerIDsInWriteOrder: an account's state is its ledger row with the
-// highest id (account_states, migration 0016), which holds only while the
-// ids are drawn one at a time as rows are written. A sequence cache would
-// hand each session a range of its own, and a later writer of an account
-// could take lower ids than an earlier one. On both layouts.
-func TestLedgerIDsInWriteOrder(t *testing.T) {
+// TestLedgerKeyFencesWriters: a ledger row's id is given by its writer,
+// the account's newest row's + 1 (migration 0017), and the primary key
+// refuses a second row of that id on the account: what stops two writers
+// that started from the same state. The column has no default to fall
+// back on, and a row of the same id on another account is no conflict.
+// On both layouts.
+func TestLedgerKeyFencesWriters(t *testing.T) {
 	t.Parallel()
 	for name, url := range map[string]string{"plain": settletest.NewDatabase(t), "partitioned": settletest.NewPartitionedDatabase(t)} {
 		ctx := context.Background()
@@ -22,12 +25,27 @@ func TestLedgerIDsInWriteOrder(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var cache, step int64
-		err = conn.QueryRow(ctx, `SELECT seqcache, seqincrement FROM pg_sequence
-			WHERE seqrelid = pg_get_serial_sequence('ledger_entries', 'id')::regclass`).Scan(&cache, &step)
-		conn.Close(ctx)
-		if err != nil || cache != 1 || step <= 0 {
-			t.Errorf("%s: ledger id sequence cache %d, increment %d (%v); want a cache of 1, increasing", name, cache, step, err)
+		var identity string
+		var hasDefault bool
+		if err := conn.QueryRow(ctx, `SELECT attidentity::text, atthasdef FROM pg_attribute
+			WHERE attrelid = 'ledger_entries'::regclass AND attname = 'id'`).Scan(&identity, &hasDefault); err != nil {
+			t.Fatal(err)
 		}
+		if identity != "" || hasDefault {
+			t.Errorf("%s: ledger_entries.id identity %q, default %v: want neither, the writer gives it", name, identity, hasDefault)
+		}
+		row := `INSERT INTO ledger_entries (id, identity_id, account_id, tenant_id, bucket, amount) VALUES ($1, 1, $2, 'acme', 'balance', 1)`
+		if _, err := conn.Exec(ctx, row, 1, 7); err != nil {
+			t.Fatalf("%s: first row: %v", name, err)
+		}
+		if _, err := conn.Exec(ctx, row, 1, 8); err != nil {
+			t.Errorf("%s: the same id on another account: %v", name, err)
+		}
+		_, err = conn.Exec(ctx, row, 1, 7)
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != "23505" {
+			t.Errorf("%s: a second row of id 1 on the account: %v; want a unique violation", name, err)
+		}
+		conn.Close(ctx)
 	}
 }

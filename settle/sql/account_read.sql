@@ -3,7 +3,7 @@
 -- account's newest ledger row), locked by the statement before it
 -- (account_lock.sql): by id the accounts this process knows exist (@ids),
 -- by key the others (@tenant_id..@currency).
-SELECT a.id, a.tenant_id, a.subject, a.currency, a.balance::text AS balance, a.held::text AS held, a.seq, a.chain_head
+SELECT a.id, a.tenant_id, a.subject, a.currency, a.balance::text AS balance, a.held::text AS held, a.seq, a.chain_head, a.entry_id
   FROM account_states a
  WHERE a.id IN (SELECT unnest(@ids::bigint[])
                 UNION

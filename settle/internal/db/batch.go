@@ -144,7 +144,7 @@ func (b *AccountLockBatchResults) Close() error {
 }
 
 const accountRead = `-- name: AccountRead :batchmany
-SELECT a.id, a.tenant_id, a.subject, a.currency, a.balance::text AS balance, a.held::text AS held, a.seq, a.chain_head
+SELECT a.id, a.tenant_id, a.subject, a.currency, a.balance::text AS balance, a.held::text AS held, a.seq, a.chain_head, a.entry_id
   FROM account_states a
  WHERE a.id IN (SELECT unnest($1::bigint[])
                 UNION
@@ -176,6 +176,7 @@ type AccountReadRow struct {
 	Held      string
 	Seq       int64
 	ChainHead []byte
+	EntryID   int64
 }
 
 // Reads the state of the accounts a batch touches (account_states: each
@@ -224,6 +225,7 @@ func (b *AccountReadBatchResults) Query(f func(int, []AccountReadRow, error)) {
 					&i.Held,
 					&i.Seq,
 					&i.ChainHead,
+					&i.EntryID,
 				); err != nil {
 					return err
 				}
@@ -243,7 +245,7 @@ func (b *AccountReadBatchResults) Close() error {
 }
 
 const accountReadByID = `-- name: AccountReadByID :batchmany
-SELECT a.id, a.tenant_id, a.subject, a.currency, a.balance::text AS balance, a.held::text AS held, a.seq, a.chain_head
+SELECT a.id, a.tenant_id, a.subject, a.currency, a.balance::text AS balance, a.held::text AS held, a.seq, a.chain_head, a.entry_id
   FROM unnest($1::bigint[]) AS k (id)
   JOIN account_states a ON a.id = k.id
  ORDER BY a.id
@@ -264,6 +266,7 @@ type AccountReadByIDRow struct {
 	Held      string
 	Seq       int64
 	ChainHead []byte
+	EntryID   int64
 }
 
 // Reads accounts by id (accounts reached through a chain or a hold) with
@@ -308,6 +311,7 @@ func (b *AccountReadByIDBatchResults) Query(f func(int, []AccountReadByIDRow, er
 					&i.Held,
 					&i.Seq,
 					&i.ChainHead,
+					&i.EntryID,
 				); err != nil {
 					return err
 				}

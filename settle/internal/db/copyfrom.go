@@ -90,6 +90,7 @@ func (r *iteratorForLedgerEntryCopy) Next() bool {
 
 func (r iteratorForLedgerEntryCopy) Values() ([]interface{}, error) {
 	return []interface{}{
+		r.rows[0].ID,
 		r.rows[0].IdentityID,
 		r.rows[0].AccountID,
 		r.rows[0].TenantID,
@@ -107,7 +108,9 @@ func (r iteratorForLedgerEntryCopy) Err() error {
 }
 
 // The ledger entries of a batch, written with COPY (see identity_copy.sql);
-// each with the account's state after it (seq, balance_after, held_after).
+// each with its id (the account's previous row's + 1: the primary key
+// fences the account's writers, migration 0017) and the account's state
+// after it (seq, balance_after, held_after).
 func (q *Queries) LedgerEntryCopy(ctx context.Context, arg []LedgerEntryCopyParams) (int64, error) {
-	return q.db.CopyFrom(ctx, []string{"ledger_entries"}, []string{"identity_id", "account_id", "tenant_id", "bucket", "amount", "chain_hash", "seq", "balance_after", "held_after"}, &iteratorForLedgerEntryCopy{rows: arg})
+	return q.db.CopyFrom(ctx, []string{"ledger_entries"}, []string{"id", "identity_id", "account_id", "tenant_id", "bucket", "amount", "chain_hash", "seq", "balance_after", "held_after"}, &iteratorForLedgerEntryCopy{rows: arg})
 }

@@ -45,56 +45,60 @@ func TestGuardedUpdatesCheckThemselves(t *testing.T) {
 	}
 }
 
-// TestAccountRowsNeedTheirLocks: an account's state is its newest ledger
-// row, so the one thing that keeps two writers from appending beside each
-// other is the account's lock (account_lock.sql). The settling
-// transaction's check (account_locks_held.sql) fails when another
-// transaction holds the lock of an account it writes, naming the
-// statement, and passes when the locks are its own. Seen failing with the
-// lock's key in settle_locked off by one (the other's lock then went
-// unseen).
-func TestAccountRowsNeedTheirLocks(t *testing.T) {
+// TestAccountKept: what no primary key fences when a transaction uses
+// kept account states is checked before its COMMIT (account_kept.sql,
+// settle_kept): each state's newest row is still there, and a state an
+// answer used without writing a row is still the newest. Both fail as a
+// serialization failure (the transaction retries, reading the accounts
+// fresh), counting only the accounts concerned: a newer row fails only the
+// states marked newest; a row gone (a database restored under the
+// process) fails every state. Seen failing with the comparison of newer
+// rows inverted, and with the row look-up on entry_id + 1.
+func TestAccountKept(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := settletest.NewPool(t, 2)
 	var ids []int64
 	rows, err := pool.Query(ctx, `INSERT INTO accounts (tenant_id, subject, currency)
-		VALUES ('acme', 'cust-1', 'USD'), ('acme', 'cust-2', 'USD') RETURNING id`)
+		VALUES ('acme', 'cust-1', 'USD'), ('acme', 'cust-2', 'USD'), ('acme', 'cust-3', 'USD') RETURNING id`)
 	if err == nil {
 		ids, err = pgx.CollectRows(rows, pgx.RowTo[int64])
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	const lock = `SELECT pg_advisory_xact_lock(2 + ($1::bigint >> 31)::int, ($1::bigint & 2147483647)::int)`
-	writer := func() pgx.Tx {
-		tx, err := pool.Begin(ctx)
-		if err != nil {
+	const row = `INSERT INTO ledger_entries (id, identity_id, account_id, tenant_id, bucket, amount, seq, balance_after, held_after)
+		VALUES ($1::bigint, $1::bigint, $2, 'acme', 'balance', 1, $1::bigint, $1::bigint, 0)`
+	for _, id := range ids[:2] {
+		if _, err := pool.Exec(ctx, row, 1, id); err != nil {
 			t.Fatal(err)
 		}
-		return tx
 	}
-	other := writer()
-	if _, err := other.Exec(ctx, lock, ids[0]); err != nil {
+	// cust-3 has no row: its kept state is entry 0.
+	kept := func(newest ...bool) error {
+		return db.On(pool).AccountKept(ctx, db.AccountKeptParams{TenantIds: []string{"acme", "acme", "acme"}, Ids: ids,
+			EntryIds: []int64{1, 1, 0}, Newest: newest})
+	}
+	check := func(what string, err error, want string) {
+		t.Helper()
+		var pgErr *pgconn.PgError
+		switch {
+		case want == "" && err != nil:
+			t.Errorf("%s: %v, want the check to pass", what, err)
+		case want != "" && (!errors.As(err, &pgErr) || pgErr.Code != "40001" || !strings.Contains(pgErr.Message, want)):
+			t.Errorf("%s: %v, want a serialization failure saying %q", what, err, want)
+		}
+	}
+	check("states that are the newest", kept(true, true, true), "")
+	if _, err := pool.Exec(ctx, row, 2, ids[1]); err != nil {
 		t.Fatal(err)
 	}
-	tx := writer()
-	err = db.On(tx).AccountLocksHeld(ctx, ids)
-	var pgErr *pgconn.PgError
-	if !errors.As(err, &pgErr) || !strings.Contains(pgErr.Message, "account_lock: 1 of the 2 accounts this transaction writes are locked by another") {
-		t.Errorf("writing two accounts while another transaction holds one's lock: %v, want the check to fail", err)
+	check("cust-2 moved, its state not used for an answer", kept(true, false, true), "")
+	check("cust-2 moved, its state used for an answer", kept(true, true, true), "settle_kept: 1 of 3 accounts changed")
+	if _, err := pool.Exec(ctx, row, 1, ids[2]); err != nil {
+		t.Fatal(err)
 	}
-	_ = tx.Rollback(ctx)
-	_ = other.Rollback(ctx)
-
-	tx = writer()
-	defer func() { _ = tx.Rollback(ctx) }()
-	for _, id := range ids {
-		if _, err := tx.Exec(ctx, lock, id); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := db.On(tx).AccountLocksHeld(ctx, ids); err != nil {
-		t.Errorf("writing two accounts holding both locks: %v, want it to pass", err)
-	}
+	check("cust-3 moved from no row", kept(false, false, true), "settle_kept: 1 of 3 accounts changed")
+	settletest.Bypass(t, pool, `TRUNCATE ledger_entries, accounts`)
+	check("every account gone", kept(false, false, false), "settle_kept: 3 of 3 accounts this process kept are gone")
 }

@@ -10,6 +10,7 @@ import (
 )
 
 type LedgerEntryCopyParams struct {
+	ID           int64
 	IdentityID   int64
 	AccountID    int64
 	TenantID     string

@@ -10,15 +10,16 @@ import (
 )
 
 const ledgerEntryInsert = `-- name: LedgerEntryInsert :exec
-INSERT INTO ledger_entries (identity_id, account_id, tenant_id, bucket, amount, chain_hash, seq, balance_after, held_after)
-SELECT k.identity_id, k.account_id, k.tenant_id, k.bucket, k.amount, k.chain_hash, k.seq, k.balance_after, k.held_after
-  FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[],
-              ($5::text[])::numeric[], $6::bytea[], $7::bigint[],
-              ($8::text[])::numeric[], ($9::text[])::numeric[])
-       AS k (identity_id, account_id, tenant_id, bucket, amount, chain_hash, seq, balance_after, held_after)
+INSERT INTO ledger_entries (id, identity_id, account_id, tenant_id, bucket, amount, chain_hash, seq, balance_after, held_after)
+SELECT k.id, k.identity_id, k.account_id, k.tenant_id, k.bucket, k.amount, k.chain_hash, k.seq, k.balance_after, k.held_after
+  FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::text[], $5::text[],
+              ($6::text[])::numeric[], $7::bytea[], $8::bigint[],
+              ($9::text[])::numeric[], ($10::text[])::numeric[])
+       AS k (id, identity_id, account_id, tenant_id, bucket, amount, chain_hash, seq, balance_after, held_after)
 `
 
 type LedgerEntryInsertParams struct {
+	ID           []int64
 	IdentityID   []int64
 	AccountID    []int64
 	TenantID     []string
@@ -34,6 +35,7 @@ type LedgerEntryInsertParams struct {
 // identity_insert.sql); ledger_entry_copy.sql writes a large batch's.
 func (q *Queries) LedgerEntryInsert(ctx context.Context, arg LedgerEntryInsertParams) error {
 	_, err := q.db.Exec(ctx, ledgerEntryInsert,
+		arg.ID,
 		arg.IdentityID,
 		arg.AccountID,
 		arg.TenantID,

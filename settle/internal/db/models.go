@@ -29,6 +29,7 @@ type AccountState struct {
 	ChainHead []byte
 	CreatedAt time.Time
 	UpdatedAt time.Time
+	EntryID   int64
 }
 
 type CaseResolution struct {

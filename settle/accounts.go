@@ -1,0 +1,172 @@
+package settle
+
+import (
+	"errors"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/settlehq/settle/settle/dberr"
+)
+
+// accountCache is what this process knows of accounts between its
+// transactions, safe for concurrent use (typed maps: sync.Map hashes the
+// three-string key through an interface, which showed in the service's
+// profile).
+//
+// ids maps an account's key to its id, for every account a committed
+// transaction of this process touched. An account's key and id never
+// change and settle never deletes one, so a batch locks known accounts by
+// id and skips creating them.
+//
+// kept holds, for up to keptStatesMax accounts, the state the last
+// committed transaction of this process that touched the account left:
+// balance, held, sequence, chain head and the id of its newest ledger row.
+// A batch that finds an account's state here neither locks nor reads it,
+// and appends to it. That is safe without the lock because an account's
+// rows are one gapless line of ids (migration 0017): a row written from a
+// state another process has moved past collides with a row already there,
+// the transaction fails with a unique violation, and its next attempt
+// reads the account fresh (forgetStale). What no key fences the
+// transaction checks before it commits, with primary-key probes
+// (account_kept.sql): that each kept state's newest row is still there (a
+// database restored or emptied under the process has lost it: then
+// everything known is forgotten), and that a state an answer used without
+// writing a row to the account (a hold refused for want of funds, a
+// release of nothing) is still the newest. In a
+// deployment where one process settles each account (the consumer: one
+// partition's accounts per lane) the lock and the read are gone for good;
+// where several write one account (the HTTP edge behind a balancer, a
+// rebalance), the first collision puts the account on the contended list,
+// whose accounts are locked and read fresh for contendedFor.
+type accountCache struct {
+	mu        sync.RWMutex
+	ids       map[accountKey]int64
+	kept      map[int64]account
+	contended map[int64]time.Time
+}
+
+// keptStatesMax bounds the states kept (a few hundred bytes each); past it
+// an arbitrary part is dropped, to be read again when next used.
+const keptStatesMax = 1 << 17
+
+// contendedFor is how long an account whose kept state another writer
+// moved past is read fresh, under its lock, instead of kept.
+const contendedFor = 10 * time.Second
+
+func (c *accountCache) get(k accountKey) (int64, bool) {
+	c.mu.RLock()
+	id, ok := c.ids[k]
+	c.mu.RUnlock()
+	return id, ok
+}
+
+// state returns a copy of the kept state of account id.
+func (c *accountCache) state(id int64) (account, bool) {
+	c.mu.RLock()
+	a, ok := c.kept[id]
+	c.mu.RUnlock()
+	return a, ok
+}
+
+// learn records the accounts of a committed transaction: their ids and,
+// unless contended, the states it left them in.
+func (c *accountCache) learn(st *txState, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if st.accountsByKey {
+		if c.ids == nil {
+			c.ids = map[accountKey]int64{}
+		}
+		for k, a := range st.accounts {
+			c.ids[k] = a.id
+		}
+	}
+	if c.kept == nil {
+		c.kept = map[int64]account{}
+	}
+	for id, a := range st.accountsByID {
+		if t, ok := c.contended[id]; ok {
+			if now.Sub(t) < contendedFor {
+				continue
+			}
+			delete(c.contended, id)
+		}
+		k := *a
+		k.seqBefore, k.entryBefore, k.expiredChecked, k.kept, k.answered = k.seq, k.entryID, false, true, false
+		c.kept[id] = k
+	}
+	if len(c.kept) > keptStatesMax {
+		n := len(c.kept) - keptStatesMax*7/8
+		for id := range c.kept {
+			if n == 0 {
+				break
+			}
+			delete(c.kept, id)
+			n--
+		}
+	}
+}
+
+// forgetStale drops the kept states a failed attempt used, when its error
+// says one of them may be stale (staleState), and reads those accounts
+// fresh for contendedFor; when it says kept accounts are gone from the
+// database, it forgets everything.
+func (c *accountCache) forgetStale(st *txState, err error, now time.Time) {
+	switch staleState(err) {
+	case stateFresh:
+		return
+	case stateGone:
+		c.forget()
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for id, a := range st.accountsByID {
+		if !a.kept {
+			continue
+		}
+		delete(c.kept, id)
+		if c.contended == nil {
+			c.contended = map[int64]time.Time{}
+		}
+		c.contended[id] = now
+	}
+}
+
+// forget drops everything known: the database was restored or replaced.
+func (c *accountCache) forget() {
+	c.mu.Lock()
+	c.ids, c.kept, c.contended = nil, nil, nil
+	c.mu.Unlock()
+}
+
+// What a failed attempt's error says of the kept states it used.
+const (
+	stateFresh = iota // nothing: they may all be current
+	stateStale        // one may be stale
+	stateGone         // accounts kept are gone from the database
+)
+
+// staleState reads err: a ledger row's id taken (ledger_entries_pkey), a
+// kept state found older than the account's newest row (settle_kept), or a
+// deadlock between two writers of the same accounts, are stale states;
+// settle_kept's "gone" is a database replaced under the process.
+func staleState(err error) int {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return stateFresh
+	}
+	switch {
+	case pgErr.Code == "23505" && dberr.Constraint(err) == "ledger_entries_pkey", pgErr.Code == "40P01":
+		return stateStale
+	case pgErr.Code == "40001" && strings.HasPrefix(pgErr.Message, "settle_kept:"):
+		if strings.Contains(pgErr.Message, "are gone from the database") {
+			return stateGone
+		}
+		return stateStale
+	}
+	return stateFresh
+}
