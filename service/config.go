@@ -63,7 +63,7 @@ type Config struct {
 	OrphanAfter time.Duration
 
 	// PruneInterval is how often the sweeper removes operational history
-	// (settle.Store.Prune: published outbox rows, repeated deliveries of closed
+	// (retention.Store.Prune: published outbox rows, repeated deliveries of closed
 	// periods, dead letters past PruneDeadLettersAfter). 0 = never; dedup
 	// state (identities) is kept whatever it is.
 	PruneInterval time.Duration

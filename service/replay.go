@@ -11,6 +11,7 @@ import (
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/inspect"
 	"github.com/settlehq/settle/settle/message"
+	"github.com/settlehq/settle/settle/retention"
 )
 
 // ReplayHeader names the dead letter a replayed record came from, for
@@ -60,7 +61,7 @@ func ProduceDeadLetters(ctx context.Context, cl *kgo.Client, ds []inspect.DeadLe
 
 // ReplayDeadLetters produces ds back to their source topics on cl
 // (ProduceDeadLetters) and records, for those the broker took, where each
-// went (settle.Store.DeadLettersReplayed): a replayed dead letter is
+// went (retention.Store.DeadLettersReplayed): a replayed dead letter is
 // operational history settle prune removes. It returns the coordinates of
 // the dead letters replayed, in order, as ProduceDeadLetters does.
 func ReplayDeadLetters(ctx context.Context, cl *kgo.Client, store *settle.Store, ds []inspect.DeadLetter) ([]message.Coordinates, error) {
@@ -69,7 +70,7 @@ func ReplayDeadLetters(ctx context.Context, cl *kgo.Client, store *settle.Store,
 	for i := range to {
 		ids[i] = ds[i].ID
 	}
-	if rerr := store.DeadLettersReplayed(context.WithoutCancel(ctx), ids, to); rerr != nil && err == nil {
+	if rerr := retention.New(store).DeadLettersReplayed(context.WithoutCancel(ctx), ids, to); rerr != nil && err == nil {
 		err = rerr
 	}
 	return to, err

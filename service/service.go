@@ -16,6 +16,7 @@ import (
 	"github.com/settlehq/settle/relay"
 	"github.com/settlehq/settle/settle/message"
 	"github.com/settlehq/settle/settle/outbox"
+	"github.com/settlehq/settle/settle/retention"
 )
 
 // Service is one running instance: build it with New, run it once with
@@ -63,7 +64,7 @@ func New(cfg Config) (*Service, error) {
 	}
 	s := &Service{cfg: cfg, consumer: cons, relay: rel}
 	if cfg.SweepInterval > 0 {
-		s.sweeper = &sweeper{store: cfg.Store, orphanAfter: cfg.OrphanAfter, interval: cfg.SweepInterval, log: cfg.Logger,
+		s.sweeper = &sweeper{store: cfg.Store, pruner: retention.New(cfg.Store), orphanAfter: cfg.OrphanAfter, interval: cfg.SweepInterval, log: cfg.Logger,
 			pruneEvery: cfg.PruneInterval, pruneDeadLettersAfter: cfg.PruneDeadLettersAfter}
 	}
 	if cfg.AdminAddr == "" {

@@ -18,6 +18,7 @@ import (
 	"github.com/settlehq/settle/internal/testnet"
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/message"
+	"github.com/settlehq/settle/settle/retention"
 	"github.com/settlehq/settle/settle/settletest"
 	"github.com/settlehq/settle/settle/webhooks"
 )
@@ -128,7 +129,7 @@ type fakeSweepStore struct {
 	holdsLeft             int // ExpireHolds returns 1 while some are left
 	orphanAfter           time.Duration
 	secondRound           chan struct{}
-	prunes                []settle.PruneOptions
+	prunes                []retention.Options
 }
 
 func (f *fakeSweepStore) ExpireHolds(context.Context) (int, error) {
@@ -163,11 +164,11 @@ func (f *fakeSweepStore) SweepOrphans(_ context.Context, after time.Duration) (i
 	return 0, nil
 }
 
-func (f *fakeSweepStore) Prune(_ context.Context, opts settle.PruneOptions) ([]settle.PruneCount, error) {
+func (f *fakeSweepStore) Prune(_ context.Context, opts retention.Options) ([]retention.Count, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.prunes = append(f.prunes, opts)
-	return []settle.PruneCount{{Table: "deliveries", Rows: 1}}, nil
+	return []retention.Count{{Table: "deliveries", Rows: 1}}, nil
 }
 
 // TestSweeperPrunes: with a prune interval the sweeper prunes once that
@@ -177,7 +178,7 @@ func TestSweeperPrunes(t *testing.T) {
 	t.Parallel()
 	for _, every := range []time.Duration{0, 30 * time.Millisecond} {
 		f := &fakeSweepStore{secondRound: make(chan struct{})}
-		sw := &sweeper{store: f, orphanAfter: time.Hour, interval: 5 * time.Millisecond, log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		sw := &sweeper{store: f, pruner: f, orphanAfter: time.Hour, interval: 5 * time.Millisecond, log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 			pruneEvery: every, pruneDeadLettersAfter: time.Hour}
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})

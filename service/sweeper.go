@@ -5,7 +5,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/retention"
 )
 
 // sweepStore is what the sweeper needs of the store; *settle.Store
@@ -15,7 +15,12 @@ type sweepStore interface {
 	ExpireHolds(ctx context.Context) (int, error)
 	WakeWaiting(ctx context.Context) (int, error)
 	SweepOrphans(ctx context.Context, orphanAfter time.Duration) (int, error)
-	Prune(ctx context.Context, opts settle.PruneOptions) ([]settle.PruneCount, error)
+}
+
+// pruner is what the sweeper needs to prune operational history;
+// *retention.Store implements it.
+type pruner interface {
+	Prune(ctx context.Context, opts retention.Options) ([]retention.Count, error)
 }
 
 // sweeper runs the core's periodic work: releasing expired holds nobody
@@ -23,6 +28,7 @@ type sweepStore interface {
 // handling operations that waited past the orphan timeout.
 type sweeper struct {
 	store       sweepStore
+	pruner      pruner
 	orphanAfter time.Duration
 	interval    time.Duration
 	log         *slog.Logger
@@ -82,11 +88,11 @@ func (s *sweeper) prune(ctx context.Context) {
 	if s.pruneEvery <= 0 || now.Sub(s.lastPrune) < s.pruneEvery || ctx.Err() != nil {
 		return
 	}
-	opts := settle.PruneOptions{}
+	opts := retention.Options{}
 	if s.pruneDeadLettersAfter > 0 {
 		opts.DeadLettersBefore = now.Add(-s.pruneDeadLettersAfter)
 	}
-	cs, err := s.store.Prune(ctx, opts)
+	cs, err := s.pruner.Prune(ctx, opts)
 	if err != nil {
 		s.log.Warn("prune failed; trying again later", "err", err)
 		return

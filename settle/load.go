@@ -241,12 +241,11 @@ func (st *txState) loadWaitingLevels(ctx context.Context, waits []*waitingOp) ([
 	return waits, nil
 }
 
-// accountReads are the results of queueAccounts or queueAccountsByID.
+// accountReads are the results of queueAccounts.
 type accountReads struct {
-	insert *db.AccountInsertBatchResults // nil: by id, nothing to create
-	lock   *db.AccountLockBatchResults
-	byKey  *db.AccountReadBatchResults
-	byID   *db.AccountReadByIDBatchResults
+	insert *db.AccountInsertBatchResults // nil: nothing to create
+	lock   *db.AccountLockBatchResults   // nil, with read: nothing to read
+	read   *db.AccountReadBatchResults
 	kept   []account // states kept by this process, neither locked nor read
 }
 
@@ -261,17 +260,15 @@ func queueAccounts(ctx context.Context, q *db.Queries, l *accountList) accountRe
 	}
 	if l.len() > 0 {
 		r.lock = q.AccountLock(ctx, []db.AccountLockParams{{Ids: l.ids, TenantID: l.t, Subject: l.s, Currency: l.c}})
-		r.byKey = q.AccountRead(ctx, []db.AccountReadParams{{Ids: l.ids, TenantID: l.t, Subject: l.s, Currency: l.c}})
+		r.read = q.AccountRead(ctx, []db.AccountReadParams{{Ids: l.ids, TenantID: l.t, Subject: l.s, Currency: l.c}})
 	}
 	return r
 }
 
-// queueAccountsByID is queueAccounts for accounts known by id only.
+// queueAccountsByID is queueAccounts for accounts known by id only
+// (reached through a chain or a hold, or a sweep's), read fresh.
 func queueAccountsByID(ctx context.Context, q *db.Queries, ids []int64) accountReads {
-	return accountReads{
-		lock: q.AccountLock(ctx, []db.AccountLockParams{{Ids: ids, TenantID: []string{}, Subject: []string{}, Currency: []string{}}}),
-		byID: q.AccountReadByID(ctx, [][]int64{ids}),
-	}
+	return queueAccounts(ctx, q, &accountList{ids: ids})
 }
 
 // keyList collects distinct record keys as parallel arrays for unnest.

@@ -141,25 +141,15 @@ func (st *txState) readAccounts(r accountReads, want int) error {
 			return fmt.Errorf("create accounts: %w", err)
 		}
 	}
+	var rows []db.AccountReadRow
 	if r.lock != nil {
 		if err := db.Run(r.lock.Exec); err != nil {
 			return fmt.Errorf("lock accounts: %w", err)
 		}
-	}
-	var rows []db.AccountReadRow
-	var err error
-	switch {
-	case r.byKey != nil:
-		rows, err = db.Rows(r.byKey.Query)
-	case r.byID != nil:
-		var byID []db.AccountReadByIDRow
-		byID, err = db.Rows(r.byID.Query)
-		for _, row := range byID {
-			rows = append(rows, db.AccountReadRow(row))
+		var err error
+		if rows, err = db.Rows(r.read.Query); err != nil {
+			return fmt.Errorf("read accounts: %w", err)
 		}
-	}
-	if err != nil {
-		return fmt.Errorf("read accounts: %w", err)
 	}
 	n := len(rows)
 	for i := range r.kept {

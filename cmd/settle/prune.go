@@ -5,10 +5,10 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/retention"
 )
 
-// pruneCmd removes operational history (settle.Store.Prune); identities,
+// pruneCmd removes operational history (retention.Store.Prune); identities,
 // ledger rows and cases are never removed.
 type pruneCmd struct {
 	storeFlags       `embed:""`
@@ -27,11 +27,11 @@ func (c *pruneCmd) Run(a *app) error {
 		return err
 	}
 	defer closeDB()
-	opts := settle.PruneOptions{DryRun: c.DryRun}
+	opts := retention.Options{DryRun: c.DryRun}
 	if c.DeadLettersAfter > 0 {
 		opts.DeadLettersBefore = time.Now().Add(-c.DeadLettersAfter)
 	}
-	counts, err := store.Prune(a.ctx, opts)
+	counts, err := retention.New(store).Prune(a.ctx, opts)
 	if err != nil {
 		return err
 	}

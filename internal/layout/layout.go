@@ -43,13 +43,14 @@ var Floors = map[string]int{
 	// What reads what the transaction wrote, in its vocabulary, and the
 	// rows worked through around it: the outbox the relay publishes, the
 	// Idempotency-Keys the HTTP edge claims before it, the webhook
-	// deliveries after it.
+	// deliveries after it, the operational history pruned.
 	"settle/inspect":     3,
 	"settle/outbox":      3,
 	"settle/reconcile":   3,
 	"settle/settletest":  3,
 	"settle/idempotency": 3,
 	"settle/webhooks":    3,
+	"settle/retention":   3,
 
 	// The pipeline's parts and the analysts' surface, side by side: none
 	// imports another.

@@ -10,6 +10,7 @@ import (
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/message"
 	"github.com/settlehq/settle/settle/reconcile"
+	"github.com/settlehq/settle/settle/retention"
 	"github.com/settlehq/settle/settle/settletest"
 )
 
@@ -431,7 +432,7 @@ func TestReconcileCleanAfterPrune(t *testing.T) {
 	if _, err := s.ClosePeriod(ctx, "acme", "2026-11", "test"); err != nil {
 		t.Fatal(err)
 	}
-	cs, err := s.Prune(ctx, settle.PruneOptions{})
+	cs, err := retention.New(s).Prune(ctx, retention.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -449,7 +450,7 @@ func TestReconcileCleanAfterPrune(t *testing.T) {
 func TestReconcileGapCheckAfterPruneOfOutboxOnly(t *testing.T) {
 	t.Parallel()
 	s, source, published := reconcileFixture(t)
-	cs, err := s.Prune(context.Background(), settle.PruneOptions{})
+	cs, err := retention.New(s).Prune(context.Background(), retention.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,3 +16,18 @@ psql "$base" -qX -c "CREATE DATABASE $name" >/dev/null
 trap 'psql "$base" -qX -c "DROP DATABASE IF EXISTS $name" >/dev/null' EXIT
 go run ./settle/internal/db/migrate "$scratch"
 SQLC_DATABASE_URL="$scratch" go tool -modfile=tools/sqlc/go.mod sqlc "$mode"
+# sqlc writes a file per query file and leaves the file of a query file that
+# is gone: generate removes it, diff fails on it.
+stale=0
+for f in settle/internal/db/*.sql.go; do
+	src=$(sed -n 's#^// source: ##p' "$f")
+	if ! compgen -G "settle/sql/$src" >/dev/null && ! compgen -G "settle/*/sql/$src" >/dev/null; then
+		if [ "$mode" = diff ]; then
+			echo "$f: generated from $src, which is gone (go generate ./settle/internal/db removes it)" >&2
+			stale=1
+		else
+			rm "$f"
+		fi
+	fi
+done
+exit $stale

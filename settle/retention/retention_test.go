@@ -1,4 +1,4 @@
-package settle_test
+package retention_test
 
 import (
 	"bytes"
@@ -13,7 +13,18 @@ import (
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/message"
 	"github.com/settlehq/settle/settle/outbox"
+	"github.com/settlehq/settle/settle/retention"
 	"github.com/settlehq/settle/settle/settletest"
+)
+
+// The record builders and checks of settletest, by short names.
+var (
+	rec             = settletest.Rec
+	batch           = settletest.Batch
+	mustSettle      = settletest.MustSettle
+	outcomes        = settletest.Outcomes
+	count           = settletest.Count
+	checkInvariants = settletest.CheckInvariants
 )
 
 // publishAll marks every outbox row published, as the relay does once the
@@ -67,7 +78,7 @@ func pruneFixture(t *testing.T, s *settle.Store) message.Result {
 	return first
 }
 
-func prunedCounts(cs []settle.PruneCount) map[string]int64 {
+func prunedCounts(cs []retention.Count) map[string]int64 {
 	m := map[string]int64{}
 	for _, c := range cs {
 		m[c.Table] = c.Rows
@@ -98,8 +109,8 @@ func TestPruneThenRedeliverIsDuplicate(t *testing.T) {
 			}
 			before := kept()
 			ctx := context.Background()
-			opts := settle.PruneOptions{DeadLettersBefore: time.Now().Add(time.Hour), DryRun: true}
-			dry, err := s.Prune(ctx, opts)
+			opts := retention.Options{DeadLettersBefore: time.Now().Add(time.Hour), DryRun: true}
+			dry, err := retention.New(s).Prune(ctx, opts)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -114,7 +125,7 @@ func TestPruneThenRedeliverIsDuplicate(t *testing.T) {
 				t.Fatalf("a dry run removed rows: %d delivery repeats left of 2", n)
 			}
 			opts.DryRun = false
-			done, err := s.Prune(ctx, opts)
+			done, err := retention.New(s).Prune(ctx, opts)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -162,7 +173,7 @@ func mapsEqual(a, b map[string]int64) bool {
 // function's setting forged.
 func TestPruneGuard(t *testing.T) {
 	t.Parallel()
-	s := newStore(t)
+	s := settletest.NewStore(t, settle.Config{})
 	pool := s.Pool()
 	pruneFixture(t, s)
 	ctx := context.Background()
@@ -234,16 +245,16 @@ func or(a, b string) string {
 // letter is its record's delivery); one not replayed stays.
 func TestPruneReplayedDeadLetters(t *testing.T) {
 	t.Parallel()
-	s := newStore(t)
+	s := settletest.NewStore(t, settle.Config{})
 	pool := s.Pool()
 	ctx := context.Background()
 	mustSettle(t, s, []settle.Input{{Topic: "usage", Partition: 0, Offset: 0, Value: []byte("{not json")},
 		{Topic: "usage", Partition: 0, Offset: 1, Value: []byte("{nor this")}})
 	replayedID := count(t, pool, `SELECT id FROM dead_letters WHERE "offset" = 0`)
-	if err := s.DeadLettersReplayed(ctx, []int64{int64(replayedID)}, []message.Coordinates{{Topic: "usage", Partition: 0, Offset: 7}}); err != nil {
+	if err := retention.New(s).DeadLettersReplayed(ctx, []int64{int64(replayedID)}, []message.Coordinates{{Topic: "usage", Partition: 0, Offset: 7}}); err != nil {
 		t.Fatal(err)
 	}
-	cs, err := s.Prune(ctx, settle.PruneOptions{})
+	cs, err := retention.New(s).Prune(ctx, retention.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,12 @@
-package settle
+// Package retention removes settle's operational history and records
+// what makes a row history: published outbox rows, repeated deliveries of
+// closed periods, dead letters replayed (DeadLettersReplayed) or recorded
+// before a cutoff. It never removes dedup state: an identity, a ledger
+// row, an account, a chain, a hold, a waiting operation or a case.
+// The sweeper of package service prunes on a schedule, settle prune on
+// demand; the dead-letter replays of the CLI and the analysts' page record
+// where each dead letter went.
+package retention
 
 import (
 	"context"
@@ -6,15 +14,24 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/internal/db"
 	"github.com/settlehq/settle/settle/message"
 )
 
-// PruneOptions says what Prune may remove beyond what is always
-// operational history (published outbox rows, repeated deliveries of closed
-// periods).
-type PruneOptions struct {
+// Store prunes the database of a settle.Store.
+type Store struct {
+	pool *pgxpool.Pool
+}
+
+// New returns a Store on s's database.
+func New(s *settle.Store) *Store { return &Store{pool: s.Pool()} }
+
+// Options says what Prune may remove beyond what is always operational
+// history (published outbox rows, repeated deliveries of closed periods).
+type Options struct {
 	// DeadLettersBefore: dead letters recorded before it are removed, with
 	// their replay rows. Zero keeps every dead letter not replayed.
 	DeadLettersBefore time.Time
@@ -22,29 +39,28 @@ type PruneOptions struct {
 	DryRun bool
 }
 
-// PruneCount is how many rows of one table Prune removed (or would).
-type PruneCount struct {
+// Count is how many rows of one table Prune removed (or would).
+type Count struct {
 	Table string
 	Rows  int64
 }
 
 // Prune removes operational history in one transaction, through the
 // database's settle_prune function (migration 0009): the only DELETE the
-// append-only guard lets through. It never removes an identity, a ledger
-// row, an account, a chain, a hold, a waiting operation or a case, so
-// dedup state is kept: a redelivery of a record whose delivery row was
-// pruned finds its identity and is answered duplicate with the stored
-// response. The service role needs only EXECUTE on the function.
-func (s *Store) Prune(ctx context.Context, opts PruneOptions) ([]PruneCount, error) {
+// append-only guard lets through. Dedup state is kept: a redelivery of a
+// record whose delivery row was pruned finds its identity and is answered
+// duplicate with the stored response. The service role needs only EXECUTE
+// on the function.
+func (s *Store) Prune(ctx context.Context, opts Options) ([]Count, error) {
 	var before *time.Time
 	if !opts.DeadLettersBefore.IsZero() {
 		before = &opts.DeadLettersBefore
 	}
-	var out []PruneCount
+	var out []Count
 	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
 		rows, err := db.On(tx).Prune(ctx, db.PruneParams{DeadLettersBefore: before, DryRun: opts.DryRun})
 		for _, r := range rows {
-			out = append(out, PruneCount{Table: db.Deref(r.TableName), Rows: db.Deref(r.Rows)})
+			out = append(out, Count{Table: db.Deref(r.TableName), Rows: db.Deref(r.Rows)})
 		}
 		return err
 	})
