@@ -68,7 +68,10 @@ func (c *Config) runEdge(ctx context.Context, binary, tag string) (*EdgeResult, 
 			_ = proc.stop()
 		}
 	}()
-	load := newEdgeLoad(proc.apiURL, edgeTenant, edgeToken, c.EdgeClients)
+	load, err := newEdgeLoad(proc.apiURL, edgeTenant, edgeToken)
+	if err != nil {
+		return nil, err
+	}
 	// A short warm-up (connections, caches, the first accounts) is left
 	// out of both figures.
 	load.saturate(ctx, c.EdgeClients, time.Second, 1)

@@ -1,13 +1,15 @@
 package bench
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
-	"strings"
+	"net/url"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,11 +21,11 @@ import (
 // a share new keys that carry a record an earlier key settled (a duplicate
 // the core answers from what it stored).
 type edgeLoad struct {
-	url, token, tenant string
-	client             *http.Client
-	retryShare         float64
-	dupShare           float64
-	subjects           int
+	host, path, token string
+	tenant            string
+	retryShare        float64
+	dupShare          float64
+	subjects          int
 
 	mu       sync.Mutex
 	keys     []*edgeKey
@@ -42,10 +44,88 @@ type edgeKey struct {
 // Requests answered by status, and the answers that break the contract.
 const edgeProblemsMax = 20
 
-func newEdgeLoad(url, tenant, token string, clients int) *edgeLoad {
-	return &edgeLoad{url: url + "/v1/records", token: token, tenant: tenant, retryShare: 0.2, dupShare: 0.05, subjects: 2000,
-		client:  &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: clients * 2, MaxConnsPerHost: 0}, Timeout: 60 * time.Second},
-		records: map[string]bool{}, statuses: map[string]int64{}}
+func newEdgeLoad(apiURL, tenant, token string) (*edgeLoad, error) {
+	u, err := url.Parse(apiURL)
+	if err != nil {
+		return nil, fmt.Errorf("edge load: API address: %w", err)
+	}
+	if u.Scheme != "http" {
+		return nil, fmt.Errorf("edge load: API address %q: want http://host:port", apiURL)
+	}
+	return &edgeLoad{host: u.Host, path: u.Path + "/v1/records", token: token, tenant: tenant, retryShare: 0.2, dupShare: 0.05,
+		subjects: 2000, records: map[string]bool{}, statuses: map[string]int64{}}, nil
+}
+
+// edgeConn is one client's keep-alive connection to the API. Each client
+// writes its request and reads the answer (net/http's parser) on its own
+// connection, as a remote client would; http.Client's pool, with two
+// goroutines per connection and a hand-over on every request, spent the
+// load generator's share of the two cores the service and PostgreSQL run
+// on (BENCHMARKS.md, "Where the time goes").
+type edgeConn struct {
+	l   *edgeLoad
+	c   net.Conn
+	r   *bufio.Reader
+	buf []byte
+}
+
+// edgeTimeout bounds one request, as a client's timeout would.
+const edgeTimeout = 60 * time.Second
+
+// edgeAnswer is an answer of the API, its body read.
+type edgeAnswer struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// roundTrip sends k's request on the connection, dialling it first if it is
+// closed, and returns the answer.
+func (c *edgeConn) roundTrip(ctx context.Context, k *edgeKey) (edgeAnswer, error) {
+	if c.c == nil {
+		var d net.Dialer
+		conn, err := d.DialContext(ctx, "tcp", c.l.host)
+		if err != nil {
+			return edgeAnswer{}, err
+		}
+		c.c, c.r = conn, bufio.NewReader(conn)
+	}
+	c.buf = fmt.Appendf(c.buf[:0], "POST %s HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nIdempotency-Key: %s\r\n"+
+		"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", c.l.path, c.l.host, c.l.token, k.key, len(k.body), k.body)
+	a, closing, err := c.exchange()
+	if err != nil || closing {
+		c.close()
+	}
+	return a, err
+}
+
+// exchange writes the request in buf and reads the answer; closing: the
+// server closes the connection after it.
+func (c *edgeConn) exchange() (a edgeAnswer, closing bool, err error) {
+	if err := c.c.SetDeadline(time.Now().Add(edgeTimeout)); err != nil {
+		return a, false, err
+	}
+	if _, err := c.c.Write(c.buf); err != nil {
+		return a, false, err
+	}
+	resp, err := http.ReadResponse(c.r, nil)
+	if err != nil {
+		return a, false, err
+	}
+	a.body, err = io.ReadAll(resp.Body)
+	_ = resp.Body.Close() // read to the end: nothing is lost if closing fails
+	if err != nil {
+		return a, false, fmt.Errorf("read the answer: %w", err)
+	}
+	a.status, a.header = resp.StatusCode, resp.Header
+	return a, resp.Close, nil
+}
+
+func (c *edgeConn) close() {
+	if c.c != nil {
+		_ = c.c.Close() // a connection given up: nothing to flush
+		c.c, c.r = nil, nil
+	}
 }
 
 // pick returns the key of the next request: a retry of an answered key,
@@ -80,50 +160,36 @@ func hashString(s string) int {
 	return max(h, -h) & 0x7fffffff
 }
 
-// send posts k once and records its answer; it reports whether the key
-// is answered (200).
-func (l *edgeLoad) send(ctx context.Context, k *edgeKey) bool {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, l.url, strings.NewReader(k.body))
-	if err != nil {
-		l.problem("%s: %v", k.key, err)
-		return false
-	}
-	req.Header.Set("Authorization", "Bearer "+l.token)
-	req.Header.Set("Idempotency-Key", k.key)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := l.client.Do(req)
+// send posts k once on c and records its answer; it reports whether the
+// key is answered (200).
+func (l *edgeLoad) send(ctx context.Context, c *edgeConn, k *edgeKey) bool {
+	a, err := c.roundTrip(ctx, k)
 	if err != nil {
 		if ctx.Err() == nil {
 			l.problem("%s: %v", k.key, err)
 		}
 		return false
 	}
-	body, err := io.ReadAll(resp.Body)
-	_ = resp.Body.Close() // read to the end: nothing is lost if closing fails
-	if err != nil {
-		l.problem("%s: read the answer: %v", k.key, err)
-		return false
-	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	switch {
-	case resp.StatusCode == http.StatusOK:
+	case a.status == http.StatusOK:
 		l.statuses["200"]++
-		if resp.Header.Get("Idempotent-Replayed") == "true" {
+		if a.header.Get("Idempotent-Replayed") == "true" {
 			l.statuses["200 replayed"]++
 		}
 		if k.first == nil {
-			k.first = body
-		} else if !bytes.Equal(k.first, body) {
-			l.problemLocked("%s: answered %s, earlier %s", k.key, body, k.first)
+			k.first = a.body
+		} else if !bytes.Equal(k.first, a.body) {
+			l.problemLocked("%s: answered %s, earlier %s", k.key, a.body, k.first)
 		}
 		return true
-	case resp.StatusCode == http.StatusConflict && bytes.Contains(body, []byte(`"busy"`)) && resp.Header.Get("Retry-After") != "":
+	case a.status == http.StatusConflict && bytes.Contains(a.body, []byte(`"busy"`)) && a.header.Get("Retry-After") != "":
 		l.statuses["409 busy"]++
-	case resp.StatusCode == http.StatusServiceUnavailable:
+	case a.status == http.StatusServiceUnavailable:
 		l.statuses["503 unavailable"]++
 	default:
-		l.problemLocked("%s: answered %d %s", k.key, resp.StatusCode, body)
+		l.problemLocked("%s: answered %d %s", k.key, a.status, a.body)
 	}
 	return false
 }
@@ -151,11 +217,13 @@ func (l *edgeLoad) saturate(ctx context.Context, clients int, d time.Duration, s
 	for c := range clients {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(seed, uint64(c)))
+			conn := &edgeConn{l: l}
+			defer conn.close()
 			var mine []time.Duration
 			for time.Now().Before(deadline) && ctx.Err() == nil {
 				k := l.pick(rng)
 				t0 := time.Now()
-				l.send(ctx, k)
+				l.send(ctx, conn, k)
 				mine = append(mine, time.Since(t0))
 			}
 			mu.Lock()
@@ -179,9 +247,11 @@ func (l *edgeLoad) paced(ctx context.Context, clients int, rate float64, d time.
 	for c := range clients {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(seed, uint64(c)))
+			conn := &edgeConn{l: l}
+			defer conn.close()
 			for t := range due {
 				k := l.pick(rng)
-				l.send(ctx, k)
+				l.send(ctx, conn, k)
 				lat := time.Since(t)
 				mu.Lock()
 				lats = append(lats, lat)
@@ -213,6 +283,8 @@ func (l *edgeLoad) paced(ctx context.Context, clients int, rate float64, d time.
 // its stored answer.
 func (l *edgeLoad) finish(ctx context.Context, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
+	conn := &edgeConn{l: l}
+	defer conn.close()
 	l.mu.Lock()
 	keys := append([]*edgeKey(nil), l.keys...)
 	l.mu.Unlock()
@@ -224,7 +296,7 @@ func (l *edgeLoad) finish(ctx context.Context, timeout time.Duration) error {
 			if time.Now().After(deadline) {
 				return fmt.Errorf("key %s still has no answer after %s", k.key, timeout)
 			}
-			if done = l.send(ctx, k); !done {
+			if done = l.send(ctx, conn, k); !done {
 				time.Sleep(50 * time.Millisecond)
 			}
 		}
