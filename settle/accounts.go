@@ -88,6 +88,9 @@ func (c *accountCache) learn(st *txState, now time.Time) {
 		c.kept = map[int64]account{}
 	}
 	for id, a := range st.accountsByID {
+		if a.entryID == 0 {
+			continue // no row to fence its next one: read it fresh
+		}
 		if t, ok := c.contended[id]; ok {
 			if now.Sub(t) < contendedFor {
 				continue

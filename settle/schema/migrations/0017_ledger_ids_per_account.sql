@@ -51,36 +51,37 @@ SELECT a.id, a.tenant_id, a.subject, a.currency,
 
 -- settle_kept checks, before a transaction that used kept account states
 -- commits, what no primary key fences: that every kept state's newest row
--- (tenant_ids[i], ids[i], entry_ids[i]) is still there (an account with
--- none, entry_id 0, still exists) — a database restored from an older
--- backup or emptied under a running process has lost it — and, where
--- newest[i], that the account has no newer row: an answer from a kept state
--- that writes no row to the account (a hold refused for want of funds, a
--- release of nothing) must come from its newest state. 40001, as a
--- serialization failure: the transaction retries, reading those accounts
--- fresh. Primary-key probes only.
+-- (tenant_ids[i], ids[i], entry_ids[i]) is still there — a database
+-- restored from an older backup or emptied under a running process has
+-- lost it — and, where newest[i], that the account has no newer row: an
+-- answer from a kept state that writes no row to the account (a hold
+-- refused for want of funds, a release of nothing) must come from its
+-- newest state. (A process keeps no state of an account without rows.)
+-- 40001, as a serialization failure: the transaction retries, reading those
+-- accounts fresh. A primary-key probe per state, and one more per state
+-- an answer used.
 CREATE FUNCTION settle_kept(tenant_ids text[], ids bigint[], entry_ids bigint[], newest boolean[]) RETURNS void
     LANGUAGE plpgsql STABLE AS $$
 DECLARE
-    gone bigint;
-    moved bigint;
+    n bigint;
 BEGIN
-    SELECT count(*) FILTER (WHERE NOT CASE WHEN k.entry_id = 0
-                                           THEN EXISTS (SELECT 1 FROM accounts a WHERE a.tenant_id = k.tenant_id AND a.id = k.id)
-                                           ELSE EXISTS (SELECT 1 FROM ledger_entries e
-                                                         WHERE e.tenant_id = k.tenant_id AND e.account_id = k.id AND e.id = k.entry_id) END),
-           count(*) FILTER (WHERE k.newest AND EXISTS (SELECT 1 FROM ledger_entries e
-                                                        WHERE e.tenant_id = k.tenant_id AND e.account_id = k.id AND e.id > k.entry_id))
-      INTO gone, moved
-      FROM unnest(tenant_ids, ids, entry_ids, newest) AS k (tenant_id, id, entry_id, newest);
-    IF gone > 0 THEN
-        RAISE EXCEPTION 'settle_kept: % of % accounts this process kept are gone from the database', gone, cardinality(ids)
+    SELECT count(*) INTO n
+      FROM unnest(tenant_ids, ids, entry_ids) AS k (tenant_id, id, entry_id)
+     WHERE NOT EXISTS (SELECT 1 FROM ledger_entries e WHERE e.tenant_id = k.tenant_id AND e.account_id = k.id AND e.id = k.entry_id);
+    IF n > 0 THEN
+        RAISE EXCEPTION 'settle_kept: % of % accounts this process kept are gone from the database', n, cardinality(ids)
             USING ERRCODE = 'serialization_failure',
                   HINT = 'the database was restored or emptied under the process: it forgets what it knew and reads again';
     END IF;
-    IF moved > 0 THEN
-        RAISE EXCEPTION 'settle_kept: % of % accounts changed since this process kept their state', moved, cardinality(ids)
-            USING ERRCODE = 'serialization_failure';
+    IF true = ANY (newest) THEN
+        SELECT count(*) INTO n
+          FROM unnest(tenant_ids, ids, entry_ids, newest) AS k (tenant_id, id, entry_id, newest)
+         WHERE k.newest AND EXISTS (SELECT 1 FROM ledger_entries e
+                                     WHERE e.tenant_id = k.tenant_id AND e.account_id = k.id AND e.id > k.entry_id);
+        IF n > 0 THEN
+            RAISE EXCEPTION 'settle_kept: % of % accounts changed since this process kept their state', n, cardinality(ids)
+                USING ERRCODE = 'serialization_failure';
+        END IF;
     END IF;
 END $$;
 REVOKE ALL ON FUNCTION settle_kept(text[], bigint[], bigint[], boolean[]) FROM PUBLIC;
