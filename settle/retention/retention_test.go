@@ -17,16 +17,6 @@ import (
 	"github.com/settlehq/settle/settle/settletest"
 )
 
-// The record builders and checks of settletest, by short names.
-var (
-	rec             = settletest.Rec
-	batch           = settletest.Batch
-	mustSettle      = settletest.MustSettle
-	outcomes        = settletest.Outcomes
-	count           = settletest.Count
-	checkInvariants = settletest.CheckInvariants
-)
-
 // publishAll marks every outbox row published, as the relay does once the
 // broker acknowledged them.
 func publishAll(t *testing.T, s *settle.Store) {
@@ -61,15 +51,15 @@ func publishAll(t *testing.T, s *settle.Store) {
 func pruneFixture(t *testing.T, s *settle.Store) message.Result {
 	t.Helper()
 	ctx := context.Background()
-	first := mustSettle(t, s, batch(0, 0, rec("record_id", "u-1")))[0]
+	first := settletest.MustSettle(t, s, settletest.Batch(0, 0, settletest.Rec("record_id", "u-1")))[0]
 	if first.Outcome != message.OutcomeSettled {
-		t.Fatalf("first delivery: %v", outcomes([]message.Result{first}))
+		t.Fatalf("first delivery: %v", settletest.Outcomes([]message.Result{first}))
 	}
-	mustSettle(t, s, batch(0, 1, rec("record_id", "u-1", "amount", "41", "quantity", "41")))
-	mustSettle(t, s, []settle.Input{{Topic: "usage", Partition: 0, Offset: 2, Value: []byte("{not json")}})
-	mustSettle(t, s, batch(0, 3, rec("record_id", "u-open", "account_period", "2026-12")))
-	if dup := mustSettle(t, s, batch(0, 4, rec("record_id", "u-1")))[0]; dup.Outcome != message.OutcomeDuplicate {
-		t.Fatalf("repeat: %v", outcomes([]message.Result{dup}))
+	settletest.MustSettle(t, s, settletest.Batch(0, 1, settletest.Rec("record_id", "u-1", "amount", "41", "quantity", "41")))
+	settletest.MustSettle(t, s, []settle.Input{{Topic: "usage", Partition: 0, Offset: 2, Value: []byte("{not json")}})
+	settletest.MustSettle(t, s, settletest.Batch(0, 3, settletest.Rec("record_id", "u-open", "account_period", "2026-12")))
+	if dup := settletest.MustSettle(t, s, settletest.Batch(0, 4, settletest.Rec("record_id", "u-1")))[0]; dup.Outcome != message.OutcomeDuplicate {
+		t.Fatalf("repeat: %v", settletest.Outcomes([]message.Result{dup}))
 	}
 	publishAll(t, s)
 	if _, err := s.ClosePeriod(ctx, "acme", "2026-11", "test"); err != nil {
@@ -104,8 +94,8 @@ func TestPruneThenRedeliverIsDuplicate(t *testing.T) {
 			pool := s.Pool()
 			first := pruneFixture(t, s)
 			kept := func() [4]int {
-				return [4]int{count(t, pool, `SELECT count(*) FROM identities`), count(t, pool, `SELECT count(*) FROM ledger_entries`),
-					count(t, pool, `SELECT count(*) FROM conflict_cases`), count(t, pool, `SELECT count(*) FROM accounts`)}
+				return [4]int{settletest.Count(t, pool, `SELECT count(*) FROM identities`), settletest.Count(t, pool, `SELECT count(*) FROM ledger_entries`),
+					settletest.Count(t, pool, `SELECT count(*) FROM conflict_cases`), settletest.Count(t, pool, `SELECT count(*) FROM accounts`)}
 			}
 			before := kept()
 			ctx := context.Background()
@@ -117,11 +107,11 @@ func TestPruneThenRedeliverIsDuplicate(t *testing.T) {
 			// Repeats: the exact repeat at offset 4 (2026-11, closed); not
 			// the conflicting one's (its case is open). First deliveries
 			// are their identities' rows.
-			want := map[string]int64{"delivery_repeats": 1, "dead_letters": 1, "outbox": int64(count(t, pool, `SELECT count(*) FROM outbox_messages`)), "webhook_deliveries": 0}
+			want := map[string]int64{"delivery_repeats": 1, "dead_letters": 1, "outbox": int64(settletest.Count(t, pool, `SELECT count(*) FROM outbox_messages`)), "webhook_deliveries": 0}
 			if got := prunedCounts(dry); !mapsEqual(got, want) {
 				t.Fatalf("dry run counts %v, want %v", got, want)
 			}
-			if n := count(t, pool, `SELECT count(*) FROM delivery_repeats`); n != 2 {
+			if n := settletest.Count(t, pool, `SELECT count(*) FROM delivery_repeats`); n != 2 {
 				t.Fatalf("a dry run removed rows: %d delivery repeats left of 2", n)
 			}
 			opts.DryRun = false
@@ -132,24 +122,24 @@ func TestPruneThenRedeliverIsDuplicate(t *testing.T) {
 			if got := prunedCounts(done); !mapsEqual(got, want) {
 				t.Fatalf("prune counts %v, want %v", got, want)
 			}
-			if n := count(t, pool, `SELECT count(*) FROM delivery_repeats WHERE case_id IS NOT NULL`); n != 1 ||
-				count(t, pool, `SELECT count(*) FROM delivery_repeats`) != 1 {
+			if n := settletest.Count(t, pool, `SELECT count(*) FROM delivery_repeats WHERE case_id IS NOT NULL`); n != 1 ||
+				settletest.Count(t, pool, `SELECT count(*) FROM delivery_repeats`) != 1 {
 				t.Fatalf("delivery repeats left: want only the open case's")
 			}
-			if n := count(t, pool, `SELECT count(*) FROM outbox_messages`) + count(t, pool, `SELECT count(*) FROM dead_letters`); n != 0 {
+			if n := settletest.Count(t, pool, `SELECT count(*) FROM outbox_messages`) + settletest.Count(t, pool, `SELECT count(*) FROM dead_letters`); n != 0 {
 				t.Fatalf("%d outbox rows and dead letters left, want 0", n)
 			}
 			if after := kept(); after != before {
 				t.Fatalf("identities, ledger rows, cases, accounts: %v before prune, %v after", before, after)
 			}
-			again := mustSettle(t, s, batch(0, 4, rec("record_id", "u-1")))[0]
+			again := settletest.MustSettle(t, s, settletest.Batch(0, 4, settletest.Rec("record_id", "u-1")))[0]
 			if again.Outcome != message.OutcomeDuplicate || !bytes.Equal(again.Response, first.Response) {
 				t.Fatalf("redelivery after prune: %s %s, want duplicate with the stored response %s", again.Outcome, again.Response, first.Response)
 			}
 			if after := kept(); after != before {
 				t.Fatalf("the redelivery changed identities, ledger rows, cases, accounts: %v -> %v", before, after)
 			}
-			checkInvariants(t, pool)
+			settletest.CheckInvariants(t, pool)
 		})
 	}
 }
@@ -206,8 +196,8 @@ func TestPruneGuard(t *testing.T) {
 		}
 	}
 	// settle_app prunes through the function, and nothing else goes.
-	before := [3]int{count(t, pool, `SELECT count(*) FROM identities`), count(t, pool, `SELECT count(*) FROM ledger_entries`),
-		count(t, pool, `SELECT count(*) FROM conflict_cases`)}
+	before := [3]int{settletest.Count(t, pool, `SELECT count(*) FROM identities`), settletest.Count(t, pool, `SELECT count(*) FROM ledger_entries`),
+		settletest.Count(t, pool, `SELECT count(*) FROM conflict_cases`)}
 	app := appPool(t, pool)
 	var removed int64
 	if err := app.QueryRow(ctx, `SELECT sum(rows) FROM settle_prune(now() + interval '1 hour', false)`).Scan(&removed); err != nil {
@@ -216,8 +206,8 @@ func TestPruneGuard(t *testing.T) {
 	if removed == 0 {
 		t.Fatal("settle_prune as settle_app removed nothing")
 	}
-	after := [3]int{count(t, pool, `SELECT count(*) FROM identities`), count(t, pool, `SELECT count(*) FROM ledger_entries`),
-		count(t, pool, `SELECT count(*) FROM conflict_cases`)}
+	after := [3]int{settletest.Count(t, pool, `SELECT count(*) FROM identities`), settletest.Count(t, pool, `SELECT count(*) FROM ledger_entries`),
+		settletest.Count(t, pool, `SELECT count(*) FROM conflict_cases`)}
 	if before != after {
 		t.Fatalf("identities, ledger rows, cases: %v before settle_prune, %v after", before, after)
 	}
@@ -248,9 +238,9 @@ func TestPruneReplayedDeadLetters(t *testing.T) {
 	s := settletest.NewStore(t, settle.Config{})
 	pool := s.Pool()
 	ctx := context.Background()
-	mustSettle(t, s, []settle.Input{{Topic: "usage", Partition: 0, Offset: 0, Value: []byte("{not json")},
+	settletest.MustSettle(t, s, []settle.Input{{Topic: "usage", Partition: 0, Offset: 0, Value: []byte("{not json")},
 		{Topic: "usage", Partition: 0, Offset: 1, Value: []byte("{nor this")}})
-	replayedID := count(t, pool, `SELECT id FROM dead_letters WHERE "offset" = 0`)
+	replayedID := settletest.Count(t, pool, `SELECT id FROM dead_letters WHERE "offset" = 0`)
 	if err := retention.New(s).DeadLettersReplayed(ctx, []int64{int64(replayedID)}, []message.Coordinates{{Topic: "usage", Partition: 0, Offset: 7}}); err != nil {
 		t.Fatal(err)
 	}
@@ -261,10 +251,10 @@ func TestPruneReplayedDeadLetters(t *testing.T) {
 	if got := prunedCounts(cs); got["dead_letters"] != 1 {
 		t.Fatalf("prune counts %v, want the replayed dead letter", got)
 	}
-	if n := count(t, pool, `SELECT count(*) FROM dead_letters WHERE "offset" = 1`); n != 1 {
+	if n := settletest.Count(t, pool, `SELECT count(*) FROM dead_letters WHERE "offset" = 1`); n != 1 {
 		t.Fatalf("the dead letter not replayed is gone")
 	}
-	if n := count(t, pool, `SELECT count(*) FROM dead_letter_replays`) + count(t, pool, `SELECT count(*) FROM dead_letters WHERE "offset" = 0`); n != 0 {
+	if n := settletest.Count(t, pool, `SELECT count(*) FROM dead_letter_replays`) + settletest.Count(t, pool, `SELECT count(*) FROM dead_letters WHERE "offset" = 0`); n != 0 {
 		t.Fatalf("%d rows of the replayed dead letter left", n)
 	}
 }
