@@ -127,6 +127,13 @@ func (c *accountCache) forgetStale(st *txState, err error, now time.Time) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if len(c.contended) > keptStatesMax { // accounts contended once and not seen since
+		for id, t := range c.contended {
+			if now.Sub(t) >= contendedFor {
+				delete(c.contended, id)
+			}
+		}
+	}
 	for id, a := range st.accountsByID {
 		if !a.kept {
 			continue
