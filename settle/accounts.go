@@ -72,7 +72,7 @@ func (c *accountCache) state(id int64) (account, bool) {
 }
 
 // learn records the accounts of a committed transaction: their ids and,
-// unless contended, the states it left them in.
+// unless contended, the states it read or wrote.
 func (c *accountCache) learn(st *txState, now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -88,7 +88,10 @@ func (c *accountCache) learn(st *txState, now time.Time) {
 		c.kept = map[int64]account{}
 	}
 	for id, a := range st.accountsByID {
-		if a.entryID == 0 {
+		switch {
+		case a.kept && a.entryID == a.entryBefore:
+			continue // kept and left as it was: already here, or dropped as stale since
+		case a.entryID == 0:
 			continue // no row to fence its next one: read it fresh
 		}
 		if t, ok := c.contended[id]; ok {
