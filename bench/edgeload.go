@@ -80,23 +80,30 @@ type edgeAnswer struct {
 }
 
 // roundTrip sends k's request on the connection, dialling it first if it is
-// closed, and returns the answer.
+// closed, and returns the answer. A kept-alive connection the server closed
+// while it was idle fails before any answer: the request goes again once on
+// a new one, as http.Client does for a request with an Idempotency-Key.
 func (c *edgeConn) roundTrip(ctx context.Context, k *edgeKey) (edgeAnswer, error) {
-	if c.c == nil {
-		var d net.Dialer
-		conn, err := d.DialContext(ctx, "tcp", c.l.host)
-		if err != nil {
-			return edgeAnswer{}, err
-		}
-		c.c, c.r = conn, bufio.NewReader(conn)
-	}
 	c.buf = fmt.Appendf(c.buf[:0], "POST %s HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nIdempotency-Key: %s\r\n"+
 		"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", c.l.path, c.l.host, c.l.token, k.key, len(k.body), k.body)
-	a, closing, err := c.exchange()
-	if err != nil || closing {
-		c.close()
+	for reused := c.c != nil; ; reused = false {
+		if c.c == nil {
+			var d net.Dialer
+			conn, err := d.DialContext(ctx, "tcp", c.l.host)
+			if err != nil {
+				return edgeAnswer{}, err
+			}
+			c.c, c.r = conn, bufio.NewReader(conn)
+		}
+		a, closing, err := c.exchange()
+		if err != nil || closing {
+			c.close()
+		}
+		if err != nil && reused && a.status == 0 {
+			continue
+		}
+		return a, err
 	}
-	return a, err
 }
 
 // exchange writes the request in buf and reads the answer; closing: the
@@ -112,12 +119,12 @@ func (c *edgeConn) exchange() (a edgeAnswer, closing bool, err error) {
 	if err != nil {
 		return a, false, err
 	}
+	a.status, a.header = resp.StatusCode, resp.Header
 	a.body, err = io.ReadAll(resp.Body)
 	_ = resp.Body.Close() // read to the end: nothing is lost if closing fails
 	if err != nil {
 		return a, false, fmt.Errorf("read the answer: %w", err)
 	}
-	a.status, a.header = resp.StatusCode, resp.Header
 	return a, resp.Close, nil
 }
 
