@@ -1,10 +1,12 @@
 package settle_test
 
 import (
+	"context"
 	"encoding/json"
 	"testing"
 
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/reconcile"
 	"github.com/settlehq/settle/settle/settletest"
 )
 
@@ -26,6 +28,19 @@ var (
 func newStore(t *testing.T) *settle.Store {
 	t.Helper()
 	return settletest.NewStore(t, settle.Config{})
+}
+
+// reconcileClean runs the invariant checker on s's database with in and
+// fails the test on an error or any finding, saying after what.
+func reconcileClean(t *testing.T, s *settle.Store, in reconcile.Input, after string) {
+	t.Helper()
+	rep, err := reconcile.Run(context.Background(), s, in)
+	if err != nil {
+		t.Fatalf("reconcile %s: %v", after, err)
+	}
+	if !rep.Clean() {
+		t.Errorf("reconcile %s: %+v", after, rep.Findings)
+	}
 }
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }

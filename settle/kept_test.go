@@ -57,13 +57,7 @@ func TestKeptStateMovedByAnotherProcess(t *testing.T) {
 		t.Errorf("balance %s, want 190", b)
 	}
 	checkInvariants(t, one.Pool())
-	rep, err := reconcile.Run(context.Background(), one, reconcile.Input{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !rep.Clean() {
-		t.Errorf("reconcile: %+v", rep.Findings)
-	}
+	reconcileClean(t, one, reconcile.Input{}, "after both processes")
 }
 
 // TestTwoProcessesShareAccounts: two processes settle usages of the same
@@ -118,11 +112,5 @@ func TestTwoProcessesShareAccounts(t *testing.T) {
 		t.Errorf("%d accounts whose sequence is not their number of rows", n)
 	}
 	checkInvariants(t, stores[0].Pool())
-	rep, err := reconcile.Run(ctx, stores[0], reconcile.Input{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !rep.Clean() {
-		t.Errorf("reconcile: %+v", rep.Findings)
-	}
+	reconcileClean(t, stores[0], reconcile.Input{}, "after both processes")
 }

@@ -139,13 +139,7 @@ func TestWakeWaitingSafetyNet(t *testing.T) {
 	if n := count(t, s.Pool(), `SELECT count(*) FROM outbox WHERE topic = 'usage.results' AND convert_from(value, 'UTF8')::json->>'outcome' = 'settled'`); n != 1 {
 		t.Errorf("final results = %d, want 1", n)
 	}
-	rep, err = reconcile.Run(ctx, s, reconcile.Input{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !rep.Clean() {
-		t.Errorf("reconcile after the sweep: %+v", rep.Findings)
-	}
+	reconcileClean(t, s, reconcile.Input{}, "after the sweep")
 	checkInvariants(t, s.Pool())
 }
 
@@ -176,13 +170,7 @@ func TestReconcileReportsOverdueHold(t *testing.T) {
 	if _, err := s.ExpireHolds(ctx); err != nil {
 		t.Fatal(err)
 	}
-	rep, err = reconcile.Run(ctx, s, reconcile.Input{HoldExpiryGrace: time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !rep.Clean() {
-		t.Errorf("reconcile after expiry: %+v", rep.Findings)
-	}
+	reconcileClean(t, s, reconcile.Input{HoldExpiryGrace: time.Millisecond}, "after expiry")
 }
 
 // TestPeriodCloseWaitsForBatchesInFlight: a batch that has read the

@@ -133,13 +133,7 @@ func TestServiceRoleIsEnough(t *testing.T) {
 	if err := lease.MarkPublished(ctx, ids); err != nil {
 		t.Fatalf("mark published as settle_app: %v", err)
 	}
-	r, err := reconcile.Run(ctx, s, reconcile.Input{Group: "g"})
-	if err != nil {
-		t.Fatalf("reconcile as settle_app: %v", err)
-	}
-	if !r.Clean() {
-		t.Errorf("reconcile as settle_app found %+v", r.Findings)
-	}
+	reconcileClean(t, s, reconcile.Input{Group: "g"}, "as settle_app")
 	if n, err := inspect.New(s).OpenConflictCases(ctx); err != nil || n != 1 {
 		t.Errorf("open cases = %d, %v; want 1", n, err)
 	}
@@ -191,8 +185,6 @@ func TestTenantIsolation(t *testing.T) {
 	if n := count(t, pool, `SELECT count(*) FROM waiting WHERE tenant_id = 'mallory' AND status = 'waiting'`); n != 2 {
 		t.Errorf("%d of mallory's operations on acme's hold wait, want 2", n)
 	}
-	if r, err := reconcile.Run(context.Background(), s, reconcile.Input{}); err != nil || !r.Clean() {
-		t.Errorf("reconcile after the attempt: %v %+v", err, r)
-	}
+	reconcileClean(t, s, reconcile.Input{}, "after the attempt")
 	checkInvariants(t, pool)
 }
