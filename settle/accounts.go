@@ -164,10 +164,14 @@ const (
 )
 
 // staleState reads err: a ledger row's id taken (ledger_entries_pkey), a
-// kept state found older than the account's newest row (settle_kept), or a
-// deadlock between two writers of the same accounts, are stale states;
+// kept state found older than the account's newest row (settle_kept) or
+// behind the rows read beside it (errKeptStale), or a deadlock between two
+// writers of the same accounts, are stale states;
 // settle_kept's "gone" is a database replaced under the process.
 func staleState(err error) int {
+	if errors.Is(err, errKeptStale) {
+		return stateStale
+	}
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) {
 		return stateFresh

@@ -181,6 +181,9 @@ func (s *Store) transact(ctx context.Context, attempt int, firstSeen time.Time, 
 	st.group = group
 	defer func() { s.accounts.forgetStale(st, err, time.Now()) }()
 	write, err := act(st)
+	if err == nil {
+		err = st.stale
+	}
 	if err != nil || !write {
 		return err
 	}
@@ -343,6 +346,10 @@ type txState struct {
 	attempt       int
 	firstSeen     time.Time
 	attemptStart  time.Time
+
+	// stale: a decision met a kept account state that cannot be current
+	// (errKeptStale); the attempt ends with it instead of writing.
+	stale error
 
 	redelivered     map[message.Coordinates]message.Result
 	identities      map[record.Identity]*identity

@@ -20,6 +20,11 @@ func (e *BatchError) Error() string {
 
 func (e *BatchError) Unwrap() error { return e.Err }
 
+// errKeptStale ends an attempt whose decisions met a kept account state that
+// another writer has moved past (accountCache): contention, retried with
+// the account read fresh.
+var errKeptStale = fmt.Errorf("a kept account state is behind the database: %w", dberr.ErrContention)
+
 // errLostRace is returned inside a transaction attempt when it finds that a
 // concurrent transaction got somewhere first (a case id it could not read
 // back); the attempt is rolled back and retried.

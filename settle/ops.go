@@ -368,7 +368,13 @@ func (st *txState) settled(d *decoded, id int64, a *account, links *message.Link
 			seq: a.seq + 1, balance: a.balance, held: a.held})
 	}
 	if a.held.Sign() < 0 {
-		panic(fmt.Sprintf("settle: %s: held amount of account %d would be %s", d.id, a.id, a.held))
+		if !a.kept {
+			panic(fmt.Sprintf("settle: %s: held amount of account %d would be %s", d.id, a.id, a.held))
+		}
+		// The holds were read fresh beside a kept state that another
+		// writer has moved past (it placed the hold released here): the
+		// attempt is thrown away and the next reads the account.
+		st.stale = fmt.Errorf("%s: held amount of account %d would be %s from its kept state: %w", d.id, a.id, a.held, errKeptStale)
 	}
 	resp := st.response(d, message.OutcomeSettled, "")
 	resp.SettlementID = sid
