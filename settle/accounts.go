@@ -39,13 +39,21 @@ import (
 // deployment where one process settles each account (the consumer: one
 // partition's accounts per lane) the lock and the read are gone for good;
 // where several write one account (the HTTP edge behind a balancer, a
-// rebalance), the first collision puts the account on the contended list,
-// whose accounts are locked and read fresh for contendedFor.
+// rebalance), a collision drops every kept state the failed attempt used
+// (the error names no account), so that the next attempt reads them fresh;
+// those the fresh read finds moved since they were kept go on the
+// contended list, whose accounts are locked and read fresh for
+// contendedFor. The others are kept again.
 type accountCache struct {
 	mu        sync.RWMutex
 	ids       map[accountKey]int64
 	kept      map[int64]account
 	contended map[int64]time.Time
+
+	// suspect holds, for each state dropped by a failed attempt, the id of
+	// the newest ledger row it knew: the fresh read that follows tells
+	// whether another writer moved the account (learn).
+	suspect map[int64]int64
 }
 
 // keptStatesMax bounds the states kept (a few hundred bytes each); past it
@@ -88,6 +96,15 @@ func (c *accountCache) learn(st *txState, now time.Time) {
 		c.kept = map[int64]account{}
 	}
 	for id, a := range st.accountsByID {
+		if was, ok := c.suspect[id]; ok && !a.kept {
+			delete(c.suspect, id)
+			if a.entryBefore != was { // moved by another writer since it was kept
+				if c.contended == nil {
+					c.contended = map[int64]time.Time{}
+				}
+				c.contended[id] = now
+			}
+		}
 		switch {
 		case a.kept && a.entryID == a.entryBefore:
 			continue // kept and left as it was: already here, or dropped as stale since
@@ -117,8 +134,9 @@ func (c *accountCache) learn(st *txState, now time.Time) {
 }
 
 // forgetStale drops the kept states a failed attempt used, when its error
-// says one of them may be stale (staleState), and reads those accounts
-// fresh for contendedFor; when it says kept accounts are gone from the
+// says one of them may be stale (staleState), and makes them suspect: the
+// next commit that reads one fresh puts it on the contended list if it
+// moved (learn). When the error says kept accounts are gone from the
 // database, it forgets everything.
 func (c *accountCache) forgetStale(st *txState, err error, now time.Time) {
 	switch staleState(err) {
@@ -137,22 +155,22 @@ func (c *accountCache) forgetStale(st *txState, err error, now time.Time) {
 			}
 		}
 	}
+	if c.suspect == nil || len(c.suspect) > keptStatesMax { // suspects never read again
+		c.suspect = map[int64]int64{}
+	}
 	for id, a := range st.accountsByID {
 		if !a.kept {
 			continue
 		}
 		delete(c.kept, id)
-		if c.contended == nil {
-			c.contended = map[int64]time.Time{}
-		}
-		c.contended[id] = now
+		c.suspect[id] = a.entryBefore
 	}
 }
 
 // forget drops everything known: the database was restored or replaced.
 func (c *accountCache) forget() {
 	c.mu.Lock()
-	c.ids, c.kept, c.contended = nil, nil, nil
+	c.ids, c.kept, c.contended, c.suspect = nil, nil, nil, nil
 	c.mu.Unlock()
 }
 

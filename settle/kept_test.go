@@ -75,6 +75,42 @@ func TestKeptStateMovedByAnotherProcess(t *testing.T) {
 	reconcileClean(t, one, reconcile.Input{}, "after both processes")
 }
 
+// TestCollisionContendsOnlyMovedAccounts: when a batch's write from kept
+// states collides with another process's row, the batch is retried with
+// every kept state it used read fresh, but only the account the other
+// process moved is then read fresh for a while; the batch's other
+// accounts are kept again, so that one shared account does not put a
+// whole batch's accounts on the slow path. Seen failing with every kept
+// account of the failed attempt put on the contended list.
+func TestCollisionContendsOnlyMovedAccounts(t *testing.T) {
+	t.Parallel()
+	url := settletest.NewDatabase(t)
+	one, other := settletest.StoreOn(t, settletest.PoolOn(t, url, 2), settle.Config{}), settletest.StoreOn(t, settletest.PoolOn(t, url, 2), settle.Config{})
+	mustSettle(t, one, batch(0, 0, rec("record_id", "u-1", "subject", "cust-1", "amount", "1"),
+		rec("record_id", "u-2", "subject", "cust-2", "amount", "1")))
+	for _, subject := range []string{"cust-1", "cust-2"} {
+		if kept, contended := one.AccountKept("acme", subject, "USD"); !kept || contended {
+			t.Fatalf("%s after its first batch: kept %t, contended %t; want kept", subject, kept, contended)
+		}
+	}
+	mustSettle(t, other, batch(1, 0, rec("record_id", "u-3", "subject", "cust-1", "amount", "1")))
+	rs := mustSettle(t, one, batch(0, 2, rec("record_id", "u-4", "subject", "cust-1", "amount", "1"),
+		rec("record_id", "u-5", "subject", "cust-2", "amount", "1")))
+	for _, r := range rs {
+		if r.Outcome != message.OutcomeSettled {
+			t.Fatalf("after the collision: %s %s, want settled", r.Outcome, r.Response)
+		}
+	}
+	if kept, contended := one.AccountKept("acme", "cust-1", "USD"); kept || !contended {
+		t.Errorf("cust-1, moved by the other process: kept %t, contended %t; want contended", kept, contended)
+	}
+	if kept, contended := one.AccountKept("acme", "cust-2", "USD"); !kept || contended {
+		t.Errorf("cust-2, which only this process wrote: kept %t, contended %t; want kept", kept, contended)
+	}
+	checkInvariants(t, one.Pool())
+	reconcileClean(t, one, reconcile.Input{}, "after the collision")
+}
+
 // TestTwoProcessesShareAccounts: two processes settle usages of the same
 // few accounts at once, each from many goroutines, so that kept states go
 // stale under each other and within a process: every usage is charged
