@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/settletest"
@@ -23,14 +24,20 @@ import (
 // a batch); keyed (id, tenant_id) (migration 0010), no index but the natural
 // keys can serve the look-ups. The redelivery look-up, joined
 // freely, read every dead letter once a batch; it probes from the batch's
-// coordinates (delivery_lookup.sql).
+// coordinates (delivery_lookup.sql). Conflict cases too: a batch that
+// opens cases reads their ids back by their natural key
+// (conflict_case_ids.sql), and one that applies an orphan closes its case
+// by id (conflict_case_close.sql); led by tenant_id (schema 17), the key
+// of conflict_cases served the first on tenant_id alone, and the second
+// walked the index of open cases (seen in the growth bench: most of
+// PostgreSQL's time at 120,000 cases).
 func TestLookupPlansFollowGrowth(t *testing.T) {
 	const grown, batch = 20_000, 200
 	ctx := context.Background()
 	url := settletest.NewDatabase(t)
 	pool := settletest.PoolOn(t, url, 1) // one connection: one statement cache
 	s := settletest.StoreOn(t, pool, settle.Config{})
-	settletest.Frozen(t, pool, "identities", "dead_letters", "waiting", "accounts")
+	settletest.Frozen(t, pool, "identities", "dead_letters", "waiting", "accounts", "conflict_cases")
 	offset := int64(0)
 	settleAll := func(recs []map[string]any) {
 		settletest.MustSettle(t, s, settletest.Batch(0, offset, recs...))
@@ -47,6 +54,19 @@ func TestLookupPlansFollowGrowth(t *testing.T) {
 		}
 		settleAll(settletest.Usages(fmt.Sprintf("small-%d", b), n))
 	}
+	// A case opened (small-0-0 again, at another amount) and an orphan's
+	// case closed while conflict_cases is small: their plans are cached.
+	orphan := func(id string) {
+		settleAll([]map[string]any{settletest.Signal("refund", id, "s-1")})
+		time.Sleep(20 * time.Millisecond)
+		if n, err := s.SweepOrphans(ctx, 10*time.Millisecond); err != nil || n != 1 {
+			t.Fatalf("sweep of the refund of %s: %d, %v; want its orphan case", id, n, err)
+		}
+	}
+	orphan("orphan-small")
+	settleAll([]map[string]any{settletest.Rec("record_id", "small-0-0", "subject", "s-0", "amount", "99"),
+		settletest.Rec("record_id", "orphan-small", "subject", "s-1")})
+	orphan("orphan-measured") // its case is closed by the measured batch
 	// Grown by copies of one settled identity under new record ids: the
 	// look-up's table is as large as a busy tenant's, its statistics as old
 	// as the first batches.
@@ -72,13 +92,23 @@ func TestLookupPlansFollowGrowth(t *testing.T) {
 		INSERT INTO accounts (tenant_id, subject, currency) SELECT 'acme', 'grown-' || g, 'USD' FROM generate_series(1, $1::int) g`, grown); err != nil {
 		t.Fatal(err)
 	}
-	tables := []string{"identities", "dead_letters", "waiting", "accounts"}
+	// And as many open cases of the tenant: the batch opens one and
+	// closes an orphan's (conflict_cases_key, the primary key by id).
+	if _, err := pool.Exec(ctx, `
+		INSERT INTO conflict_cases (tenant_id, account_period, record_id, operation, reason, incoming_fingerprint,
+		                            incoming_canonical, topic, partition, "offset")
+		SELECT 'acme', '2026-11', 'grown-' || g, 'usage', 'fingerprint_mismatch', g, '\x00', 'usage', 3, g
+		  FROM generate_series(1, $1::int) g`, grown); err != nil {
+		t.Fatal(err)
+	}
+	tables := []string{"identities", "dead_letters", "waiting", "accounts", "conflict_cases"}
 	before := map[string]int64{}
 	for _, table := range tables {
 		seq, idx := settletest.TuplesRead(t, pool, url, table)
 		before[table] = seq + idx
 	}
-	settleAll(settletest.Usages("measured", batch))
+	settleAll(append(settletest.Usages("measured", batch), settletest.Rec("record_id", "small-1-0", "subject", "s-0", "amount", "99"),
+		settletest.Rec("record_id", "orphan-measured", "subject", "s-1")))
 	for _, table := range tables {
 		seq, idx := settletest.TuplesRead(t, pool, url, table)
 		read := seq + idx - before[table]
@@ -87,6 +117,13 @@ func TestLookupPlansFollowGrowth(t *testing.T) {
 			t.Errorf("%s: %d tuples read settling %d records (at most %d): a look-up scans the table instead of probing its keys",
 				table, read, batch, 10*batch)
 		}
+	}
+	// Read after the counts above: these scan the table.
+	if n := settletest.Count(t, pool, `SELECT count(*) FROM conflict_cases WHERE reason = 'orphan' AND status = 'auto_resolved'`); n != 2 {
+		t.Fatalf("%d orphan cases closed, want 2: the batches did not close the cases whose plans this test holds", n)
+	}
+	if n := settletest.Count(t, pool, `SELECT count(*) FROM conflict_cases WHERE reason = 'fingerprint_mismatch' AND record_id LIKE 'small-%'`); n != 2 {
+		t.Fatalf("%d mismatch cases opened, want 2: the batches did not open the cases whose plans this test holds", n)
 	}
 }
 

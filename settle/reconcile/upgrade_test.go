@@ -17,8 +17,8 @@ import (
 // with their cached state, ledger rows without any) migrated to 16 shows
 // every account's balance, held, sequence and head as the cache had them,
 // reconciles clean, and the next settlement continues each account's
-// sequence and chain. Schema 15 is made by undoing migration 16 on the
-// reconcile fixture (grants, a usage, a hold and its capture, a
+// sequence and chain. Schema 15 is made by undoing migrations 18, 17 and
+// 16 on the reconcile fixture (grants, a usage, a hold and its capture, a
 // correction, a refund, on two accounts), plain and partitioned by
 // tenant. Seen failing with the backfill taken out of the migration (every
 // balance read 0).
@@ -58,6 +58,11 @@ func upgradeKeepsAccountState(t *testing.T, url string) {
 	}
 	before := read()
 	settletest.Bypass(t, s.Pool(), `
+		ALTER TABLE case_resolutions DROP CONSTRAINT case_resolutions_case_id_fkey;
+		ALTER TABLE conflict_cases DROP CONSTRAINT conflict_cases_pkey, ADD CONSTRAINT conflict_cases_pkey PRIMARY KEY (tenant_id, id);
+		CREATE INDEX conflict_cases_id ON conflict_cases (id);
+		ALTER TABLE case_resolutions DROP CONSTRAINT case_resolutions_pkey, ADD CONSTRAINT case_resolutions_pkey PRIMARY KEY (tenant_id, id),
+		                             ADD CONSTRAINT case_resolutions_case_id_fkey FOREIGN KEY (tenant_id, case_id) REFERENCES conflict_cases (tenant_id, id);
 		ALTER TABLE accounts ADD COLUMN balance numeric NOT NULL DEFAULT 0, ADD COLUMN held numeric NOT NULL DEFAULT 0,
 		                     ADD COLUMN seq bigint NOT NULL DEFAULT 0, ADD COLUMN chain_head bytea NOT NULL DEFAULT '',
 		                     ADD COLUMN updated_at timestamptz NOT NULL DEFAULT now();
@@ -68,14 +73,14 @@ func upgradeKeepsAccountState(t *testing.T, url string) {
 		ALTER TABLE ledger_entries DROP COLUMN seq, DROP COLUMN balance_after, DROP COLUMN held_after;
 		ALTER TABLE ledger_entries ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (START WITH 1000);
 		GRANT UPDATE (balance, held, seq, chain_head, updated_at) ON accounts TO settle_app;
-		DELETE FROM schema_migrations WHERE version IN (16, 17)`)
+		DELETE FROM schema_migrations WHERE version IN (16, 17, 18)`)
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	if applied, err := schema.Migrate(ctx, conn); err != nil || len(applied) != 2 || applied[0] != 16 || applied[1] != 17 {
-		t.Fatalf("migrate: applied %v, %v; want [16 17]", applied, err)
+	if applied, err := schema.Migrate(ctx, conn); err != nil || len(applied) != 3 || applied[0] != 16 || applied[2] != 18 {
+		t.Fatalf("migrate: applied %v, %v; want [16 17 18]", applied, err)
 	}
 	// The migration rewrote ledger rows with their append-only trigger
 	// disabled; it is back on every partition.
