@@ -2,7 +2,9 @@ package retention_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -108,7 +110,7 @@ func TestPruneThenRedeliverIsDuplicate(t *testing.T) {
 			// the conflicting one's (its case is open). First deliveries
 			// are their identities' rows.
 			want := map[string]int64{"delivery_repeats": 1, "dead_letters": 1, "outbox": int64(settletest.Count(t, pool, `SELECT count(*) FROM outbox_messages`)), "webhook_deliveries": 0}
-			if got := prunedCounts(dry); !mapsEqual(got, want) {
+			if got := prunedCounts(dry); !maps.Equal(got, want) {
 				t.Fatalf("dry run counts %v, want %v", got, want)
 			}
 			if n := settletest.Count(t, pool, `SELECT count(*) FROM delivery_repeats`); n != 2 {
@@ -119,7 +121,7 @@ func TestPruneThenRedeliverIsDuplicate(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := prunedCounts(done); !mapsEqual(got, want) {
+			if got := prunedCounts(done); !maps.Equal(got, want) {
 				t.Fatalf("prune counts %v, want %v", got, want)
 			}
 			if n := settletest.Count(t, pool, `SELECT count(*) FROM delivery_repeats WHERE case_id IS NOT NULL`); n != 1 ||
@@ -142,18 +144,6 @@ func TestPruneThenRedeliverIsDuplicate(t *testing.T) {
 			settletest.CheckInvariants(t, pool)
 		})
 	}
-}
-
-func mapsEqual(a, b map[string]int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
 }
 
 // TestPruneGuard: the append-only guard lets a DELETE through only inside
@@ -179,7 +169,7 @@ func TestPruneGuard(t *testing.T) {
 			return err
 		})
 		if err == nil || !strings.Contains(err.Error(), "42501") {
-			t.Errorf("%s as %q: %v, want refused (42501)", stmt, or(role, "owner"), err)
+			t.Errorf("%s as %q: %v, want refused (42501)", stmt, cmp.Or(role, "owner"), err)
 		}
 	}
 	for _, table := range []string{"delivery_repeats", "outbox", "outbox_settlements", "dead_letters", "webhook_deliveries", "outbox_parked", "prune_runs",
@@ -221,13 +211,6 @@ func TestPruneGuard(t *testing.T) {
 func appPool(t *testing.T, pool *pgxpool.Pool) *pgxpool.Pool {
 	t.Helper()
 	return settletest.AppPoolOn(t, pool.Config().ConnString(), 2)
-}
-
-func or(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // TestPruneReplayedDeadLetters: a dead letter recorded as replayed is
