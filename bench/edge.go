@@ -1,11 +1,9 @@
 package bench
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"path/filepath"
-	"sort"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -43,11 +41,7 @@ const (
 // invariants (settle/reconcile).
 func (c *Config) runEdge(ctx context.Context, binary, tag string) (*EdgeResult, error) {
 	// This process is only the load generator here (the service is the
-	// child settle run, under its own limit), and it keeps every key's
-	// first answer (≈ 1 KB) for the checks: under the service's 384 MiB
-	// soft limit, past ≈ 350,000 keys its collector ran without pause and
-	// took the cores from the service (the rate fell from ≈ 5,400 to 1,700
-	// requests/s within a second, 65 s into a --edge-duration 150s run).
+	// child settle run, under its own limit).
 	defer liftMemoryLimit()()
 	res := &EdgeResult{Binary: binary, Clients: c.EdgeClients}
 	b, err := startBroker(ctx, c.BrokerArgv)
@@ -117,7 +111,7 @@ func (c *Config) runEdge(ctx context.Context, binary, tag string) (*EdgeResult, 
 	if err := proc.stop(); err != nil {
 		return nil, err
 	}
-	res.Answers, res.Keys, res.Records = load.statuses, len(load.keys), len(load.records)
+	res.Answers, res.Keys, res.Records = load.statuses, len(load.keys), int(load.records)
 	if len(load.problems) > 0 {
 		return res, fmt.Errorf("edge answers broke the contract: %v", load.problems)
 	}
@@ -141,21 +135,15 @@ func (c *Config) checkEdge(ctx context.Context, db *database, load *edgeLoad, pr
 	if _, err := schema.Migrate(ctx, conn); err != nil {
 		return Checks{}, fmt.Errorf("migrate the edge run's database to this build's schema: %w", err)
 	}
-	stored := map[string][]byte{}
 	rows, err := conn.Query(ctx, mustSQL("edge_keys.sql"), edgeTenant)
 	if err != nil {
 		return Checks{}, fmt.Errorf("read the idempotency keys: %w", err)
 	}
+	answers := newAnswerCheck(load.keys)
 	var key string
 	var resp []byte
-	if _, err := pgx.ForEachRow(rows, []any{&key, &resp}, func() error { stored[key] = resp; return nil }); err != nil {
+	if _, err := pgx.ForEachRow(rows, []any{&key, &resp}, func() error { answers.add(key, resp); return nil }); err != nil {
 		return Checks{}, fmt.Errorf("read the idempotency keys: %w", err)
-	}
-	var bad []string
-	for _, k := range load.keys {
-		if s, ok := stored[k.key]; !ok || !bytes.Equal(s, k.first) {
-			bad = append(bad, k.key)
-		}
 	}
 	pool, err := db.pool(ctx, 4)
 	if err != nil {
@@ -166,11 +154,10 @@ func (c *Config) checkEdge(ctx context.Context, db *database, load *edgeLoad, pr
 	if err != nil {
 		return Checks{}, err
 	}
-	chk, err := check(ctx, store, len(load.keys), int64(len(load.records)), nil)
-	if len(bad) > 0 || len(stored) != len(load.keys) {
-		sort.Strings(bad)
+	chk, err := check(ctx, store, len(load.keys), load.records, nil)
+	if bad := answers.bad(); len(bad) > 0 || answers.stored != len(load.keys) {
 		chk.Violations = append(chk.Violations, fmt.Sprintf("every key done with the answer its clients got: %d keys sent, %d done, %d differ (%v)",
-			len(load.keys), len(stored), len(bad), bad[:min(5, len(bad))]))
+			len(load.keys), answers.stored, len(bad), bad[:min(5, len(bad))]))
 	}
 	rep, rerr := reconcile.Run(ctx, store, reconcile.Input{OutboxGrace: time.Hour, Group: prefix + "group"})
 	switch {

@@ -10,9 +10,12 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
+	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
+
+	"github.com/cespare/xxhash/v2"
 )
 
 // edgeLoad is the load generator of an edge run: clients that POST
@@ -28,17 +31,31 @@ type edgeLoad struct {
 	subjects          int
 
 	mu       sync.Mutex
-	keys     []*edgeKey
-	records  map[string]bool // record ids sent under some key
+	keys     []edgeKey // keys[n-1] is key k-n
+	records  int64     // distinct records sent under some key
 	statuses map[string]int64
 	problems []string
-	next     atomic.Int64
 }
 
-// edgeKey is one Idempotency-Key and what it was answered.
+// edgeKey is one Idempotency-Key, k-<n>, the record it carries, r-<rec>,
+// and the xxhash of its first 200 answer. It holds no pointer and no
+// answer: a 150 s run sends a million keys, and with each one's answer
+// (≈ 1 KB) kept the load generator's collector walked a heap of a gigabyte
+// over and over on the cores the service runs on.
 type edgeKey struct {
-	key, record, body string
-	first             []byte // the first 200 body
+	n, rec   int64
+	first    uint64 // xxhash of the first 200 body, once answered
+	answered bool
+}
+
+func (k edgeKey) key() string { return fmt.Sprintf("k-%d", k.n) }
+
+// appendBody appends the request body of k (one usage record) to b.
+func (l *edgeLoad) appendBody(b []byte, k edgeKey) []byte {
+	rec := fmt.Sprintf("r-%d", k.rec)
+	return fmt.Appendf(b, `{"tenant_id":%q,"account_period":"2026-11","record_id":%q,"kind":"usage","subject":"s-%d",`+
+		`"amount":"1","currency":"USD","meter":"api_calls","quantity":"1","unit":"call",`+
+		`"occurred_at":"2026-11-03T10:00:00Z","finalization_version":1}`, l.tenant, rec, hashString(rec)%l.subjects)
 }
 
 // Requests answered by status, and the answers that break the contract.
@@ -53,7 +70,7 @@ func newEdgeLoad(apiURL, tenant, token string) (*edgeLoad, error) {
 		return nil, fmt.Errorf("edge load: API address %q: want http://host:port", apiURL)
 	}
 	return &edgeLoad{host: u.Host, path: u.Path + "/v1/records", token: token, tenant: tenant, retryShare: 0.2, dupShare: 0.05,
-		subjects: 2000, records: map[string]bool{}, statuses: map[string]int64{}}, nil
+		subjects: 2000, statuses: map[string]int64{}}, nil
 }
 
 // edgeConn is one client's keep-alive connection to the API. Each client
@@ -63,10 +80,10 @@ func newEdgeLoad(apiURL, tenant, token string) (*edgeLoad, error) {
 // load generator's share of the two cores the service and PostgreSQL run
 // on (BENCHMARKS.md, "Where the time goes").
 type edgeConn struct {
-	l   *edgeLoad
-	c   net.Conn
-	r   *bufio.Reader
-	buf []byte
+	l         *edgeLoad
+	c         net.Conn
+	r         *bufio.Reader
+	buf, body []byte
 }
 
 // edgeTimeout bounds one request, as a client's timeout would.
@@ -83,9 +100,10 @@ type edgeAnswer struct {
 // closed, and returns the answer. A kept-alive connection the server closed
 // while it was idle fails before any answer: the request goes again once on
 // a new one, as http.Client does for a request with an Idempotency-Key.
-func (c *edgeConn) roundTrip(ctx context.Context, k *edgeKey) (edgeAnswer, error) {
-	c.buf = fmt.Appendf(c.buf[:0], "POST %s HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nIdempotency-Key: %s\r\n"+
-		"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", c.l.path, c.l.host, c.l.token, k.key, len(k.body), k.body)
+func (c *edgeConn) roundTrip(ctx context.Context, k edgeKey) (edgeAnswer, error) {
+	c.body = c.l.appendBody(c.body[:0], k)
+	c.buf = fmt.Appendf(c.buf[:0], "POST %s HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nIdempotency-Key: k-%d\r\n"+
+		"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", c.l.path, c.l.host, c.l.token, k.n, len(c.body), c.body)
 	for reused := c.c != nil; ; reused = false {
 		if c.c == nil {
 			var d net.Dialer
@@ -137,25 +155,22 @@ func (c *edgeConn) close() {
 
 // pick returns the key of the next request: a retry of an answered key,
 // or a new key (whose record may be one sent before).
-func (l *edgeLoad) pick(rng *rand.Rand) *edgeKey {
+func (l *edgeLoad) pick(rng *rand.Rand) edgeKey {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if len(l.keys) > 0 && rng.Float64() < l.retryShare {
-		if k := l.keys[rng.IntN(len(l.keys))]; k.first != nil {
+		if k := l.keys[rng.IntN(len(l.keys))]; k.answered {
 			return k
 		}
 	}
-	n := l.next.Add(1)
-	rec := fmt.Sprintf("r-%d", n)
+	n := int64(len(l.keys)) + 1
+	k := edgeKey{n: n, rec: n}
 	if len(l.keys) > 0 && rng.Float64() < l.dupShare {
-		rec = l.keys[rng.IntN(len(l.keys))].record
+		k.rec = l.keys[rng.IntN(len(l.keys))].rec
+	} else {
+		l.records++
 	}
-	k := &edgeKey{key: fmt.Sprintf("k-%d", n), record: rec,
-		body: fmt.Sprintf(`{"tenant_id":%q,"account_period":"2026-11","record_id":%q,"kind":"usage","subject":"s-%d",`+
-			`"amount":"1","currency":"USD","meter":"api_calls","quantity":"1","unit":"call",`+
-			`"occurred_at":"2026-11-03T10:00:00Z","finalization_version":1}`, l.tenant, rec, hashString(rec)%l.subjects)}
 	l.keys = append(l.keys, k)
-	l.records[rec] = true
 	return k
 }
 
@@ -169,14 +184,15 @@ func hashString(s string) int {
 
 // send posts k once on c and records its answer; it reports whether the
 // key is answered (200).
-func (l *edgeLoad) send(ctx context.Context, c *edgeConn, k *edgeKey) bool {
+func (l *edgeLoad) send(ctx context.Context, c *edgeConn, k edgeKey) bool {
 	a, err := c.roundTrip(ctx, k)
 	if err != nil {
 		if ctx.Err() == nil {
-			l.problem("%s: %v", k.key, err)
+			l.problem("%s: %v", k.key(), err)
 		}
 		return false
 	}
+	sum := xxhash.Sum64(a.body)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	switch {
@@ -185,10 +201,11 @@ func (l *edgeLoad) send(ctx context.Context, c *edgeConn, k *edgeKey) bool {
 		if a.header.Get("Idempotent-Replayed") == "true" {
 			l.statuses["200 replayed"]++
 		}
-		if k.first == nil {
-			k.first = a.body
-		} else if !bytes.Equal(k.first, a.body) {
-			l.problemLocked("%s: answered %s, earlier %s", k.key, a.body, k.first)
+		kept := &l.keys[k.n-1]
+		if !kept.answered {
+			kept.first, kept.answered = sum, true
+		} else if kept.first != sum {
+			l.problemLocked("%s: answered %s, which differs from its first answer (xxhash %016x)", k.key(), a.body, kept.first)
 		}
 		return true
 	case a.status == http.StatusConflict && bytes.Contains(a.body, []byte(`"busy"`)) && a.header.Get("Retry-After") != "":
@@ -196,7 +213,7 @@ func (l *edgeLoad) send(ctx context.Context, c *edgeConn, k *edgeKey) bool {
 	case a.status == http.StatusServiceUnavailable:
 		l.statuses["503 unavailable"]++
 	default:
-		l.problemLocked("%s: answered %d %s", k.key, a.status, a.body)
+		l.problemLocked("%s: answered %d %s", k.key(), a.status, a.body)
 	}
 	return false
 }
@@ -285,6 +302,39 @@ func (l *edgeLoad) paced(ctx context.Context, clients int, rate float64, d time.
 	return lats
 }
 
+// answerCheck holds the answers the database stored for an edge run's
+// keys against the first answers their clients were given.
+type answerCheck struct {
+	keys    []edgeKey
+	matched []bool
+	stored  int // answers stored, for any key
+}
+
+func newAnswerCheck(keys []edgeKey) *answerCheck {
+	return &answerCheck{keys: keys, matched: make([]bool, len(keys))}
+}
+
+// add takes the answer stored for key.
+func (a *answerCheck) add(key string, resp []byte) {
+	a.stored++
+	n, err := strconv.ParseInt(strings.TrimPrefix(key, "k-"), 10, 64)
+	if err == nil && n >= 1 && n <= int64(len(a.keys)) {
+		k := a.keys[n-1]
+		a.matched[n-1] = k.answered && k.first == xxhash.Sum64(resp)
+	}
+}
+
+// bad lists the keys stored without their clients' answer, or not stored.
+func (a *answerCheck) bad() []string {
+	var bad []string
+	for i, ok := range a.matched {
+		if !ok {
+			bad = append(bad, a.keys[i].key())
+		}
+	}
+	return bad
+}
+
 // finish sends every key that has no 200 yet again until it has one (busy
 // and unavailable answers are waited out), so that every key ends with
 // its stored answer.
@@ -293,15 +343,15 @@ func (l *edgeLoad) finish(ctx context.Context, timeout time.Duration) error {
 	conn := &edgeConn{l: l}
 	defer conn.close()
 	l.mu.Lock()
-	keys := append([]*edgeKey(nil), l.keys...)
+	keys := append([]edgeKey(nil), l.keys...)
 	l.mu.Unlock()
 	for _, k := range keys {
 		l.mu.Lock()
-		done := k.first != nil
+		done := l.keys[k.n-1].answered
 		l.mu.Unlock()
 		for !done {
 			if time.Now().After(deadline) {
-				return fmt.Errorf("key %s still has no answer after %s", k.key, timeout)
+				return fmt.Errorf("key %s still has no answer after %s", k.key(), timeout)
 			}
 			if done = l.send(ctx, conn, k); !done {
 				time.Sleep(50 * time.Millisecond)
