@@ -89,6 +89,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if rep.Machine, err = describeMachine(ctx, cfg.ServerURL); err != nil {
 		return nil, err
 	}
+	if rep.Machine.PGSettings["autovacuum"] == "off" {
+		fmt.Fprintln(cfg.Log, "bench: PostgreSQL runs with autovacuum off: the dead rows of idempotency_keys (each answer "+
+			"rewrites its key's row) and of the outbox queue (rows go once published) stay, and a run of more than a few "+
+			"seconds measures them; servers in use run it on")
+	}
 	r := &runner{cfg: &cfg, rep: rep}
 	timeout := time.Duration(cfg.Workload.Records/500+120) * time.Second // of an end-to-end run
 	if !cfg.Skip.EndToEnd {
@@ -333,7 +338,7 @@ func describeMachine(ctx context.Context, serverURL string) (Machine, error) {
 	if err := conn.QueryRow(ctx, `SELECT version()`).Scan(&m.PostgreSQL); err != nil {
 		return m, err
 	}
-	for _, s := range []string{"shared_buffers", "synchronous_commit", "wal_level", "max_wal_size", "checkpoint_timeout", "work_mem", "max_connections", "fsync", "full_page_writes", "wal_compression"} {
+	for _, s := range []string{"shared_buffers", "synchronous_commit", "wal_level", "max_wal_size", "checkpoint_timeout", "work_mem", "max_connections", "fsync", "full_page_writes", "wal_compression", "autovacuum"} {
 		var v string
 		if err := conn.QueryRow(ctx, `SELECT current_setting($1)`, s).Scan(&v); err == nil {
 			m.PGSettings[s] = v
