@@ -163,8 +163,8 @@ func (r *runner) keep(what string, res RunResult, err error) *RunResult {
 		r.fail(what, err)
 		return nil
 	}
-	fmt.Fprintf(r.cfg.Log, "bench %-14s %8.0f records/s  service %.3f cpu-s/1k  postgres %.3f cpu-s/1k  wal %.0f B/record  checks ok\n",
-		res.Name, res.RecordsPerSec, res.ServiceCPUPer1k, res.PGCPUPer1k, res.WALBytesPerRec)
+	fmt.Fprintf(r.cfg.Log, "bench %-14s %8.0f records/s  service %.3f cpu-s/1k  postgres %.3f cpu-s/1k  host idle %2.0f%%  wal %.0f B/record  checks ok\n",
+		res.Name, res.RecordsPerSec, res.ServiceCPUPer1k, res.PGCPUPer1k, 100*res.HostIdleShare, res.WALBytesPerRec)
 	return &res
 }
 

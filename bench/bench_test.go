@@ -117,3 +117,19 @@ func TestLatencyWarmupShorterThanTheRun(t *testing.T) {
 		}
 	}
 }
+
+// TestHostCPU: /proc/stat's first line reads as idle and total ticks, the
+// total grows while a core spins, and the spinning core's time is not
+// counted idle.
+func TestHostCPU(t *testing.T) {
+	idle0, total0 := hostCPU()
+	if total0 == 0 || idle0 > total0 {
+		t.Fatalf("hostCPU = %d idle of %d; want a total and idle within it", idle0, total0)
+	}
+	for end := time.Now().Add(300 * time.Millisecond); time.Now().Before(end); {
+	}
+	idle1, total1 := hostCPU()
+	if total1 <= total0 || idle1-idle0 >= total1-total0 {
+		t.Fatalf("after 300 ms of one core spinning: %d idle of %d ticks; want ticks, not all idle", idle1-idle0, total1-total0)
+	}
+}

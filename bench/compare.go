@@ -26,9 +26,9 @@ func (c *Config) runEdgeOf(ctx context.Context, binary, tag string) (*EdgeResult
 
 func (c *Config) logEdge(r *EdgeResult) {
 	s, h := r.Saturation, r.HalfRate
-	fmt.Fprintf(c.Log, "bench edge %-8s %8.0f requests/s (%d clients, p99 %.1f ms)  half rate %.0f/s p50 %.1f p99 %.1f ms  service %.3f cpu-s/1k  postgres %.3f cpu-s/1k  checks ok\n",
+	fmt.Fprintf(c.Log, "bench edge %-8s %8.0f requests/s (%d clients, p99 %.1f ms)  half rate %.0f/s p50 %.1f p99 %.1f ms  service %.3f cpu-s/1k  postgres %.3f cpu-s/1k  host idle %.0f%%  checks ok\n",
 		filepath.Base(r.Binary), s.RecordsPerSec, r.Clients, s.Latency.P99ms, h.Latency.RateRPS, h.Latency.P50ms, h.Latency.P99ms,
-		s.ServiceCPUPer1k, s.PGCPUPer1k)
+		s.ServiceCPUPer1k, s.PGCPUPer1k, 100*s.HostIdleShare)
 }
 
 // Comparison is a `settle bench --compare` run: each selected part run
@@ -84,6 +84,7 @@ func Compare(ctx context.Context, cfg Config) (*Comparison, error) {
 				add("edge_saturation_p99_ms", side, r.Saturation.Latency.P99ms)
 				add("edge_service_cpu_s_per_1k", side, r.Saturation.ServiceCPUPer1k)
 				add("edge_postgres_cpu_s_per_1k", side, r.Saturation.PGCPUPer1k)
+				add("edge_host_idle_share", side, r.Saturation.HostIdleShare)
 			}
 			if !cfg.Skip.EndToEnd {
 				e, err := cfg.runE2EOf(ctx, bin, filepath.Join(cfg.OutDir, "e2e"+tag))

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"os"
 	"runtime/debug"
 	"strconv"
@@ -16,6 +17,33 @@ func selfCPU() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// hostCPU returns the host's CPU time that was idle (idle and iowait) and
+// all of it, over every core, in clock ticks since boot (/proc/stat's
+// first line); zeros where it cannot be read.
+func hostCPU() (idle, total uint64) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0
+	}
+	line, _, _ := bytes.Cut(b, []byte("\n"))
+	f := strings.Fields(string(line))
+	if len(f) < 9 || f[0] != "cpu" {
+		return 0, 0
+	}
+	// user nice system idle iowait irq softirq steal (guest time is in user).
+	for i, s := range f[1:9] {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			return 0, 0
+		}
+		total += v
+		if i == 3 || i == 4 {
+			idle += v
+		}
+	}
+	return idle, total
 }
 
 // resetPeakRSS returns the memory the bench no longer uses to the OS and

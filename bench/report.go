@@ -86,8 +86,8 @@ func (r *Report) writeSetting(b *strings.Builder) {
 
 // writeRuns writes the table of runs, one row each.
 func (r *Report) writeRuns(b *strings.Builder) {
-	b.WriteString("| run | records | records/s | latency p50 / p99 / max (ms) | service CPU s / 1k rec | PostgreSQL CPU s / 1k rec | peak RSS MiB | WAL B / rec | invariants |\n")
-	b.WriteString("|---|---:|---:|---|---:|---:|---:|---:|---|\n")
+	b.WriteString("| run | records | records/s | latency p50 / p99 / max (ms) | service CPU s / 1k rec | PostgreSQL CPU s / 1k rec | host idle | peak RSS MiB | WAL B / rec | invariants |\n")
+	b.WriteString("|---|---:|---:|---|---:|---:|---:|---:|---:|---|\n")
 	runs := []*RunResult{r.EndToEnd, r.HalfRate, r.Core, r.PerRecord, r.Batched, r.Pipeline, r.Copy}
 	if r.Edge != nil {
 		// The edge's rows count requests (one record each), not records.
@@ -113,8 +113,8 @@ func (r *Report) writeRuns(b *strings.Builder) {
 				chk = "**VIOLATED**"
 			}
 		}
-		fmt.Fprintf(b, "| %s | %d | %.0f | %s | %.3f | %.3f | %s | %.0f | %s |\n", x.Name, x.Records, x.RecordsPerSec, lat,
-			x.ServiceCPUPer1k, x.PGCPUPer1k, peak, x.WALBytesPerRec, chk)
+		fmt.Fprintf(b, "| %s | %d | %.0f | %s | %.3f | %.3f | %.0f%% | %s | %.0f | %s |\n", x.Name, x.Records, x.RecordsPerSec, lat,
+			x.ServiceCPUPer1k, x.PGCPUPer1k, 100*x.HostIdleShare, peak, x.WALBytesPerRec, chk)
 	}
 }
 

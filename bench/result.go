@@ -19,14 +19,19 @@ type RunResult struct {
 	// CPU seconds per 1,000 records: the bench process (getrusage of self)
 	// and PostgreSQL (the run database's backends plus the server's
 	// background processes, from /proc).
-	ServiceCPUPer1k float64          `json:"service_cpu_s_per_1k"`
-	PGCPUPer1k      float64          `json:"postgres_cpu_s_per_1k"`
-	PeakRSSBytes    int64            `json:"peak_rss_bytes,omitempty"`
-	WALBytesPerRec  float64          `json:"wal_bytes_per_record"`
-	Latency         *Latency         `json:"latency,omitempty"`
-	Outcomes        map[string]int64 `json:"outcomes,omitempty"`
-	Checks          *Checks          `json:"checks,omitempty"`
-	Notes           []string         `json:"notes,omitempty"`
+	ServiceCPUPer1k float64 `json:"service_cpu_s_per_1k"`
+	PGCPUPer1k      float64 `json:"postgres_cpu_s_per_1k"`
+	// HostIdleShare is the share of the host's CPU time (all cores) that
+	// went unused during the run: idle or waiting for I/O (/proc/stat),
+	// whoever used the rest. A run bound by the cores leaves little; one
+	// bound by waits (round trips, commits) leaves more.
+	HostIdleShare  float64          `json:"host_idle_share"`
+	PeakRSSBytes   int64            `json:"peak_rss_bytes,omitempty"`
+	WALBytesPerRec float64          `json:"wal_bytes_per_record"`
+	Latency        *Latency         `json:"latency,omitempty"`
+	Outcomes       map[string]int64 `json:"outcomes,omitempty"`
+	Checks         *Checks          `json:"checks,omitempty"`
+	Notes          []string         `json:"notes,omitempty"`
 }
 
 // meter measures one run: wall time, this process's CPU, the server's CPU
@@ -37,6 +42,8 @@ type meter struct {
 	s0    serverSample
 	cpu0  time.Duration
 	t0    time.Time
+	// the host's idle and total CPU ticks at the start (hostCPU)
+	idle0, total0 uint64
 }
 
 func startMeter(ctx context.Context, serverURL, db string) (*meter, error) {
@@ -50,6 +57,7 @@ func startMeter(ctx context.Context, serverURL, db string) (*meter, error) {
 		return nil, err
 	}
 	m.cpu0, m.t0 = selfCPU(), time.Now()
+	m.idle0, m.total0 = hostCPU()
 	return m, nil
 }
 
@@ -57,6 +65,9 @@ func startMeter(ctx context.Context, serverURL, db string) (*meter, error) {
 func (m *meter) stop(ctx context.Context, r *RunResult, records int) error {
 	wall := time.Since(m.t0)
 	cpu := selfCPU() - m.cpu0
+	if idle, total := hostCPU(); total > m.total0 && idle >= m.idle0 {
+		r.HostIdleShare = float64(idle-m.idle0) / float64(total-m.total0)
+	}
 	defer m.admin.Close(context.WithoutCancel(ctx))
 	s1, err := sampleServer(ctx, m.admin, m.db)
 	if err != nil {
