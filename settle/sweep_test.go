@@ -93,10 +93,13 @@ func TestHoldExpiry(t *testing.T) {
 		t.Errorf("expire settlements = %d, want 1", n)
 	}
 	// The sweeper releases holds nobody looks at.
+	// A second's margin: a hold already past its expires_at when it is
+	// settled (a slow run) is refused, and there is nothing to sweep.
+	due := time.Now().Add(time.Second)
 	mustSettle(t, s, batch(0, 4, grant("g2", "cust-2", "10"),
-		rec("kind", "hold", "record_id", "h-4", "subject", "cust-2", "amount", "10", "expires_at", time.Now().Add(100*time.Millisecond).UTC().Format(time.RFC3339Nano),
+		rec("kind", "hold", "record_id", "h-4", "subject", "cust-2", "amount", "10", "expires_at", due.UTC().Format(time.RFC3339Nano),
 			"meter", nil, "quantity", nil, "unit", nil, "finalization_version", nil)))
-	time.Sleep(200 * time.Millisecond)
+	time.Sleep(time.Until(due) + 100*time.Millisecond)
 	n, err := s.ExpireHolds(ctx)
 	if err != nil || n != 1 {
 		t.Fatalf("expire holds: %d %v", n, err)
@@ -118,10 +121,11 @@ func TestExpireCanonicalForm(t *testing.T) {
 	s := newStore(t)
 	ctx := context.Background()
 	id := "h-\U000E0001"
+	due := time.Now().Add(time.Second) // margin as in TestHoldExpiry
 	mustSettle(t, s, batch(0, 0, grant("g", "cust-1", "100"),
-		rec("kind", "hold", "record_id", id, "amount", "10", "expires_at", time.Now().Add(100*time.Millisecond).UTC().Format(time.RFC3339Nano),
+		rec("kind", "hold", "record_id", id, "amount", "10", "expires_at", due.UTC().Format(time.RFC3339Nano),
 			"meter", nil, "quantity", nil, "unit", nil, "finalization_version", nil)))
-	time.Sleep(200 * time.Millisecond)
+	time.Sleep(time.Until(due) + 100*time.Millisecond)
 	if n, err := s.ExpireHolds(ctx); err != nil || n != 1 {
 		t.Fatalf("expire holds: %d %v", n, err)
 	}
