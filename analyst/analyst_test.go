@@ -15,6 +15,7 @@ import (
 	"github.com/settlehq/settle/analyst"
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/inspect"
+	"github.com/settlehq/settle/settle/message"
 	"github.com/settlehq/settle/settle/settletest"
 )
 
@@ -38,7 +39,7 @@ func newFixture(t *testing.T, tokens map[string]string) *fixture {
 	t.Helper()
 	s := settletest.NewStore(t, settle.Config{})
 	at := "2026-11-03T10:00:00Z"
-	ins := []settle.Input{
+	ins := []message.Input{
 		{Value: []byte(`{"tenant_id":"acme","account_period":"2026-11","record_id":"g-1","kind":"grant","subject":"cust-1","amount":"100","currency":"USD","occurred_at":"` + at + `"}`)},
 		{Value: usageRecord("acme", "u-1", "cust-1", "40", at)},
 		{Value: usageRecord("acme", "u-1", "cust-1", "55", at)},

@@ -15,7 +15,6 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/settlehq/settle/analyst"
-	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/inspect"
 	"github.com/settlehq/settle/settle/message"
 )
@@ -29,10 +28,10 @@ func busyFixture(t *testing.T) *v2Fixture {
 	t.Helper()
 	f := newV2Fixture(t)
 	ctx := context.Background()
-	var ins []settle.Input
+	var ins []message.Input
 	off := int64(100)
 	add := func(v []byte) {
-		ins = append(ins, settle.Input{Topic: "usage", Partition: 1, Offset: off, Value: v})
+		ins = append(ins, message.Input{Topic: "usage", Partition: 1, Offset: off, Value: v})
 		off++
 	}
 	at := "2026-11-03T10:00:00Z"

@@ -37,9 +37,9 @@ func TestBrowserStatement(t *testing.T) {
 		`{` + at + `,"record_id":"u-3","kind":"usage","subject":"cust-1","amount":"12","currency":"USD","meter":"gpu_seconds","quantity":"12","unit":"s","finalization_version":1,"hold_id":"h-1"}`,
 		`{` + at + `,"record_id":"g-2","kind":"grant","subject":"cust-2","amount":"9","currency":"EUR"}`,
 	}
-	var ins []settle.Input
+	var ins []message.Input
 	for i, v := range vals {
-		ins = append(ins, settle.Input{Topic: "usage", Offset: int64(i), Value: []byte(v)})
+		ins = append(ins, message.Input{Topic: "usage", Offset: int64(i), Value: []byte(v)})
 	}
 	if _, err := s.Settle(ctx, "g", s.Decode(ins)); err != nil {
 		t.Fatal(err)
@@ -48,7 +48,7 @@ func TestBrowserStatement(t *testing.T) {
 		t.Fatal(err)
 	}
 	late := `{` + at + `,"record_id":"g-late","kind":"grant","subject":"cust-1","amount":"5","currency":"USD"}`
-	if rs, err := s.Settle(ctx, "g", s.Decode([]settle.Input{{Topic: "usage", Offset: 99, Value: []byte(late)}})); err != nil || rs[0].Outcome != message.OutcomeSettled {
+	if rs, err := s.Settle(ctx, "g", s.Decode([]message.Input{{Topic: "usage", Offset: 99, Value: []byte(late)}})); err != nil || rs[0].Outcome != message.OutcomeSettled {
 		t.Fatalf("late grant: %v %+v", err, rs)
 	}
 	srv := httptest.NewServer(analyst.Handler(analyst.Config{Store: analyst.StoreOf(s)}))

@@ -65,7 +65,7 @@ type v2Fixture struct {
 func newV2Fixture(t *testing.T) *v2Fixture {
 	t.Helper()
 	f := newFixture(t, nil)
-	_, err := f.store.Settle(context.Background(), "g", f.store.Decode([]settle.Input{
+	_, err := f.store.Settle(context.Background(), "g", f.store.Decode([]message.Input{
 		{Topic: "usage", Partition: 2, Offset: 7, Key: []byte("acme/cust-1"), Value: []byte(`{"tenant_id":"acme",`),
 			Headers: []record.Header{{Key: "traceparent", Value: []byte("00-abc-01")}, {Key: "bin", Value: []byte{0xff, 0x00}}}},
 		{Topic: "usage-eu", Partition: 0, Offset: 3, Value: []byte{0xde, 0xad, 0xbe, 0xef}},
@@ -333,9 +333,9 @@ func TestReplayDryRunPages(t *testing.T) {
 	t.Parallel()
 	f := newV2Fixture(t)
 	n := analyst.ReplayDeadLettersMax + 1 - len(f.dead)
-	ins := make([]settle.Input, n)
+	ins := make([]message.Input, n)
 	for i := range ins {
-		ins[i] = settle.Input{Topic: "usage", Partition: 5, Offset: int64(i), Value: []byte(`nope`)}
+		ins[i] = message.Input{Topic: "usage", Partition: 5, Offset: int64(i), Value: []byte(`nope`)}
 	}
 	if _, err := f.store.Settle(context.Background(), "g", f.store.Decode(ins)); err != nil {
 		t.Fatal(err)

@@ -52,9 +52,9 @@ func (c *Config) runCore(ctx context.Context, cr coreRun) (RunResult, error) {
 	}
 
 	t := &coreTally{outcomes: map[string]int64{}}
-	chans := make([]chan []settle.Input, cr.writers)
+	chans := make([]chan []message.Input, cr.writers)
 	for i := range chans {
-		chans[i] = make(chan []settle.Input, 4)
+		chans[i] = make(chan []message.Input, 4)
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return t.feed(gctx, cr, chans) })
@@ -93,7 +93,7 @@ type coreTally struct {
 // feed generates the workload and sends it to the writers in batches,
 // writer wi taking the partitions p with p % writers == wi; it closes
 // every channel when it ends.
-func (t *coreTally) feed(ctx context.Context, cr coreRun, chans []chan []settle.Input) error {
+func (t *coreTally) feed(ctx context.Context, cr coreRun, chans []chan []message.Input) error {
 	defer func() {
 		for _, ch := range chans {
 			close(ch)
@@ -104,11 +104,11 @@ func (t *coreTally) feed(ctx context.Context, cr coreRun, chans []chan []settle.
 		return err
 	}
 	defer func() { t.expectedNew = gen.Model().ExpectedIdentities() }()
-	pending := make([][]settle.Input, cr.writers)
+	pending := make([][]message.Input, cr.writers)
 	for i := 0; i < cr.w.Records; i++ {
 		r := gen.Next()
 		wi := int(r.Partition) % cr.writers
-		pending[wi] = append(pending[wi], settle.Input{Topic: "usage", Partition: r.Partition,
+		pending[wi] = append(pending[wi], message.Input{Topic: "usage", Partition: r.Partition,
 			Offset: r.Offset, Key: r.Key, Value: r.Value, Timestamp: time.Now()})
 		if len(pending[wi]) == cr.batch {
 			select {
@@ -116,7 +116,7 @@ func (t *coreTally) feed(ctx context.Context, cr coreRun, chans []chan []settle.
 			case <-ctx.Done():
 				return ctx.Err()
 			}
-			pending[wi] = make([]settle.Input, 0, cr.batch)
+			pending[wi] = make([]message.Input, 0, cr.batch)
 		}
 	}
 	for wi, p := range pending {
@@ -133,7 +133,7 @@ func (t *coreTally) feed(ctx context.Context, cr coreRun, chans []chan []settle.
 
 // settle is one writer: it settles the batches of ch one after the other
 // and counts their outcomes.
-func (t *coreTally) settle(ctx context.Context, store *settle.Store, ch <-chan []settle.Input) error {
+func (t *coreTally) settle(ctx context.Context, store *settle.Store, ch <-chan []message.Input) error {
 	local := map[string]int64{}
 	defer func() {
 		t.outcomesMu.Lock()

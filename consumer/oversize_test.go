@@ -83,8 +83,8 @@ func TestOversizedRecordDoesNotPoisonTheRelay(t *testing.T) {
 		kafkatest.Header(m, "origin") != "test" {
 		t.Errorf("dead-letter message lost its reason, source or headers: %v", m.Headers)
 	}
-	if got := kafkatest.Header(m, settle.DeadLetterValueTruncatedHeader); got != strconv.Itoa(len(big)) || len(m.Value) != 0 {
-		t.Errorf("dead-letter message: %d value bytes, %s=%q; want none and %d", len(m.Value), settle.DeadLetterValueTruncatedHeader, got, len(big))
+	if got := kafkatest.Header(m, message.DeadLetterValueTruncatedHeader); got != strconv.Itoa(len(big)) || len(m.Value) != 0 {
+		t.Errorf("dead-letter message: %d value bytes, %s=%q; want none and %d", len(m.Value), message.DeadLetterValueTruncatedHeader, got, len(big))
 	}
 	ds, err := inspect.New(s).DeadLetters(context.Background(), inspect.DeadLetterFilter{Reason: "too_large"})
 	if err != nil {

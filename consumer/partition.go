@@ -119,7 +119,7 @@ func (c *Consumer) handleLane(ctx context.Context, abandon <-chan struct{}, cl *
 		}
 		end := min(start+batchMax, len(l.recs))
 		recs := l.recs[start:end]
-		ins := make([]settle.Input, len(recs))
+		ins := make([]message.Input, len(recs))
 		for i, r := range recs {
 			ins[i] = input(r)
 		}
@@ -188,8 +188,8 @@ func closed(ch <-chan struct{}) bool {
 }
 
 // input turns a Kafka record into the settlement core's input.
-func input(r *kgo.Record) settle.Input {
-	return settle.Input{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value,
+func input(r *kgo.Record) message.Input {
+	return message.Input{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value,
 		Headers: kafkahdr.FromKafka(r.Headers), Timestamp: r.Timestamp}
 }
 
@@ -198,7 +198,7 @@ func input(r *kgo.Record) settle.Input {
 // cut in halves, each settled in its own transaction, left first, so the
 // failure is narrowed to one record in log2(len) steps while every record
 // before it settles and the partition order is kept.
-func (c *Consumer) settleRange(ctx context.Context, abandon <-chan struct{}, ins []settle.Input) ([]message.Result, error) {
+func (c *Consumer) settleRange(ctx context.Context, abandon <-chan struct{}, ins []message.Input) ([]message.Result, error) {
 	results, err := c.settleWaiting(ctx, abandon, ins)
 	var be *settle.BatchError
 	if err == nil || !errors.As(err, &be) {
@@ -224,13 +224,13 @@ func (c *Consumer) settleRange(ctx context.Context, abandon <-chan struct{}, ins
 // and the attempt count. If even the dead letter fails, the fault cannot be
 // the record's (a dead letter does not look inside it): the consumer
 // pauses and starts the record's count again rather than blame it.
-func (c *Consumer) settleSuspect(ctx context.Context, abandon <-chan struct{}, in settle.Input, firstErr error) ([]message.Result, error) {
+func (c *Consumer) settleSuspect(ctx context.Context, abandon <-chan struct{}, in message.Input, firstErr error) ([]message.Result, error) {
 	attempts, lastErr := 1, firstErr
 	b := backoff.New(c.cfg.retryPolicy())
 	for {
 		if attempts >= c.cfg.RecordAttemptsMax {
-			in.Exhausted = &settle.Exhausted{Err: lastErr.Error(), Attempts: attempts}
-			res, err := c.settleWaiting(ctx, abandon, []settle.Input{in})
+			in.Exhausted = &message.Exhausted{Err: lastErr.Error(), Attempts: attempts}
+			res, err := c.settleWaiting(ctx, abandon, []message.Input{in})
 			var be *settle.BatchError
 			if err == nil {
 				c.log.Error("record failed every attempt; dead-lettered transient_exhausted",
@@ -251,7 +251,7 @@ func (c *Consumer) settleSuspect(ctx context.Context, abandon <-chan struct{}, i
 			// Bounded: RecordAttemptsMax waits of at most BackoffMax.
 			return nil, ctx.Err()
 		}
-		res, err := c.settleWaiting(ctx, abandon, []settle.Input{in})
+		res, err := c.settleWaiting(ctx, abandon, []message.Input{in})
 		var be *settle.BatchError
 		if err == nil {
 			return res, nil
@@ -269,7 +269,7 @@ func (c *Consumer) settleSuspect(ctx context.Context, abandon <-chan struct{}, i
 // settleWaiting settles one batch, waiting out database outages and
 // contention with capped exponential backoff for as long as they last.
 // It returns nil, a *settle.BatchError, or why it gave up waiting.
-func (c *Consumer) settleWaiting(ctx context.Context, abandon <-chan struct{}, ins []settle.Input) ([]message.Result, error) {
+func (c *Consumer) settleWaiting(ctx context.Context, abandon <-chan struct{}, ins []message.Input) ([]message.Result, error) {
 	b := backoff.New(c.cfg.retryPolicy())
 	for tries := 1; ; tries++ {
 		txStart := time.Now()

@@ -12,8 +12,8 @@ import (
 // recorded (where a partition resumes). *settle.Store is one.
 type Store interface {
 	Config() settle.Config
-	Decode(ins []settle.Input) []settle.Input
-	Settle(ctx context.Context, group string, inputs []settle.Input) ([]message.Result, error)
+	Decode(ins []message.Input) []message.Input
+	Settle(ctx context.Context, group string, inputs []message.Input) ([]message.Result, error)
 	ConsumerOffsets(ctx context.Context, group string) (map[string]map[int32]int64, error)
 }
 

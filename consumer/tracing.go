@@ -10,7 +10,6 @@ import (
 
 	"github.com/settlehq/settle/internal/kafkahdr"
 	"github.com/settlehq/settle/record"
-	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/message"
 	"github.com/settlehq/settle/telemetry"
 )
@@ -23,7 +22,7 @@ var traceHeaders = map[string]bool{"traceparent": true, "tracestate": true}
 // span: the settling transaction copies them onto the record's settlement,
 // so the relay's publish span continues the same trace. It returns nil
 // when no tracer provider is configured.
-func (c *Consumer) startSpans(ctx context.Context, recs []*kgo.Record, ins []settle.Input) []trace.Span {
+func (c *Consumer) startSpans(ctx context.Context, recs []*kgo.Record, ins []message.Input) []trace.Span {
 	tp := c.cfg.TracerProvider
 	if tp == nil {
 		return nil

@@ -18,6 +18,7 @@ import (
 	"github.com/settlehq/settle/relay"
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/inspect"
+	"github.com/settlehq/settle/settle/message"
 	"github.com/settlehq/settle/settle/outbox"
 	"github.com/settlehq/settle/settle/settletest"
 )
@@ -43,12 +44,12 @@ func newRelay(t *testing.T, s *settle.Store, k *kafkatest.Cluster) *relay.Relay 
 // settleGrants settles n grants (each one settlement message) from offset.
 func settleGrants(t *testing.T, s *settle.Store, from, n int) {
 	t.Helper()
-	ins := make([]settle.Input, n)
+	ins := make([]message.Input, n)
 	for i := range ins {
 		v, _ := json.Marshal(map[string]any{"tenant_id": "acme", "account_period": "2026-11",
 			"record_id": fmt.Sprintf("g-%d", from+i), "kind": "grant", "subject": fmt.Sprintf("cust-%d", (from+i)%3),
 			"amount": "5", "currency": "USD", "occurred_at": "2026-11-03T10:00:00Z"})
-		ins[i] = settle.Input{Topic: "usage", Partition: 0, Offset: int64(from + i), Value: v}
+		ins[i] = message.Input{Topic: "usage", Partition: 0, Offset: int64(from + i), Value: v}
 	}
 	if _, err := s.Settle(context.Background(), "g", s.Decode(ins)); err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/settle/dberr"
 	"github.com/settlehq/settle/settle/internal/db"
+	"github.com/settlehq/settle/settle/internal/state"
 	"github.com/settlehq/settle/settle/message"
 )
 
@@ -44,7 +45,7 @@ func (s *Store) OpenConflictCase(ctx context.Context, c ConflictCase) (int64, er
 	one := []caseToOpen{{ConflictCase: c, fp: record.Sum(c.Incoming)}}
 	for range conflictCaseOpenRoundsMax {
 		ids, err := openCases(ctx, s.pool, one)
-		if errors.Is(err, errLostRace) {
+		if errors.Is(err, state.ErrLostRace) {
 			continue // a concurrent opener of the same case has not committed yet: read again
 		}
 		if err != nil {
@@ -65,13 +66,13 @@ type caseToOpen struct {
 // caseOf is the case d's delivery opens. stored is the canonical payload it
 // conflicts with, or nil for a case without one (a rule-based quarantine,
 // an orphan).
-func caseOf(d *decoded, reason string, priorID int64, stored, incoming []byte, detail string) (caseToOpen, error) {
-	c := caseToOpen{ConflictCase: ConflictCase{Identity: d.id, Reason: reason, IdentityID: priorID, Stored: stored,
-		Incoming: incoming, Detail: detail, Source: d.in.coordinates()}, fp: d.fp}
+func caseOf(d *state.Item, reason string, priorID int64, stored, incoming []byte, detail string) (caseToOpen, error) {
+	c := caseToOpen{ConflictCase: ConflictCase{Identity: d.ID, Reason: reason, IdentityID: priorID, Stored: stored,
+		Incoming: incoming, Detail: detail, Source: d.In.Coordinates()}, fp: d.FP}
 	if stored != nil {
 		diff, err := record.Diff(stored, incoming)
 		if err != nil {
-			return c, fmt.Errorf("%s: diff: %w", d.id, err)
+			return c, fmt.Errorf("%s: diff: %w", d.ID, err)
 		}
 		c.Diff = diff
 	}
@@ -84,7 +85,7 @@ func caseOf(d *decoded, reason string, priorID int64, stored, incoming []byte, d
 // ids in order. The ids are read by a statement of its own after the
 // insert, so it sees the rows the insert wrote and those a concurrent
 // opener committed while the insert waited for it; a case it still cannot
-// see is errLostRace (try again).
+// see is state.ErrLostRace (try again).
 func openCases(ctx context.Context, on db.BatchSender, cs []caseToOpen) ([]int64, error) {
 	var p db.ConflictCaseInsertManyParams
 	for _, c := range cs {
@@ -118,7 +119,7 @@ func openCases(ctx context.Context, on db.BatchSender, cs []caseToOpen) ([]int64
 	ids := make([]int64, len(cs))
 	for _, r := range rows {
 		if r.ID == 0 {
-			return nil, errLostRace
+			return nil, state.ErrLostRace
 		}
 		ids[r.N-1] = r.ID
 	}

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/inspect"
 	"github.com/settlehq/settle/settle/message"
 	"github.com/settlehq/settle/settle/settletest"
@@ -90,7 +89,7 @@ func TestAppendOnlyEnforcedByDatabase(t *testing.T) {
 	// outbox_settlements one and the record that does not decode (a dead
 	// letter) outbox one (a statement that matches no row fires no row
 	// trigger).
-	ins := append(batch(0, 0, grant("g-1", "c", "5"), grant("g-1", "c", "5")), settle.Input{Topic: "usage", Partition: 0, Offset: 2, Value: []byte("{not json")})
+	ins := append(batch(0, 0, grant("g-1", "c", "5"), grant("g-1", "c", "5")), message.Input{Topic: "usage", Partition: 0, Offset: 2, Value: []byte("{not json")})
 	mustSettle(t, s, ins)
 	ctx := context.Background()
 	for table, column := range map[string]string{"ledger_entries": "tenant_id", "identities": "tenant_id", "delivery_repeats": "tenant_id",

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/message"
 	"github.com/settlehq/settle/settle/settletest"
 )
 
@@ -124,7 +125,7 @@ func TestFirstDeliveryInputsAreNotProbed(t *testing.T) {
 	s := settletest.NewStoreOn(t, settletest.NewDatabase(t), settle.Config{ContentionRetriesMax: 5})
 	u := rec("record_id", "u-1", "amount", "10")
 	ins := batch(0, 0, grant("g-1", "cust-1", "100"), u, u, rec("record_id", "u-2", "amount", "-5"))
-	first := func(ins []settle.Input) []settle.Input {
+	first := func(ins []message.Input) []message.Input {
 		for i := range ins {
 			ins[i].FirstDelivery = true
 		}

@@ -1,25 +1,27 @@
 package settle
 
+import "github.com/settlehq/settle/settle/internal/state"
+
 // CopyRowsMin exposes the batch size from which rows are written with COPY
 // to TestSmallAndLargeBatchesWriteTheSameRows, which must settle on both
 // sides of it.
-const CopyRowsMin = copyRowsMin
+const CopyRowsMin = state.CopyRowsMin
 
 // DeliveryProbes is how many input records' coordinates the store's
 // batches probed for earlier deliveries.
-func (s *Store) DeliveryProbes() int64 { return s.probed.Load() }
+func (s *Store) DeliveryProbes() int64 { return s.shared.Probed.Load() }
 
 // AccountKept says whether the store keeps the state of an account, and
 // whether it reads the account fresh for a while (contended).
 func (s *Store) AccountKept(tenant, subject, currency string) (kept, contended bool) {
-	c := &s.accounts
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	id, ok := c.ids[accountKey{tenant, subject, currency}]
+	c := &s.shared.Accounts
+	c.Mu.RLock()
+	defer c.Mu.RUnlock()
+	id, ok := c.IDs[state.AccountKey{Tenant: tenant, Subject: subject, Currency: currency}]
 	if !ok {
 		return false, false
 	}
-	_, kept = c.kept[id]
-	_, contended = c.contended[id]
+	_, kept = c.Kept[id]
+	_, contended = c.Contended[id]
 	return kept, contended
 }

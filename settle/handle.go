@@ -2,50 +2,50 @@ package settle
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
 
 	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/settle/internal/db"
+	"github.com/settlehq/settle/settle/internal/state"
 	"github.com/settlehq/settle/settle/message"
 )
 
 // handle decides the outcome of one input record against the state so far,
 // as if the records before it in the batch had been settled one at a time.
-func (st *txState) handle(ctx context.Context, d *decoded) (message.Result, error) {
-	c := d.in.coordinates()
-	st.advanceOffset(c)
+func (st *txState) handle(ctx context.Context, d *state.Item) (message.Result, error) {
+	c := d.In.Coordinates()
+	st.AdvanceOffset(c)
 	if r, ok := st.redeliveredAt(d, c); ok {
-		r.Timestamp, r.Key = d.in.Timestamp, d.in.Key
+		r.Timestamp, r.Key = d.In.Timestamp, d.In.Key
 		if r.Outcome == message.OutcomeWaiting && len(r.Response) == 0 {
 			st.redeliveredWaiting(d, &r)
 		}
 		if r.Outcome == message.OutcomeWaiting {
-			if w := st.waitingByID[d.id]; w != nil {
-				st.waitingResult(w.target, r)
+			if w := st.WaitingByID[d.ID]; w != nil {
+				st.waitingResult(w.Target, r)
 			}
 		}
 		return r, nil
 	}
-	res := message.Result{Version: message.SchemaVersionOutput, Source: c, Timestamp: d.in.Timestamp, Key: d.in.Key}
+	res := message.Result{Version: message.SchemaVersionOutput, Source: c, Timestamp: d.In.Timestamp, Key: d.In.Key}
 	switch {
-	case d.in.Exhausted != nil:
-		return st.deadLetter(d, res, message.ReasonTransientExhausted, "transient", d.in.Exhausted.Err), nil
-	case d.err != nil:
+	case d.In.Exhausted != nil:
+		return st.deadLetter(d, res, message.ReasonTransientExhausted, "transient", d.In.Exhausted.Err), nil
+	case d.Err != nil:
 		// An input that does not decode is dead-lettered: that is its
 		// outcome, not a failure of the batch.
-		return st.deadLetter(d, res, d.err.Reason, "invalid_input", d.err.Error()), nil //nolint:nilerr // see above
+		return st.deadLetter(d, res, d.Err.Reason, "invalid_input", d.Err.Error()), nil //nolint:nilerr // see above
 	}
-	idj := message.IdentityOf(d.id)
+	idj := message.IdentityOf(d.ID)
 	res.Identity = &idj
 
-	if prior, ok := st.identities[d.id]; ok {
-		return st.repeat(d, prior.id, prior.version, prior.canonical, prior.fp, prior.response, res)
+	if prior, ok := st.Identities[d.ID]; ok {
+		return st.repeat(d, prior.ID, prior.Version, prior.Canonical, prior.FP, prior.Response, res)
 	}
-	if w, ok := st.waitingByID[d.id]; ok && w.status != "applied" {
-		return st.repeat(d, 0, record.CanonicalVersion, w.canonical, w.fp, w.response, res)
+	if w, ok := st.WaitingByID[d.ID]; ok && w.Status != "applied" {
+		return st.repeat(d, 0, record.CanonicalVersion, w.Canonical, w.FP, w.Response, res)
 	}
 	r, err := st.process(ctx, d)
 	if err != nil {
@@ -53,10 +53,10 @@ func (st *txState) handle(ctx context.Context, d *decoded) (message.Result, erro
 	}
 	if r.wait != nil {
 		r.Response = st.waitingResponse(d, *r.wait)
-		w := &waitingOp{d: d, target: *r.wait, fp: d.fp, canonical: d.canonical, response: r.Response, status: "waiting", isNew: true, dirty: true}
-		st.waitingByID[d.id] = w
-		st.waitingByTarget[w.target] = append(st.waitingByTarget[w.target], w)
-		st.waitingList = append(st.waitingList, w)
+		w := &state.Waiting{Item: d, Target: *r.wait, FP: d.FP, Canonical: d.Canonical, Response: r.Response, Status: "waiting", IsNew: true, Dirty: true}
+		st.WaitingByID[d.ID] = w
+		st.WaitingByTarget[w.Target] = append(st.WaitingByTarget[w.Target], w)
+		st.WaitingList = append(st.WaitingList, w)
 	}
 	res.Outcome, res.Reason, res.CaseID, res.Response = r.Outcome, r.Reason, r.CaseID, r.Response
 	if r.wait != nil {
@@ -65,8 +65,8 @@ func (st *txState) handle(ctx context.Context, d *decoded) (message.Result, erro
 	if r.Outcome == message.OutcomeQuarantined {
 		// A case's deliveries are listed by case (delivery_by_case.sql):
 		// the one that opened it too.
-		st.deliveries = append(st.deliveries, deliveryRow{in: d.in, tenant: d.id.TenantID, identityID: r.identityID,
-			caseID: r.CaseID, outcome: r.Outcome, reason: r.Reason})
+		st.Deliveries = append(st.Deliveries, state.DeliveryRow{In: d.In, Tenant: d.ID.TenantID, IdentityID: r.identityID,
+			CaseID: r.CaseID, Outcome: r.Outcome, Reason: r.Reason})
 	}
 	return res, nil
 }
@@ -75,21 +75,21 @@ func (st *txState) handle(ctx context.Context, d *decoded) (message.Result, erro
 // in a delivery row (a repeat, a quarantine, a dead letter: delivery_lookup),
 // or, for a first delivery, on the identity it claimed or the waiting row
 // it left, which carry its coordinates (no delivery row repeats them).
-func (st *txState) redeliveredAt(d *decoded, c message.Coordinates) (message.Result, bool) {
-	if r, ok := st.redelivered[c]; ok {
+func (st *txState) redeliveredAt(d *state.Item, c message.Coordinates) (message.Result, bool) {
+	if r, ok := st.Redelivered[c]; ok {
 		return r, true
 	}
-	if d.err != nil || d.in.Exhausted != nil {
+	if d.Err != nil || d.In.Exhausted != nil {
 		return message.Result{}, false
 	}
 	r := message.Result{Version: message.SchemaVersionOutput, Source: c, Redelivered: true}
-	if prior, ok := st.identities[d.id]; ok && !prior.isNew && prior.source == c {
-		idj := message.IdentityOf(d.id)
-		r.Identity, r.Outcome, r.Reason, r.Response = &idj, prior.outcome, prior.reason, prior.response
-		r.CaseID = prior.caseID()
+	if prior, ok := st.Identities[d.ID]; ok && !prior.IsNew && prior.Source == c {
+		idj := message.IdentityOf(d.ID)
+		r.Identity, r.Outcome, r.Reason, r.Response = &idj, prior.Outcome, prior.Reason, prior.Response
+		r.CaseID = prior.CaseID()
 		return r, true
 	}
-	if w, ok := st.waitingByID[d.id]; ok && !w.isNew && w.d.in.coordinates() == c {
+	if w, ok := st.WaitingByID[d.ID]; ok && !w.IsNew && w.Item.In.Coordinates() == c {
 		// Completed by handle: still waiting, or orphaned.
 		r.Outcome = message.OutcomeWaiting
 		return r, true
@@ -102,8 +102,8 @@ func (st *txState) redeliveredAt(d *decoded, c message.Coordinates) (message.Res
 // final result can then only be written by a later transaction, so the
 // relay publishes it after this one (callers of Settle do not publish
 // waiting results themselves).
-func (st *txState) waitingResult(target recKey, r message.Result) {
-	st.need.add(recordLock(target.tenant, target.period, target.record), true)
+func (st *txState) waitingResult(target state.RecKey, r message.Result) {
+	st.Need.Add(state.RecordLock(target.Tenant, target.Period, target.Record), true)
 	st.queueResult(r.Key, r)
 }
 
@@ -113,8 +113,8 @@ func (st *txState) queueResult(key []byte, r message.Result) {
 	if r.Identity != nil {
 		tenant = r.Identity.TenantID
 	}
-	st.outbox = append(st.outbox, outboxRow{topic: st.s.cfg.ResultsTopic, key: key, value: r.AppendJSON(nil), tenant: tenant,
-		headers: db.EncodeHeaders([]record.Header{{Key: "version", Value: []byte(strconv.Itoa(message.SchemaVersionOutput))}})})
+	st.Outbox = append(st.Outbox, state.OutboxRow{Topic: st.s.cfg.ResultsTopic, Key: key, Value: r.AppendJSON(nil), Tenant: tenant,
+		Headers: db.EncodeHeaders([]record.Header{{Key: "version", Value: []byte(strconv.Itoa(message.SchemaVersionOutput))}})})
 }
 
 // processed is what process decided for a new identity.
@@ -124,14 +124,14 @@ type processed struct {
 	CaseID     int64
 	Response   []byte
 	identityID int64
-	wait       *recKey // waiting: the target it waits for
+	wait       *state.RecKey // waiting: the target it waits for
 }
 
 // process applies a record whose identity is new: it settles, is refused or
 // quarantined (and claims its identity), or waits for its target. Settling a
 // record that can be a target wakes the operations waiting for it.
-func (st *txState) process(ctx context.Context, d *decoded) (processed, error) {
-	id, err := st.nextID(ctx)
+func (st *txState) process(ctx context.Context, d *state.Item) (processed, error) {
+	id, err := st.NextID(ctx)
 	if err != nil {
 		return processed{}, err
 	}
@@ -146,8 +146,8 @@ func (st *txState) process(ctx context.Context, d *decoded) (processed, error) {
 	}
 	body := st.claim(d, id, eff)
 	p := processed{Outcome: eff.resp.Outcome, Reason: eff.resp.Reason, CaseID: eff.resp.CaseID, Response: body, identityID: id}
-	if eff.resp.Outcome != message.OutcomeQuarantined && canBeTarget(d.rec.Kind) {
-		if err := st.wake(ctx, recKey{d.rec.TenantID, d.rec.AccountPeriod, d.rec.RecordID}); err != nil {
+	if eff.resp.Outcome != message.OutcomeQuarantined && state.CanBeTarget(d.Rec.Kind) {
+		if err := st.wake(ctx, state.RecKey{Tenant: d.Rec.TenantID, Period: d.Rec.AccountPeriod, Record: d.Rec.RecordID}); err != nil {
 			return p, err
 		}
 	}
@@ -158,31 +158,31 @@ func (st *txState) process(ctx context.Context, d *decoded) (processed, error) {
 // key, now that a record with that key settled. One that still cannot find
 // its target keeps waiting; one that finds a record of the wrong kind is
 // quarantined invalid_link.
-func (st *txState) wake(ctx context.Context, key recKey) error {
-	for _, w := range st.waitingByTarget[key] {
-		if w.status == "applied" {
+func (st *txState) wake(ctx context.Context, key state.RecKey) error {
+	for _, w := range st.WaitingByTarget[key] {
+		if w.Status == "applied" {
 			continue
 		}
-		if _, claimed := st.identities[w.d.id]; claimed {
+		if _, claimed := st.Identities[w.Item.ID]; claimed {
 			continue
 		}
-		p, err := st.process(ctx, w.d)
+		p, err := st.process(ctx, w.Item)
 		if err != nil {
 			return err
 		}
 		if p.Outcome == message.OutcomeWaiting {
 			continue // its target is still not there (or not settled)
 		}
-		w.status, w.dirty = "applied", true
-		if w.caseID != 0 {
-			st.closedCases = append(st.closedCases, w.caseID) // an orphan case: auto_resolved
+		w.Status, w.Dirty = "applied", true
+		if w.CaseID != 0 {
+			st.ClosedCases = append(st.ClosedCases, w.CaseID) // an orphan case: auto_resolved
 		}
 		// The final result of the waiting input record, on the results topic.
-		r := message.Result{Version: message.SchemaVersionOutput, Source: w.d.in.coordinates(),
+		r := message.Result{Version: message.SchemaVersionOutput, Source: w.Item.In.Coordinates(),
 			Outcome: p.Outcome, Reason: p.Reason, CaseID: p.CaseID, Response: p.Response}
-		idj := message.IdentityOf(w.d.id)
+		idj := message.IdentityOf(w.Item.ID)
 		r.Identity = &idj
-		st.queueResult(w.d.in.Key, r)
+		st.queueResult(w.Item.In.Key, r)
 	}
 	return nil
 }
@@ -191,38 +191,25 @@ func (st *txState) wake(ctx context.Context, key recKey) error {
 // waited (its delivery names no identity) with the result it has now: the
 // identity's final outcome once its operation was applied, the orphan
 // case once the sweep gave up on its target, else its waiting response.
-func (st *txState) redeliveredWaiting(d *decoded, r *message.Result) {
-	idj := message.IdentityOf(d.id)
+func (st *txState) redeliveredWaiting(d *state.Item, r *message.Result) {
+	idj := message.IdentityOf(d.ID)
 	r.Identity = &idj
-	if prior, ok := st.identities[d.id]; ok {
-		r.Outcome, r.Reason, r.Response, r.CaseID = prior.outcome, prior.reason, prior.response, prior.caseID()
+	if prior, ok := st.Identities[d.ID]; ok {
+		r.Outcome, r.Reason, r.Response, r.CaseID = prior.Outcome, prior.Reason, prior.Response, prior.CaseID()
 		return
 	}
-	if w, ok := st.waitingByID[d.id]; ok {
-		if w.status == "orphaned" {
-			r.Outcome, r.Reason, r.CaseID = message.OutcomeQuarantined, message.ReasonOrphan, w.caseID
+	if w, ok := st.WaitingByID[d.ID]; ok {
+		if w.Status == "orphaned" {
+			r.Outcome, r.Reason, r.CaseID = message.OutcomeQuarantined, message.ReasonOrphan, w.CaseID
 			return
 		}
-		r.Response = w.response
+		r.Response = w.Response
 	}
 }
 
-// caseID is the conflict case a quarantined identity's response names
-// (0 for any other).
-func (id *identity) caseID() int64 {
-	if id.outcome != message.OutcomeQuarantined {
-		return 0
-	}
-	var c struct {
-		CaseID int64 `json:"case_id"`
-	}
-	_ = json.Unmarshal(id.response, &c)
-	return c.CaseID
-}
-
-func (st *txState) waitingResponse(d *decoded, t recKey) []byte {
+func (st *txState) waitingResponse(d *state.Item, t state.RecKey) []byte {
 	resp := st.response(d, message.OutcomeWaiting, "")
-	resp.Detail = "waiting for record " + t.record + " of period " + t.period
+	resp.Detail = "waiting for record " + t.Record + " of period " + t.Period
 	return resp.AppendJSON(nil)
 }
 
@@ -231,25 +218,25 @@ func (st *txState) waitingResponse(d *decoded, t recKey) []byte {
 // payloads match, compared in the stored record's canonical version; a
 // quarantine case when they do not (opened after the batch is decided:
 // openPendingCases).
-func (st *txState) repeat(d *decoded, priorID int64, version int, canonical []byte, fp uint64, response []byte, res message.Result) (message.Result, error) {
-	incoming := d.canonical
+func (st *txState) repeat(d *state.Item, priorID int64, version int, canonical []byte, fp uint64, response []byte, res message.Result) (message.Result, error) {
+	incoming := d.Canonical
 	if version != record.CanonicalVersion {
 		var err error
-		if incoming, err = record.CanonicalAt(version, &d.rec); err != nil {
-			return res, fmt.Errorf("%s: canonical version %d: %w", d.id, version, err)
+		if incoming, err = record.CanonicalAt(version, &d.Rec); err != nil {
+			return res, fmt.Errorf("%s: canonical version %d: %w", d.ID, version, err)
 		}
 	}
 	same := string(incoming) == string(canonical)
-	if version == record.CanonicalVersion && (d.fp == fp) != same {
+	if version == record.CanonicalVersion && (d.FP == fp) != same {
 		// The hash is a filter; the bytes decide. Equal bytes with
 		// different hashes would be a defect in Sum.
-		panic(fmt.Sprintf("settle: %s: fingerprint %x vs %x disagrees with canonical bytes", d.id, d.fp, fp))
+		panic(fmt.Sprintf("settle: %s: fingerprint %x vs %x disagrees with canonical bytes", d.ID, d.FP, fp))
 	}
 	if same {
 		// Same identity, same fingerprint: a duplicate, also of a record
 		// that still waits (its stored answer says so).
 		res.Outcome, res.Replayed, res.Response = message.OutcomeDuplicate, true, response
-		st.deliveries = append(st.deliveries, deliveryRow{in: d.in, tenant: d.id.TenantID, identityID: priorID, outcome: res.Outcome})
+		st.Deliveries = append(st.Deliveries, state.DeliveryRow{In: d.In, Tenant: d.ID.TenantID, IdentityID: priorID, Outcome: res.Outcome})
 		return res, nil
 	}
 	// The case is opened with the batch's others once every record is
@@ -258,22 +245,22 @@ func (st *txState) repeat(d *decoded, priorID int64, version int, canonical []by
 		return res, err
 	}
 	res.Outcome, res.Reason = message.OutcomeQuarantined, message.ReasonFingerprintMismatch
-	st.deliveries = append(st.deliveries, deliveryRow{in: d.in, tenant: d.id.TenantID, identityID: priorID,
-		outcome: message.OutcomeQuarantined, reason: message.ReasonFingerprintMismatch})
+	st.Deliveries = append(st.Deliveries, state.DeliveryRow{In: d.In, Tenant: d.ID.TenantID, IdentityID: priorID,
+		Outcome: message.OutcomeQuarantined, Reason: message.ReasonFingerprintMismatch})
 	return res, nil
 }
 
 // openCase opens (or joins) the conflict case of one record, now: its id
 // goes into the response being decided. stored is the canonical payload it
 // conflicts with, or nil for a rule-based quarantine.
-func (st *txState) openCase(ctx context.Context, d *decoded, reason string, priorID int64, stored, incoming []byte, detail string) (int64, error) {
+func (st *txState) openCase(ctx context.Context, d *state.Item, reason string, priorID int64, stored, incoming []byte, detail string) (int64, error) {
 	c, err := caseOf(d, reason, priorID, stored, incoming, detail)
 	if err != nil {
 		return 0, err
 	}
-	ids, err := openCases(ctx, st.tx, []caseToOpen{c})
+	ids, err := openCases(ctx, st.Tx, []caseToOpen{c})
 	if err != nil {
-		return 0, fmt.Errorf("%s: %w", d.id, err)
+		return 0, fmt.Errorf("%s: %w", d.ID, err)
 	}
 	return ids[0], nil
 }
@@ -281,62 +268,62 @@ func (st *txState) openCase(ctx context.Context, d *decoded, reason string, prio
 // claim records a new identity with its stored response and returns the
 // response bytes; a settlement that wrote ledger rows also goes to the
 // settlements topic.
-func (st *txState) claim(d *decoded, idNum int64, eff *effect) []byte {
+func (st *txState) claim(d *state.Item, idNum int64, eff *effect) []byte {
 	resp := eff.resp
 	body := resp.AppendJSON(make([]byte, 0, 640))
-	st.need.add(recordLock(d.id.TenantID, d.id.AccountPeriod, d.id.RecordID), false)
-	id := &identity{
-		id: idNum, key: d.id, fp: d.fp, version: record.CanonicalVersion, canonical: d.canonical,
-		outcome: resp.Outcome, reason: resp.Reason, response: body, subject: d.rec.Subject, currency: d.rec.Currency,
-		rootID: eff.rootID, targetID: eff.targetID, isNew: true, d: d,
+	st.Need.Add(state.RecordLock(d.ID.TenantID, d.ID.AccountPeriod, d.ID.RecordID), false)
+	id := &state.IdentityRow{
+		ID: idNum, Key: d.ID, FP: d.FP, Version: record.CanonicalVersion, Canonical: d.Canonical,
+		Outcome: resp.Outcome, Reason: resp.Reason, Response: body, Subject: d.Rec.Subject, Currency: d.Rec.Currency,
+		RootID: eff.rootID, TargetID: eff.targetID, IsNew: true, Item: d,
 	}
 	if resp.Outcome == message.OutcomeSettled {
-		id.settlementID = resp.SettlementID
+		id.SettlementID = resp.SettlementID
 	}
 	if eff.a != nil {
-		id.accountID, id.currency = eff.a.id, eff.a.key.currency
+		id.AccountID, id.Currency = eff.a.ID, eff.a.Key.Currency
 	}
-	st.identities[d.id] = id
+	st.Identities[d.ID] = id
 	if resp.Outcome != message.OutcomeQuarantined {
-		st.index(id)
+		st.Index(id)
 	}
-	st.newIdentities = append(st.newIdentities, id)
+	st.NewIdentities = append(st.NewIdentities, id)
 	if resp.Outcome == message.OutcomeSettled && len(resp.Entries) > 0 {
 		a := eff.a
-		st.outbox = append(st.outbox, outboxRow{
-			topic:    st.s.cfg.SettlementsTopic,
-			key:      []byte(a.key.tenant + "/" + a.key.subject + "/" + a.key.currency),
-			identity: id,
+		st.Outbox = append(st.Outbox, state.OutboxRow{
+			Topic:    st.s.cfg.SettlementsTopic,
+			Key:      []byte(a.Key.Tenant + "/" + a.Key.Subject + "/" + a.Key.Currency),
+			Identity: id,
 			// Only what the identity cannot give (settle/outbox assembles the rest).
-			headers:  db.EncodeHeaders(traceHeaders(d.in.Headers)),
-			sequence: resp.Sequence,
-			kind:     string(resp.Kind),
-			tenant:   a.key.tenant,
+			Headers:  db.EncodeHeaders(traceHeaders(d.In.Headers)),
+			Sequence: resp.Sequence,
+			Kind:     string(resp.Kind),
+			Tenant:   a.Key.Tenant,
 		})
 	}
 	return body
 }
 
 // deadLetter records an input record that cannot be settled.
-func (st *txState) deadLetter(d *decoded, res message.Result, reason, class, msg string) message.Result {
+func (st *txState) deadLetter(d *state.Item, res message.Result, reason, class, msg string) message.Result {
 	// The error is text (a column of its own): whatever of the record or
 	// of an error it quotes, it must not be what keeps the record from its
 	// dead letter.
 	msg = strings.ToValidUTF8(strings.ReplaceAll(msg, "\x00", `\x00`), "\uFFFD")
 	res.Outcome, res.Reason, res.Error = message.OutcomeDeadLettered, reason, msg
 	attempts := 1
-	if d.in.Exhausted != nil {
-		attempts = d.in.Exhausted.Attempts
+	if d.In.Exhausted != nil {
+		attempts = d.In.Exhausted.Attempts
 	}
-	dl := deadLetterRow{in: d.in, reason: reason, class: class, err: msg, attempts: attempts}
-	st.deadLetters = append(st.deadLetters, dl)
+	dl := state.DeadLetterRow{In: d.In, Reason: reason, Class: class, Err: msg, Attempts: attempts}
+	st.DeadLetters = append(st.DeadLetters, dl)
 	// The message carries the original value only up to the limit: one
 	// the broker refuses would never reach the topic. The dead_letters row
 	// keeps every byte.
-	value, truncated := d.in.Value, false
+	value, truncated := d.In.Value, false
 	if len(value) > st.s.cfg.DeadLetterValueBytesMax {
 		value, truncated = []byte{}, true
 	}
-	st.outbox = append(st.outbox, outboxRow{topic: st.s.cfg.DeadLetterTopic, key: d.in.Key, value: nonNil(value), headers: dl.outboxHeaders(truncated)})
+	st.Outbox = append(st.Outbox, state.OutboxRow{Topic: st.s.cfg.DeadLetterTopic, Key: d.In.Key, Value: state.NonNil(value), Headers: dl.OutboxHeaders(truncated)})
 	return res
 }

@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/settlehq/settle/record"
-	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/message"
 	"github.com/settlehq/settle/settle/settletest"
 )
@@ -99,9 +98,9 @@ func TestMalformedRecordsAreDeadLettered(t *testing.T) {
 		{"lower-case currency", "invalid_field", "currency", j(rec("currency", "usd"))},
 		{"correction without corrects", "invalid_field", "corrects", j(rec("kind", "correction"))},
 	}
-	var ins []settle.Input
+	var ins []message.Input
 	for i, c := range cases {
-		ins = append(ins, settle.Input{Topic: "usage", Partition: 0, Offset: int64(i), Value: c.value, Headers: nil})
+		ins = append(ins, message.Input{Topic: "usage", Partition: 0, Offset: int64(i), Value: c.value, Headers: nil})
 	}
 	// A healthy record behind the poison ones settles.
 	ins = append(ins, batch(0, int64(len(cases)), rec())...)
@@ -149,10 +148,10 @@ func TestHeaderKeyWithNUL(t *testing.T) {
 	s := newStore(t)
 	hdr := []record.Header{{Key: "trace\x00id", Value: []byte("v")}}
 	refund := `{"tenant_id":"acme","account_period":"2026-12","record_id":"nothere","kind":"refund","subject":"c","occurred_at":"2026-12-02T12:00:00Z"}`
-	ins := []settle.Input{
+	ins := []message.Input{
 		{Topic: "usage", Partition: 0, Offset: 1, Key: []byte("acme/c"), Value: []byte("not json"), Headers: hdr},
 		{Topic: "usage", Partition: 0, Offset: 2, Key: []byte("acme/c"), Value: []byte("not json"), Headers: hdr,
-			Exhausted: &settle.Exhausted{Err: "an error quoting \x00 and \xff", Attempts: 5}},
+			Exhausted: &message.Exhausted{Err: "an error quoting \x00 and \xff", Attempts: 5}},
 		{Topic: "usage", Partition: 0, Offset: 3, Key: []byte("acme/c"), Value: []byte(refund), Headers: hdr},
 	}
 	rs, err := s.Settle(context.Background(), "g", s.Decode(ins))

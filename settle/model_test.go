@@ -843,7 +843,7 @@ func retryVariant(rng *rand.Rand, d *gRec) {
 
 type delivered struct {
 	r  *gRec
-	in settle.Input
+	in message.Input
 }
 
 type sequence struct {
@@ -901,7 +901,7 @@ func buildSequence(seed uint64, cfg genCfg) *sequence {
 			}
 			r := queues[p][0]
 			queues[p] = queues[p][1:]
-			sq.recs = append(sq.recs, delivered{r: r, in: settle.Input{Topic: topic, Partition: int32(p), Offset: offsets[p], Value: r.json()}})
+			sq.recs = append(sq.recs, delivered{r: r, in: message.Input{Topic: topic, Partition: int32(p), Offset: offsets[p], Value: r.json()}})
 			offsets[p]++
 		}
 	}
@@ -1048,7 +1048,7 @@ func runSequence(s *settle.Store, pool *pgxpool.Pool, sq *sequence) (string, []s
 	got := make([]outcomeAt, len(sq.recs))
 	pos := 0
 	for _, n := range sq.batches {
-		ins := make([]settle.Input, n)
+		ins := make([]message.Input, n)
 		for j := range n {
 			ins[j] = sq.recs[pos+j].in
 		}
@@ -1295,7 +1295,7 @@ func trace(sq *sequence, want, got []outcomeAt, last, batchStart int) string {
 
 // settleCatching calls Settle and turns a panic into an error, so one
 // defect does not hide what the other sequences find.
-func settleCatching(ctx context.Context, s *settle.Store, ins []settle.Input) (rs []message.Result, err error) {
+func settleCatching(ctx context.Context, s *settle.Store, ins []message.Input) (rs []message.Result, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("panic: %v", p)
@@ -1502,7 +1502,7 @@ func replaySequence(recs []*gRec, batchSize int) *sequence {
 		h := fnv.New32a()
 		h.Write([]byte(r.Tenant + "/" + r.Subject))
 		p := int32(h.Sum32() % 4)
-		sq.recs = append(sq.recs, delivered{r: &c, in: settle.Input{Topic: topic, Partition: p, Offset: offsets[p], Value: c.json()}})
+		sq.recs = append(sq.recs, delivered{r: &c, in: message.Input{Topic: topic, Partition: p, Offset: offsets[p], Value: c.json()}})
 		offsets[p]++
 	}
 	for left := len(sq.recs); left > 0; {

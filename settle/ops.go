@@ -9,6 +9,7 @@ import (
 	"github.com/settlehq/settle/corrections"
 	"github.com/settlehq/settle/internal/money"
 	"github.com/settlehq/settle/record"
+	"github.com/settlehq/settle/settle/internal/state"
 	"github.com/settlehq/settle/settle/message"
 )
 
@@ -20,20 +21,20 @@ const (
 // effect is what apply decided for a new identity.
 type effect struct {
 	resp     *message.Response
-	a        *account // the account it settled on, if any
+	a        *state.Account // the account it settled on, if any
 	rootID   int64
 	targetID int64
-	wait     *recKey // not nil: the target has not settled yet
+	wait     *state.RecKey // not nil: the target has not settled yet
 }
 
 // apply decides the effect of a record whose identity is new (id is the id
 // its identity row will get), against the locked state, and stages its
 // ledger rows and the changes to chains, holds and accounts.
-func (st *txState) apply(ctx context.Context, d *decoded, id int64) (*effect, error) {
-	r := &d.rec
+func (st *txState) apply(ctx context.Context, d *state.Item, id int64) (*effect, error) {
+	r := &d.Rec
 	switch r.Kind {
 	case record.KindGrant:
-		a := st.accounts[accountKey{r.TenantID, r.Subject, r.Currency}]
+		a := st.Accounts[state.AccountKey{Tenant: r.TenantID, Subject: r.Subject, Currency: r.Currency}]
 		return st.settled(d, id, a, nil, message.Entry{Bucket: bucketBalance, Amount: r.Amount}), nil
 	case record.KindUsage:
 		return st.applyUsage(ctx, d, id)
@@ -46,7 +47,7 @@ func (st *txState) apply(ctx context.Context, d *decoded, id int64) (*effect, er
 	case record.KindHoldRelease:
 		return st.applyHoldRelease(ctx, d, id)
 	}
-	return nil, fmt.Errorf("%s: unknown kind %q", d.id, r.Kind)
+	return nil, fmt.Errorf("%s: unknown kind %q", d.ID, r.Kind)
 }
 
 // resolved is the result of looking up an operation's target.
@@ -61,18 +62,18 @@ const (
 // resolveChain finds the chain a correction, reversal, refund or reclaim
 // names: a usage, correction or reversal with that record_id (refused ones
 // count, quarantined ones do not).
-func (st *txState) resolveChain(k recKey) (*chain, resolved) {
+func (st *txState) resolveChain(k state.RecKey) (*state.Chain, resolved) {
 	var root int64
-	for _, id := range st.byRecord[k] {
-		if id.outcome == message.OutcomeQuarantined {
+	for _, id := range st.ByRecord[k] {
+		if id.Outcome == message.OutcomeQuarantined {
 			continue
 		}
-		switch id.key.Operation {
+		switch id.Key.Operation {
 		case record.KindUsage, record.KindCorrection, record.KindReversal:
-			if id.rootID == 0 || (root != 0 && root != id.rootID) {
+			if id.RootID == 0 || (root != 0 && root != id.RootID) {
 				return nil, targetInvalid
 			}
-			root = id.rootID
+			root = id.RootID
 		default:
 			return nil, targetInvalid
 		}
@@ -80,7 +81,7 @@ func (st *txState) resolveChain(k recKey) (*chain, resolved) {
 	if root == 0 {
 		return nil, targetMissing
 	}
-	ch := st.chains[root]
+	ch := st.Chains[root]
 	if ch == nil {
 		panic(fmt.Sprintf("settle: chain %d of %v not locked", root, k))
 	}
@@ -89,13 +90,13 @@ func (st *txState) resolveChain(k recKey) (*chain, resolved) {
 
 // resolveHold finds the hold a capture or release names. The *identity is
 // the hold's (settled or refused); the *hold is nil for a refused hold.
-func (st *txState) resolveHold(k recKey) (*identity, *hold, resolved) {
-	var found *identity
-	for _, id := range st.byRecord[k] {
-		if id.outcome == message.OutcomeQuarantined {
+func (st *txState) resolveHold(k state.RecKey) (*state.IdentityRow, *state.Hold, resolved) {
+	var found *state.IdentityRow
+	for _, id := range st.ByRecord[k] {
+		if id.Outcome == message.OutcomeQuarantined {
 			continue
 		}
-		if id.key.Operation != record.KindHold {
+		if id.Key.Operation != record.KindHold {
 			return nil, nil, targetInvalid
 		}
 		found = id
@@ -103,19 +104,19 @@ func (st *txState) resolveHold(k recKey) (*identity, *hold, resolved) {
 	if found == nil {
 		return nil, nil, targetMissing
 	}
-	return found, st.holds[found.id], targetFound
+	return found, st.Holds[found.ID], targetFound
 }
 
-func (st *txState) waitFor(k recKey) (*effect, error) { return &effect{wait: &k}, nil }
+func (st *txState) waitFor(k state.RecKey) (*effect, error) { return &effect{wait: &k}, nil }
 
-func (st *txState) invalidLink(ctx context.Context, d *decoded, detail string) (*effect, error) {
+func (st *txState) invalidLink(ctx context.Context, d *state.Item, detail string) (*effect, error) {
 	resp, err := st.quarantine(ctx, d, message.ReasonInvalidLink, detail)
 	return &effect{resp: resp}, err
 }
 
-func (st *txState) applyUsage(ctx context.Context, d *decoded, id int64) (*effect, error) {
-	r := &d.rec
-	a := st.accounts[accountKey{r.TenantID, r.Subject, r.Currency}]
+func (st *txState) applyUsage(ctx context.Context, d *state.Item, id int64) (*effect, error) {
+	r := &d.Rec
+	a := st.Accounts[state.AccountKey{Tenant: r.TenantID, Subject: r.Subject, Currency: r.Currency}]
 	entries := []message.Entry{{Bucket: bucketBalance, Amount: money.MustParse(r.Amount).Neg().String()}}
 	var links *message.Links
 	var targetID int64
@@ -124,42 +125,42 @@ func (st *txState) applyUsage(ctx context.Context, d *decoded, id int64) (*effec
 		if hid == nil {
 			return early, err
 		}
-		if hid.subject != r.Subject || hid.currency != r.Currency {
-			return st.invalidLink(ctx, d, fmt.Sprintf("hold %s is for %s in %s, the usage for %s in %s", r.HoldID, hid.subject, hid.currency, r.Subject, r.Currency))
+		if hid.Subject != r.Subject || hid.Currency != r.Currency {
+			return st.invalidLink(ctx, d, fmt.Sprintf("hold %s is for %s in %s, the usage for %s in %s", r.HoldID, hid.Subject, hid.Currency, r.Subject, r.Currency))
 		}
-		targetID = hid.id
-		links = &message.Links{Hold: hid.settlementID}
-		if h != nil && h.status == "active" {
+		targetID = hid.ID
+		links = &message.Links{Hold: hid.SettlementID}
+		if h != nil && h.Status == "active" {
 			if err := st.expireIfDue(ctx, h); err != nil {
 				return nil, err
 			}
 		}
-		if h != nil && h.status == "active" {
+		if h != nil && h.Status == "active" {
 			// Capture: the usage is charged in full and the hold's whole
 			// remainder is released (what it covered is now charged).
-			entries = append(entries, message.Entry{Bucket: bucketHeld, Amount: h.remaining.Neg().String()})
-			h.status, h.remaining, h.closedBy, h.dirty = "captured", money.Dec{}, id, true
+			entries = append(entries, message.Entry{Bucket: bucketHeld, Amount: h.Remaining.Neg().String()})
+			h.Status, h.Remaining, h.ClosedBy, h.Dirty = "captured", money.Dec{}, id, true
 		}
 	}
 	eff := st.settled(d, id, a, links, entries...)
 	eff.rootID, eff.targetID = id, targetID
-	st.chains[id] = &chain{rootID: id, rootSubject: r.Subject, rootCurrency: r.Currency, rootSettlement: eff.resp.SettlementID,
-		a: a, c: corrections.Chain{NetCharge: money.MustParse(r.Amount), Version: r.FinalizationVersion}, isNew: true}
+	st.Chains[id] = &state.Chain{RootID: id, RootSubject: r.Subject, RootCurrency: r.Currency, RootSettlement: eff.resp.SettlementID,
+		Account: a, Rules: corrections.Chain{NetCharge: money.MustParse(r.Amount), Version: r.FinalizationVersion}, IsNew: true}
 	return eff, nil
 }
 
 // linkedChain resolves the chain a correction, reversal, refund or reclaim
 // names. When there is none to act on it returns, instead of a chain, the
 // effect to answer with: wait for the target, or quarantine invalid_link.
-func (st *txState) linkedChain(ctx context.Context, d *decoded) (*chain, *effect, error) {
-	k, _ := target(&d.rec)
+func (st *txState) linkedChain(ctx context.Context, d *state.Item) (*state.Chain, *effect, error) {
+	k, _ := state.Target(&d.Rec)
 	ch, res := st.resolveChain(k)
 	switch res {
 	case targetMissing:
 		eff, err := st.waitFor(k)
 		return nil, eff, err
 	case targetInvalid:
-		eff, err := st.invalidLink(ctx, d, fmt.Sprintf("record %s of period %s is not a usage, correction or reversal of one chain", k.record, k.period))
+		eff, err := st.invalidLink(ctx, d, fmt.Sprintf("record %s of period %s is not a usage, correction or reversal of one chain", k.Record, k.Period))
 		return nil, eff, err
 	}
 	return ch, nil, nil
@@ -169,8 +170,8 @@ func (st *txState) linkedChain(ctx context.Context, d *decoded) (*chain, *effect
 // none to act on it returns, instead of the hold's identity, the effect to
 // answer with: wait for the target, or quarantine invalid_link saying
 // notAHold.
-func (st *txState) linkedHold(ctx context.Context, d *decoded, notAHold string) (*identity, *hold, *effect, error) {
-	k, _ := target(&d.rec)
+func (st *txState) linkedHold(ctx context.Context, d *state.Item, notAHold string) (*state.IdentityRow, *state.Hold, *effect, error) {
+	k, _ := state.Target(&d.Rec)
 	hid, h, res := st.resolveHold(k)
 	switch res {
 	case targetMissing:
@@ -183,82 +184,82 @@ func (st *txState) linkedHold(ctx context.Context, d *decoded, notAHold string) 
 	return hid, h, nil, nil
 }
 
-func (st *txState) applyCorrection(ctx context.Context, d *decoded, id int64) (*effect, error) {
-	r := &d.rec
+func (st *txState) applyCorrection(ctx context.Context, d *state.Item, id int64) (*effect, error) {
+	r := &d.Rec
 	ch, early, err := st.linkedChain(ctx, d)
 	if ch == nil {
 		return early, err
 	}
-	if r.Subject != ch.rootSubject || (r.Kind == record.KindCorrection && r.Currency != ch.rootCurrency) {
-		return st.invalidLink(ctx, d, fmt.Sprintf("the chain is for %s in %s, the %s for %s in %s", ch.rootSubject, ch.rootCurrency, r.Kind, r.Subject, r.Currency))
+	if r.Subject != ch.RootSubject || (r.Kind == record.KindCorrection && r.Currency != ch.RootCurrency) {
+		return st.invalidLink(ctx, d, fmt.Sprintf("the chain is for %s in %s, the %s for %s in %s", ch.RootSubject, ch.RootCurrency, r.Kind, r.Subject, r.Currency))
 	}
 	total := money.MustParse(r.Amount) // "" for a reversal: zero
-	dec := corrections.Correct(ch.c, total, r.FinalizationVersion)
-	if d.id.Operation == OperationResolution {
+	dec := corrections.Correct(ch.Rules, total, r.FinalizationVersion)
+	if d.ID.Operation == OperationResolution {
 		// An analyst's statement takes no producer version.
-		dec = corrections.Restate(ch.c, total)
+		dec = corrections.Restate(ch.Rules, total)
 	}
 	switch dec.Verdict {
 	case corrections.Refuse:
-		return &effect{resp: st.refuse(d, dec.Reason, fmt.Sprintf("chain is at finalization_version %d", ch.c.Version)), rootID: ch.rootID}, nil
+		return &effect{resp: st.refuse(d, dec.Reason, fmt.Sprintf("chain is at finalization_version %d", ch.Rules.Version)), rootID: ch.RootID}, nil
 	case corrections.Quarantine:
-		return st.quarantineEffect(ctx, d, dec.Reason, fmt.Sprintf("chain is at finalization_version %d", ch.c.Version))
+		return st.quarantineEffect(ctx, d, dec.Reason, fmt.Sprintf("chain is at finalization_version %d", ch.Rules.Version))
 	}
-	ch.c, ch.dirty = dec.Next, true
-	eff := st.settled(d, id, ch.a, &message.Links{Corrects: r.Corrects, Root: ch.rootSettlement}, message.Entry{Bucket: bucketBalance, Amount: dec.Delta.String()})
-	eff.rootID = ch.rootID
+	ch.Rules, ch.Dirty = dec.Next, true
+	eff := st.settled(d, id, ch.Account, &message.Links{Corrects: r.Corrects, Root: ch.RootSettlement}, message.Entry{Bucket: bucketBalance, Amount: dec.Delta.String()})
+	eff.rootID = ch.RootID
 	return eff, nil
 }
 
-func (st *txState) applyRefundOrReclaim(ctx context.Context, d *decoded, id int64) (*effect, error) {
-	r := &d.rec
+func (st *txState) applyRefundOrReclaim(ctx context.Context, d *state.Item, id int64) (*effect, error) {
+	r := &d.Rec
 	ch, early, err := st.linkedChain(ctx, d)
 	if ch == nil {
 		return early, err
 	}
-	if r.Subject != ch.rootSubject {
-		return st.invalidLink(ctx, d, fmt.Sprintf("the chain is for %s, the %s for %s", ch.rootSubject, r.Kind, r.Subject))
+	if r.Subject != ch.RootSubject {
+		return st.invalidLink(ctx, d, fmt.Sprintf("the chain is for %s, the %s for %s", ch.RootSubject, r.Kind, r.Subject))
 	}
 	var dec corrections.Decision
-	links := &message.Links{Root: ch.rootSettlement}
+	links := &message.Links{Root: ch.RootSettlement}
 	if r.Kind == record.KindRefund {
-		dec = corrections.RefundChain(ch.c)
+		dec = corrections.RefundChain(ch.Rules)
 	} else {
-		dec = corrections.ReclaimChain(ch.c)
-		links.RefundTarget = ch.refundSettlement
+		dec = corrections.ReclaimChain(ch.Rules)
+		links.RefundTarget = ch.RefundSettlement
 	}
 	if dec.Verdict == corrections.Refuse {
-		return &effect{resp: st.refuse(d, dec.Reason, ""), a: ch.a, targetID: ch.rootID}, nil
+		return &effect{resp: st.refuse(d, dec.Reason, ""), a: ch.Account, targetID: ch.RootID}, nil
 	}
-	ch.c, ch.dirty = dec.Next, true
+	ch.Rules, ch.Dirty = dec.Next, true
 	switch {
 	case r.Kind == record.KindRefund:
-		ch.refundID, ch.refundSettlement = id, settlementID(d.id)
+		ch.RefundID, ch.RefundSettlement = id, settlementID(d.ID)
 	default:
-		ch.reclaimID = id
+		ch.ReclaimID = id
 	}
 	var entries []message.Entry
 	if dec.WritesRow {
 		entries = append(entries, message.Entry{Bucket: bucketBalance, Amount: dec.Delta.String()})
 	}
-	eff := st.settled(d, id, ch.a, links, entries...)
-	eff.targetID = ch.rootID
+	eff := st.settled(d, id, ch.Account, links, entries...)
+	eff.targetID = ch.RootID
 	return eff, nil
 }
 
-func (st *txState) applyHold(ctx context.Context, d *decoded, id int64) (*effect, error) {
-	r := &d.rec
-	a := st.accounts[accountKey{r.TenantID, r.Subject, r.Currency}]
-	if !r.ExpiresAt.IsZero() && !r.ExpiresAt.After(st.now) {
+func (st *txState) applyHold(ctx context.Context, d *state.Item, id int64) (*effect, error) {
+	r := &d.Rec
+	a := st.Accounts[state.AccountKey{Tenant: r.TenantID, Subject: r.Subject, Currency: r.Currency}]
+	if !r.ExpiresAt.IsZero() && !r.ExpiresAt.After(st.Now) {
 		return &effect{resp: st.refuse(d, message.ReasonExpired, "expires_at "+r.ExpiresAt.Format(time.RFC3339Nano)+" has passed")}, nil
 	}
 	if err := st.expireDue(ctx, a); err != nil {
 		return nil, err
 	}
 	amount := money.MustParse(r.Amount)
-	available := a.balance.Sub(a.held)
+	available := a.Balance.Sub(a.Held)
 	if amount.Cmp(available) > 0 {
-		a.answered = true
+		a.Answered = true
 		return &effect{resp: st.refuse(d, message.ReasonInsufficientFunds, "available "+available.String()+" "+r.Currency)}, nil
 	}
 	eff := st.settled(d, id, a, nil, message.Entry{Bucket: bucketHeld, Amount: r.Amount})
@@ -267,49 +268,49 @@ func (st *txState) applyHold(ctx context.Context, d *decoded, id int64) (*effect
 		t := r.ExpiresAt
 		exp = &t
 	}
-	st.holds[id] = &hold{identityID: id, key: d.id, settlementID: eff.resp.SettlementID, tenant: r.TenantID, accountID: a.id, a: a, amount: amount, remaining: amount, expiresAt: exp,
-		status: "active", isNew: true, dirty: true}
+	st.Holds[id] = &state.Hold{IdentityID: id, Key: d.ID, SettlementID: eff.resp.SettlementID, Tenant: r.TenantID, AccountID: a.ID, Account: a, Amount: amount, Remaining: amount, ExpiresAt: exp,
+		Status: "active", IsNew: true, Dirty: true}
 	return eff, nil
 }
 
-func (st *txState) applyHoldRelease(ctx context.Context, d *decoded, id int64) (*effect, error) {
-	r := &d.rec
+func (st *txState) applyHoldRelease(ctx context.Context, d *state.Item, id int64) (*effect, error) {
+	r := &d.Rec
 	hid, h, early, err := st.linkedHold(ctx, d, "record "+r.RecordID+" is not a hold")
 	if hid == nil {
 		return early, err
 	}
-	if hid.subject != r.Subject {
-		return st.invalidLink(ctx, d, fmt.Sprintf("the hold is for %s, the release for %s", hid.subject, r.Subject))
+	if hid.Subject != r.Subject {
+		return st.invalidLink(ctx, d, fmt.Sprintf("the hold is for %s, the release for %s", hid.Subject, r.Subject))
 	}
-	links := &message.Links{Hold: hid.settlementID}
+	links := &message.Links{Hold: hid.SettlementID}
 	var entries []message.Entry
-	if h != nil && h.status == "active" {
+	if h != nil && h.Status == "active" {
 		if err := st.expireIfDue(ctx, h); err != nil {
 			return nil, err
 		}
 	}
-	a := st.accountsByID[hid.accountID]
+	a := st.AccountsByID[hid.AccountID]
 	if h != nil {
-		a = h.a
-		if h.status == "active" {
-			entries = append(entries, message.Entry{Bucket: bucketHeld, Amount: h.remaining.Neg().String()})
-			h.status, h.remaining, h.closedBy, h.dirty = "released", money.Dec{}, id, true
+		a = h.Account
+		if h.Status == "active" {
+			entries = append(entries, message.Entry{Bucket: bucketHeld, Amount: h.Remaining.Neg().String()})
+			h.Status, h.Remaining, h.ClosedBy, h.Dirty = "released", money.Dec{}, id, true
 		}
 	}
 	eff := st.settled(d, id, a, links, entries...)
-	eff.targetID = hid.id
+	eff.targetID = hid.ID
 	return eff, nil
 }
 
 // expireDue releases the account's active holds that expired by the
 // transaction's time, before its available balance is looked at.
-func (st *txState) expireDue(ctx context.Context, a *account) error {
-	if a.expiredChecked {
+func (st *txState) expireDue(ctx context.Context, a *state.Account) error {
+	if a.ExpiredChecked {
 		return nil
 	}
-	a.expiredChecked = true
-	for _, h := range st.holds {
-		if h.a == a && h.status == "active" {
+	a.ExpiredChecked = true
+	for _, h := range st.Holds {
+		if h.Account == a && h.Status == "active" {
 			if err := st.expireIfDue(ctx, h); err != nil {
 				return err
 			}
@@ -320,21 +321,21 @@ func (st *txState) expireDue(ctx context.Context, a *account) error {
 
 // expireIfDue releases an active hold whose expires_at has passed, as its
 // own settlement (identity: the hold's, operation expire).
-func (st *txState) expireIfDue(ctx context.Context, h *hold) error {
-	if h.expiresAt == nil || h.expiresAt.After(st.now) {
+func (st *txState) expireIfDue(ctx context.Context, h *state.Hold) error {
+	if h.ExpiresAt == nil || h.ExpiresAt.After(st.Now) {
 		return nil
 	}
-	id, err := st.nextID(ctx)
+	id, err := st.NextID(ctx)
 	if err != nil {
 		return err
 	}
-	key := record.Identity{TenantID: h.key.TenantID, AccountPeriod: h.key.AccountPeriod, RecordID: h.key.RecordID, Operation: record.KindExpire}
-	rec := record.Record{TenantID: key.TenantID, AccountPeriod: key.AccountPeriod, RecordID: key.RecordID, Kind: record.KindExpire, Subject: h.a.key.subject, OccurredAt: *h.expiresAt}
+	key := record.Identity{TenantID: h.Key.TenantID, AccountPeriod: h.Key.AccountPeriod, RecordID: h.Key.RecordID, Operation: record.KindExpire}
+	rec := record.Record{TenantID: key.TenantID, AccountPeriod: key.AccountPeriod, RecordID: key.RecordID, Kind: record.KindExpire, Subject: h.Account.Key.Subject, OccurredAt: *h.ExpiresAt}
 	canonical := record.Canonical(&rec)
-	d := &decoded{in: &Input{Topic: "", Partition: 0, Offset: 0}, id: key, canonical: canonical, fp: record.Sum(canonical), rec: rec}
-	eff := st.settled(d, id, h.a, &message.Links{Hold: h.settlementID}, message.Entry{Bucket: bucketHeld, Amount: h.remaining.Neg().String()})
-	eff.targetID = h.identityID
-	h.status, h.remaining, h.closedBy, h.dirty = "expired", money.Dec{}, id, true
+	d := &state.Item{In: &message.Input{Topic: "", Partition: 0, Offset: 0}, ID: key, Canonical: canonical, FP: record.Sum(canonical), Rec: rec}
+	eff := st.settled(d, id, h.Account, &message.Links{Hold: h.SettlementID}, message.Entry{Bucket: bucketHeld, Amount: h.Remaining.Neg().String()})
+	eff.targetID = h.IdentityID
+	h.Status, h.Remaining, h.ClosedBy, h.Dirty = "expired", money.Dec{}, id, true
 	st.claim(d, id, eff)
 	return nil
 }
@@ -343,90 +344,90 @@ func (st *txState) expireIfDue(ctx context.Context, h *hold) error {
 // ledger rows, the account's new cached state and sequence. A settlement
 // without entries (a success recorded, a release of nothing) moves nothing
 // and takes no sequence number.
-func (st *txState) settled(d *decoded, id int64, a *account, links *message.Links, entries ...message.Entry) *effect {
+func (st *txState) settled(d *state.Item, id int64, a *state.Account, links *message.Links, entries ...message.Entry) *effect {
 	if a == nil {
 		if len(entries) > 0 {
-			panic(fmt.Sprintf("settle: %s: account not locked", d.id))
+			panic(fmt.Sprintf("settle: %s: account not locked", d.ID))
 		}
 		// Nothing moves (a release of a refused hold): no account needed.
 		resp := st.response(d, message.OutcomeSettled, "")
-		resp.SettlementID, resp.Links = settlementID(d.id), links
+		resp.SettlementID, resp.Links = settlementID(d.ID), links
 		return &effect{resp: resp}
 	}
-	sid := settlementID(d.id)
+	sid := settlementID(d.ID)
 	for _, e := range entries {
 		amt := money.MustParse(e.Amount)
 		switch e.Bucket {
 		case bucketBalance:
-			a.balance = a.balance.Add(amt)
+			a.Balance = a.Balance.Add(amt)
 		case bucketHeld:
-			a.held = a.held.Add(amt)
+			a.Held = a.Held.Add(amt)
 		}
-		a.head = message.ChainHash(a.head, a.key.tenant, a.key.subject, a.key.currency, sid, e.Bucket, amt.String())
-		a.entryID++
-		st.entries = append(st.entries, entryRow{id: a.entryID, identityID: id, accountID: a.id, tenant: a.key.tenant, bucket: e.Bucket, amount: amt, hash: a.head,
-			seq: a.seq + 1, balance: a.balance, held: a.held})
+		a.Head = message.ChainHash(a.Head, a.Key.Tenant, a.Key.Subject, a.Key.Currency, sid, e.Bucket, amt.String())
+		a.EntryID++
+		st.Entries = append(st.Entries, state.EntryRow{ID: a.EntryID, IdentityID: id, AccountID: a.ID, Tenant: a.Key.Tenant, Bucket: e.Bucket, Amount: amt, Hash: a.Head,
+			Seq: a.Seq + 1, Balance: a.Balance, Held: a.Held})
 	}
-	if a.held.Sign() < 0 {
-		if !a.kept {
-			panic(fmt.Sprintf("settle: %s: held amount of account %d would be %s", d.id, a.id, a.held))
+	if a.Held.Sign() < 0 {
+		if !a.Kept {
+			panic(fmt.Sprintf("settle: %s: held amount of account %d would be %s", d.ID, a.ID, a.Held))
 		}
 		// The holds were read fresh beside a kept state that another
 		// writer has moved past (it placed the hold released here): the
 		// attempt is thrown away and the next reads the account.
-		st.stale = fmt.Errorf("%s: held amount of account %d would be %s from its kept state: %w", d.id, a.id, a.held, errKeptStale)
+		st.Stale = fmt.Errorf("%s: held amount of account %d would be %s from its kept state: %w", d.ID, a.ID, a.Held, state.ErrKeptStale)
 	}
 	resp := st.response(d, message.OutcomeSettled, "")
 	resp.SettlementID = sid
-	resp.Subject, resp.Currency = a.key.subject, a.key.currency
+	resp.Subject, resp.Currency = a.Key.Subject, a.Key.Currency
 	resp.Entries, resp.Links = entries, links
-	resp.BalanceAfter, resp.HeldAfter = a.balance.String(), a.held.String()
+	resp.BalanceAfter, resp.HeldAfter = a.Balance.String(), a.Held.String()
 	if len(entries) > 0 {
-		a.seq++
-		resp.Sequence, resp.ChainHash = a.seq, hex.EncodeToString(a.head)
+		a.Seq++
+		resp.Sequence, resp.ChainHash = a.Seq, hex.EncodeToString(a.Head)
 	} else {
-		a.answered = true // the balance it reports is not fenced by a row
+		a.Answered = true // the balance it reports is not fenced by a row
 	}
-	resp.Late = st.closed[[2]string{d.rec.TenantID, d.rec.AccountPeriod}]
+	resp.Late = st.Closed[[2]string{d.Rec.TenantID, d.Rec.AccountPeriod}]
 	return &effect{resp: resp, a: a}
 }
 
 // response starts the stored response of d.
-func (st *txState) response(d *decoded, outcome message.Outcome, reason string) *message.Response {
-	occurred := d.rec.OccurredAt
+func (st *txState) response(d *state.Item, outcome message.Outcome, reason string) *message.Response {
+	occurred := d.Rec.OccurredAt
 	resp := &message.Response{
 		Version:     message.SchemaVersionOutput,
 		Outcome:     outcome,
 		Reason:      reason,
-		Identity:    message.IdentityOf(d.id),
-		Kind:        string(d.rec.Kind),
-		Subject:     d.rec.Subject,
-		CommittedAt: st.now,
+		Identity:    message.IdentityOf(d.ID),
+		Kind:        string(d.Rec.Kind),
+		Subject:     d.Rec.Subject,
+		CommittedAt: st.Now,
 		OccurredAt:  &occurred,
 	}
-	if d.in.Topic != "" {
-		source := d.in.coordinates()
+	if d.In.Topic != "" {
+		source := d.In.Coordinates()
 		resp.SourceRecord = &source
 	}
 	return resp
 }
 
 // refuse returns a stored refusal: no effect, and every retry gets it again.
-func (st *txState) refuse(d *decoded, reason, detail string) *message.Response {
+func (st *txState) refuse(d *state.Item, reason, detail string) *message.Response {
 	resp := st.response(d, message.OutcomeRefused, reason)
 	resp.Detail = detail
 	return resp
 }
 
-func (st *txState) quarantineEffect(ctx context.Context, d *decoded, reason, detail string) (*effect, error) {
+func (st *txState) quarantineEffect(ctx context.Context, d *state.Item, reason, detail string) (*effect, error) {
 	resp, err := st.quarantine(ctx, d, reason, detail)
 	return &effect{resp: resp}, err
 }
 
 // quarantine opens a rule-based case for a new identity and returns its
 // stored response.
-func (st *txState) quarantine(ctx context.Context, d *decoded, reason, detail string) (*message.Response, error) {
-	caseID, err := st.openCase(ctx, d, reason, 0, nil, d.canonical, detail)
+func (st *txState) quarantine(ctx context.Context, d *state.Item, reason, detail string) (*message.Response, error) {
+	caseID, err := st.openCase(ctx, d, reason, 0, nil, d.Canonical, detail)
 	if err != nil {
 		return nil, err
 	}

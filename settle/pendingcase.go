@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/settlehq/settle/record"
+	"github.com/settlehq/settle/settle/internal/state"
 	"github.com/settlehq/settle/settle/message"
 )
 
@@ -28,14 +29,14 @@ type caseKey struct {
 type caseDelivery struct {
 	pending  int // index in txState.pendingCases
 	delivery int // index in txState.deliveries
-	in       *Input
+	in       *message.Input
 }
 
 // deferMismatch records a fingerprint mismatch of d against the stored
 // canonical payload, for its case to be opened with the batch's others; a
 // second delivery of the same payload in the batch joins the first's case.
-func (st *txState) deferMismatch(d *decoded, priorID int64, stored, incoming []byte) error {
-	k := caseKey{id: d.id, reason: message.ReasonFingerprintMismatch, fp: d.fp}
+func (st *txState) deferMismatch(d *state.Item, priorID int64, stored, incoming []byte) error {
+	k := caseKey{id: d.ID, reason: message.ReasonFingerprintMismatch, fp: d.FP}
 	i, ok := st.pendingByKey[k]
 	if !ok {
 		c, err := caseOf(d, k.reason, priorID, stored, incoming, "same identity, different payload")
@@ -49,25 +50,25 @@ func (st *txState) deferMismatch(d *decoded, priorID int64, stored, incoming []b
 		}
 		st.pendingByKey[k] = i
 	}
-	st.caseDeliveries = append(st.caseDeliveries, caseDelivery{pending: i, delivery: len(st.deliveries), in: d.in})
+	st.caseDeliveries = append(st.caseDeliveries, caseDelivery{pending: i, delivery: len(st.Deliveries), in: d.In})
 	return nil
 }
 
 // openPendingCases opens (or finds) the batch's fingerprint-mismatch cases
 // in one round trip, puts their ids on the delivery rows that wait for
 // them, and returns the case id of each input record that conflicted.
-func (st *txState) openPendingCases(ctx context.Context) (map[*Input]int64, error) {
+func (st *txState) openPendingCases(ctx context.Context) (map[*message.Input]int64, error) {
 	if len(st.pendingCases) == 0 {
 		return nil, nil
 	}
-	ids, err := openCases(ctx, st.tx, st.pendingCases)
+	ids, err := openCases(ctx, st.Tx, st.pendingCases)
 	if err != nil {
 		return nil, err
 	}
-	byInput := make(map[*Input]int64, len(st.caseDeliveries))
+	byInput := make(map[*message.Input]int64, len(st.caseDeliveries))
 	for _, cd := range st.caseDeliveries {
 		id := ids[cd.pending]
-		st.deliveries[cd.delivery].caseID = id
+		st.Deliveries[cd.delivery].CaseID = id
 		byInput[cd.in] = id
 	}
 	return byInput, nil

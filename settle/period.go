@@ -9,11 +9,12 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/settlehq/settle/settle/internal/db"
+	"github.com/settlehq/settle/settle/internal/state"
 )
 
 // ClosePeriod marks a tenant's period closed: its later records still
 // settle and are flagged late. Closing a closed period changes nothing
-// (already is true). It holds the period's lock exclusively (periodLocks),
+// (already is true). It holds the period's lock exclusively (state.PeriodLocks),
 // so it waits for the transactions settling in the period, and every
 // settlement committed after it returns is flagged late.
 func (s *Store) ClosePeriod(ctx context.Context, tenant, period, by string) (already bool, err error) {
@@ -21,7 +22,7 @@ func (s *Store) ClosePeriod(ctx context.Context, tenant, period, by string) (alr
 		p := db.NewPipeline(tx)
 		defer p.Close() // for the early returns; the last step is Send
 		q := db.New(p)
-		lock := wholePeriod(tenant, period).queue(ctx, q)
+		lock := state.WholePeriod(tenant, period).Queue(ctx, q)
 		closed := q.PeriodClose(ctx, []db.PeriodCloseParams{{TenantID: tenant, AccountPeriod: period, ClosedBy: by}})
 		if err := db.Run(lock.Exec); err != nil {
 			return fmt.Errorf("lock period: %w", err)

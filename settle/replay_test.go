@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/message"
 	"github.com/settlehq/settle/settle/settletest"
 )
 
@@ -27,7 +28,7 @@ import (
 type handler interface {
 	// deliver applies a batch; an error means the caller does not know
 	// whether it took effect and will retry.
-	deliver(ctx context.Context, ins []settle.Input) error
+	deliver(ctx context.Context, ins []message.Input) error
 	// effects counts ledger effects per record_id.
 	effects(ctx context.Context) (map[string]int, error)
 }
@@ -35,7 +36,7 @@ type handler interface {
 // settleHandler is settle's own core.
 type settleHandler struct{ s *settle.Store }
 
-func (h settleHandler) deliver(ctx context.Context, ins []settle.Input) error {
+func (h settleHandler) deliver(ctx context.Context, ins []message.Input) error {
 	_, err := h.s.Settle(ctx, "", h.s.Decode(ins))
 	return err
 }
@@ -63,7 +64,7 @@ func newStrawman(t *testing.T, kind string) *strawman {
 	return &strawman{pool: pool, kind: kind}
 }
 
-func (h *strawman) deliver(ctx context.Context, ins []settle.Input) error {
+func (h *strawman) deliver(ctx context.Context, ins []message.Input) error {
 	for _, in := range ins {
 		id := recordID(in)
 		err := pgx.BeginFunc(ctx, h.pool, func(tx pgx.Tx) error {
@@ -101,7 +102,7 @@ func (h *strawman) effects(ctx context.Context) (map[string]int, error) {
 	return countEffects(ctx, h.pool, `SELECT record_id, count(*) FROM straw_ledger GROUP BY 1`)
 }
 
-func recordID(in settle.Input) string {
+func recordID(in message.Input) string {
 	// The harness's records are produced by rec(); their record_id is all a
 	// strawman keys on.
 	var r struct {

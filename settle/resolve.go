@@ -12,6 +12,7 @@ import (
 	"github.com/settlehq/settle/internal/money"
 	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/settle/internal/db"
+	"github.com/settlehq/settle/settle/internal/state"
 	"github.com/settlehq/settle/settle/message"
 )
 
@@ -75,7 +76,7 @@ func (s *Store) Resolve(ctx context.Context, req ResolveRequest) (*Resolution, e
 		req.Amount = n
 	}
 	var res *Resolution
-	locks := periodLocks{}
+	locks := state.PeriodLocks{}
 	err := s.withRetries(ctx, 1, func(int) error {
 		return s.transact(ctx, 1, s.now(), locks, "", false, func(st *txState) (bool, error) {
 			var err error
@@ -93,18 +94,10 @@ func (s *Store) Resolve(ctx context.Context, req ResolveRequest) (*Resolution, e
 	return res, err
 }
 
-// resolvedStatus is the status a case resolved by decision ends in.
-func resolvedStatus(decision string) string {
-	if decision == "accept" {
-		return "accepted"
-	}
-	return "rejected"
-}
-
 // resolve decides req in st's transaction and queues its rows: the case's
 // resolution, and for an accepted case the correction it settles.
 func (st *txState) resolve(ctx context.Context, req ResolveRequest) (*Resolution, error) {
-	c, err := db.On(st.tx).ConflictCaseLock(ctx, req.CaseID)
+	c, err := db.On(st.Tx).ConflictCaseLock(ctx, req.CaseID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("case %d: %w", req.CaseID, ErrCaseNotFound)
 	}
@@ -126,10 +119,10 @@ func (st *txState) resolve(ctx context.Context, req ResolveRequest) (*Resolution
 		// waited for the case's lock: the row lock shows its new status,
 		// but this statement's snapshot predates its resolution row. The
 		// next attempt reads it and answers with it.
-		return nil, errLostRace
+		return nil, state.ErrLostRace
 	}
 
-	res := &Resolution{CaseID: req.CaseID, Decision: req.Decision, Status: resolvedStatus(req.Decision)}
+	res := &Resolution{CaseID: req.CaseID, Decision: req.Decision, Status: state.ResolvedStatus(req.Decision)}
 	var identityID int64
 	final := message.Result{Version: message.SchemaVersionOutput, Source: src, CaseID: req.CaseID}
 	idj := message.IdentityOf(key)
@@ -149,11 +142,11 @@ func (st *txState) resolve(ctx context.Context, req ResolveRequest) (*Resolution
 			return nil, &ResolveError{fmt.Sprintf("the correction would be %s %s: state another amount or reject", p.Outcome, p.Reason)}
 		}
 		identityID = p.identityID
-		res.SettlementID, res.Response = settlementID(d.id), p.Response
+		res.SettlementID, res.Response = settlementID(d.ID), p.Response
 		final.Outcome, final.Response = message.OutcomeSettled, p.Response
 	}
 	st.queueResult(nil, final)
-	st.resolution = &db.CaseResolutionInsertParams{
+	st.Resolution = &db.CaseResolutionInsertParams{
 		CaseID: req.CaseID, TenantID: key.TenantID, Decision: req.Decision, Amount: req.Amount,
 		Reason: req.Reason, ResolvedBy: req.By, IdentityID: identityID,
 	}
@@ -165,14 +158,14 @@ func (st *txState) resolve(ctx context.Context, req ResolveRequest) (*Resolution
 // the stored record), to the stated or incoming amount, against the chain
 // as it is when the resolution commits (load locks it), at the chain's
 // current version, which the resolution does not change.
-func (st *txState) resolutionRecord(ctx context.Context, req ResolveRequest, key record.Identity, reason string, incoming []byte) (*decoded, error) {
+func (st *txState) resolutionRecord(ctx context.Context, req ResolveRequest, key record.Identity, reason string, incoming []byte) (*state.Item, error) {
 	in, err := st.s.dec.Decode(incoming, nil)
 	if err != nil && reason != message.ReasonFingerprintMismatch {
 		// Canonical payloads of refunds, reclaims and releases lack subject
 		// and time; they name no chain to correct.
 		return nil, &ResolveError{"this record names no usage chain to correct: reject the case"}
 	}
-	var target recKey
+	var target state.RecKey
 	amount := req.Amount
 	switch reason {
 	case message.ReasonFingerprintMismatch:
@@ -181,7 +174,7 @@ func (st *txState) resolutionRecord(ctx context.Context, req ResolveRequest, key
 		default:
 			return nil, &ResolveError{fmt.Sprintf("a %s cannot be corrected: reject the case", key.Operation)}
 		}
-		target = recKey{key.TenantID, key.AccountPeriod, key.RecordID}
+		target = state.RecKey{Tenant: key.TenantID, Period: key.AccountPeriod, Record: key.RecordID}
 		if amount == "" {
 			amount = in.Amount
 		}
@@ -194,7 +187,7 @@ func (st *txState) resolutionRecord(ctx context.Context, req ResolveRequest, key
 		if amount == "" {
 			return nil, &ResolveError{"state the chain's new total with --amount"}
 		}
-		target = recKey{in.TenantID, in.TargetPeriod(), in.Corrects}
+		target = state.RecKey{Tenant: in.TenantID, Period: in.TargetPeriod(), Record: in.Corrects}
 		if in.Kind == record.KindUsage {
 			return nil, &ResolveError{"a usage names no chain to correct: reject the case"}
 		}
@@ -202,42 +195,42 @@ func (st *txState) resolutionRecord(ctx context.Context, req ResolveRequest, key
 	if amount == "" {
 		amount = "0"
 	}
-	d := &decoded{
-		in: &Input{},
-		id: record.Identity{TenantID: key.TenantID, AccountPeriod: key.AccountPeriod, RecordID: strconv.FormatInt(req.CaseID, 10), Operation: OperationResolution},
-		rec: record.Record{TenantID: key.TenantID, AccountPeriod: key.AccountPeriod, RecordID: strconv.FormatInt(req.CaseID, 10),
-			Kind: record.KindCorrection, Corrects: target.record, Amount: amount, OccurredAt: st.attemptStart.UTC()},
+	d := &state.Item{
+		In: &message.Input{},
+		ID: record.Identity{TenantID: key.TenantID, AccountPeriod: key.AccountPeriod, RecordID: strconv.FormatInt(req.CaseID, 10), Operation: OperationResolution},
+		Rec: record.Record{TenantID: key.TenantID, AccountPeriod: key.AccountPeriod, RecordID: strconv.FormatInt(req.CaseID, 10),
+			Kind: record.KindCorrection, Corrects: target.Record, Amount: amount, OccurredAt: st.AttemptStart.UTC()},
 	}
-	if target.period != key.AccountPeriod {
-		d.rec.CorrectsPeriod = target.period
+	if target.Period != key.AccountPeriod {
+		d.Rec.CorrectsPeriod = target.Period
 	}
-	if err := st.load(ctx, []decoded{*d}, nil); err != nil {
+	if err := st.Load(ctx, []state.Item{*d}, nil); err != nil {
 		return nil, err
 	}
 	ch, res := st.resolveChain(target)
 	if res != targetFound {
-		return nil, &ResolveError{fmt.Sprintf("record %s of period %s is not one settled chain", target.record, target.period)}
+		return nil, &ResolveError{fmt.Sprintf("record %s of period %s is not one settled chain", target.Record, target.Period)}
 	}
 	if _, err := money.Parse(amount); err != nil {
 		return nil, &ResolveError{err.Error()}
 	}
-	if ch.c.Refunded && !ch.c.Reclaimed {
+	if ch.Rules.Refunded && !ch.Rules.Reclaimed {
 		return nil, &ResolveError{"the chain is refunded: a correction would not apply; reject the case"}
 	}
 	// The incoming payload's amount is of its own subject and currency: it
 	// restates the stored record only within the same account (CONTRACT,
 	// section 6). An amount the analyst states is the chain's own.
 	if reason == message.ReasonFingerprintMismatch && req.Amount == "" && err == nil &&
-		(in.Subject != ch.rootSubject || in.Currency != ch.rootCurrency) {
+		(in.Subject != ch.RootSubject || in.Currency != ch.RootCurrency) {
 		return nil, &ResolveError{fmt.Sprintf("the incoming payload is for %s in %s, the stored record for %s in %s: "+
 			"accepting corrects the stored record only to a payload of its own account; reject the case, or state the stored record's new total with --amount",
-			in.Subject, in.Currency, ch.rootSubject, ch.rootCurrency)}
+			in.Subject, in.Currency, ch.RootSubject, ch.RootCurrency)}
 	}
 	// The chain's own version: a resolution restates the total and leaves
 	// the version to the producer (corrections.Restate).
-	d.rec.Subject, d.rec.Currency, d.rec.FinalizationVersion = ch.rootSubject, ch.rootCurrency, ch.c.Version
-	d.canonical, _ = json.Marshal(map[string]any{"case_id": req.CaseID, "decision": req.Decision, "amount": amount,
-		"corrects": target.record, "corrects_period": target.period})
-	d.fp = record.Sum(d.canonical)
+	d.Rec.Subject, d.Rec.Currency, d.Rec.FinalizationVersion = ch.RootSubject, ch.RootCurrency, ch.Rules.Version
+	d.Canonical, _ = json.Marshal(map[string]any{"case_id": req.CaseID, "decision": req.Decision, "amount": amount,
+		"corrects": target.Record, "corrects_period": target.Period})
+	d.FP = record.Sum(d.Canonical)
 	return d, nil
 }

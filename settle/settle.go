@@ -6,6 +6,12 @@
 // files in sql/, run through the typed queries sqlc generates
 // (settle/internal/db); the schema is settle/schema.
 //
+// This package decides: a record's outcome (handle.go), the effect of a new
+// identity on accounts, chains and holds (ops.go), the sweeps' and the
+// resolutions' work, each in the one frame of a settling transaction
+// (Store.transact) with its retries. What an attempt knows and how its rows
+// are read and written is settle/internal/state.
+//
 // With its rooms it is the only code that speaks SQL to settle's tables: settle/inspect and
 // settle/reconcile read what the transaction wrote, settle/idempotency and
 // settle/webhooks keep the HTTP edge's rows around it (the Idempotency-Keys
@@ -19,13 +25,13 @@ package settle
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/settle/internal/db"
+	"github.com/settlehq/settle/settle/internal/state"
 	"github.com/settlehq/settle/settle/schema"
 )
 
@@ -58,7 +64,7 @@ type Config struct {
 
 	// DeadLetterValueBytesMax caps the original value a dead-letter message
 	// carries to the dead-letter topic. A larger one goes without its value
-	// and with header DeadLetterValueTruncatedHeader (its length): a message
+	// and with header message.DeadLetterValueTruncatedHeader (its length): a message
 	// over the broker's limit (max.message.bytes, about 1 MB by default)
 	// would be refused. The full bytes stay in the dead_letters table
 	// (settle dlq show, replay). 0 = DeadLetterValueBytesMaxDefault.
@@ -69,11 +75,6 @@ type Config struct {
 // well under the broker's default message limit, leaving room for the key
 // and headers.
 const DeadLetterValueBytesMaxDefault = 256 << 10
-
-// DeadLetterValueTruncatedHeader names the header of a dead-letter message
-// sent without its value (longer than DeadLetterValueBytesMax); its value
-// is the original length in bytes, in decimal.
-const DeadLetterValueTruncatedHeader = "dlq_value_truncated"
 
 func (c *Config) setDefaults() {
 	if c.BatchRecordsMax == 0 {
@@ -117,22 +118,13 @@ type Store struct {
 	dec  *record.Decoder
 	now  func() time.Time
 
-	// accounts is what this process's committed transactions left it
-	// knowing of accounts: their ids, and the states it keeps (accounts.go).
-	accounts accountCache
-
-	// offsets are the next offsets this process committed, by group and
-	// partition: the records past them are probed for no earlier delivery.
-	offsets offsetCache
-	probed  atomic.Int64 // coordinates probed for earlier deliveries (tests)
+	// shared is what the store's transactions share: the accounts, offsets
+	// and settlements its commits left it knowing (settle/internal/state).
+	shared *state.Shared
 
 	// outboxSignal holds a wake-up for this process's relay once a
 	// transaction that wrote outbox rows has committed (OutboxWritten).
 	outboxSignal chan struct{}
-
-	// written keeps the settlements this process committed for its relay
-	// (WrittenMessage).
-	written writtenCache
 }
 
 // OutboxWritten receives after a transaction of this store that wrote
@@ -144,12 +136,12 @@ func (s *Store) OutboxWritten() <-chan struct{} { return s.outboxSignal }
 // commit sends p, the last pipeline of a transaction that wrote st (write),
 // with the transaction's COMMIT, keeps its settlements for the relay
 // (WrittenMessage), and signals OutboxWritten if it wrote outbox rows.
-func (s *Store) commit(ctx context.Context, tx *db.Tx, st *txState, p *db.Pipeline) error {
+func (s *Store) commit(ctx context.Context, tx *db.Tx, st *state.State, p *db.Pipeline) error {
 	p.Commit(tx)
 	var written []db.OutboxSettlementsInsertRow
 	var err error
-	if st.outboxWritten != nil {
-		written, err = db.Rows(st.outboxWritten.Query) // sends the pipeline
+	if st.OutboxWritten != nil {
+		written, err = db.Rows(st.OutboxWritten.Query) // sends the pipeline
 	}
 	if serr := p.Send(ctx); err == nil {
 		err = serr
@@ -160,8 +152,8 @@ func (s *Store) commit(ctx context.Context, tx *db.Tx, st *txState, p *db.Pipeli
 	if err := tx.Commit(ctx); err != nil { // committed by the pipeline: gives the connection back
 		return err
 	}
-	s.written.keep(st, written)
-	if len(st.outbox) > 0 {
+	s.shared.Written.Keep(st, written)
+	if len(st.Outbox) > 0 {
 		select {
 		case s.outboxSignal <- struct{}{}:
 		default:
@@ -184,7 +176,8 @@ func Open(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Store, error) {
 	if err := schema.Check(ctx, pool); err != nil {
 		return nil, err
 	}
-	return &Store{pool: pool, cfg: cfg, dec: dec, now: time.Now, outboxSignal: make(chan struct{}, 1)}, nil
+	shared := &state.Shared{Decoder: dec, SettlementsTopic: cfg.SettlementsTopic}
+	return &Store{pool: pool, cfg: cfg, dec: dec, now: time.Now, shared: shared, outboxSignal: make(chan struct{}, 1)}, nil
 }
 
 // Decoder returns the store's decoder (its Config.Decoder).
@@ -195,3 +188,14 @@ func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 
 // Config returns the store's configuration with defaults filled in.
 func (s *Store) Config() Config { return s.cfg }
+
+// WrittenMessage returns the outbox row id as the relay's read of the
+// tables would give it, if this process wrote it (a settlement) and still
+// keeps it.
+func (s *Store) WrittenMessage(id int64) (db.OutboxPendingRow, bool) {
+	return s.shared.Written.Message(id)
+}
+
+// ForgetWritten lets go of outbox rows ids: the relay published or parked
+// them.
+func (s *Store) ForgetWritten(ids []int64) { s.shared.Written.Forget(ids) }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/settle/internal/db"
+	"github.com/settlehq/settle/settle/internal/state"
 	"github.com/settlehq/settle/settle/message"
 )
 
@@ -27,7 +28,7 @@ func (s *Store) SweepOrphans(ctx context.Context, orphanAfter time.Duration) (in
 // its retries; page returns how many it handled, and 0 writes nothing.
 func (s *Store) sweep(ctx context.Context, page func(st *txState) (int, error)) (int, error) {
 	var n int
-	locks := periodLocks{}
+	locks := state.PeriodLocks{}
 	err := s.withRetries(ctx, sweepPageMax, func(int) error {
 		return s.transact(ctx, 1, s.now(), locks, "", false, func(st *txState) (bool, error) {
 			var err error
@@ -39,50 +40,50 @@ func (s *Store) sweep(ctx context.Context, page func(st *txState) (int, error)) 
 }
 
 func (st *txState) sweepOrphans(ctx context.Context, orphanAfter time.Duration) (int, error) {
-	due, err := db.On(st.tx).WaitingDue(ctx, db.WaitingDueParams{OlderThanMs: orphanAfter.Milliseconds(), MaxRows: sweepPageMax})
+	due, err := db.On(st.Tx).WaitingDue(ctx, db.WaitingDueParams{OlderThanMs: orphanAfter.Milliseconds(), MaxRows: sweepPageMax})
 	if err != nil {
 		return 0, err
 	}
-	var ds []decoded
+	var ds []state.Item
 	for _, w := range due {
 		id := record.Identity{TenantID: w.TenantID, AccountPeriod: w.AccountPeriod, RecordID: w.RecordID, Operation: record.Kind(w.Operation)}
 		// Stand-ins: load() finds the waiting operations by identity.
-		ds = append(ds, decoded{in: &Input{Topic: "settle.sweep"}, id: id, rec: record.Record{TenantID: id.TenantID,
+		ds = append(ds, state.Item{In: &message.Input{Topic: "settle.sweep"}, ID: id, Rec: record.Record{TenantID: id.TenantID,
 			AccountPeriod: id.AccountPeriod, RecordID: id.RecordID, Kind: id.Operation}})
 	}
 	if len(ds) == 0 {
 		return 0, nil
 	}
-	if err := st.load(ctx, ds, nil); err != nil {
+	if err := st.Load(ctx, ds, nil); err != nil {
 		return 0, err
 	}
 	for _, d := range ds {
-		w := st.waitingByID[d.id]
-		if w == nil || w.status != "waiting" {
+		w := st.WaitingByID[d.ID]
+		if w == nil || w.Status != "waiting" {
 			continue
 		}
-		final := message.Result{Version: message.SchemaVersionOutput, Source: w.d.in.coordinates()}
-		idj := message.IdentityOf(w.d.id)
+		final := message.Result{Version: message.SchemaVersionOutput, Source: w.Item.In.Coordinates()}
+		idj := message.IdentityOf(w.Item.ID)
 		final.Identity = &idj
-		if w.d.rec.Kind == record.KindUsage && w.d.rec.HoldID != "" {
+		if w.Item.Rec.Kind == record.KindUsage && w.Item.Rec.HoldID != "" {
 			// A capture whose hold never came is charged as plain usage.
-			w.d.rec.HoldID, w.d.rec.HoldPeriod = "", ""
-			p, err := st.process(ctx, w.d)
+			w.Item.Rec.HoldID, w.Item.Rec.HoldPeriod = "", ""
+			p, err := st.process(ctx, w.Item)
 			if err != nil {
 				return 0, err
 			}
-			w.status, w.dirty = "applied", true
+			w.Status, w.Dirty = "applied", true
 			final.Outcome, final.Reason, final.Response = p.Outcome, p.Reason, p.Response
 		} else {
-			caseID, err := st.openCase(ctx, w.d, message.ReasonOrphan, 0, nil, w.canonical,
-				fmt.Sprintf("its target %s of period %s has not settled after %s", w.target.record, w.target.period, orphanAfter))
+			caseID, err := st.openCase(ctx, w.Item, message.ReasonOrphan, 0, nil, w.Canonical,
+				fmt.Sprintf("its target %s of period %s has not settled after %s", w.Target.Record, w.Target.Period, orphanAfter))
 			if err != nil {
 				return 0, err
 			}
-			w.status, w.caseID, w.dirty = "orphaned", caseID, true
+			w.Status, w.CaseID, w.Dirty = "orphaned", caseID, true
 			final.Outcome, final.Reason, final.CaseID = message.OutcomeQuarantined, message.ReasonOrphan, caseID
 		}
-		st.queueResult(w.d.in.Key, final)
+		st.queueResult(w.Item.In.Key, final)
 	}
 	return len(ds), nil
 }
@@ -97,7 +98,7 @@ func (s *Store) ExpireHolds(ctx context.Context) (int, error) {
 }
 
 func (st *txState) expireHolds(ctx context.Context) (int, error) {
-	tx := st.tx
+	tx := st.Tx
 	due, err := db.On(tx).HoldDue(ctx, sweepPageMax)
 	if err != nil {
 		return 0, err
@@ -115,28 +116,28 @@ func (st *txState) expireHolds(ctx context.Context) (int, error) {
 	p := db.NewPipeline(tx)
 	defer p.Close() // for the early returns; the last step is Send
 	q := db.New(p)
-	lockRows := st.queueLocks(ctx, q)
-	accounts := queueAccountsByID(ctx, q, accIDs)
+	lockRows := st.QueueLocks(ctx, q)
+	accounts := state.QueueAccountsByID(ctx, q, accIDs)
 	holds := q.HoldLock(ctx, []db.HoldLockParams{{IdentityIds: holdIDs, ExpiringAccountIds: []int64{}}})
-	if err := st.readLocks(lockRows); err != nil {
+	if err := st.ReadLocks(lockRows); err != nil {
 		return 0, err
 	}
-	if err := st.readAccounts(accounts, -1); err != nil {
+	if err := st.ReadAccounts(accounts, -1); err != nil {
 		return 0, err
 	}
-	if err := st.readHolds(holds); err != nil {
+	if err := st.ReadHolds(holds); err != nil {
 		return 0, err
 	}
 	if err := p.Send(ctx); err != nil {
 		return 0, err
 	}
-	if st.now, err = db.On(tx).Now(ctx); err != nil {
+	if st.Now, err = db.On(tx).Now(ctx); err != nil {
 		return 0, fmt.Errorf("read the clock: %w", err)
 	}
 	n := 0
-	for _, h := range st.holds {
-		h.a = st.accountsByID[h.accountID]
-		if h.status == "active" && h.expiresAt != nil && !h.expiresAt.After(st.now) {
+	for _, h := range st.Holds {
+		h.Account = st.AccountsByID[h.AccountID]
+		if h.Status == "active" && h.ExpiresAt != nil && !h.ExpiresAt.After(st.Now) {
 			if err := st.expireIfDue(ctx, h); err != nil {
 				return 0, err
 			}
@@ -158,18 +159,18 @@ func (s *Store) WakeWaiting(ctx context.Context) (int, error) {
 }
 
 func (st *txState) wakeWaiting(ctx context.Context) (int, error) {
-	targets, err := db.On(st.tx).WaitingWakeable(ctx, sweepPageMax)
+	targets, err := db.On(st.Tx).WaitingWakeable(ctx, sweepPageMax)
 	if err != nil {
 		return 0, fmt.Errorf("find waiting operations whose target settled: %w", err)
 	}
-	keys := make([]recKey, len(targets))
+	keys := make([]state.RecKey, len(targets))
 	for i, t := range targets {
-		keys[i] = recKey{t.TenantID, t.TargetPeriod, t.TargetRecordID}
+		keys[i] = state.RecKey{Tenant: t.TenantID, Period: t.TargetPeriod, Record: t.TargetRecordID}
 	}
 	if len(keys) == 0 {
 		return 0, nil
 	}
-	if err := st.load(ctx, nil, keys); err != nil {
+	if err := st.Load(ctx, nil, keys); err != nil {
 		return 0, err
 	}
 	applied := 0
@@ -177,8 +178,8 @@ func (st *txState) wakeWaiting(ctx context.Context) (int, error) {
 		if err := st.wake(ctx, k); err != nil {
 			return 0, err
 		}
-		for _, w := range st.waitingByTarget[k] {
-			if w.status == "applied" {
+		for _, w := range st.WaitingByTarget[k] {
+			if w.Status == "applied" {
 				applied++
 			}
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/settlehq/settle/internal/workload"
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/message"
 	"github.com/settlehq/settle/settle/settletest"
 )
 
@@ -43,9 +44,9 @@ func TestWALPerTable(t *testing.T) {
 	run := func() {
 		for done := 0; done < n; done += 1000 {
 			recs := w.Take(1000)
-			ins := make([]settle.Input, len(recs))
+			ins := make([]message.Input, len(recs))
 			for i, r := range recs {
-				ins[i] = settle.Input{Topic: "usage", Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value}
+				ins[i] = message.Input{Topic: "usage", Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value}
 			}
 			if _, err := s.Settle(ctx, "bench", s.Decode(ins)); err != nil {
 				t.Fatal(err)

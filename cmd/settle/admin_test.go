@@ -16,8 +16,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/settlehq/settle/internal/testnet"
-	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/inspect"
+	"github.com/settlehq/settle/settle/message"
 )
 
 // unreachableDB is a database URL nothing answers: a run that gets past
@@ -101,10 +101,10 @@ func newAdminService(t *testing.T, extra ...string) *adminService {
 	t.Helper()
 	d := newAnalystDB(t)
 	rs := d.settle(t,
-		settle.Input{Topic: "usage", Offset: 0, Value: usageRecord("acme", "u-1", "cust-1", "40")},
-		settle.Input{Topic: "usage", Offset: 1, Value: usageRecord("acme", "u-1", "cust-1", "55")},
-		settle.Input{Topic: "usage", Offset: 2, Value: usageRecord("globex", "u-7", "cust-9", "3")},
-		settle.Input{Topic: "usage", Offset: 3, Value: usageRecord("globex", "u-7", "cust-9", "4")},
+		message.Input{Topic: "usage", Offset: 0, Value: usageRecord("acme", "u-1", "cust-1", "40")},
+		message.Input{Topic: "usage", Offset: 1, Value: usageRecord("acme", "u-1", "cust-1", "55")},
+		message.Input{Topic: "usage", Offset: 2, Value: usageRecord("globex", "u-7", "cust-9", "3")},
+		message.Input{Topic: "usage", Offset: 3, Value: usageRecord("globex", "u-7", "cust-9", "4")},
 	)
 	if rs[1].CaseID == 0 || rs[3].CaseID == 0 {
 		t.Fatalf("fixture: no cases: %+v", rs)

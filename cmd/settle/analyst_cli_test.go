@@ -48,7 +48,7 @@ func newAnalystDB(t *testing.T) *analystDB {
 	return &analystDB{url: url, store: s, api: api}
 }
 
-func (d *analystDB) settle(t *testing.T, ins ...settle.Input) []message.Result {
+func (d *analystDB) settle(t *testing.T, ins ...message.Input) []message.Result {
 	t.Helper()
 	rs, err := d.store.Settle(context.Background(), "g", d.store.Decode(ins))
 	if err != nil {
@@ -100,13 +100,13 @@ func TestConflictsCLI(t *testing.T) {
 	t.Parallel()
 	d := newAnalystDB(t)
 	rs := d.settle(t,
-		settle.Input{Topic: "usage", Offset: 0, Value: []byte(`{"tenant_id":"acme","account_period":"2026-11","record_id":"g-1","kind":"grant","subject":"cust-1","amount":"100","currency":"USD","occurred_at":"2026-11-03T10:00:00Z"}`)},
-		settle.Input{Topic: "usage", Offset: 1, Value: usageRecord("acme", "u-1", "cust-1", "40")},
-		settle.Input{Topic: "usage", Offset: 2, Value: usageRecord("acme", "u-1", "cust-1", "55")},
+		message.Input{Topic: "usage", Offset: 0, Value: []byte(`{"tenant_id":"acme","account_period":"2026-11","record_id":"g-1","kind":"grant","subject":"cust-1","amount":"100","currency":"USD","occurred_at":"2026-11-03T10:00:00Z"}`)},
+		message.Input{Topic: "usage", Offset: 1, Value: usageRecord("acme", "u-1", "cust-1", "40")},
+		message.Input{Topic: "usage", Offset: 2, Value: usageRecord("acme", "u-1", "cust-1", "55")},
 		// A subject a spreadsheet would run as a formula.
-		settle.Input{Topic: "usage", Offset: 3, Value: usageRecord("globex", "u-7", "=HYPERLINK(1)", "3")},
-		settle.Input{Topic: "usage", Offset: 4, Value: usageRecord("globex", "u-7", "=HYPERLINK(1)", "4")},
-		settle.Input{Topic: "usage", Offset: 5, Value: []byte(`{"tenant_id":"acme", nope`)},
+		message.Input{Topic: "usage", Offset: 3, Value: usageRecord("globex", "u-7", "=HYPERLINK(1)", "3")},
+		message.Input{Topic: "usage", Offset: 4, Value: usageRecord("globex", "u-7", "=HYPERLINK(1)", "4")},
+		message.Input{Topic: "usage", Offset: 5, Value: []byte(`{"tenant_id":"acme", nope`)},
 	)
 	acme, globex := rs[2].CaseID, rs[4].CaseID
 	if acme == 0 || globex == 0 || rs[5].Outcome != message.OutcomeDeadLettered {
@@ -234,9 +234,9 @@ func TestDLQReplayTwice(t *testing.T) {
 	// do on a real topic, so the store does not take them for redeliveries.
 	good := usageRecord("acme", "u-1", "cust-1", "5")
 	rs := d.settle(t,
-		settle.Input{Topic: "usage", Offset: 1000, Key: []byte("acme/cust-1"), Value: good,
-			Headers: []record.Header{{Key: "trace", Value: []byte("abc")}}, Exhausted: &settle.Exhausted{Err: "timeout", Attempts: 5}},
-		settle.Input{Topic: "usage", Offset: 1001, Value: []byte(`not json`)},
+		message.Input{Topic: "usage", Offset: 1000, Key: []byte("acme/cust-1"), Value: good,
+			Headers: []record.Header{{Key: "trace", Value: []byte("abc")}}, Exhausted: &message.Exhausted{Err: "timeout", Attempts: 5}},
+		message.Input{Topic: "usage", Offset: 1001, Value: []byte(`not json`)},
 	)
 	if rs[0].Reason != message.ReasonTransientExhausted || rs[1].Reason != message.ReasonInvalidJSON {
 		t.Fatalf("fixture: %+v", rs)
@@ -253,14 +253,14 @@ func TestDLQReplayTwice(t *testing.T) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		var ins []settle.Input
+		var ins []message.Input
 		for len(ins) < n {
 			fs := cl.PollFetches(ctx)
 			if err := ctx.Err(); err != nil {
 				t.Fatalf("got %d of %d replayed records: %v", len(ins), n, err)
 			}
 			fs.EachRecord(func(r *kgo.Record) {
-				ins = append(ins, settle.Input{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value,
+				ins = append(ins, message.Input{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value,
 					Headers: kafkahdr.FromKafka(r.Headers)})
 			})
 		}

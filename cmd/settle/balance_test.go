@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/inspect"
+	"github.com/settlehq/settle/settle/message"
 )
 
 func TestBalanceAndPeriodClose(t *testing.T) {
@@ -40,7 +40,7 @@ func TestBalanceAndPeriodClose(t *testing.T) {
 	if code := run(ctx, []string{"period", "close", "acme", "2026-11", "--as", "fin", "--database-url", url}, &out, &errOut); code != exitOK {
 		t.Fatalf("period close: exit %d: %s", code, errOut.String())
 	}
-	rs, err := store.Settle(ctx, "", store.Decode([]settle.Input{{Topic: "usage", Offset: 4, Value: []byte(acmeRecord(`"record_id":"late","kind":"grant","amount":"1","currency":"USD"`))}}))
+	rs, err := store.Settle(ctx, "", store.Decode([]message.Input{{Topic: "usage", Offset: 4, Value: []byte(acmeRecord(`"record_id":"late","kind":"grant","amount":"1","currency":"USD"`))}}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,7 +26,7 @@ func TestDLQShowAndParked(t *testing.T) {
 	t.Parallel()
 	d := newAnalystDB(t)
 	big := []byte(`{"tenant_id":"acme","pad":"` + strings.Repeat("x", settle.DeadLetterValueBytesMaxDefault) + `"}`)
-	rs := d.settle(t, settle.Input{Topic: "usage", Partition: 0, Offset: 7, Key: []byte("acme/cust-1"), Value: big,
+	rs := d.settle(t, message.Input{Topic: "usage", Partition: 0, Offset: 7, Key: []byte("acme/cust-1"), Value: big,
 		Headers: []record.Header{{Key: "origin", Value: []byte("test")}}})
 	if rs[0].Outcome != message.OutcomeDeadLettered || rs[0].Reason != "too_large" {
 		t.Fatalf("fixture: %+v", rs[0])
@@ -66,7 +66,7 @@ func TestDLQShowAndParked(t *testing.T) {
 	if err := json.Unmarshal(headers, &hs); err != nil {
 		t.Fatal(err)
 	}
-	if len(value) != 0 || headerOf(hs, settle.DeadLetterValueTruncatedHeader) != fmt.Sprint(len(big)) {
+	if len(value) != 0 || headerOf(hs, message.DeadLetterValueTruncatedHeader) != fmt.Sprint(len(big)) {
 		t.Errorf("dead-letter outbox message: %d value bytes, headers %v", len(value), hs)
 	}
 

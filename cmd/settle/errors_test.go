@@ -13,8 +13,8 @@ import (
 
 	"github.com/settlehq/settle/internal/kafkatest"
 	"github.com/settlehq/settle/internal/testnet"
-	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/inspect"
+	"github.com/settlehq/settle/settle/message"
 	"github.com/settlehq/settle/settle/settletest"
 )
 
@@ -132,8 +132,8 @@ func TestProduceReportsInvalidLines(t *testing.T) {
 func TestConflictingResolveFails(t *testing.T) {
 	t.Parallel()
 	d := newAnalystDB(t)
-	rs := d.settle(t, settle.Input{Topic: "usage", Offset: 0, Value: usageRecord("acme", "u-1", "cust-1", "40")},
-		settle.Input{Topic: "usage", Offset: 1, Value: usageRecord("acme", "u-1", "cust-1", "55")})
+	rs := d.settle(t, message.Input{Topic: "usage", Offset: 0, Value: usageRecord("acme", "u-1", "cust-1", "40")},
+		message.Input{Topic: "usage", Offset: 1, Value: usageRecord("acme", "u-1", "cust-1", "55")})
 	id := fmt.Sprint(rs[1].CaseID)
 	if rs[1].CaseID == 0 {
 		t.Fatalf("no case: %+v", rs)

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/message"
 	"github.com/settlehq/settle/settle/settletest"
 )
 
@@ -21,9 +22,9 @@ func settledDatabase(t *testing.T, recs ...string) (string, *settle.Store) {
 	t.Helper()
 	url := settletest.NewDatabase(t)
 	store := settletest.NewStoreOn(t, url, settle.Config{})
-	ins := make([]settle.Input, len(recs))
+	ins := make([]message.Input, len(recs))
 	for i, r := range recs {
-		ins[i] = settle.Input{Topic: "usage", Offset: int64(i), Value: []byte(r)}
+		ins[i] = message.Input{Topic: "usage", Offset: int64(i), Value: []byte(r)}
 	}
 	if _, err := store.Settle(context.Background(), "", store.Decode(ins)); err != nil {
 		t.Fatal(err)

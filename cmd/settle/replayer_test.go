@@ -13,8 +13,8 @@ import (
 
 	"github.com/settlehq/settle/analyst"
 	"github.com/settlehq/settle/internal/testnet"
-	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/inspect"
+	"github.com/settlehq/settle/settle/message"
 )
 
 // TestPageReplaysDeadLetters: the analysts' page of a running `settle run`
@@ -28,12 +28,12 @@ func TestPageReplaysDeadLetters(t *testing.T) {
 	t.Parallel()
 	d := newAnalystDB(t)
 	const n = 8
-	var ins []settle.Input
+	var ins []message.Input
 	for i := range n {
 		// Keys of different subjects: the records spread over the partitions.
 		subject := fmt.Sprintf("cust-%d", i)
-		ins = append(ins, settle.Input{Topic: "usage", Partition: 0, Offset: 1000 + int64(i), Key: []byte("acme/" + subject),
-			Value: opsRecord(fmt.Sprintf("r-%d", i), "subject", subject), Exhausted: &settle.Exhausted{Err: "timeout", Attempts: 5}})
+		ins = append(ins, message.Input{Topic: "usage", Partition: 0, Offset: 1000 + int64(i), Key: []byte("acme/" + subject),
+			Value: opsRecord(fmt.Sprintf("r-%d", i), "subject", subject), Exhausted: &message.Exhausted{Err: "timeout", Attempts: 5}})
 	}
 	d.settle(t, ins...)
 	dead, err := inspect.New(d.store).DeadLetters(context.Background(), inspect.DeadLetterFilter{})

@@ -247,10 +247,10 @@ func (c *committer) settle(ctx context.Context, work []*pending, next *answered)
 	}
 	a := c.api
 	now := time.Now()
-	var inputs []settle.Input
+	var inputs []message.Input
 	for _, p := range work {
 		for i, raw := range p.raws {
-			inputs = append(inputs, settle.Input{
+			inputs = append(inputs, message.Input{
 				Topic: idempotency.HTTPTopic, Partition: idempotency.HTTPSettlePartition, Offset: idempotency.HTTPOffset(p.claim.KeyID, i),
 				Key: []byte(p.recs[i].Record.TenantID + "/" + p.recs[i].Record.Subject), Value: raw, Timestamp: now,
 				Decoded: p.recs[i],

@@ -12,7 +12,7 @@ import (
 // configuration and the settling of a batch. *settle.Store is one.
 type Store interface {
 	Config() settle.Config
-	Settle(ctx context.Context, group string, inputs []settle.Input) ([]message.Result, error)
+	Settle(ctx context.Context, group string, inputs []message.Input) ([]message.Result, error)
 }
 
 // Keys is what the records API needs of the Idempotency-Keys: the claims

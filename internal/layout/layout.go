@@ -37,39 +37,43 @@ var Floors = map[string]int{
 	"settle/internal/db":         1,
 	"settle/internal/db/migrate": 1,
 
-	// The settling transaction.
-	"settle": 2,
+	// What one transaction attempt knows and how it reads and writes it:
+	// the rows it loaded and locked, the rows its decisions staged.
+	"settle/internal/state": 2,
+
+	// The settling transaction: its decisions, its frame and its retries.
+	"settle": 3,
 
 	// What reads what the transaction wrote, in its vocabulary, and the
 	// rows worked through around it: the outbox the relay publishes, the
 	// Idempotency-Keys the HTTP edge claims before it, the webhook
 	// deliveries after it, the operational history pruned.
-	"settle/inspect":     3,
-	"settle/outbox":      3,
-	"settle/reconcile":   3,
-	"settle/settletest":  3,
-	"settle/idempotency": 3,
-	"settle/webhooks":    3,
-	"settle/retention":   3,
+	"settle/inspect":     4,
+	"settle/outbox":      4,
+	"settle/reconcile":   4,
+	"settle/settletest":  4,
+	"settle/idempotency": 4,
+	"settle/webhooks":    4,
+	"settle/retention":   4,
 
 	// The pipeline's parts and the analysts' surface, side by side: none
 	// imports another.
-	"consumer":      4,
-	"relay":         4,
-	"edge/ingest":   4,
-	"edge/webhook":  4,
-	"analyst":       4,
-	"sourcefile":    4,
-	"e2e/faults":    4,
-	"edge/edgetest": 4,
+	"consumer":      5,
+	"relay":         5,
+	"edge/ingest":   5,
+	"edge/webhook":  5,
+	"analyst":       5,
+	"sourcefile":    5,
+	"e2e/faults":    5,
+	"edge/edgetest": 5,
 
 	// What assembles the parts: the running service, and the benchmark
 	// that runs it under load.
-	"service": 5,
-	"bench":   6,
+	"service": 6,
+	"bench":   7,
 
 	// The binary: flags and environment to packages.
-	"cmd/settle": 7,
+	"cmd/settle": 8,
 
 	// Tests only, and files checked offline.
 	"e2e":             TestsFloor,
@@ -79,7 +83,7 @@ var Floors = map[string]int{
 
 // TestsFloor is the floor of packages that are tests only: they may import
 // anything, test support included.
-const TestsFloor = 8
+const TestsFloor = 9
 
 // TestSupport are packages that production code must never import: per-test
 // databases, brokers, processes and addresses, the fault harness, and the

@@ -29,7 +29,7 @@
 // of PostgreSQL, never opens a connection and never reads what settle
 // stored; the callers compare the model with what they read. Nor does it
 // import a Kafka client: a Record carries the partition, key and value that
-// a kgo.Record or a settle.Input is made of, because the benchmark's core
+// a kgo.Record or a message.Input is made of, because the benchmark's core
 // runs feed settle.Store directly without any broker, and a generator that
 // depends on no transport stays a pure function of its Config. It must
 // never be imported by the service: it is test and benchmark support.

@@ -58,9 +58,9 @@ func checkAgainstSettle(t *testing.T, w *Workload, recs []Record) {
 	seen := map[Identity]bool{}
 	for from := 0; from < len(recs); from += batch {
 		part := recs[from:min(from+batch, len(recs))]
-		in := make([]settle.Input, len(part))
+		in := make([]message.Input, len(part))
 		for i, r := range part {
-			in[i] = settle.Input{Topic: "usage", Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value, Timestamp: time.Now()}
+			in[i] = message.Input{Topic: "usage", Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value, Timestamp: time.Now()}
 		}
 		res, err := store.Settle(ctx, "workload-test", store.Decode(in))
 		if err != nil {

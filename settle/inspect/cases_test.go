@@ -14,6 +14,7 @@ import (
 
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/inspect"
+	"github.com/settlehq/settle/settle/message"
 	"github.com/settlehq/settle/settle/settletest"
 )
 
@@ -275,7 +276,7 @@ func TestExplainWaitingAndDeadLetters(t *testing.T) {
 	ctx := context.Background()
 	refund := settletest.Rec("kind", "refund", "record_id", "u-9")
 	ins := settletest.Batch(0, 0, refund)
-	ins = append(ins, settle.Input{Topic: "usage", Partition: 0, Offset: 1, Value: []byte(`{not json`)})
+	ins = append(ins, message.Input{Topic: "usage", Partition: 0, Offset: 1, Value: []byte(`{not json`)})
 	settletest.MustSettle(t, s, ins)
 	e, err := inspect.New(s).Explain(ctx, "acme", "2026-11", "u-9")
 	if err != nil {

@@ -228,7 +228,7 @@ func TestSourceCheckReportsEachDifference(t *testing.T) {
 		"finalization_version", 1) // equal to the chain's version: version_conflict
 	dead := settletest.Rec("record_id", "u-dead", "subject", "cust-1", "amount", "4")
 	ins := settletest.Batch(1, 0, waiting, quarantined, dead)
-	ins[2].Exhausted = &settle.Exhausted{Err: "connection reset", Attempts: 9}
+	ins[2].Exhausted = &message.Exhausted{Err: "connection reset", Attempts: 9}
 	got := settletest.Outcomes(settletest.MustSettle(t, m.s, ins))
 	if strings.Join(got, " ") != "waiting quarantined:version_conflict dead_lettered:transient_exhausted" {
 		t.Fatalf("setup outcomes: %v", got)

@@ -1,5 +1,6 @@
-// Package message is what settling says, in the words of CONTRACT.md: the
-// Result of every input record (the message on usage.results), the Response
+// Package message is what settling hears and says, in the words of
+// CONTRACT.md: the Input (a Kafka record with its coordinates and its
+// decoding), the Result of every input record (the message on usage.results), the Response
 // stored for every identity (replayed unchanged to every retry, and for a
 // settlement the message on the settlements topic), their outcomes and
 // reason codes, and the ledger's hash chain that every settlement carries.

@@ -124,7 +124,7 @@ func TestWrittenMessagesMatchTheTables(t *testing.T) {
 	ins := settletest.Batch(0, 0, settletest.Grant("g-1", "cust-1", "100"), settletest.Rec(),
 		settletest.Rec("record_id", "u-2", "subject", "cust-2"), settletest.Signal("refund", "u-1", "cust-1"))
 	ins[1].Headers = []record.Header{{Key: "traceparent", Value: []byte("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")}}
-	ins = append(ins, settle.Input{Topic: "usage", Partition: 0, Offset: int64(len(ins)), Value: []byte("{not json")})
+	ins = append(ins, message.Input{Topic: "usage", Partition: 0, Offset: int64(len(ins)), Value: []byte("{not json")})
 	settletest.MustSettle(t, s, s.Decode(ins))
 
 	ctx := context.Background()

@@ -58,7 +58,7 @@ func pruneFixture(t *testing.T, s *settle.Store) message.Result {
 		t.Fatalf("first delivery: %v", settletest.Outcomes([]message.Result{first}))
 	}
 	settletest.MustSettle(t, s, settletest.Batch(0, 1, settletest.Rec("record_id", "u-1", "amount", "41", "quantity", "41")))
-	settletest.MustSettle(t, s, []settle.Input{{Topic: "usage", Partition: 0, Offset: 2, Value: []byte("{not json")}})
+	settletest.MustSettle(t, s, []message.Input{{Topic: "usage", Partition: 0, Offset: 2, Value: []byte("{not json")}})
 	settletest.MustSettle(t, s, settletest.Batch(0, 3, settletest.Rec("record_id", "u-open", "account_period", "2026-12")))
 	if dup := settletest.MustSettle(t, s, settletest.Batch(0, 4, settletest.Rec("record_id", "u-1")))[0]; dup.Outcome != message.OutcomeDuplicate {
 		t.Fatalf("repeat: %v", settletest.Outcomes([]message.Result{dup}))
@@ -221,7 +221,7 @@ func TestPruneReplayedDeadLetters(t *testing.T) {
 	s := settletest.NewStore(t, settle.Config{})
 	pool := s.Pool()
 	ctx := context.Background()
-	settletest.MustSettle(t, s, []settle.Input{{Topic: "usage", Partition: 0, Offset: 0, Value: []byte("{not json")},
+	settletest.MustSettle(t, s, []message.Input{{Topic: "usage", Partition: 0, Offset: 0, Value: []byte("{not json")},
 		{Topic: "usage", Partition: 0, Offset: 1, Value: []byte("{nor this")}})
 	replayedID := settletest.Count(t, pool, `SELECT id FROM dead_letters WHERE "offset" = 0`)
 	if err := retention.New(s).DeadLettersReplayed(ctx, []int64{int64(replayedID)}, []message.Coordinates{{Topic: "usage", Partition: 0, Offset: 7}}); err != nil {

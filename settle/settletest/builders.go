@@ -57,14 +57,14 @@ func Grant(id, subject, amount string) map[string]any {
 }
 
 // Batch turns records into inputs on one partition starting at offset.
-func Batch(partition int32, offset int64, recs ...map[string]any) []settle.Input {
-	ins := make([]settle.Input, len(recs))
+func Batch(partition int32, offset int64, recs ...map[string]any) []message.Input {
+	ins := make([]message.Input, len(recs))
 	for i, r := range recs {
 		b, err := json.Marshal(r)
 		if err != nil {
 			panic(err)
 		}
-		ins[i] = settle.Input{Topic: "usage", Partition: partition, Offset: offset + int64(i), Value: b}
+		ins[i] = message.Input{Topic: "usage", Partition: partition, Offset: offset + int64(i), Value: b}
 	}
 	return ins
 }
@@ -78,7 +78,7 @@ func Clone(m map[string]any, kv ...any) map[string]any {
 }
 
 // MustSettle decodes and settles ins, failing the test on an error.
-func MustSettle(t *testing.T, s *settle.Store, ins []settle.Input) []message.Result {
+func MustSettle(t *testing.T, s *settle.Store, ins []message.Input) []message.Result {
 	t.Helper()
 	rs, err := s.Settle(context.Background(), "g", s.Decode(ins))
 	if err != nil {

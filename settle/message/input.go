@@ -1,10 +1,9 @@
-package settle
+package message
 
 import (
 	"time"
 
 	"github.com/settlehq/settle/record"
-	"github.com/settlehq/settle/settle/message"
 )
 
 // Input is one input record as it arrived, named by its coordinates.
@@ -40,7 +39,12 @@ type Exhausted struct {
 	Attempts int
 }
 
-// coordinates names the Kafka record in came from.
-func (in *Input) coordinates() message.Coordinates {
-	return message.Coordinates{Topic: in.Topic, Partition: in.Partition, Offset: in.Offset}
+// Coordinates names the Kafka record in came from.
+func (in *Input) Coordinates() Coordinates {
+	return Coordinates{Topic: in.Topic, Partition: in.Partition, Offset: in.Offset}
 }
+
+// DeadLetterValueTruncatedHeader names the header of a dead-letter message
+// sent without its value (longer than settle.Config.DeadLetterValueBytesMax); its value
+// is the original length in bytes, in decimal.
+const DeadLetterValueTruncatedHeader = "dlq_value_truncated"

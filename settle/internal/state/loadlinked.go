@@ -1,4 +1,4 @@
-package settle
+package state
 
 import (
 	"context"
@@ -16,26 +16,26 @@ import (
 // accounts the records found so far reach, and then (one more round trip,
 // only when there are some) the accounts reached only through a chain or a
 // hold.
-func (st *txState) loadLinked(ctx context.Context, waits []*waitingOp, reserving []accountKey) error {
+func (st *State) loadLinked(ctx context.Context, waits []*Waiting, reserving []AccountKey) error {
 	rootIDs, holdIDs, expiringAccs := st.linkedIDs(reserving)
-	accKeys := accountList{known: &st.s.accounts}
+	accKeys := accountList{known: &st.Shared.Accounts}
 	for _, w := range waits {
-		if k, ok := ownAccount(&w.d.rec); ok {
+		if k, ok := ownAccount(&w.Item.Rec); ok {
 			accKeys.add(k)
 		}
 	}
 	if len(rootIDs)+len(holdIDs)+len(expiringAccs)+accKeys.len() == 0 {
 		// Nothing to read: at most accounts whose state this process keeps.
-		return st.readAccounts(accountReads{kept: accKeys.kept}, -1)
+		return st.ReadAccounts(AccountReads{kept: accKeys.kept}, -1)
 	}
-	p := db.NewPipeline(st.tx)
+	p := db.NewPipeline(st.Tx)
 	defer p.Close() // for the early returns; the last step is Send
 	q := db.New(p)
 	accounts := queueAccounts(ctx, q, &accKeys)
 	chains := q.ChainLock(ctx, [][]int64{rootIDs})
 	roots := q.ChainRoot(ctx, [][]int64{rootIDs})
 	holds := q.HoldLock(ctx, []db.HoldLockParams{{IdentityIds: holdIDs, ExpiringAccountIds: expiringAccs}})
-	if err := st.readAccounts(accounts, -1); err != nil {
+	if err := st.ReadAccounts(accounts, -1); err != nil {
 		return err
 	}
 	st.accountsByKey = st.accountsByKey || len(accKeys.t) > 0
@@ -46,7 +46,7 @@ func (st *txState) loadLinked(ctx context.Context, waits []*waitingOp, reserving
 	if pending, err = readChainRoots(roots, pending); err != nil {
 		return err
 	}
-	if err := st.readHolds(holds); err != nil {
+	if err := st.ReadHolds(holds); err != nil {
 		return err
 	}
 	if err := p.Send(ctx); err != nil {
@@ -56,11 +56,11 @@ func (st *txState) loadLinked(ctx context.Context, waits []*waitingOp, reserving
 		return err
 	}
 	for _, p := range pending {
-		p.ch.a = st.accountsByID[p.accountID]
-		st.chains[p.ch.rootID] = p.ch
+		p.ch.Account = st.AccountsByID[p.accountID]
+		st.Chains[p.ch.RootID] = p.ch
 	}
-	for _, h := range st.holds {
-		h.a = st.accountsByID[h.accountID]
+	for _, h := range st.Holds {
+		h.Account = st.AccountsByID[h.AccountID]
 	}
 	return nil
 }
@@ -68,16 +68,16 @@ func (st *txState) loadLinked(ctx context.Context, waits []*waitingOp, reserving
 // linkedIDs returns the chain roots (not yet loaded) and holds the batch's
 // identities name, and the ids of the accounts in reserving, whose expiring
 // holds free funds.
-func (st *txState) linkedIDs(reserving []accountKey) (rootIDs, holdIDs, expiringAccs []int64) {
-	for _, ids := range st.byRecord {
+func (st *State) linkedIDs(reserving []AccountKey) (rootIDs, holdIDs, expiringAccs []int64) {
+	for _, ids := range st.ByRecord {
 		for _, id := range ids {
 			switch {
-			case id.outcome == message.OutcomeQuarantined:
-			case id.key.Operation == record.KindHold:
-				holdIDs = append(holdIDs, id.id)
-			case id.rootID != 0:
-				if _, ok := st.chains[id.rootID]; !ok {
-					rootIDs = append(rootIDs, id.rootID)
+			case id.Outcome == message.OutcomeQuarantined:
+			case id.Key.Operation == record.KindHold:
+				holdIDs = append(holdIDs, id.ID)
+			case id.RootID != 0:
+				if _, ok := st.Chains[id.RootID]; !ok {
+					rootIDs = append(rootIDs, id.RootID)
 				}
 			}
 		}
@@ -85,7 +85,7 @@ func (st *txState) linkedIDs(reserving []accountKey) (rootIDs, holdIDs, expiring
 	slices.Sort(rootIDs)
 	rootIDs = slices.Compact(rootIDs) // a root named twice in the batch is locked once
 	for _, k := range reserving {
-		expiringAccs = append(expiringAccs, st.accounts[k].id)
+		expiringAccs = append(expiringAccs, st.Accounts[k].ID)
 	}
 	return rootIDs, holdIDs, expiringAccs
 }
@@ -93,7 +93,7 @@ func (st *txState) linkedIDs(reserving []accountKey) (rootIDs, holdIDs, expiring
 // pendingChain is a chain read by loadLinked, with the account it moves,
 // until that account is loaded too.
 type pendingChain struct {
-	ch        *chain
+	ch        *Chain
 	accountID int64
 }
 
@@ -105,14 +105,14 @@ func readChains(res *db.ChainLockBatchResults) ([]pendingChain, error) {
 	}
 	var pending []pendingChain
 	for _, row := range rows {
-		ch := &chain{
-			rootID: row.RootID, refundID: row.RefundID, reclaimID: row.ReclaimID, rev: row.Rev,
-			rootSubject: row.RootSubject, rootCurrency: row.RootCurrency,
-			rootSettlement: row.RootSettlementID, refundSettlement: row.RefundSettlementID,
+		ch := &Chain{
+			RootID: row.RootID, RefundID: row.RefundID, ReclaimID: row.ReclaimID, rev: row.Rev,
+			RootSubject: row.RootSubject, RootCurrency: row.RootCurrency,
+			RootSettlement: row.RootSettlementID, RefundSettlement: row.RefundSettlementID,
 		}
-		ch.c.NetCharge, ch.c.Version = money.MustParse(row.NetCharge), row.Version
-		ch.c.Refunded, ch.c.Refund = row.RefundID != 0, money.MustParse(row.Refunded)
-		ch.c.Reclaimed, ch.c.Recovered = row.ReclaimID != 0 && !row.Recovered, row.Recovered
+		ch.Rules.NetCharge, ch.Rules.Version = money.MustParse(row.NetCharge), row.Version
+		ch.Rules.Refunded, ch.Rules.Refund = row.RefundID != 0, money.MustParse(row.Refunded)
+		ch.Rules.Reclaimed, ch.Rules.Recovered = row.ReclaimID != 0 && !row.Recovered, row.Recovered
 		pending = append(pending, pendingChain{ch, row.AccountID})
 	}
 	return pending, nil
@@ -124,7 +124,7 @@ func readChains(res *db.ChainLockBatchResults) ([]pendingChain, error) {
 func readChainRoots(res *db.ChainRootBatchResults, pending []pendingChain) ([]pendingChain, error) {
 	locked := map[int64]bool{}
 	for _, p := range pending {
-		locked[p.ch.rootID] = true
+		locked[p.ch.RootID] = true
 	}
 	rows, err := db.Rows(res.Query)
 	if err != nil {
@@ -134,17 +134,17 @@ func readChainRoots(res *db.ChainRootBatchResults, pending []pendingChain) ([]pe
 		if locked[row.ID] {
 			continue
 		}
-		ch := chain{rootID: row.ID, rootSubject: row.Subject, rootCurrency: row.Currency, rootSettlement: row.SettlementID}
+		ch := Chain{RootID: row.ID, RootSubject: row.Subject, RootCurrency: row.Currency, RootSettlement: row.SettlementID}
 		accountID := row.AccountID
 		fields, err := record.CanonicalFields(row.Canonical)
 		if err != nil {
-			return nil, fmt.Errorf("chain root %d: %w", ch.rootID, err)
+			return nil, fmt.Errorf("chain root %d: %w", ch.RootID, err)
 		}
-		ch.c.NetCharge = money.MustParse(fields["amount"])
-		if ch.c.Version, err = strconv.ParseInt(fields["finalization_version"], 10, 64); err != nil {
-			return nil, fmt.Errorf("chain root %d: finalization_version: %w", ch.rootID, err)
+		ch.Rules.NetCharge = money.MustParse(fields["amount"])
+		if ch.Rules.Version, err = strconv.ParseInt(fields["finalization_version"], 10, 64); err != nil {
+			return nil, fmt.Errorf("chain root %d: finalization_version: %w", ch.RootID, err)
 		}
-		ch.isNew = true
+		ch.IsNew = true
 		pending = append(pending, pendingChain{&ch, accountID})
 	}
 	return pending, nil
@@ -152,24 +152,24 @@ func readChainRoots(res *db.ChainRootBatchResults, pending []pendingChain) ([]pe
 
 // lockChainAccounts locks the accounts reached only through a chain or a
 // hold, in one more round trip when there are any.
-func (st *txState) lockChainAccounts(ctx context.Context, pending []pendingChain) error {
+func (st *State) lockChainAccounts(ctx context.Context, pending []pendingChain) error {
 	var missing []int64
 	for _, p := range pending {
-		if st.accountsByID[p.accountID] == nil {
+		if st.AccountsByID[p.accountID] == nil {
 			missing = append(missing, p.accountID)
 		}
 	}
-	for _, h := range st.holds {
-		if st.accountsByID[h.accountID] == nil {
-			missing = append(missing, h.accountID)
+	for _, h := range st.Holds {
+		if st.AccountsByID[h.AccountID] == nil {
+			missing = append(missing, h.AccountID)
 		}
 	}
 	if len(missing) == 0 {
 		return nil
 	}
-	p := db.NewPipeline(st.tx)
+	p := db.NewPipeline(st.Tx)
 	defer p.Close() // for the early return; the last step is Send
-	if err := st.readAccounts(queueAccountsByID(ctx, db.New(p), missing), -1); err != nil {
+	if err := st.ReadAccounts(QueueAccountsByID(ctx, db.New(p), missing), -1); err != nil {
 		return err
 	}
 	return p.Send(ctx)

@@ -1,4 +1,4 @@
-package settle
+package state
 
 import (
 	"context"
@@ -10,35 +10,35 @@ import (
 )
 
 // ownAccount is the account a record moves by its own fields, if any.
-func ownAccount(r *record.Record) (accountKey, bool) {
+func ownAccount(r *record.Record) (AccountKey, bool) {
 	switch r.Kind {
 	case record.KindUsage, record.KindGrant, record.KindHold, record.KindCorrection:
 		// A resolution's correction has no subject until its chain is
 		// found: it moves the chain's account.
-		return accountKey{r.TenantID, r.Subject, r.Currency}, r.Subject != ""
+		return AccountKey{r.TenantID, r.Subject, r.Currency}, r.Subject != ""
 	}
-	return accountKey{}, false
+	return AccountKey{}, false
 }
 
-// target is the record an operation names, if it has one.
-func target(r *record.Record) (recKey, bool) {
+// Target is the record an operation names, if it has one.
+func Target(r *record.Record) (RecKey, bool) {
 	switch r.Kind {
 	case record.KindCorrection, record.KindReversal:
-		return recKey{r.TenantID, r.TargetPeriod(), r.Corrects}, true
+		return RecKey{r.TenantID, r.TargetPeriod(), r.Corrects}, true
 	case record.KindRefund, record.KindReclaim, record.KindHoldRelease:
-		return recKey{r.TenantID, r.AccountPeriod, r.RecordID}, true
+		return RecKey{r.TenantID, r.AccountPeriod, r.RecordID}, true
 	case record.KindUsage:
 		if r.HoldID != "" {
-			return recKey{r.TenantID, r.HoldTargetPeriod(), r.HoldID}, true
+			return RecKey{r.TenantID, r.HoldTargetPeriod(), r.HoldID}, true
 		}
 	}
-	return recKey{}, false
+	return RecKey{}, false
 }
 
-// canBeTarget says whether a settled record of this kind is looked up by
+// CanBeTarget says whether a settled record of this kind is looked up by
 // waiting operations (as their target, or as a record of the wrong kind
 // at their target's record_id).
-func canBeTarget(k record.Kind) bool {
+func CanBeTarget(k record.Kind) bool {
 	switch k {
 	case record.KindRefund, record.KindReclaim, record.KindHoldRelease:
 		return false
@@ -46,26 +46,26 @@ func canBeTarget(k record.Kind) bool {
 	return true
 }
 
-// load reads, in two pipelined round trips, everything the batch needs to
+// Load reads, in two pipelined round trips, everything the batch needs to
 // decide its outcomes, locking what it may change: its periods first (see
-// periodLocks), earlier deliveries of its coordinates, its identities
+// PeriodLocks), earlier deliveries of its coordinates, its identities
 // already settled or waiting, the targets its operations name, the waiting
 // operations it wakes, closed periods, and the accounts, chains and holds it
 // touches. wake names targets, settled before, whose waiting operations the
 // transaction applies (see WakeWaiting); their identities and waiting
 // operations are loaded as if a record of the batch named them.
-func (st *txState) load(ctx context.Context, ds []decoded, wake []recKey) error {
+func (st *State) Load(ctx context.Context, ds []Item, wake []RecKey) error {
 	st.presize(len(ds) + len(wake))
 	k := loadKeys{tgtKeys: newKeyList(len(ds)), ownKeys: newKeyList(len(ds)),
-		accKeys: accountList{known: &st.s.accounts, seen: make(map[accountKey]bool, len(ds))}}
+		accKeys: accountList{known: &st.Shared.Accounts, seen: make(map[AccountKey]bool, len(ds))}}
 	st.collectLoadKeys(&k, ds, wake)
-	st.s.probed.Add(int64(len(k.dTopics)))
+	st.Shared.Probed.Add(int64(len(k.dTopics)))
 
-	p := db.NewPipeline(st.tx)
+	p := db.NewPipeline(st.Tx)
 	defer p.Close() // for the early returns; the last step is Send
 	q := db.New(p)
 	// Queued in the order readLoad reads them (the delivery look-up if any record is probed).
-	r := loadReads{locks: st.queueLocks(ctx, q)}
+	r := loadReads{locks: st.QueueLocks(ctx, q)}
 	if len(k.dTopics) > 0 {
 		r.deliveries = q.DeliveryLookup(ctx, []db.DeliveryLookupParams{{Topic: k.dTopics, Partition: k.dParts, Offset: k.dOffsets, TenantID: k.dTenants}})
 	}
@@ -92,57 +92,57 @@ func (st *txState) load(ctx context.Context, ds []decoded, wake []recKey) error 
 
 // loadKeys are the keys of the first round trip of load.
 type loadKeys struct {
-	dTopics          []string // the batch's coordinates, but for records first delivered (txState.firstDelivered)
+	dTopics          []string // the batch's coordinates, but for records first delivered (State.firstDelivered)
 	dParts           []int32
 	dOffsets         []int64
 	dTenants         []string    // each one's record's tenant ('' when it does not decode): its repeats are under it
 	idKeys           [4][]string // identities: tenant, period, record, operation
 	tgtKeys, ownKeys keyList     // targets named, records that can be targets
 	accKeys          accountList
-	reserving        []accountKey // accounts whose available funds the batch looks at
+	reserving        []AccountKey // accounts whose available funds the batch looks at
 }
 
 // collectLoadKeys gathers into k the keys of every record of the batch and of
 // the targets wake names, and adds their record locks.
-func (st *txState) collectLoadKeys(k *loadKeys, ds []decoded, wake []recKey) {
+func (st *State) collectLoadKeys(k *loadKeys, ds []Item, wake []RecKey) {
 	for _, w := range wake {
 		k.tgtKeys.add(w)
 		k.ownKeys.add(w)
-		st.locks.add(recordLock(w.tenant, w.period, w.record), false)
+		st.locks.Add(RecordLock(w.Tenant, w.Period, w.Record), false)
 	}
 	seenID := make(map[record.Identity]bool, len(ds))
 	firstDelivered := st.firstDelivered()
 	for i := range ds {
 		d := &ds[i]
-		if !firstDelivered(d.in) {
-			tenant := d.id.TenantID
-			if d.err != nil {
+		if !firstDelivered(d.In) {
+			tenant := d.ID.TenantID
+			if d.Err != nil {
 				tenant = ""
 			}
-			k.dTopics, k.dParts, k.dOffsets = append(k.dTopics, d.in.Topic), append(k.dParts, d.in.Partition), append(k.dOffsets, d.in.Offset)
+			k.dTopics, k.dParts, k.dOffsets = append(k.dTopics, d.In.Topic), append(k.dParts, d.In.Partition), append(k.dOffsets, d.In.Offset)
 			k.dTenants = append(k.dTenants, tenant)
 		}
-		if d.err != nil {
+		if d.Err != nil {
 			continue
 		}
-		if d.in.Exhausted != nil {
+		if d.In.Exhausted != nil {
 			continue
 		}
-		if !seenID[d.id] {
-			seenID[d.id] = true
-			k.idKeys[0], k.idKeys[1] = append(k.idKeys[0], d.id.TenantID), append(k.idKeys[1], d.id.AccountPeriod)
-			k.idKeys[2], k.idKeys[3] = append(k.idKeys[2], d.id.RecordID), append(k.idKeys[3], string(d.id.Operation))
+		if !seenID[d.ID] {
+			seenID[d.ID] = true
+			k.idKeys[0], k.idKeys[1] = append(k.idKeys[0], d.ID.TenantID), append(k.idKeys[1], d.ID.AccountPeriod)
+			k.idKeys[2], k.idKeys[3] = append(k.idKeys[2], d.ID.RecordID), append(k.idKeys[3], string(d.ID.Operation))
 		}
-		st.locks.add(recordLock(d.id.TenantID, d.id.AccountPeriod, d.id.RecordID), false)
-		if t, ok := target(&d.rec); ok {
+		st.locks.Add(RecordLock(d.ID.TenantID, d.ID.AccountPeriod, d.ID.RecordID), false)
+		if t, ok := Target(&d.Rec); ok {
 			k.tgtKeys.add(t)
 		}
-		if canBeTarget(d.rec.Kind) {
-			k.ownKeys.add(recKey{d.rec.TenantID, d.rec.AccountPeriod, d.rec.RecordID})
+		if CanBeTarget(d.Rec.Kind) {
+			k.ownKeys.add(RecKey{d.Rec.TenantID, d.Rec.AccountPeriod, d.Rec.RecordID})
 		}
-		if a, ok := ownAccount(&d.rec); ok {
+		if a, ok := ownAccount(&d.Rec); ok {
 			k.accKeys.add(a)
-			if d.rec.Kind == record.KindHold {
+			if d.Rec.Kind == record.KindHold {
 				k.reserving = append(k.reserving, a)
 			}
 		}
@@ -156,14 +156,14 @@ type loadReads struct {
 	identities *db.IdentityLookupBatchResults
 	targets    *db.TargetLookupBatchResults
 	waiting    *db.WaitingLookupBatchResults
-	accounts   accountReads
+	accounts   AccountReads
 	reserve    *db.IdentityReserveBatchResults
 }
 
 // readLoad reads the results of load's first round trip, in the order
 // load queued them, and returns the waiting operations it found.
-func (st *txState) readLoad(r loadReads, k *loadKeys) ([]*waitingOp, error) {
-	if err := st.readLocks(r.locks); err != nil {
+func (st *State) readLoad(r loadReads, k *loadKeys) ([]*Waiting, error) {
+	if err := st.ReadLocks(r.locks); err != nil {
 		return nil, err
 	}
 	if err := st.readDeliveries(r.deliveries); err != nil {
@@ -185,7 +185,7 @@ func (st *txState) readLoad(r loadReads, k *loadKeys) ([]*waitingOp, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := st.readAccounts(r.accounts, k.accKeys.len()); err != nil {
+	if err := st.ReadAccounts(r.accounts, k.accKeys.len()); err != nil {
 		return nil, err
 	}
 	st.accountsByKey = st.accountsByKey || len(k.accKeys.t) > 0
@@ -194,13 +194,13 @@ func (st *txState) readLoad(r loadReads, k *loadKeys) ([]*waitingOp, error) {
 
 // readReserved reads identity ids reserved (identity_reserve.sql) and the
 // transaction's clock.
-func (st *txState) readReserved(r *db.IdentityReserveBatchResults) error {
+func (st *State) readReserved(r *db.IdentityReserveBatchResults) error {
 	rows, err := db.Rows(r.Query)
 	if err != nil {
 		return fmt.Errorf("reserve identity ids: %w", err)
 	}
 	for _, row := range rows {
-		st.ids, st.now = append(st.ids, *row.ID), row.Now
+		st.ids, st.Now = append(st.ids, *row.ID), row.Now
 	}
 	return nil
 }
@@ -208,18 +208,18 @@ func (st *txState) readReserved(r *db.IdentityReserveBatchResults) error {
 // loadWaitingLevels loads the operations waiting for a waiting operation the
 // batch may apply, level by level (each level is one round trip; chains of
 // waiting operations are short), and returns waits with them appended.
-func (st *txState) loadWaitingLevels(ctx context.Context, waits []*waitingOp) ([]*waitingOp, error) {
+func (st *State) loadWaitingLevels(ctx context.Context, waits []*Waiting) ([]*Waiting, error) {
 	for level, next := 0, waits; len(next) > 0 && level < 16; level++ {
 		var keys keyList
 		for _, w := range next {
-			if canBeTarget(w.d.rec.Kind) {
-				keys.add(recKey{w.d.id.TenantID, w.d.id.AccountPeriod, w.d.id.RecordID})
+			if CanBeTarget(w.Item.Rec.Kind) {
+				keys.add(RecKey{w.Item.ID.TenantID, w.Item.ID.AccountPeriod, w.Item.ID.RecordID})
 			}
 		}
 		if len(keys.t) == 0 {
 			break
 		}
-		p := db.NewPipeline(st.tx)
+		p := db.NewPipeline(st.Tx)
 		res := db.New(p).WaitingLookup(ctx, []db.WaitingLookupParams{{
 			TenantID: []string{}, AccountPeriod: []string{}, RecordID: []string{}, Operation: []string{},
 			TargetTenantID: keys.t, TargetPeriod: keys.p, TargetRecordID: keys.r,
@@ -235,26 +235,26 @@ func (st *txState) loadWaitingLevels(ctx context.Context, waits []*waitingOp) ([
 	}
 	// Arrival order within each target: loaded at different levels, they
 	// are sorted once here (new ones, appended later, come after).
-	for _, ws := range st.waitingByTarget {
+	for _, ws := range st.WaitingByTarget {
 		sort.Slice(ws, func(i, j int) bool { return ws[i].id < ws[j].id })
 	}
 	return waits, nil
 }
 
-// accountReads are the results of queueAccounts.
-type accountReads struct {
+// AccountReads are the results of queueAccounts.
+type AccountReads struct {
 	insert *db.AccountInsertBatchResults // nil: nothing to create
 	lock   *db.AccountLockBatchResults   // nil, with read: nothing to read
 	read   *db.AccountReadBatchResults
-	kept   []account // states kept by this process, neither locked nor read
+	kept   []Account // states kept by this process, neither locked nor read
 }
 
 // queueAccounts queues the creation of the accounts of l not known to
 // exist, the lock of every account of l (by key and by id) whose state
 // this process does not keep, then the read of their state; readAccounts
 // reads the results.
-func queueAccounts(ctx context.Context, q *db.Queries, l *accountList) accountReads {
-	r := accountReads{kept: l.kept}
+func queueAccounts(ctx context.Context, q *db.Queries, l *accountList) AccountReads {
+	r := AccountReads{kept: l.kept}
 	if len(l.t) > 0 {
 		r.insert = q.AccountInsert(ctx, []db.AccountInsertParams{{TenantID: l.t, Subject: l.s, Currency: l.c}})
 	}
@@ -265,48 +265,48 @@ func queueAccounts(ctx context.Context, q *db.Queries, l *accountList) accountRe
 	return r
 }
 
-// queueAccountsByID is queueAccounts for accounts known by id only
+// QueueAccountsByID is queueAccounts for accounts known by id only
 // (reached through a chain or a hold, or a sweep's), read fresh.
-func queueAccountsByID(ctx context.Context, q *db.Queries, ids []int64) accountReads {
+func QueueAccountsByID(ctx context.Context, q *db.Queries, ids []int64) AccountReads {
 	return queueAccounts(ctx, q, &accountList{ids: ids})
 }
 
 // keyList collects distinct record keys as parallel arrays for unnest.
 type keyList struct {
-	seen    map[recKey]bool
+	seen    map[RecKey]bool
 	t, p, r []string
 }
 
 // newKeyList is a keyList with room for n keys.
 func newKeyList(n int) keyList {
-	return keyList{seen: make(map[recKey]bool, n), t: make([]string, 0, n), p: make([]string, 0, n), r: make([]string, 0, n)}
+	return keyList{seen: make(map[RecKey]bool, n), t: make([]string, 0, n), p: make([]string, 0, n), r: make([]string, 0, n)}
 }
 
-func (l *keyList) add(k recKey) {
+func (l *keyList) add(k RecKey) {
 	if l.seen == nil {
-		l.seen = map[recKey]bool{}
+		l.seen = map[RecKey]bool{}
 	}
 	if l.seen[k] {
 		return
 	}
 	l.seen[k] = true
-	l.t, l.p, l.r = append(l.t, k.tenant), append(l.p, k.period), append(l.r, k.record)
+	l.t, l.p, l.r = append(l.t, k.Tenant), append(l.p, k.Period), append(l.r, k.Record)
 }
 
 // accountList collects the distinct accounts a batch touches: the states
 // this process keeps, the ids of the others known to exist
-// (Store.accounts), the keys of the rest as parallel arrays.
+// (Shared.Accounts), the keys of the rest as parallel arrays.
 type accountList struct {
-	known   *accountCache
-	seen    map[accountKey]bool
-	kept    []account
+	known   *AccountCache
+	seen    map[AccountKey]bool
+	kept    []Account
 	ids     []int64
 	t, s, c []string
 }
 
-func (l *accountList) add(k accountKey) {
+func (l *accountList) add(k AccountKey) {
 	if l.seen == nil {
-		l.seen = map[accountKey]bool{}
+		l.seen = map[AccountKey]bool{}
 	}
 	if l.seen[k] {
 		return
@@ -320,7 +320,7 @@ func (l *accountList) add(k accountKey) {
 		l.ids = append(l.ids, id)
 		return
 	}
-	l.t, l.s, l.c = append(l.t, k.tenant), append(l.s, k.subject), append(l.c, k.currency)
+	l.t, l.s, l.c = append(l.t, k.Tenant), append(l.s, k.Subject), append(l.c, k.Currency)
 }
 
 func (l *accountList) len() int { return len(l.ids) + len(l.t) }

@@ -1,4 +1,4 @@
-package settle
+package state
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"github.com/settlehq/settle/settle/internal/db"
 )
 
-// Transactions that meet on a record serialise on an advisory lock of its
+// PeriodLocks that meet on a record serialise on an advisory lock of its
 // (tenant, period) slice, so that what one writes is never missed by the
 // other's reads:
 //
@@ -41,10 +41,10 @@ import (
 // more (a period of an operation it woke, a wait), rolls back and starts
 // again holding them: errWidenLocks. Each retry holds strictly more, so the
 // retries end.
-type periodLocks map[periodKey]bool // true: exclusive
+type PeriodLocks map[PeriodKey]bool // true: exclusive
 
-// periodKey names one slice of a (tenant, period).
-type periodKey struct {
+// PeriodKey names one slice of a (tenant, period).
+type PeriodKey struct {
 	tenant, period string
 	slice          int32
 }
@@ -52,19 +52,19 @@ type periodKey struct {
 // periodLockSlices is how many locks a (tenant, period) is cut into.
 const periodLockSlices = 64
 
-// recordLock is the lock slice of the record record_id of a period.
-func recordLock(tenant, period, record string) periodKey {
-	return periodKey{tenant, period, int32(xxhash.Sum64String(record) % periodLockSlices)}
+// RecordLock is the lock slice of the record record_id of a period.
+func RecordLock(tenant, period, record string) PeriodKey {
+	return PeriodKey{tenant, period, int32(xxhash.Sum64String(record) % periodLockSlices)}
 }
 
-// errWidenLocks ends a transaction attempt that needs period locks it does
+// ErrWidenLocks ends a transaction attempt that needs period locks it does
 // not hold; the next attempt takes them first.
-var errWidenLocks = errors.New("needs more period locks")
+var ErrWidenLocks = errors.New("needs more period locks")
 
 // lockKey is the lock's pair of int4 keys: the slice (in a class of its
 // own, 1<<16 up) and the (tenant, period)'s hash. Two periods that share a
 // hash only serialise needlessly.
-func (k periodKey) lockKey() [2]int32 {
+func (k PeriodKey) lockKey() [2]int32 {
 	d := xxhash.New()
 	_, _ = d.WriteString(k.tenant)
 	_, _ = d.Write([]byte{0})
@@ -72,14 +72,14 @@ func (k periodKey) lockKey() [2]int32 {
 	return [2]int32{1<<16 + k.slice, int32(d.Sum64())}
 }
 
-// add asks for k, exclusively or shared; an exclusive ask is never
+// Add asks for k, exclusively or shared; an exclusive ask is never
 // weakened.
-func (l periodLocks) add(k periodKey, exclusive bool) {
+func (l PeriodLocks) Add(k PeriodKey, exclusive bool) {
 	l[k] = l[k] || exclusive
 }
 
 // covers reports whether l holds everything need asks for.
-func (l periodLocks) covers(need periodLocks) bool {
+func (l PeriodLocks) covers(need PeriodLocks) bool {
 	for k, x := range need {
 		held, ok := l[k]
 		if !ok || (x && !held) {
@@ -89,9 +89,9 @@ func (l periodLocks) covers(need periodLocks) bool {
 	return true
 }
 
-// queue queues the lock statement for l: one lock per key, sorted, an
+// Queue queues the lock statement for l: one lock per key, sorted, an
 // exclusive one where any slice with that key asks for it.
-func (l periodLocks) queue(ctx context.Context, q *db.Queries) *db.PeriodLockBatchResults {
+func (l PeriodLocks) Queue(ctx context.Context, q *db.Queries) *db.PeriodLockBatchResults {
 	modes := map[[2]int32]bool{}
 	for k, x := range l {
 		lk := k.lockKey()
@@ -111,28 +111,28 @@ func (l periodLocks) queue(ctx context.Context, q *db.Queries) *db.PeriodLockBat
 	return q.PeriodLock(ctx, []db.PeriodLockParams{{A: k1, B: k2, X: excl}})
 }
 
-// wholePeriod asks for every slice of a period, exclusively.
-func wholePeriod(tenant, period string) periodLocks {
-	l := periodLocks{}
+// WholePeriod asks for every slice of a period, exclusively.
+func WholePeriod(tenant, period string) PeriodLocks {
+	l := PeriodLocks{}
 	for s := int32(0); s < periodLockSlices; s++ {
-		l[periodKey{tenant, period, s}] = true
+		l[PeriodKey{tenant, period, s}] = true
 	}
 	return l
 }
 
-// checkLocks ends the attempt with errWidenLocks when its decisions need
+// CheckLocks ends the attempt with errWidenLocks when its decisions need
 // period locks it does not hold, after adding them to the carried set.
-func (st *txState) checkLocks() error {
-	if st.locks.covers(st.need) {
+func (st *State) CheckLocks() error {
+	if st.locks.covers(st.Need) {
 		return nil
 	}
 	for k, x := range st.locks {
-		st.carried.add(k, x)
+		st.carried.Add(k, x)
 	}
-	for k, x := range st.need {
-		st.carried.add(k, x)
+	for k, x := range st.Need {
+		st.carried.Add(k, x)
 	}
-	return errWidenLocks
+	return ErrWidenLocks
 }
 
 // lockReads are the results of queueLocks.
@@ -141,11 +141,11 @@ type lockReads struct {
 	closed *db.PeriodLookupBatchResults
 }
 
-// queueLocks queues, first in a transaction's first round trip, its period
+// QueueLocks queues, first in a transaction's first round trip, its period
 // locks and the look-up of which of those periods are closed (read by
 // readLocks).
-func (st *txState) queueLocks(ctx context.Context, q *db.Queries) lockReads {
-	locks := st.locks.queue(ctx, q)
+func (st *State) QueueLocks(ctx context.Context, q *db.Queries) lockReads {
+	locks := st.locks.Queue(ctx, q)
 	var t, p []string
 	seen := map[[2]string]bool{}
 	for k := range st.locks {
@@ -157,8 +157,8 @@ func (st *txState) queueLocks(ctx context.Context, q *db.Queries) lockReads {
 	return lockReads{locks, q.PeriodLookup(ctx, []db.PeriodLookupParams{{TenantID: t, AccountPeriod: p}})}
 }
 
-// readLocks reads what queueLocks queued.
-func (st *txState) readLocks(r lockReads) error {
+// ReadLocks reads what queueLocks queued.
+func (st *State) ReadLocks(r lockReads) error {
 	if err := db.Run(r.locks.Exec); err != nil {
 		return fmt.Errorf("lock periods: %w", err)
 	}
@@ -167,7 +167,7 @@ func (st *txState) readLocks(r lockReads) error {
 		return fmt.Errorf("read closed periods: %w", err)
 	}
 	for _, c := range closed {
-		st.closed[[2]string{c.TenantID, c.AccountPeriod}] = true
+		st.Closed[[2]string{c.TenantID, c.AccountPeriod}] = true
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package settle
+package state
 
 import (
 	"errors"
@@ -11,7 +11,7 @@ import (
 	"github.com/settlehq/settle/settle/dberr"
 )
 
-// accountCache is what this process knows of accounts between its
+// AccountCache is what this process knows of accounts between its
 // transactions, safe for concurrent use (typed maps: sync.Map hashes the
 // three-string key through an interface, which showed in the service's
 // profile).
@@ -44,11 +44,11 @@ import (
 // those the fresh read finds moved since they were kept go on the
 // contended list, whose accounts are locked and read fresh for
 // contendedFor. The others are kept again.
-type accountCache struct {
-	mu        sync.RWMutex
-	ids       map[accountKey]int64
-	kept      map[int64]account
-	contended map[int64]time.Time
+type AccountCache struct {
+	Mu        sync.RWMutex
+	IDs       map[AccountKey]int64
+	Kept      map[int64]Account
+	Contended map[int64]time.Time
 
 	// suspect holds, for each state dropped by a failed attempt, the id of
 	// the newest ledger row it knew: the fresh read that follows tells
@@ -64,81 +64,81 @@ const keptStatesMax = 1 << 17
 // moved past is read fresh, under its lock, instead of kept.
 const contendedFor = 10 * time.Second
 
-func (c *accountCache) get(k accountKey) (int64, bool) {
-	c.mu.RLock()
-	id, ok := c.ids[k]
-	c.mu.RUnlock()
+func (c *AccountCache) get(k AccountKey) (int64, bool) {
+	c.Mu.RLock()
+	id, ok := c.IDs[k]
+	c.Mu.RUnlock()
 	return id, ok
 }
 
 // state returns a copy of the kept state of account id.
-func (c *accountCache) state(id int64) (account, bool) {
-	c.mu.RLock()
-	a, ok := c.kept[id]
-	c.mu.RUnlock()
+func (c *AccountCache) state(id int64) (Account, bool) {
+	c.Mu.RLock()
+	a, ok := c.Kept[id]
+	c.Mu.RUnlock()
 	return a, ok
 }
 
-// learn records the accounts of a committed transaction: their ids and,
+// Learn records the accounts of a committed transaction: their ids and,
 // unless contended, the states it read or wrote.
-func (c *accountCache) learn(st *txState, now time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+func (c *AccountCache) Learn(st *State, now time.Time) {
+	c.Mu.Lock()
+	defer c.Mu.Unlock()
 	if st.accountsByKey {
-		if c.ids == nil {
-			c.ids = map[accountKey]int64{}
+		if c.IDs == nil {
+			c.IDs = map[AccountKey]int64{}
 		}
-		for k, a := range st.accounts {
-			c.ids[k] = a.id
+		for k, a := range st.Accounts {
+			c.IDs[k] = a.ID
 		}
 	}
-	if c.kept == nil {
-		c.kept = map[int64]account{}
+	if c.Kept == nil {
+		c.Kept = map[int64]Account{}
 	}
-	for id, a := range st.accountsByID {
-		if was, ok := c.suspect[id]; ok && !a.kept {
+	for id, a := range st.AccountsByID {
+		if was, ok := c.suspect[id]; ok && !a.Kept {
 			delete(c.suspect, id)
 			if a.entryBefore != was { // moved by another writer since it was kept
-				if c.contended == nil {
-					c.contended = map[int64]time.Time{}
+				if c.Contended == nil {
+					c.Contended = map[int64]time.Time{}
 				}
-				c.contended[id] = now
+				c.Contended[id] = now
 			}
 		}
 		switch {
-		case a.kept && a.entryID == a.entryBefore:
+		case a.Kept && a.EntryID == a.entryBefore:
 			continue // kept and left as it was: already here, or dropped as stale since
-		case a.entryID == 0:
+		case a.EntryID == 0:
 			continue // no row to fence its next one: read it fresh
 		}
-		if t, ok := c.contended[id]; ok {
+		if t, ok := c.Contended[id]; ok {
 			if now.Sub(t) < contendedFor {
 				continue
 			}
-			delete(c.contended, id)
+			delete(c.Contended, id)
 		}
 		k := *a
-		k.seqBefore, k.entryBefore, k.expiredChecked, k.kept, k.answered = k.seq, k.entryID, false, true, false
-		c.kept[id] = k
+		k.seqBefore, k.entryBefore, k.ExpiredChecked, k.Kept, k.Answered = k.Seq, k.EntryID, false, true, false
+		c.Kept[id] = k
 	}
-	if len(c.kept) > keptStatesMax {
-		n := len(c.kept) - keptStatesMax*7/8
-		for id := range c.kept {
+	if len(c.Kept) > keptStatesMax {
+		n := len(c.Kept) - keptStatesMax*7/8
+		for id := range c.Kept {
 			if n == 0 {
 				break
 			}
-			delete(c.kept, id)
+			delete(c.Kept, id)
 			n--
 		}
 	}
 }
 
-// forgetStale drops the kept states a failed attempt used, when its error
+// ForgetStale drops the kept states a failed attempt used, when its error
 // says one of them may be stale (staleState), and makes them suspect: the
 // next commit that reads one fresh puts it on the contended list if it
 // moved (learn). When the error says kept accounts are gone from the
 // database, it forgets everything.
-func (c *accountCache) forgetStale(st *txState, err error, now time.Time) {
+func (c *AccountCache) ForgetStale(st *State, err error, now time.Time) {
 	switch staleState(err) {
 	case stateFresh:
 		return
@@ -146,32 +146,32 @@ func (c *accountCache) forgetStale(st *txState, err error, now time.Time) {
 		c.forget()
 		return
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if len(c.contended) > keptStatesMax { // accounts contended once and not seen since
-		for id, t := range c.contended {
+	c.Mu.Lock()
+	defer c.Mu.Unlock()
+	if len(c.Contended) > keptStatesMax { // accounts contended once and not seen since
+		for id, t := range c.Contended {
 			if now.Sub(t) >= contendedFor {
-				delete(c.contended, id)
+				delete(c.Contended, id)
 			}
 		}
 	}
 	if c.suspect == nil || len(c.suspect) > keptStatesMax { // suspects never read again
 		c.suspect = map[int64]int64{}
 	}
-	for id, a := range st.accountsByID {
-		if !a.kept {
+	for id, a := range st.AccountsByID {
+		if !a.Kept {
 			continue
 		}
-		delete(c.kept, id)
+		delete(c.Kept, id)
 		c.suspect[id] = a.entryBefore
 	}
 }
 
 // forget drops everything known: the database was restored or replaced.
-func (c *accountCache) forget() {
-	c.mu.Lock()
-	c.ids, c.kept, c.contended, c.suspect = nil, nil, nil, nil
-	c.mu.Unlock()
+func (c *AccountCache) forget() {
+	c.Mu.Lock()
+	c.IDs, c.Kept, c.Contended, c.suspect = nil, nil, nil, nil
+	c.Mu.Unlock()
 }
 
 // What a failed attempt's error says of the kept states it used.
@@ -183,11 +183,11 @@ const (
 
 // staleState reads err: a ledger row's id taken (ledger_entries_pkey), a
 // kept state found older than the account's newest row (settle_kept) or
-// behind the rows read beside it (errKeptStale), or a deadlock between two
+// behind the rows read beside it (ErrKeptStale), or a deadlock between two
 // writers of the same accounts, are stale states;
 // settle_kept's "gone" is a database replaced under the process.
 func staleState(err error) int {
-	if errors.Is(err, errKeptStale) {
+	if errors.Is(err, ErrKeptStale) {
 		return stateStale
 	}
 	var pgErr *pgconn.PgError

@@ -1,4 +1,4 @@
-package settle
+package state
 
 import (
 	"sync"
@@ -12,33 +12,29 @@ import (
 // the tables.
 const writtenMax = 20_000
 
-// writtenCache is the settlement messages this process committed to the
+// WrittenCache is the settlement messages this process committed to the
 // outbox, by outbox row id, as the relay's read of the tables gives them
 // (outbox_pending.sql), so that the relay of the same process need not read
 // back what it has just written. Full, it is emptied: the relay then reads
 // what it held from the tables, and what a relay will never take (rows it
 // published before they were kept, rows another process's relay published)
 // does not pile up.
-type writtenCache struct {
+type WrittenCache struct {
 	mu   sync.Mutex
 	byID map[int64]db.OutboxPendingRow
 }
 
-// WrittenMessage returns the outbox row id as the relay's read of the
-// tables would give it, if this process wrote it (a settlement) and still
-// keeps it.
-func (s *Store) WrittenMessage(id int64) (db.OutboxPendingRow, bool) {
-	c := &s.written
+// Message returns the outbox row id as the relay's read of the tables
+// would give it, if this process wrote it (a settlement) and still keeps it.
+func (c *WrittenCache) Message(id int64) (db.OutboxPendingRow, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	r, ok := c.byID[id]
 	return r, ok
 }
 
-// ForgetWritten lets go of outbox rows ids: the relay published or parked
-// them.
-func (s *Store) ForgetWritten(ids []int64) {
-	c := &s.written
+// Forget lets go of outbox rows ids: the relay published or parked them.
+func (c *WrittenCache) Forget(ids []int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, id := range ids {
@@ -46,16 +42,16 @@ func (s *Store) ForgetWritten(ids []int64) {
 	}
 }
 
-// keep keeps the settlements of a committed transaction: rows are the
+// Keep keeps the settlements of a committed transaction: rows are the
 // outbox ids its insert returned, with their identities' ids.
-func (c *writtenCache) keep(st *txState, rows []db.OutboxSettlementsInsertRow) {
+func (c *WrittenCache) Keep(st *State, rows []db.OutboxSettlementsInsertRow) {
 	if len(rows) == 0 {
 		return
 	}
-	byIdentity := make(map[int64]*outboxRow, len(st.outbox))
-	for i := range st.outbox {
-		if o := &st.outbox[i]; o.identity != nil {
-			byIdentity[o.identity.id] = o
+	byIdentity := make(map[int64]*OutboxRow, len(st.Outbox))
+	for i := range st.Outbox {
+		if o := &st.Outbox[i]; o.Identity != nil {
+			byIdentity[o.Identity.ID] = o
 		}
 	}
 	version := int16(message.SchemaVersionOutput)
@@ -74,10 +70,10 @@ func (c *writtenCache) keep(st *txState, rows []db.OutboxSettlementsInsertRow) {
 			if o == nil {
 				continue
 			}
-			id := o.identity
-			c.byID[oid] = db.OutboxPendingRow{ID: oid, Topic: o.topic, Key: o.key, Response: id.response,
-				StoredHeaders: o.headers, SettlementID: &id.settlementID, SettlementTenantID: o.tenant,
-				Sequence: &o.sequence, Kind: &o.kind, Version: &version}
+			id := o.Identity
+			c.byID[oid] = db.OutboxPendingRow{ID: oid, Topic: o.Topic, Key: o.Key, Response: id.Response,
+				StoredHeaders: o.Headers, SettlementID: &id.SettlementID, SettlementTenantID: o.Tenant,
+				Sequence: &o.Sequence, Kind: &o.Kind, Version: &version}
 		}
 	}
 }
