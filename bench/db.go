@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/settlehq/settle/internal/pgcluster"
 	"github.com/settlehq/settle/settle/schema"
 )
 
@@ -68,7 +69,7 @@ func newEmptyDatabase(ctx context.Context, serverURL, run string, keep bool) (*d
 	if _, err := admin.Exec(ctx, `CREATE DATABASE `+name); err != nil {
 		return nil, fmt.Errorf("create database %s: %w", name, err)
 	}
-	return &database{server: serverURL, name: name, url: databaseURL(serverURL, name), keep: keep}, nil
+	return &database{server: serverURL, name: name, url: pgcluster.WithDatabase(serverURL, name), keep: keep}, nil
 }
 
 // drop removes the database unless it is kept.
@@ -93,16 +94,6 @@ func (d *database) pool(ctx context.Context, maxConns int32) (*pgxpool.Pool, err
 	}
 	cfg.MaxConns = maxConns
 	return pgxpool.NewWithConfig(ctx, cfg)
-}
-
-// databaseURL swaps the database name of a URL.
-func databaseURL(server, name string) string {
-	i := strings.LastIndex(server, "/")
-	rest := ""
-	if q := strings.Index(server[i:], "?"); q >= 0 {
-		rest = server[i+q:]
-	}
-	return server[:i+1] + name + rest
 }
 
 // serverSample is what the server has done so far: its WAL position and the

@@ -232,3 +232,15 @@ func (c *Cluster) Dir() string { return c.dir }
 // Port returns the server's port. It never changes for the life of the
 // Cluster, so DSNs taken before a Restart stay valid.
 func (c *Cluster) Port() int { return c.port }
+
+// WithDatabase returns server, a connection URL, naming database name
+// instead of its own: the same host, user and parameters. The bench and the
+// tests reach the databases they create on a server this way.
+func WithDatabase(server, name string) string {
+	q := strings.IndexByte(server, '?') // parameters may hold a socket path's slashes
+	if q < 0 {
+		q = len(server)
+	}
+	i := strings.LastIndex(server[:q], "/")
+	return server[:i+1] + name + server[q:]
+}

@@ -187,3 +187,18 @@ func TestStartFailureQuotesLog(t *testing.T) {
 	}
 	t.Logf("expected failure:\n%v", err)
 }
+
+// TestWithDatabase: the database name is swapped and the rest of the URL
+// (user, host, parameters) kept, for a cluster's socket URL too.
+func TestWithDatabase(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable", "postgres://postgres@127.0.0.1:5432/settle_x?sslmode=disable"},
+		{"postgres://u:p@db:5432/app", "postgres://u:p@db:5432/settle_x"},
+		{"postgres://postgres@/postgres?host=%2Ftmp%2Fpg&port=5433", "postgres://postgres@/settle_x?host=%2Ftmp%2Fpg&port=5433"},
+		{"postgres:///postgres?host=/var/run/postgresql", "postgres:///settle_x?host=/var/run/postgresql"},
+	} {
+		if got := WithDatabase(c.in, "settle_x"); got != c.want {
+			t.Errorf("WithDatabase(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}

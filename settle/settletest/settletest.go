@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -22,6 +21,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/settlehq/settle/internal/pgcluster"
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/schema"
 )
@@ -124,15 +124,7 @@ func createTemplate(ctx context.Context, name string, partitions int) error {
 }
 
 // DatabaseURL is the URL of database name on the test server.
-func DatabaseURL(name string) string {
-	u := ServerURL()
-	i := strings.LastIndex(u, "/")
-	rest := ""
-	if q := strings.Index(u[i:], "?"); q >= 0 {
-		rest = u[i+q:]
-	}
-	return u[:i+1] + name + rest
-}
+func DatabaseURL(name string) string { return pgcluster.WithDatabase(ServerURL(), name) }
 
 var seq struct {
 	sync.Mutex
