@@ -2,15 +2,12 @@ package settle
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/settlehq/settle/internal/backoff"
 	"github.com/settlehq/settle/internal/crashpoint"
-	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/settle/dberr"
 	"github.com/settlehq/settle/settle/internal/db"
 	"github.com/settlehq/settle/settle/internal/state"
@@ -141,21 +138,6 @@ func (s *Store) attempt(ctx context.Context, group string, ds []state.Item, atte
 	return results, nil
 }
 
-// txState is one transaction attempt: what it knows and will write
-// (settle/internal/state), and the conflict cases its decisions open
-// together once the batch is decided.
-type txState struct {
-	*state.State
-	s *Store
-
-	// pendingCases are the batch's fingerprint-mismatch cases, opened
-	// together once it is decided (openPendingCases); caseDeliveries the
-	// delivery rows and results that wait for their ids.
-	pendingCases   []caseToOpen
-	pendingByKey   map[caseKey]int
-	caseDeliveries []caseDelivery
-}
-
 // transact runs one transaction attempt, the one frame of every settling
 // transaction (a batch, a sweep, a resolution): act loads and decides on
 // st; unless it returns false (nothing to write), the period locks its
@@ -199,15 +181,4 @@ func (s *Store) transact(ctx context.Context, attempt int, firstSeen time.Time, 
 	s.shared.Accounts.Learn(st.State, time.Now())
 	s.shared.Offsets.Learn(group, st.Offsets)
 	return nil
-}
-
-// settlementID derives the settlement id from the identity, so that every
-// redelivery and every environment names a settlement the same way.
-func settlementID(id record.Identity) string {
-	h := sha256.New()
-	for _, s := range []string{id.TenantID, id.AccountPeriod, id.RecordID, string(id.Operation)} {
-		h.Write([]byte(s))
-		h.Write([]byte{0})
-	}
-	return hex.EncodeToString(h.Sum(nil)[:16])
 }

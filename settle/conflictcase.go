@@ -56,13 +56,6 @@ func (s *Store) OpenConflictCase(ctx context.Context, c ConflictCase) (int64, er
 	return 0, fmt.Errorf("%s: %w", what, dberr.ErrContention)
 }
 
-// caseToOpen is a conflict case to open with the fingerprint its key
-// carries: the incoming record's, at the current canonical version.
-type caseToOpen struct {
-	ConflictCase
-	fp uint64
-}
-
 // caseOf is the case d's delivery opens. stored is the canonical payload it
 // conflicts with, or nil for a case without one (a rule-based quarantine,
 // an orphan).
@@ -124,4 +117,19 @@ func openCases(ctx context.Context, on db.BatchSender, cs []caseToOpen) ([]int64
 		ids[r.N-1] = r.ID
 	}
 	return ids, nil
+}
+
+// openCase opens (or joins) the conflict case of one record, now: its id
+// goes into the response being decided. stored is the canonical payload it
+// conflicts with, or nil for a rule-based quarantine.
+func (st *txState) openCase(ctx context.Context, d *state.Item, reason string, priorID int64, stored, incoming []byte, detail string) (int64, error) {
+	c, err := caseOf(d, reason, priorID, stored, incoming, detail)
+	if err != nil {
+		return 0, err
+	}
+	ids, err := openCases(ctx, st.Tx, []caseToOpen{c})
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", d.ID, err)
+	}
+	return ids[0], nil
 }

@@ -250,60 +250,6 @@ func (st *txState) repeat(d *state.Item, priorID int64, version int, canonical [
 	return res, nil
 }
 
-// openCase opens (or joins) the conflict case of one record, now: its id
-// goes into the response being decided. stored is the canonical payload it
-// conflicts with, or nil for a rule-based quarantine.
-func (st *txState) openCase(ctx context.Context, d *state.Item, reason string, priorID int64, stored, incoming []byte, detail string) (int64, error) {
-	c, err := caseOf(d, reason, priorID, stored, incoming, detail)
-	if err != nil {
-		return 0, err
-	}
-	ids, err := openCases(ctx, st.Tx, []caseToOpen{c})
-	if err != nil {
-		return 0, fmt.Errorf("%s: %w", d.ID, err)
-	}
-	return ids[0], nil
-}
-
-// claim records a new identity with its stored response and returns the
-// response bytes; a settlement that wrote ledger rows also goes to the
-// settlements topic.
-func (st *txState) claim(d *state.Item, idNum int64, eff *effect) []byte {
-	resp := eff.resp
-	body := resp.AppendJSON(make([]byte, 0, 640))
-	st.Need.Add(state.RecordLock(d.ID.TenantID, d.ID.AccountPeriod, d.ID.RecordID), false)
-	id := &state.IdentityRow{
-		ID: idNum, Key: d.ID, FP: d.FP, Version: record.CanonicalVersion, Canonical: d.Canonical,
-		Outcome: resp.Outcome, Reason: resp.Reason, Response: body, Subject: d.Rec.Subject, Currency: d.Rec.Currency,
-		RootID: eff.rootID, TargetID: eff.targetID, IsNew: true, Item: d,
-	}
-	if resp.Outcome == message.OutcomeSettled {
-		id.SettlementID = resp.SettlementID
-	}
-	if eff.a != nil {
-		id.AccountID, id.Currency = eff.a.ID, eff.a.Key.Currency
-	}
-	st.Identities[d.ID] = id
-	if resp.Outcome != message.OutcomeQuarantined {
-		st.Index(id)
-	}
-	st.NewIdentities = append(st.NewIdentities, id)
-	if resp.Outcome == message.OutcomeSettled && len(resp.Entries) > 0 {
-		a := eff.a
-		st.Outbox = append(st.Outbox, state.OutboxRow{
-			Topic:    st.s.cfg.SettlementsTopic,
-			Key:      []byte(a.Key.Tenant + "/" + a.Key.Subject + "/" + a.Key.Currency),
-			Identity: id,
-			// Only what the identity cannot give (settle/outbox assembles the rest).
-			Headers:  db.EncodeHeaders(traceHeaders(d.In.Headers)),
-			Sequence: resp.Sequence,
-			Kind:     string(resp.Kind),
-			Tenant:   a.Key.Tenant,
-		})
-	}
-	return body
-}
-
 // deadLetter records an input record that cannot be settled.
 func (st *txState) deadLetter(d *state.Item, res message.Result, reason, class, msg string) message.Result {
 	// The error is text (a column of its own): whatever of the record or

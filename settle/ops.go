@@ -2,6 +2,7 @@ package settle
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"time"
@@ -18,14 +19,9 @@ const (
 	bucketHeld    = "held"
 )
 
-// effect is what apply decided for a new identity.
-type effect struct {
-	resp     *message.Response
-	a        *state.Account // the account it settled on, if any
-	rootID   int64
-	targetID int64
-	wait     *state.RecKey // not nil: the target has not settled yet
-}
+// OperationResolution is the operation of the identity an accepted case
+// settles as: (tenant, period, case id, resolution).
+const OperationResolution record.Kind = "resolution"
 
 // apply decides the effect of a record whose identity is new (id is the id
 // its identity row will get), against the locked state, and stages its
@@ -434,4 +430,15 @@ func (st *txState) quarantine(ctx context.Context, d *state.Item, reason, detail
 	resp := st.response(d, message.OutcomeQuarantined, reason)
 	resp.Detail, resp.CaseID = detail, caseID
 	return resp, nil
+}
+
+// settlementID derives the settlement id from the identity, so that every
+// redelivery and every environment names a settlement the same way.
+func settlementID(id record.Identity) string {
+	h := sha256.New()
+	for _, s := range []string{id.TenantID, id.AccountPeriod, id.RecordID, string(id.Operation)} {
+		h.Write([]byte(s))
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil)[:16])
 }

@@ -3,7 +3,6 @@ package settle
 import (
 	"context"
 
-	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/settle/internal/state"
 	"github.com/settlehq/settle/settle/message"
 )
@@ -16,21 +15,6 @@ import (
 // round trip per record. Cases whose id goes into a stored response (a
 // rule-based quarantine, an orphan) are opened as they are decided
 // (openCase).
-
-// caseKey is what makes a case one: the identity, the reason and the
-// incoming payload's fingerprint (conflict_cases_key).
-type caseKey struct {
-	id     record.Identity
-	reason string
-	fp     uint64
-}
-
-// caseDelivery is a delivery row and a result waiting for their case id.
-type caseDelivery struct {
-	pending  int // index in txState.pendingCases
-	delivery int // index in txState.deliveries
-	in       *message.Input
-}
 
 // deferMismatch records a fingerprint mismatch of d against the stored
 // canonical payload, for its case to be opened with the batch's others; a

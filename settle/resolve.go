@@ -16,10 +16,6 @@ import (
 	"github.com/settlehq/settle/settle/message"
 )
 
-// OperationResolution is the operation of the identity an accepted case
-// settles as: (tenant, period, case id, resolution).
-const OperationResolution record.Kind = "resolution"
-
 // ResolveRequest is an analyst's decision on a conflict case.
 type ResolveRequest struct {
 	CaseID   int64
