@@ -233,31 +233,48 @@ func (c *sourceCheck) compareChainNets(ctx context.Context, part []*chainRoot) e
 }
 
 // settleTotals reads settle's side of the totals: per period and currency,
-// the charge of the scope's chains.
+// the charge of the scope's chains, each chain's as compareChainNets reads
+// it (source_chain_net.sql), for a page of the range's settled usages (the
+// chains' roots) at a time.
 func (c *sourceCheck) settleTotals(ctx context.Context, totals sourceTotals) error {
-	rows, err := c.q.SourceChainTotals(ctx, db.SourceChainTotalsParams{TenantID: c.in.TenantID, FromPeriod: c.in.From, ToPeriod: c.in.To})
-	if err != nil {
-		return err
-	}
-	for _, row := range rows {
-		sum, err := notNull(row.Charge, "charge")
+	var after int64
+	for {
+		roots, err := c.q.SourceSettledScan(ctx, db.SourceSettledScanParams{TenantID: c.in.TenantID, FromPeriod: c.in.From,
+			ToPeriod: c.in.To, Operations: []string{string(record.KindUsage)}, AfterID: after, PageRows: sourcePageRowsMax})
 		if err != nil {
 			return err
 		}
-		n, err := notNull(row.Chains, "chain count")
+		if len(roots) == 0 {
+			return nil
+		}
+		periods, recs := make([]string, len(roots)), make([]string, len(roots))
+		for i, r := range roots {
+			periods[i], recs[i], after = r.AccountPeriod, r.RecordID, r.ID
+		}
+		nets, err := c.q.SourceChainNet(ctx, db.SourceChainNetParams{TenantID: c.in.TenantID, Periods: periods, RecordIds: recs,
+			FromPeriod: c.in.From, ToPeriod: c.in.To})
 		if err != nil {
 			return err
 		}
-		t := totals.get(totalKey{row.AccountPeriod, row.Currency})
-		t.Settle, t.SettleChains = money.MustParse(sum).String(), n
+		for _, n := range nets {
+			net, err := notNull(n.NetCharge, "net charge")
+			if err != nil {
+				return err
+			}
+			t := totals.get(totalKey{n.AccountPeriod, n.Currency})
+			t.Settle = money.MustParse(t.Settle).Add(money.MustParse(net)).String()
+			t.SettleChains++
+		}
+		if len(roots) < sourcePageRowsMax {
+			return nil
+		}
 	}
-	return nil
 }
 
 // notNull is *v, or an error for a NULL. sqlc types the columns of the
-// chain queries from the database, not from the SQL (it cannot follow
-// their LATERAL's reference to the outer row), so it cannot know that
-// their sums and counts are never NULL; a NULL fails the read as a Scan
+// chain query from the database, not from the SQL (it cannot follow its
+// LATERAL's reference to the outer row), so it cannot know that its sum
+// is never NULL; a NULL fails the read as a Scan
 // into a plain value would.
 func notNull[T any](v *T, column string) (T, error) {
 	if v == nil {
