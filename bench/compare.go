@@ -70,8 +70,10 @@ func Compare(ctx context.Context, cfg Config) (*Comparison, error) {
 		s[side] = append(s[side], v)
 		cmp.Samples[metric] = s
 	}
+	bins := [2]string{self, cfg.CompareBinary}
 	for round := range cfg.CompareRounds {
-		for side, bin := range []string{self, cfg.CompareBinary} {
+		for _, side := range roundOrder(round) {
+			bin := bins[side]
 			tag := fmt.Sprintf("-%s-%d", []string{"new", "old"}[side], round)
 			if !cfg.Skip.Edge {
 				r, err := cfg.runEdge(ctx, bin, tag)
@@ -113,6 +115,17 @@ func Compare(ctx context.Context, cfg Config) (*Comparison, error) {
 		return cmp, err
 	}
 	return cmp, os.WriteFile(filepath.Join(cfg.OutDir, "compare.md"), []byte(cmp.markdown()), 0o644)
+}
+
+// roundOrder is the order the two sides (0 new, 1 old) run in a round: each
+// goes first in every other round, so that what favours or handicaps a
+// round's first run (a database or page cache still settling from the run
+// before) falls on both sides alike, as does a drift over the whole run.
+func roundOrder(round int) [2]int {
+	if round%2 == 1 {
+		return [2]int{1, 0}
+	}
+	return [2]int{0, 1}
 }
 
 // runE2EOf runs binary's own `settle bench --only e2e` (any release has
@@ -160,7 +173,7 @@ func median(xs []float64) float64 {
 
 func (c *Comparison) markdown() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "\nnew: %s\nold: %s\n%d alternating rounds (new, old, new, old, ...); medians:\n\n", c.New, c.Old, c.Rounds)
+	fmt.Fprintf(&b, "\nnew: %s\nold: %s\n%d rounds, each binary first in every other one (new, old; old, new; ...); medians:\n\n", c.New, c.Old, c.Rounds)
 	b.WriteString("| metric | new | old | new / old | runs (new; old) |\n|---|---:|---:|---:|---|\n")
 	metrics := make([]string, 0, len(c.Medians))
 	for m := range c.Medians {

@@ -49,3 +49,20 @@ func TestCompareReadsTheOtherRun(t *testing.T) {
 		}
 	}
 }
+
+// TestRoundOrderAlternatesWhoGoesFirst: over any even number of rounds,
+// each binary runs first in half of them, and each round runs both.
+func TestRoundOrderAlternatesWhoGoesFirst(t *testing.T) {
+	t.Parallel()
+	first := [2]int{}
+	for round := range 6 {
+		o := roundOrder(round)
+		if o[0] == o[1] {
+			t.Fatalf("round %d runs side %d twice", round, o[0])
+		}
+		first[o[0]]++
+	}
+	if first[0] != 3 || first[1] != 3 {
+		t.Errorf("in 6 rounds the new binary went first %d times and the old %d, want 3 and 3", first[0], first[1])
+	}
+}
