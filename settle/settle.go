@@ -8,14 +8,18 @@
 //
 // This package decides: a record's outcome (handle.go), the effect of a new
 // identity on accounts, chains and holds (ops.go), the sweeps' and the
-// resolutions' work, each in the one frame of a settling transaction
-// (Store.transact) with its retries. What an attempt knows and how its rows
-// are read and written is settle/internal/state.
+// resolutions' work, each in the one frame of a settling transaction with
+// its retries (batch.go). What an attempt knows, how it is loaded and how
+// the rows its decisions stage are written is settle/internal/state; the
+// decisions run a few statements of their own (a conflict case opened at
+// once, the sweeps' pages, a resolution's case).
 //
-// With its rooms it is the only code that speaks SQL to settle's tables: settle/inspect and
-// settle/reconcile read what the transaction wrote, settle/idempotency and
+// With its rooms it is the only code that speaks SQL to settle's tables:
+// settle/inspect and settle/reconcile read what the transaction wrote,
+// settle/outbox is the relay's side of the outbox, settle/idempotency and
 // settle/webhooks keep the HTTP edge's rows around it (the Idempotency-Keys
-// claimed before it, the webhook deliveries after it). A room asks this
+// claimed before it, the webhook deliveries after it), settle/retention
+// prunes operational history. A room asks this
 // package, through an exported method, for what only the transaction
 // writes (OpenConflictCase). It never talks to Kafka: callers (the
 // consumer, the HTTP edge, the analyst tools) hand it records and publish

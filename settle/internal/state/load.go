@@ -151,7 +151,7 @@ func (st *State) collectLoadKeys(k *loadKeys, ds []Item, wake []RecKey) {
 
 // loadReads are the results of load's first round trip.
 type loadReads struct {
-	locks      lockReads
+	locks      LockReads
 	deliveries *db.DeliveryLookupBatchResults
 	identities *db.IdentityLookupBatchResults
 	targets    *db.TargetLookupBatchResults

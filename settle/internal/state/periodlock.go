@@ -39,7 +39,7 @@ import (
 // A transaction learns which locks it needs only as it decides, so it takes
 // what its records name before its first read and, when it finds it needs
 // more (a period of an operation it woke, a wait), rolls back and starts
-// again holding them: errWidenLocks. Each retry holds strictly more, so the
+// again holding them: ErrWidenLocks. Each retry holds strictly more, so the
 // retries end.
 type PeriodLocks map[PeriodKey]bool // true: exclusive
 
@@ -120,7 +120,7 @@ func WholePeriod(tenant, period string) PeriodLocks {
 	return l
 }
 
-// CheckLocks ends the attempt with errWidenLocks when its decisions need
+// CheckLocks ends the attempt with ErrWidenLocks when its decisions need
 // period locks it does not hold, after adding them to the carried set.
 func (st *State) CheckLocks() error {
 	if st.locks.covers(st.Need) {
@@ -135,8 +135,8 @@ func (st *State) CheckLocks() error {
 	return ErrWidenLocks
 }
 
-// lockReads are the results of queueLocks.
-type lockReads struct {
+// LockReads are the results of QueueLocks.
+type LockReads struct {
 	locks  *db.PeriodLockBatchResults
 	closed *db.PeriodLookupBatchResults
 }
@@ -144,7 +144,7 @@ type lockReads struct {
 // QueueLocks queues, first in a transaction's first round trip, its period
 // locks and the look-up of which of those periods are closed (read by
 // readLocks).
-func (st *State) QueueLocks(ctx context.Context, q *db.Queries) lockReads {
+func (st *State) QueueLocks(ctx context.Context, q *db.Queries) LockReads {
 	locks := st.locks.Queue(ctx, q)
 	var t, p []string
 	seen := map[[2]string]bool{}
@@ -154,11 +154,11 @@ func (st *State) QueueLocks(ctx context.Context, q *db.Queries) lockReads {
 			t, p = append(t, k.tenant), append(p, k.period)
 		}
 	}
-	return lockReads{locks, q.PeriodLookup(ctx, []db.PeriodLookupParams{{TenantID: t, AccountPeriod: p}})}
+	return LockReads{locks, q.PeriodLookup(ctx, []db.PeriodLookupParams{{TenantID: t, AccountPeriod: p}})}
 }
 
 // ReadLocks reads what queueLocks queued.
-func (st *State) ReadLocks(r lockReads) error {
+func (st *State) ReadLocks(r LockReads) error {
 	if err := db.Run(r.locks.Exec); err != nil {
 		return fmt.Errorf("lock periods: %w", err)
 	}

@@ -196,7 +196,7 @@ type State struct {
 	firstSeen     time.Time
 	AttemptStart  time.Time
 
-	// stale: a decision met a kept account state that cannot be current
+	// Stale: a decision met a kept account state that cannot be current
 	// (ErrKeptStale); the attempt ends with it instead of writing.
 	Stale error
 
@@ -212,9 +212,9 @@ type State struct {
 	Closed          map[[2]string]bool
 	ids             []int64
 
-	// locks are the period locks this attempt holds (taken by load); need
+	// locks are the period locks this attempt holds (taken by Load); Need
 	// what its decisions asked for. carried is the set the next attempt
-	// starts from when need is not covered.
+	// starts from when Need is not covered.
 	locks, Need, carried PeriodLocks
 
 	NewIdentities []*IdentityRow
@@ -225,7 +225,7 @@ type State struct {
 	DeadLetters   []DeadLetterRow
 	WaitingList   []*Waiting
 	ClosedCases   []int64
-	// resolution is the case resolution a resolving transaction writes
+	// Resolution is the case resolution a resolving transaction writes
 	// (Resolve).
 	Resolution *db.CaseResolutionInsertParams
 	Offsets    map[message.Coordinates]int64 // topic+partition (Offset 0) -> next offset
