@@ -64,13 +64,16 @@ func (st *State) Load(ctx context.Context, ds []Item, wake []RecKey) error {
 	p := db.NewPipeline(st.Tx)
 	defer p.Close() // for the early returns; the last step is Send
 	q := db.New(p)
-	// Queued in the order readLoad reads them (the delivery look-up if any record is probed).
+	// Queued in the order readLoad reads them (the delivery look-up if any
+	// record is probed, the targets' if any operation names one).
 	r := loadReads{locks: st.QueueLocks(ctx, q)}
 	if len(k.dTopics) > 0 {
 		r.deliveries = q.DeliveryLookup(ctx, []db.DeliveryLookupParams{{Topic: k.dTopics, Partition: k.dParts, Offset: k.dOffsets, TenantID: k.dTenants}})
 	}
 	r.identities = q.IdentityLookup(ctx, []db.IdentityLookupParams{{TenantID: k.idKeys[0], AccountPeriod: k.idKeys[1], RecordID: k.idKeys[2], Operation: k.idKeys[3]}})
-	r.targets = q.TargetLookup(ctx, []db.TargetLookupParams{{TenantID: k.tgtKeys.t, AccountPeriod: k.tgtKeys.p, RecordID: k.tgtKeys.r}})
+	if len(k.tgtKeys.t) > 0 {
+		r.targets = q.TargetLookup(ctx, []db.TargetLookupParams{{TenantID: k.tgtKeys.t, AccountPeriod: k.tgtKeys.p, RecordID: k.tgtKeys.r}})
+	}
 	r.waiting = q.WaitingLookup(ctx, []db.WaitingLookupParams{{
 		TenantID: k.idKeys[0], AccountPeriod: k.idKeys[1], RecordID: k.idKeys[2], Operation: k.idKeys[3],
 		TargetTenantID: k.ownKeys.t, TargetPeriod: k.ownKeys.p, TargetRecordID: k.ownKeys.r,
@@ -174,12 +177,14 @@ func (st *State) readLoad(r loadReads, k *loadKeys) ([]*Waiting, error) {
 		return nil, fmt.Errorf("read identities: %w", err)
 	}
 	st.addIdentities(ids, true)
-	targets, err := db.Rows(r.targets.Query)
-	if err != nil {
-		return nil, fmt.Errorf("read targets: %w", err)
-	}
-	for i := range targets {
-		st.addIdentity((*db.IdentityLookupRow)(&targets[i]), false)
+	if r.targets != nil { // queued only for a batch whose operations name targets
+		targets, err := db.Rows(r.targets.Query)
+		if err != nil {
+			return nil, fmt.Errorf("read targets: %w", err)
+		}
+		for i := range targets {
+			st.addIdentity((*db.IdentityLookupRow)(&targets[i]), false)
+		}
 	}
 	waits, err := st.readWaiting(r.waiting)
 	if err != nil {
