@@ -152,7 +152,7 @@ func (st *txState) resolve(ctx context.Context, req ResolveRequest) (*Resolution
 // resolutionRecord builds the correction an accepted case settles: of the
 // chain the quarantined record names (or, for a fingerprint mismatch, of
 // the stored record), to the stated or incoming amount, against the chain
-// as it is when the resolution commits (load locks it), at the chain's
+// as it is when the resolution commits (State.Load locks it), at the chain's
 // current version, which the resolution does not change.
 func (st *txState) resolutionRecord(ctx context.Context, req ResolveRequest, key record.Identity, reason string, incoming []byte) (*state.Item, error) {
 	in, err := st.s.dec.Decode(incoming, nil)

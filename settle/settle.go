@@ -137,7 +137,7 @@ type Store struct {
 // its poll interval; rows written by other processes are found by polling.
 func (s *Store) OutboxWritten() <-chan struct{} { return s.outboxSignal }
 
-// commit sends p, the last pipeline of a transaction that wrote st (write),
+// commit sends p, the last pipeline of a transaction that wrote st (State.Write),
 // with the transaction's COMMIT, keeps its settlements for the relay
 // (WrittenMessage), and signals OutboxWritten if it wrote outbox rows.
 func (s *Store) commit(ctx context.Context, tx *db.Tx, st *state.State, p *db.Pipeline) error {

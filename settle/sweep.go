@@ -47,7 +47,7 @@ func (st *txState) sweepOrphans(ctx context.Context, orphanAfter time.Duration) 
 	var ds []state.Item
 	for _, w := range due {
 		id := record.Identity{TenantID: w.TenantID, AccountPeriod: w.AccountPeriod, RecordID: w.RecordID, Operation: record.Kind(w.Operation)}
-		// Stand-ins: load() finds the waiting operations by identity.
+		// Stand-ins: State.Load finds the waiting operations by identity.
 		ds = append(ds, state.Item{In: &message.Input{Topic: "settle.sweep"}, ID: id, Rec: record.Record{TenantID: id.TenantID,
 			AccountPeriod: id.AccountPeriod, RecordID: id.RecordID, Kind: id.Operation}})
 	}

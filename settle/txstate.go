@@ -42,7 +42,7 @@ type caseKey struct {
 // caseDelivery is a delivery row and a result waiting for their case id.
 type caseDelivery struct {
 	pending  int // index in txState.pendingCases
-	delivery int // index in txState.deliveries
+	delivery int // index in State.Deliveries
 	in       *message.Input
 }
 

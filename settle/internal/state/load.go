@@ -93,7 +93,7 @@ func (st *State) Load(ctx context.Context, ds []Item, wake []RecKey) error {
 	return st.loadLinked(ctx, waits, k.reserving)
 }
 
-// loadKeys are the keys of the first round trip of load.
+// loadKeys are the keys of the first round trip of Load.
 type loadKeys struct {
 	dTopics          []string // the batch's coordinates, but for records first delivered (State.firstDelivered)
 	dParts           []int32
@@ -152,7 +152,7 @@ func (st *State) collectLoadKeys(k *loadKeys, ds []Item, wake []RecKey) {
 	}
 }
 
-// loadReads are the results of load's first round trip.
+// loadReads are the results of Load's first round trip.
 type loadReads struct {
 	locks      LockReads
 	deliveries *db.DeliveryLookupBatchResults
@@ -163,8 +163,8 @@ type loadReads struct {
 	reserve    *db.IdentityReserveBatchResults
 }
 
-// readLoad reads the results of load's first round trip, in the order
-// load queued them, and returns the waiting operations it found.
+// readLoad reads the results of Load's first round trip, in the order
+// Load queued them, and returns the waiting operations it found.
 func (st *State) readLoad(r loadReads, k *loadKeys) ([]*Waiting, error) {
 	if err := st.ReadLocks(r.locks); err != nil {
 		return nil, err

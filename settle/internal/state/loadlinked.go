@@ -12,7 +12,7 @@ import (
 	"github.com/settlehq/settle/settle/message"
 )
 
-// loadLinked is load's second round trip: it locks the chains, holds and
+// loadLinked is Load's second round trip: it locks the chains, holds and
 // accounts the records found so far reach, and then (one more round trip,
 // only when there are some) the accounts reached only through a chain or a
 // hold.

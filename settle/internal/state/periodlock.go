@@ -143,7 +143,7 @@ type LockReads struct {
 
 // QueueLocks queues, first in a transaction's first round trip, its period
 // locks and the look-up of which of those periods are closed (read by
-// readLocks).
+// ReadLocks).
 func (st *State) QueueLocks(ctx context.Context, q *db.Queries) LockReads {
 	locks := st.locks.Queue(ctx, q)
 	var t, p []string
@@ -157,7 +157,7 @@ func (st *State) QueueLocks(ctx context.Context, q *db.Queries) LockReads {
 	return LockReads{locks, q.PeriodLookup(ctx, []db.PeriodLookupParams{{TenantID: t, AccountPeriod: p}})}
 }
 
-// ReadLocks reads what queueLocks queued.
+// ReadLocks reads what QueueLocks queued.
 func (st *State) ReadLocks(r LockReads) error {
 	if err := db.Run(r.locks.Exec); err != nil {
 		return fmt.Errorf("lock periods: %w", err)
