@@ -36,6 +36,11 @@ type chainRoot struct {
 	amount                     string
 	versionless                bool // a reversal without a version: last by definition
 	refund, reclaim            bool
+
+	// settleNet is the chain's net charge in settle's ledger, once
+	// compareChainNets has read it (settled: settle has the root).
+	settled   bool
+	settleNet money.Dec
 }
 
 func (c *chainRoot) expected() money.Dec {
@@ -122,17 +127,19 @@ func (c *sourceCheck) compareChains(ctx context.Context) error {
 	}
 	sort.Slice(roots, func(i, j int) bool { return roots[i].line < roots[j].line })
 	totals := sourceTotals{}
+	byKey := make(map[[2]string]*chainRoot, len(roots))
 	for _, r := range roots {
 		t := totals.get(totalKey{r.period, r.currency})
 		t.Source = money.MustParse(t.Source).Add(r.expected()).String()
 		t.SourceChains++
+		byKey[[2]string{r.period, r.recordID}] = r
 	}
 	for start := 0; start < len(roots); start += SourceChunkIdentitiesMax {
-		if err := c.compareChainNets(ctx, roots[start:min(start+SourceChunkIdentitiesMax, len(roots))]); err != nil {
+		if err := c.compareChainNets(ctx, roots[start:min(start+SourceChunkIdentitiesMax, len(roots))], byKey); err != nil {
 			return err
 		}
 	}
-	if err := c.settleTotals(ctx, totals); err != nil {
+	if err := c.settleTotals(ctx, totals, byKey); err != nil {
 		return err
 	}
 	for _, t := range totals {
@@ -192,12 +199,10 @@ func (ts sourceTotals) get(k totalKey) *SourceTotal {
 // compareChainNets reads the net charge settle's ledger rows make of one
 // chunk of source chains, in one query, and reports those that differ from
 // the source's final amount.
-func (c *sourceCheck) compareChainNets(ctx context.Context, part []*chainRoot) error {
+func (c *sourceCheck) compareChainNets(ctx context.Context, part []*chainRoot, byKey map[[2]string]*chainRoot) error {
 	periods, recs := make([]string, len(part)), make([]string, len(part))
-	byKey := map[[2]string]*chainRoot{}
 	for i, r := range part {
 		periods[i], recs[i] = r.period, r.recordID
-		byKey[[2]string{r.period, r.recordID}] = r
 	}
 	rows, err := c.q.SourceChainNet(ctx, db.SourceChainNetParams{TenantID: c.in.TenantID, Periods: periods, RecordIds: recs,
 		FromPeriod: c.in.From, ToPeriod: c.in.To})
@@ -215,6 +220,7 @@ func (c *sourceCheck) compareChainNets(ctx context.Context, part []*chainRoot) e
 			continue
 		}
 		want, got := r.expected(), money.MustParse(net)
+		r.settled, r.settleNet = true, got
 		if want.Cmp(got) != 0 || currency != r.currency {
 			state := ""
 			switch {
@@ -233,10 +239,18 @@ func (c *sourceCheck) compareChainNets(ctx context.Context, part []*chainRoot) e
 }
 
 // settleTotals reads settle's side of the totals: per period and currency,
-// the charge of the scope's chains, each chain's as compareChainNets reads
-// it (source_chain_net.sql), for a page of the range's settled usages (the
-// chains' roots) at a time.
-func (c *sourceCheck) settleTotals(ctx context.Context, totals sourceTotals) error {
+// the charge of the scope's chains. It walks the range's settled usages (the
+// chains' roots) a page at a time; a chain compareChainNets read already
+// counts its net as read there, and the nets of the others (chains the
+// source lacks) are read as compareChainNets reads them
+// (source_chain_net.sql).
+func (c *sourceCheck) settleTotals(ctx context.Context, totals sourceTotals, byKey map[[2]string]*chainRoot) error {
+	sums := map[totalKey]money.Dec{}
+	add := func(period, currency string, net money.Dec) {
+		k := totalKey{period, currency}
+		sums[k] = sums[k].Add(net)
+		totals.get(k).SettleChains++
+	}
 	var after int64
 	for {
 		roots, err := c.q.SourceSettledScan(ctx, db.SourceSettledScanParams{TenantID: c.in.TenantID, FromPeriod: c.in.From,
@@ -244,31 +258,37 @@ func (c *sourceCheck) settleTotals(ctx context.Context, totals sourceTotals) err
 		if err != nil {
 			return err
 		}
-		if len(roots) == 0 {
-			return nil
+		var periods, recs []string
+		for _, r := range roots {
+			after = r.ID
+			if known := byKey[[2]string{r.AccountPeriod, r.RecordID}]; known != nil && known.settled {
+				add(r.AccountPeriod, r.Currency, known.settleNet)
+				continue
+			}
+			periods, recs = append(periods, r.AccountPeriod), append(recs, r.RecordID)
 		}
-		periods, recs := make([]string, len(roots)), make([]string, len(roots))
-		for i, r := range roots {
-			periods[i], recs[i], after = r.AccountPeriod, r.RecordID, r.ID
-		}
-		nets, err := c.q.SourceChainNet(ctx, db.SourceChainNetParams{TenantID: c.in.TenantID, Periods: periods, RecordIds: recs,
-			FromPeriod: c.in.From, ToPeriod: c.in.To})
-		if err != nil {
-			return err
-		}
-		for _, n := range nets {
-			net, err := notNull(n.NetCharge, "net charge")
+		if len(periods) > 0 {
+			nets, err := c.q.SourceChainNet(ctx, db.SourceChainNetParams{TenantID: c.in.TenantID, Periods: periods, RecordIds: recs,
+				FromPeriod: c.in.From, ToPeriod: c.in.To})
 			if err != nil {
 				return err
 			}
-			t := totals.get(totalKey{n.AccountPeriod, n.Currency})
-			t.Settle = money.MustParse(t.Settle).Add(money.MustParse(net)).String()
-			t.SettleChains++
+			for _, n := range nets {
+				net, err := notNull(n.NetCharge, "net charge")
+				if err != nil {
+					return err
+				}
+				add(n.AccountPeriod, n.Currency, money.MustParse(net))
+			}
 		}
 		if len(roots) < sourcePageRowsMax {
-			return nil
+			break
 		}
 	}
+	for k, sum := range sums {
+		totals.get(k).Settle = sum.String()
+	}
+	return nil
 }
 
 // notNull is *v, or an error for a NULL. sqlc types the columns of the
