@@ -100,7 +100,7 @@ func (s *Store) withRetries(ctx context.Context, records int, attempt func(n int
 func (s *Store) Decode(ins []message.Input) []message.Input {
 	for i := range ins {
 		if ins[i].Decoded == nil && ins[i].Exhausted == nil {
-			p := s.dec.Prepare(ins[i].Value, ins[i].Headers)
+			p := s.shared.Decoder.Prepare(ins[i].Value, ins[i].Headers)
 			ins[i].Decoded = &p
 		}
 	}

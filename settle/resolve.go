@@ -155,7 +155,7 @@ func (st *txState) resolve(ctx context.Context, req ResolveRequest) (*Resolution
 // as it is when the resolution commits (State.Load locks it), at the chain's
 // current version, which the resolution does not change.
 func (st *txState) resolutionRecord(ctx context.Context, req ResolveRequest, key record.Identity, reason string, incoming []byte) (*state.Item, error) {
-	in, err := st.s.dec.Decode(incoming, nil)
+	in, err := st.Shared.Decoder.Decode(incoming, nil)
 	if err != nil && reason != message.ReasonFingerprintMismatch {
 		// Canonical payloads of refunds, reclaims and releases lack subject
 		// and time; they name no chain to correct.

@@ -119,11 +119,11 @@ func (c Config) Validate() error {
 type Store struct {
 	pool *pgxpool.Pool
 	cfg  Config
-	dec  *record.Decoder
 	now  func() time.Time
 
 	// shared is what the store's transactions share: the accounts, offsets
-	// and settlements its commits left it knowing (settle/internal/state).
+	// and settlements its commits left it knowing, and its decoder
+	// (settle/internal/state).
 	shared *state.Shared
 
 	// outboxSignal holds a wake-up for this process's relay once a
@@ -181,11 +181,11 @@ func Open(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Store, error) {
 		return nil, err
 	}
 	shared := &state.Shared{Decoder: dec, SettlementsTopic: cfg.SettlementsTopic}
-	return &Store{pool: pool, cfg: cfg, dec: dec, now: time.Now, shared: shared, outboxSignal: make(chan struct{}, 1)}, nil
+	return &Store{pool: pool, cfg: cfg, now: time.Now, shared: shared, outboxSignal: make(chan struct{}, 1)}, nil
 }
 
 // Decoder returns the store's decoder (its Config.Decoder).
-func (s *Store) Decoder() *record.Decoder { return s.dec }
+func (s *Store) Decoder() *record.Decoder { return s.shared.Decoder }
 
 // Pool returns the connection pool the store uses.
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }
