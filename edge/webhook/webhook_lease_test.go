@@ -53,15 +53,19 @@ func newSlowReceiver(t *testing.T, delay time.Duration) *slowReceiver {
 	return rc
 }
 
-// A receiver that answers 200 after 0.8 s, a 3 s lease and ten workers:
+// A receiver that answers 200 after 0.6 s, a 3 s lease and ten workers:
 // no POST of a settlement overlaps another of the same settlement, each
 // settlement is sent once, and none is dead-lettered although a delivery
-// has only three attempts.
+// has only three attempts. A POST may take the lease's third (1 s), so a
+// worker claims two deliveries at a time; sixteen would take 9.6 s to
+// send, three leases. The receiver's delay leaves 0.4 s of that second to
+// a busy host (0.8 s, a margin of 0.2, failed under parallel test
+// packages: ten POSTs cut off at their deadline and sent again).
 func TestWebhookSlowReceiverNoOverlap(t *testing.T) {
 	t.Parallel()
 	const settlements = 40
 	s, ws := newStores(t, 12)
-	rc := newSlowReceiver(t, 800*time.Millisecond)
+	rc := newSlowReceiver(t, 600*time.Millisecond)
 	wh := newWebhook(t, ws, rc.srv.URL, Config{Workers: 10, Lease: 3 * time.Second, AttemptsMax: 3,
 		BackoffMin: 10 * time.Millisecond, BackoffMax: 20 * time.Millisecond, PollInterval: 20 * time.Millisecond})
 	records := make([]map[string]any, settlements)
