@@ -130,8 +130,8 @@ func (c *sourceCheck) compareChains(ctx context.Context) error {
 	byKey := make(map[[2]string]*chainRoot, len(roots))
 	for _, r := range roots {
 		t := totals.get(totalKey{r.period, r.currency})
-		t.Source = money.MustParse(t.Source).Add(r.expected()).String()
-		t.SourceChains++
+		t.source = t.source.Add(r.expected())
+		t.sourceChains++
 		byKey[[2]string{r.period, r.recordID}] = r
 	}
 	for start := 0; start < len(roots); start += SourceChunkIdentitiesMax {
@@ -142,9 +142,10 @@ func (c *sourceCheck) compareChains(ctx context.Context) error {
 	if err := c.settleTotals(ctx, totals, byKey); err != nil {
 		return err
 	}
-	for _, t := range totals {
-		t.Difference = money.MustParse(t.Settle).Sub(money.MustParse(t.Source)).String()
-		c.r.Totals = append(c.r.Totals, *t)
+	for k, t := range totals {
+		c.r.Totals = append(c.r.Totals, SourceTotal{Period: k.period, Currency: k.currency,
+			Source: t.source.String(), Settle: t.settle.String(), Difference: t.settle.Sub(t.source).String(),
+			SourceChains: t.sourceChains, SettleChains: t.settleChains})
 	}
 	sort.Slice(c.r.Totals, func(i, j int) bool {
 		a, b := c.r.Totals[i], c.r.Totals[j]
@@ -184,13 +185,20 @@ func (c *sourceCheck) finalStates() {
 // totalKey is one line of the totals: a period and a currency.
 type totalKey struct{ period, currency string }
 
-// sourceTotals are the report's totals while they are summed.
-type sourceTotals map[totalKey]*SourceTotal
+// totalSum is one line of the totals while it is summed: the charges as
+// decimals, rendered once into a SourceTotal.
+type totalSum struct {
+	source, settle             money.Dec
+	sourceChains, settleChains int64
+}
 
-func (ts sourceTotals) get(k totalKey) *SourceTotal {
+// sourceTotals are the report's totals while they are summed.
+type sourceTotals map[totalKey]*totalSum
+
+func (ts sourceTotals) get(k totalKey) *totalSum {
 	t := ts[k]
 	if t == nil {
-		t = &SourceTotal{Period: k.period, Currency: k.currency, Source: "0", Settle: "0"}
+		t = &totalSum{}
 		ts[k] = t
 	}
 	return t
@@ -245,11 +253,10 @@ func (c *sourceCheck) compareChainNets(ctx context.Context, part []*chainRoot, b
 // source lacks) are read as compareChainNets reads them
 // (source_chain_net.sql).
 func (c *sourceCheck) settleTotals(ctx context.Context, totals sourceTotals, byKey map[[2]string]*chainRoot) error {
-	sums := map[totalKey]money.Dec{}
 	add := func(period, currency string, net money.Dec) {
-		k := totalKey{period, currency}
-		sums[k] = sums[k].Add(net)
-		totals.get(k).SettleChains++
+		t := totals.get(totalKey{period, currency})
+		t.settle = t.settle.Add(net)
+		t.settleChains++
 	}
 	var after int64
 	for {
@@ -282,13 +289,9 @@ func (c *sourceCheck) settleTotals(ctx context.Context, totals sourceTotals, byK
 			}
 		}
 		if len(roots) < sourcePageRowsMax {
-			break
+			return nil
 		}
 	}
-	for k, sum := range sums {
-		totals.get(k).Settle = sum.String()
-	}
-	return nil
 }
 
 // notNull is *v, or an error for a NULL. sqlc types the columns of the
