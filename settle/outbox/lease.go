@@ -102,6 +102,7 @@ func (s *Store) Lease(ctx context.Context, key int64) (*Lease, error) {
 		return nil, dberr.Wrap("open outbox lease connection", err)
 	}
 	conn := pc.Hijack()
+	db.FastArrays(conn.TypeMap())
 	// A relay frozen while it holds the lock (SIGSTOP, a paused VM) keeps
 	// its connection open and the kernel keeps answering for it, so no
 	// other relay could ever lead. A live relay talks on this connection

@@ -39,6 +39,7 @@ func Begin(ctx context.Context, pool *pgxpool.Pool) (*Tx, error) {
 	if err != nil {
 		return nil, err
 	}
+	FastArrays(conn.Conn().TypeMap())
 	return &Tx{conn: conn}, nil
 }
 
