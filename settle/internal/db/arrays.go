@@ -2,6 +2,7 @@ package db
 
 import (
 	"encoding/binary"
+	"fmt"
 
 	"github.com/jackc/pgx/v5/pgtype"
 )
@@ -84,7 +85,10 @@ const arrayHeaderLen = 20
 type textArray struct{}
 
 func (textArray) Encode(value any, buf []byte) ([]byte, error) {
-	a := value.([]string)
+	a, ok := value.([]string)
+	if !ok {
+		return nil, notPlanned(value)
+	}
 	if a == nil {
 		return nil, nil
 	}
@@ -104,7 +108,10 @@ func (textArray) Encode(value any, buf []byte) ([]byte, error) {
 type int8Array struct{}
 
 func (int8Array) Encode(value any, buf []byte) ([]byte, error) {
-	a := value.([]int64)
+	a, ok := value.([]int64)
+	if !ok {
+		return nil, notPlanned(value)
+	}
 	if a == nil {
 		return nil, nil
 	}
@@ -120,7 +127,10 @@ func (int8Array) Encode(value any, buf []byte) ([]byte, error) {
 type byteaArray struct{}
 
 func (byteaArray) Encode(value any, buf []byte) ([]byte, error) {
-	a := value.([][]byte)
+	a, ok := value.([][]byte)
+	if !ok {
+		return nil, notPlanned(value)
+	}
 	if a == nil {
 		return nil, nil
 	}
@@ -141,6 +151,10 @@ func (byteaArray) Encode(value any, buf []byte) ([]byte, error) {
 	}
 	return buf, nil
 }
+
+// notPlanned is the error of a plan given a value it was not planned for
+// (pgx plans by the value's type, so never).
+func notPlanned(v any) error { return fmt.Errorf("db: array plan given %T", v) }
 
 // reserve makes room for n more bytes in one allocation at most.
 func reserve(buf []byte, n int) []byte {
