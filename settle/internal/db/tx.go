@@ -81,6 +81,9 @@ func (t *Tx) CopyFrom(ctx context.Context, table pgx.Identifier, columns []strin
 	if err := t.begin(ctx); err != nil {
 		return 0, err
 	}
+	if rows, ok := src.(copyRows); ok {
+		return copyFrom(ctx, t.conn.Conn(), table, columns, rows)
+	}
 	return t.conn.CopyFrom(ctx, table, columns, src)
 }
 
