@@ -15,13 +15,14 @@ import (
 )
 
 // The two COPYs of a settling transaction (identities, ledger entries)
-// carry its widest rows. pgx's CopyFrom asks the server for the columns'
-// types first (a round trip) and then encodes every value through its type
-// map: each boxed in an interface by the generated iterator, its plan
-// looked up again, ≈ a tenth of the service's CPU end to end. Their rows
+// carry its widest rows. pgx's CopyFrom encodes every value through its
+// type map, in a goroutine of its own: each boxed in an interface by the
+// generated iterator and its plan looked up again, ≈ a tenth of the
+// service's CPU in a core-only profile (BENCHMARKS.md). Their rows
 // are encoded here instead, in PostgreSQL's binary COPY format, straight
-// from the generated parameter structs, and sent by pgconn's COPY
-// (TestCopyWritesAsPgx: the same rows as pgx's CopyFrom writes).
+// from the generated parameter structs, and sent by pgconn's COPY, in the
+// caller's goroutine (TestCopyWritesAsPgx: the same rows as pgx's CopyFrom
+// writes).
 
 // copyRows is a generated COPY iterator whose rows encode themselves.
 type copyRows interface {
