@@ -3,6 +3,7 @@ package db
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 
 	"github.com/jackc/pgx/v5/pgtype"
 )
@@ -10,7 +11,8 @@ import (
 // The settling statements bind a batch as arrays, a few per record
 // ([]string, []int64, [][]byte). pgx encodes an array through its generic
 // plan: every element boxed in an interface (an allocation for each string)
-// and its plan looked up again, ≈ 30 ns and an allocation per text element.
+// and its plan looked up again, ≈ 30 ns and an allocation per text element
+// (BenchmarkArrays: go test -run '^$' -bench Arrays ./settle/internal/db/).
 // arrayCodec encodes these three slice types in one pass instead, each
 // element appended where it goes, the same bytes pgx's plan writes
 // (TestArraysEncodeAsPgx); any other value goes to the codec it wraps.
@@ -96,7 +98,7 @@ func (textArray) Encode(value any, buf []byte) ([]byte, error) {
 	for _, s := range a {
 		n += 4 + len(s)
 	}
-	buf = reserve(buf, n)
+	buf = slices.Grow(buf, n)
 	buf = arrayHeader(buf, len(a), pgtype.TextOID, false)
 	for _, s := range a {
 		buf = binary.BigEndian.AppendUint32(buf, uint32(len(s)))
@@ -115,7 +117,7 @@ func (int8Array) Encode(value any, buf []byte) ([]byte, error) {
 	if a == nil {
 		return nil, nil
 	}
-	buf = reserve(buf, arrayHeaderLen+12*len(a))
+	buf = slices.Grow(buf, arrayHeaderLen+12*len(a))
 	buf = arrayHeader(buf, len(a), pgtype.Int8OID, false)
 	for _, v := range a {
 		buf = binary.BigEndian.AppendUint32(buf, 8)
@@ -139,7 +141,7 @@ func (byteaArray) Encode(value any, buf []byte) ([]byte, error) {
 		n += 4 + len(b)
 		nulls = nulls || b == nil
 	}
-	buf = reserve(buf, n)
+	buf = slices.Grow(buf, n)
 	buf = arrayHeader(buf, len(a), pgtype.ByteaOID, nulls)
 	for _, b := range a {
 		if b == nil {
@@ -155,13 +157,3 @@ func (byteaArray) Encode(value any, buf []byte) ([]byte, error) {
 // notPlanned is the error of a plan given a value it was not planned for
 // (pgx plans by the value's type, so never).
 func notPlanned(v any) error { return fmt.Errorf("db: array plan given %T", v) }
-
-// reserve makes room for n more bytes in one allocation at most.
-func reserve(buf []byte, n int) []byte {
-	if cap(buf)-len(buf) >= n {
-		return buf
-	}
-	grown := make([]byte, len(buf), 2*cap(buf)+n)
-	copy(grown, buf)
-	return grown
-}

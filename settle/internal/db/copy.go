@@ -19,14 +19,13 @@ import (
 // type map, in a goroutine of its own: each boxed in an interface by the
 // generated iterator and its plan looked up again, ≈ a tenth of the
 // service's CPU in a core-only profile (BENCHMARKS.md). Their rows
-// are encoded here instead, in PostgreSQL's binary COPY format, straight
-// from the generated parameter structs, and sent by pgconn's COPY, in the
-// caller's goroutine (TestCopyWritesAsPgx: the same rows as pgx's CopyFrom
-// writes).
+// are encoded here instead, in the caller's goroutine, in PostgreSQL's
+// binary COPY format, straight from the generated parameter structs, and
+// sent by pgconn's COPY (TestCopyWritesAsPgx: the same rows as pgx's
+// CopyFrom writes).
 
 // copyRows is a generated COPY iterator whose rows encode themselves.
 type copyRows interface {
-	pgx.CopyFromSource
 	appendRows(w *copyWriter) error
 }
 

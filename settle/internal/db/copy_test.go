@@ -21,7 +21,8 @@ import (
 // so that two columns swapped or one encoded as another's type show, and
 // numerics compared as text (their display scale). Seen failing with the
 // identity's fingerprint and offset swapped, with the timestamps a
-// microsecond off, and with the numerics' display scale left at 0.
+// microsecond off, with the numerics' display scale left at 0 and with
+// their trailing zero digits weighed wrong.
 func TestCopyWritesAsPgx(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
