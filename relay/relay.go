@@ -65,6 +65,15 @@ type Config struct {
 	// look cheap.
 	PollInterval time.Duration
 
+	// RoundLinger is how long a leader woken by a transaction of its own
+	// process waits before its next round, so that the round also takes
+	// the rows of the transactions that commit meanwhile: a round costs a
+	// read of the queue, a produce request and the marking transaction
+	// however few rows it takes, and the HTTP edge commits a small group
+	// every few milliseconds. Settlements go out up to this much later.
+	// 0 = 5ms.
+	RoundLinger time.Duration
+
 	// StandbyInterval is how often a relay that is not the leader tries to
 	// take over. 0 = 1s.
 	StandbyInterval time.Duration
@@ -99,6 +108,7 @@ type Config struct {
 func (c *Config) setDefaults() {
 	c.BatchRowsMax = cmp.Or(c.BatchRowsMax, 1000)
 	c.PollInterval = cmp.Or(c.PollInterval, 100*time.Millisecond)
+	c.RoundLinger = cmp.Or(c.RoundLinger, 5*time.Millisecond)
 	c.StandbyInterval = cmp.Or(c.StandbyInterval, time.Second)
 	c.BackoffMin = cmp.Or(c.BackoffMin, 100*time.Millisecond)
 	c.BackoffMax = cmp.Or(c.BackoffMax, 10*time.Second)
@@ -114,10 +124,10 @@ func (c Config) Validate() error {
 		return errors.New("relay: no brokers: set at least one host:port (--brokers or KAFKA_BROKERS)")
 	case c.BatchRowsMax < 0 || c.BatchRowsMax > 100_000:
 		return fmt.Errorf("relay: batch rows max %d: must be between 1 and 100000 (0 = 1000)", c.BatchRowsMax)
-	case c.PollInterval < 0 || c.StandbyInterval < 0 || c.FlushTimeout < 0 || c.BackoffMin < 0 || c.BackoffMax < 0:
+	case c.PollInterval < 0 || c.RoundLinger < 0 || c.StandbyInterval < 0 || c.FlushTimeout < 0 || c.BackoffMin < 0 || c.BackoffMax < 0:
 		return errors.New("relay: intervals and timeouts must be positive (0 = default)")
-	case c.PollInterval >= outbox.LeaseIdleMax || c.StandbyInterval >= outbox.LeaseIdleMax:
-		return fmt.Errorf("relay: poll and standby intervals must be below %s, or PostgreSQL ends the lock's idle connection", outbox.LeaseIdleMax)
+	case c.PollInterval >= outbox.LeaseIdleMax || c.StandbyInterval >= outbox.LeaseIdleMax || c.RoundLinger >= outbox.LeaseIdleMax:
+		return fmt.Errorf("relay: poll and standby intervals and the round linger must be below %s, or PostgreSQL ends the lock's idle connection", outbox.LeaseIdleMax)
 	}
 	return nil
 }
@@ -139,6 +149,7 @@ type Relay struct {
 	leader    atomic.Bool
 	published atomic.Int64
 	parked    atomic.Int64
+	rounds    atomic.Int64 // rounds that read rows (tests)
 }
 
 // New returns a relay over store's outbox. It does not connect: Run does.
@@ -234,14 +245,21 @@ func (r *Relay) lead(ctx context.Context, cl *kgo.Client) error {
 }
 
 // idle waits, after a round that found the outbox drained, until a
-// transaction of this process writes outbox rows or PollInterval passes
-// (rows of other processes). It reports false when ctx is done.
+// transaction of this process writes outbox rows and RoundLinger more has
+// passed, or PollInterval passes (rows of other processes). It reports
+// false when ctx is done.
 func (r *Relay) idle(ctx context.Context) bool {
 	t := time.NewTimer(r.cfg.PollInterval)
 	defer t.Stop()
 	select {
 	case <-r.store.Written():
-		return true
+		t.Reset(r.cfg.RoundLinger)
+		select {
+		case <-t.C:
+			return true
+		case <-ctx.Done():
+			return false
+		}
 	case <-t.C:
 		return true
 	case <-ctx.Done():
@@ -281,6 +299,7 @@ func (r *Relay) round(ctx context.Context, cl *kgo.Client, lease *outbox.Lease) 
 	if err != nil || len(msgs) == 0 {
 		return 0, err
 	}
+	r.rounds.Add(1)
 	recs := make([]*kgo.Record, len(msgs))
 	for i, m := range msgs {
 		recs[i] = &kgo.Record{Topic: m.Topic, Key: m.Key, Value: m.Value, Headers: kafkahdr.ToKafka(m.Headers)}

@@ -274,3 +274,39 @@ func TestLeaderKeepsTheLeaseWhileTheBrokerStalls(t *testing.T) {
 		t.Errorf("settlements: %d messages for 5 settlements; the standby published %d", len(msgs), standby.Published())
 	}
 }
+
+// TestRelayRoundTakesWhatItsLingerGathers: a leader woken by a write of its
+// own process waits RoundLinger before its round, and the round takes every
+// transaction that committed meanwhile: three transactions, one round.
+func TestRelayRoundTakesWhatItsLingerGathers(t *testing.T) {
+	t.Parallel()
+	k := kafkatest.NewCluster(t, 1)
+	s := settletest.NewStore(t, settle.Config{})
+	const linger = 2 * time.Second // the three transactions take far less, even on a loaded host
+	r, err := relay.New(outbox.New(s), relay.Config{Brokers: k.Brokers, StandbyInterval: 20 * time.Millisecond,
+		PollInterval: 5 * time.Second, RoundLinger: linger, Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := testnet.Background(t, r.Run)
+	defer stop()
+	testnet.WaitFor(t, "the relay to lead", 10*time.Second, r.Leader)
+	time.Sleep(50 * time.Millisecond) // its first round found nothing; it waits
+	start := time.Now()
+	for i := range 3 {
+		settleGrants(t, s, i, 1)
+	}
+	if took := time.Since(start); took >= linger {
+		t.Skipf("the three transactions took %s, not less than the linger: nothing to conclude", took)
+	}
+	testnet.WaitFor(t, "the outbox to drain", 10*time.Second, func() bool { return unpublished(t, s) == 0 })
+	if got := len(k.Read(t, "settlements", 3, 5*time.Second)); got != 3 {
+		t.Fatalf("settlements has %d messages, want 3", got)
+	}
+	if n := r.Rounds(); n != 1 {
+		t.Errorf("the relay published the three transactions in %d rounds, want 1", n)
+	}
+	if waited := time.Since(start); waited < linger {
+		t.Errorf("the outbox drained %s after the first write, before the linger of %s", waited, linger)
+	}
+}
