@@ -11,7 +11,6 @@ import (
 
 	"github.com/settlehq/settle/internal/money"
 	"github.com/settlehq/settle/settle"
-	"github.com/settlehq/settle/settle/dberr"
 	"github.com/settlehq/settle/settle/internal/db"
 	"github.com/settlehq/settle/settle/message"
 )
@@ -215,9 +214,9 @@ func (s *checker) checkOffsets(ctx context.Context, tx pgx.Tx, in Input) ([]Find
 // offsets in Kafka, read by the caller first, against PostgreSQL's.
 func CheckKafkaOffsets(ctx context.Context, store *settle.Store, group string, kafka map[string]map[int32]int64) ([]Finding, error) {
 	s := &checker{pool: store.Pool(), cfg: store.Config()}
-	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	tx, err := s.begin(ctx)
 	if err != nil {
-		return nil, dberr.Wrap("reconcile: begin", err)
+		return nil, err
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
 	if group == "" {
