@@ -28,6 +28,12 @@ import (
 // ErrUnavailable (retry the same batch later: it never settles twice). Any
 // other failure is a *BatchError.
 func (s *Store) Settle(ctx context.Context, group string, inputs []message.Input) ([]message.Result, error) {
+	return s.SettleWith(ctx, group, inputs, nil)
+}
+
+// SettleWith is Settle with rider's work in the same transaction (Rider):
+// the inputs rider does not settle get a zero result.
+func (s *Store) SettleWith(ctx context.Context, group string, inputs []message.Input, rider Rider) ([]message.Result, error) {
 	if len(inputs) == 0 {
 		return nil, nil
 	}
@@ -47,7 +53,7 @@ func (s *Store) Settle(ctx context.Context, group string, inputs []message.Input
 	locks := state.PeriodLocks{}
 	err := s.withRetries(ctx, len(inputs), func(attempt int) error {
 		var err error
-		results, err = s.attempt(ctx, group, ds, attempt, firstSeen, locks)
+		results, err = s.attempt(ctx, group, ds, attempt, firstSeen, locks, rider)
 		return err
 	})
 	return results, err
@@ -108,18 +114,30 @@ func (s *Store) Decode(ins []message.Input) []message.Input {
 }
 
 // attempt runs one transaction attempt over the whole batch.
-func (s *Store) attempt(ctx context.Context, group string, ds []state.Item, attempt int, firstSeen time.Time, locks state.PeriodLocks) ([]message.Result, error) {
+func (s *Store) attempt(ctx context.Context, group string, ds []state.Item, attempt int, firstSeen time.Time,
+	locks state.PeriodLocks, rider Rider) ([]message.Result, error) {
 	results := make([]message.Result, len(ds))
 	err := s.transact(ctx, attempt, firstSeen, locks, group, true, func(st *txState) (bool, error) {
-		if err := st.Load(ctx, ds, nil); err != nil {
+		items, at := ds, []int(nil) // at[k]: the input of items[k], when not all settle
+		if rider != nil {
+			var err error
+			if items, at, err = ridden(ctx, st.Tx, rider, ds); err != nil || len(items) == 0 {
+				return false, err
+			}
+		}
+		if err := st.Load(ctx, items, nil); err != nil {
 			return false, err
 		}
-		for i := range ds {
-			r, err := st.handle(ctx, &ds[i])
+		for k := range items {
+			r, err := st.handle(ctx, &items[k])
 			if err != nil {
 				return false, err
 			}
-			results[i] = r
+			if at != nil {
+				results[at[k]] = r
+			} else {
+				results[k] = r
+			}
 		}
 		caseIDs, err := st.openPendingCases(ctx)
 		if err != nil {
@@ -130,12 +148,35 @@ func (s *Store) attempt(ctx context.Context, group string, ds []state.Item, atte
 				results[i].CaseID = id
 			}
 		}
+		if rider != nil {
+			st.writeRider = func(q *db.Queries) error { return rider.QueueWrite(ctx, q, results) }
+		}
 		return true, nil
 	})
 	if err != nil {
 		return nil, err
 	}
 	return results, nil
+}
+
+// ridden runs rider's first round trip in tx and returns the items of ds
+// it settles, and the index in ds of each.
+func ridden(ctx context.Context, tx *db.Tx, rider Rider, ds []state.Item) (items []state.Item, at []int, err error) {
+	p := db.NewPipeline(tx)
+	defer p.Close() // for the early return; the last step is Send
+	rider.QueueFirst(ctx, db.New(p))
+	if err := rider.ReadFirst(); err != nil {
+		return nil, nil, err
+	}
+	if err := p.Send(ctx); err != nil {
+		return nil, nil, err
+	}
+	for i := range ds {
+		if rider.Settles(i) {
+			items, at = append(items, ds[i]), append(at, i)
+		}
+	}
+	return items, at, nil
 }
 
 // transact runs one transaction attempt, the one frame of every settling
@@ -168,6 +209,12 @@ func (s *Store) transact(ctx context.Context, attempt int, firstSeen time.Time, 
 	p, err := st.Write(ctx, group)
 	if err != nil {
 		return err
+	}
+	if st.writeRider != nil {
+		if err = st.writeRider(db.New(p)); err != nil {
+			p.Close()
+			return err
+		}
 	}
 	if batch {
 		crashpoint.Hit("before_commit")

@@ -20,6 +20,9 @@ type txState struct {
 	pendingCases   []caseToOpen
 	pendingByKey   map[caseKey]int
 	caseDeliveries []caseDelivery
+
+	// writeRider queues a Rider's writes on the commit's pipeline.
+	writeRider func(q *db.Queries) error
 }
 
 // effect is what apply decided for a new identity.

@@ -18,9 +18,9 @@ type edgeFlags struct {
 	APITokens          []string      `name:"api-token" env:"SETTLE_API_TOKENS" sep:"," help:"Serve the records API with these tokens, tenant=token,..."`
 	APIBatchRecordsMax int           `name:"api-batch-records-max" hidden:"" env:"SETTLE_API_BATCH_RECORDS_MAX" default:"100" help:"Most records in one API request."`
 	APIBodyBytesMax    int64         `name:"api-body-bytes-max" hidden:"" env:"SETTLE_API_BODY_BYTES_MAX" default:"1048576" help:"Largest API request body, in bytes."`
-	APIGroupRequests   int           `name:"api-group-requests-max" hidden:"" env:"SETTLE_API_GROUP_REQUESTS_MAX" default:"64" help:"Most API requests committed as one group (one claim, one settling and one answer transaction for all of them)."`
+	APIGroupRequests   int           `name:"api-group-requests-max" hidden:"" env:"SETTLE_API_GROUP_REQUESTS_MAX" default:"64" help:"Most API requests committed as one group (one transaction for all of them)."`
 	APIGroupsInFlight  int           `name:"api-groups-in-flight-max" hidden:"" env:"SETTLE_API_GROUPS_IN_FLIGHT_MAX" default:"2" help:"Most groups of API requests committing at once."`
-	APILease           time.Duration `name:"api-lease" hidden:"" env:"SETTLE_API_LEASE" default:"30s" help:"How long a claimed Idempotency-Key is its request's alone; a retry after it takes the key over."`
+	APISettleTimeout   time.Duration `name:"api-settle-timeout" hidden:"" env:"SETTLE_API_SETTLE_TIMEOUT" default:"10s" help:"Longest transaction of a group of API requests; past it they are answered 503 (retry) and nothing of them is written."`
 
 	WebhookURL            string        `name:"webhook-url" env:"SETTLE_WEBHOOK_URL" help:"POST every settlement written from now on to this URL."`
 	WebhookWorkers        int           `name:"webhook-workers" hidden:"" env:"SETTLE_WEBHOOK_WORKERS" default:"4" help:"Webhook deliveries sent at once."`
@@ -65,7 +65,7 @@ func (f edgeFlags) apply(cfg *service.Config, a *app, settlementsTopic string) e
 		}
 		cfg.APIAddr = f.APIAddr
 		cfg.API = ingest.Config{Tokens: tokens, BatchRecordsMax: f.APIBatchRecordsMax,
-			BodyBytesMax: f.APIBodyBytesMax, Lease: f.APILease,
+			BodyBytesMax: f.APIBodyBytesMax, SettleTimeout: f.APISettleTimeout,
 			GroupRequestsMax: f.APIGroupRequests, GroupsInFlightMax: f.APIGroupsInFlight, Logger: a.log}
 	}
 	if f.WebhookURL != "" {

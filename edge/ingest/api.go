@@ -2,12 +2,12 @@
 // /v1/records settles records sent over HTTP through the same core as the
 // Kafka consumer, behind a required Idempotency-Key. A request is
 // validated alone (token, key, body, every record decoded), then committed
-// with the requests queued beside it as one group (group.go): one claim of
-// their keys, one settling transaction, one fenced write of their answers.
+// with the requests queued beside it as one group (group.go): one settling
+// transaction claims their keys, settles their records and stores their
+// answers.
 //
 // It owns the API's HTTP contract (status codes, the error codes of
-// errors.go, headers), the order of claim, work and fenced result, and the
-// group commit of concurrent requests. It never speaks SQL (package
+// errors.go, headers) and the group commit of concurrent requests. It never speaks SQL (package
 // settle settles and package settle/idempotency keeps the keys, behind the
 // small Store and Keys declared here) and never decides an effect: the
 // settling core does, and a record's identity stays the guard against a
@@ -49,19 +49,14 @@ type Config struct {
 	// BodyBytesMax caps a request body. 0 = 1 MiB.
 	BodyBytesMax int64
 
-	// Lease is how long a claimed Idempotency-Key belongs to the request
-	// that claimed it; a retry after it takes the key over. 0 = 30s.
-	Lease time.Duration
-
-	// SettleTimeout bounds the settling of one request, and each write of
-	// its Idempotency-Key (claim, answer, release); it must be shorter
-	// than Lease so that a live request finishes before anyone may take its
-	// key over. 0 = Lease / 3.
+	// SettleTimeout bounds the transaction of one group of requests: its
+	// requests are answered 503 (retry) when it runs out, and their keys
+	// are free again. 0 = 10s.
 	SettleTimeout time.Duration
 
 	// GroupRequestsMax caps the requests committed as one group (one
-	// claim, one settle and one answer transaction for all of them); a
-	// group also holds at most the store's batch of records. 0 = 64.
+	// transaction for all of them); a group also holds at most the store's
+	// batch of records. 0 = 64.
 	GroupRequestsMax int
 
 	// GroupsInFlightMax caps the groups committing at once. 0 = 2: one
@@ -80,11 +75,8 @@ func (c *Config) setDefaults() {
 	if c.BodyBytesMax == 0 {
 		c.BodyBytesMax = 1 << 20
 	}
-	if c.Lease == 0 {
-		c.Lease = 30 * time.Second
-	}
 	if c.SettleTimeout == 0 {
-		c.SettleTimeout = c.Lease / 3
+		c.SettleTimeout = 10 * time.Second
 	}
 	if c.GroupRequestsMax == 0 {
 		c.GroupRequestsMax = 64
@@ -115,12 +107,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("edge: batch records max %d must be between 1 and %d (0 = 100)", c.BatchRecordsMax, idempotency.HTTPBatchRecordsMax)
 	case c.BodyBytesMax < 0:
 		return fmt.Errorf("edge: body bytes max %d must be positive (0 = 1 MiB)", c.BodyBytesMax)
-	case c.Lease < 0 || c.SettleTimeout < 0:
-		return errors.New("edge: lease and settle timeout must be positive (0 = default)")
-	case c.Lease > 0 && c.Lease < 100*time.Millisecond:
-		return fmt.Errorf("edge: lease %s is too short: a live request would be taken over", c.Lease)
-	case c.Lease > 0 && c.SettleTimeout >= c.Lease:
-		return fmt.Errorf("edge: settle timeout %s must be shorter than the lease %s", c.SettleTimeout, c.Lease)
+	case c.SettleTimeout < 0:
+		return errors.New("edge: settle timeout must be positive (0 = 10s)")
 	case c.GroupRequestsMax < 0 || c.GroupRequestsMax > idempotency.GroupKeysMax:
 		return fmt.Errorf("edge: group requests max %d must be between 1 and %d (0 = 64)", c.GroupRequestsMax, idempotency.GroupKeysMax)
 	case c.GroupsInFlightMax < 0 || c.GroupsInFlightMax > 64:
@@ -142,13 +130,14 @@ type API struct {
 	// groupRecordsMax caps the records of one group: the store's batch.
 	groupRecordsMax int
 
-	// afterSettle, when set (tests only), runs between the settling
-	// transaction and the fenced result write: where a crash or a stall
-	// hurts most. It returns false to simulate a crash (no answer stored).
-	afterSettle func(keyID int64, attemptID string) bool
+	// beforeCommit, when set (tests only), runs in a group's transaction
+	// for each request whose records settled, before the commit: where a
+	// crash or a stall holds the key. It returns false to simulate a crash
+	// (the transaction rolled back, the connections cut).
+	beforeCommit func(key string) bool
 
 	// onGroup, when set (tests only), runs as a committer takes a group of
-	// size requests, before their claims.
+	// size requests, before their transaction.
 	onGroup func(size int)
 }
 

@@ -25,7 +25,6 @@ const (
 	CodeTenantForbidden  = "tenant_forbidden"         // 403: a record for another tenant than the token's
 	CodeBusy             = "busy"                     // 409 + Retry-After: the key's first request still runs
 	CodeKeyConflict      = "idempotency_key_conflict" // 409: the key was used for another body; see conflicts
-	CodeClaimLost        = "claim_lost"               // 409: this attempt was taken over; retry for the answer
 	CodeUnavailable      = "unavailable"              // 503 + Retry-After: the database is down or contended
 	CodeInternal         = "internal"                 // 500
 	CodeMethodNotAllowed = "method_not_allowed"       // 405

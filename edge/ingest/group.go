@@ -17,20 +17,17 @@ import (
 
 // Group commit. A request that passed validation joins the queue; a
 // committer takes whatever is queued (up to GroupRequestsMax requests and
-// the store's batch of records) and, for the whole group, claims the keys
-// in one statement, settles every claimed request's records in one Settle
-// call and stores the answers by one fenced write. While a group commits
-// the next one gathers, so an idle edge adds no wait and a busy one pays
-// two transactions per group instead of three per request: the settling
-// one, and one that stores the group's answers together with the next
-// group's claims. At most
-// GroupsInFlightMax groups commit at once; a committer goroutine lives only
-// while the queue holds requests.
+// the store's batch of records) and commits the whole group in one
+// settling transaction, which claims the keys, settles every claimed
+// request's records and stores their answers (idempotency.Group rides
+// settle.Store.SettleWith). While a group commits the next one gathers, so
+// an idle edge adds no wait and a busy one pays one transaction per group.
+// At most GroupsInFlightMax groups commit at once; a committer goroutine
+// lives only while the queue holds requests.
 //
 // Each request keeps its own answer: claims are decided per key (replay,
-// busy, mismatch answered to that request alone), a settle that fails for
-// one request's records is retried per request, and a claim that was taken
-// over loses only its own fenced write.
+// busy, mismatch answered to that request alone), and a settle that fails
+// for one request's records is retried per request.
 
 // pending is one validated request waiting for its group.
 type pending struct {
@@ -40,8 +37,8 @@ type pending struct {
 	raws        []json.RawMessage
 	recs        []*record.Decoded
 	batch       bool
+	takeOver    *idempotency.Claim // a key an earlier version left in progress
 
-	claim    idempotency.Claim
 	answered bool
 	done     chan outcome // buffered: the committer never waits for the handler
 }
@@ -51,7 +48,7 @@ type outcome struct {
 	claim   idempotency.Claim // replay, busy, mismatch: answered by the handler from it
 	body    []byte            // the stored answer (200)
 	aerr    *apiError         // answered instead of a body
-	crashed bool              // tests: the simulated crash before the answer was stored
+	crashed bool              // tests: the simulated crash before the commit
 }
 
 func (p *pending) answer(o outcome) {
@@ -115,30 +112,25 @@ func (c *committer) startLocked(spill bool) {
 	}
 }
 
-// run commits groups until the queue is empty. The answers of a group
-// that settled are stored in the same round trip and transaction as the
-// claims of the next group, when one waits; alone when none does.
+// run commits groups until the queue is empty.
 func (c *committer) run() {
-	var settled *answered
 	for {
-		g := c.take(settled == nil)
-		if g == nil && settled == nil {
+		g := c.take()
+		if g == nil {
 			return
 		}
-		settled = c.commit(settled, g)
+		c.commit(g)
 	}
 }
 
 // take removes the next group from the queue: the requests in arrival
 // order up to the caps. With none queued it returns nil, and the
-// committer ends when leave says so.
-func (c *committer) take(leave bool) []*pending {
+// committer ends.
+func (c *committer) take() []*pending {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.queue) == 0 {
-		if leave {
-			c.running--
-		}
+		c.running--
 		return nil
 	}
 	n, recs := 0, 0
@@ -158,16 +150,9 @@ func (c *committer) take(leave bool) []*pending {
 	return g
 }
 
-// answered is a settled group whose answers wait for the fenced write.
-type answered struct {
-	answers []idempotency.Answer
-	reqs    []*pending
-}
-
-// commit stores the answers of settled (if any) and claims g (if any) in
-// one round trip, answers both, settles g's claimed requests and returns
-// their answers, to be stored with the next group's claims.
-func (c *committer) commit(settled *answered, g []*pending) (next *answered) {
+// commit commits g: its keys, records and answers in one transaction,
+// and answers every request.
+func (c *committer) commit(g []*pending) {
 	defer func() {
 		// A defect must not leave a handler waiting for ever.
 		if r := recover(); r != nil {
@@ -177,164 +162,118 @@ func (c *committer) commit(settled *answered, g []*pending) (next *answered) {
 			for _, p := range g {
 				p.answer(outcome{aerr: ae})
 			}
-			if settled != nil {
-				for _, p := range settled.reqs {
-					p.answer(outcome{aerr: ae})
-				}
-			}
-			next = nil
 		}
 	}()
-	if c.api.onGroup != nil && len(g) > 0 {
+	if c.api.onGroup != nil {
 		c.api.onGroup(len(g))
 	}
-	// The requests' own contexts are not used: a client that hangs up must
-	// not leave a settled key without its stored answer.
+	// The requests' own contexts are not used: a client that hangs up
+	// must not cut its group's transaction off.
 	ctx := context.Background()
-	reqs := make([]idempotency.Request, len(g))
-	for i, p := range g {
-		reqs[i] = idempotency.Request{TenantID: p.tenant, Key: p.key, RequestHash: p.hash, Canonicals: p.canon, Lease: c.api.cfg.Lease}
-	}
-	var answers []idempotency.Answer
-	if settled != nil {
-		answers = settled.answers
-	}
-	// Bounded like settling: a contended or stalled database answers the
-	// requests 503 (retry with the same key) instead of holding them, and
-	// a stop, for ever. Answers not stored in time are the retries' after
-	// the lease, as when the database is down.
-	kctx, cancel := context.WithTimeout(ctx, c.api.cfg.SettleTimeout)
-	lost, claims, err := c.api.keys.CompleteAndClaim(kctx, answers, reqs)
-	cancel()
-	if settled != nil {
-		c.answerStored(settled, lost, err)
-	}
-	if err != nil {
-		ae := storeError(err, "claim the Idempotency-Key")
-		for _, p := range g {
-			p.answer(outcome{aerr: &ae})
+	if takeOver := c.settle(ctx, g, nil); len(takeOver) > 0 {
+		// Keys an earlier version left in progress: their records may
+		// have settled, at the keys' coordinates, which a group of their
+		// own probes.
+		for _, p := range c.settle(ctx, takeOver, takeOver) {
+			p.answer(outcome{aerr: &apiError{status: http.StatusConflict, Code: CodeBusy, RetryAfterSeconds: 1,
+				Message: "this Idempotency-Key's request is in flight: retry the same request later"}})
 		}
-		return nil
 	}
-	var work []*pending
-	for i, p := range g {
-		if claims[i].State != idempotency.ClaimAcquired {
-			p.answer(outcome{claim: claims[i]})
-			continue
-		}
-		p.claim = claims[i]
-		if p.claim.TakenOver {
-			c.api.log.Info("took over an idempotency key whose lease expired", "tenant", p.tenant, "key", p.key,
-				"key_id", p.claim.KeyID, "attempt", p.claim.Attempts)
-		}
-		work = append(work, p)
-	}
-	next = &answered{}
-	c.settle(ctx, work, next)
-	if len(next.reqs) == 0 {
-		return nil
-	}
-	return next
 }
 
-// settle settles the records of claimed requests in one Settle call and
-// adds their answers to next. A batch that fails for a reason of its
-// records is settled again one request at a time, so one request's failure
-// is its own.
-func (c *committer) settle(ctx context.Context, work []*pending, next *answered) {
-	if len(work) == 0 {
-		return
-	}
+// settle commits the requests g in one transaction and answers them, but
+// those whose keys are to be taken over, which it returns (with the
+// claims to take over in p.takeOver). takeOver names the requests of g
+// that take over their keys. A transaction that fails for a reason of its
+// records is committed again one request at a time, so one request's
+// failure is its own.
+func (c *committer) settle(ctx context.Context, g, takeOver []*pending) (again []*pending) {
 	a := c.api
 	now := time.Now()
+	reqs := make([]idempotency.Request, len(g))
 	var inputs []message.Input
-	for _, p := range work {
-		for i, raw := range p.raws {
+	for i, p := range g {
+		reqs[i] = idempotency.Request{TenantID: p.tenant, Key: p.key, RequestHash: p.hash, Canonicals: p.canon}
+		if takeOver != nil {
+			reqs[i].TakeOver = p.takeOver
+		}
+		for j, raw := range p.raws {
 			inputs = append(inputs, message.Input{
-				Topic: idempotency.HTTPTopic, Partition: idempotency.HTTPSettlePartition, Offset: idempotency.HTTPOffset(p.claim.KeyID, i),
-				Key: []byte(p.recs[i].Record.TenantID + "/" + p.recs[i].Record.Subject), Value: raw, Timestamp: now,
-				Decoded: p.recs[i],
-				// The key's first attempt: its id, and so these
-				// coordinates, were never used before.
-				FirstDelivery: p.claim.Attempts == 1,
+				Topic: idempotency.HTTPTopic, Partition: idempotency.HTTPSettlePartition,
+				Key: []byte(p.recs[j].Record.TenantID + "/" + p.recs[j].Record.Subject), Value: raw, Timestamp: now,
+				Decoded: p.recs[j],
 			})
 		}
 	}
+	grp, err := idempotency.NewGroup(reqs, inputs, func(i int, results []message.Result) (int, []byte, error) {
+		p := g[i]
+		if a.beforeCommit != nil && !a.beforeCommit(p.key) {
+			return 0, nil, errSimulatedCrash
+		}
+		return http.StatusOK, p.response(results), nil
+	})
+	if err != nil {
+		panic(err) // every request was validated: a defect
+	}
 	sctx, cancel := context.WithTimeout(ctx, a.cfg.SettleTimeout)
-	results, err := a.store.Settle(sctx, "", inputs)
+	_, err = a.store.SettleWith(sctx, "", inputs, grp)
 	cancel()
 	if err != nil {
 		var be *settle.BatchError
-		if errors.As(err, &be) && len(work) > 1 {
-			for _, p := range work {
-				c.settle(ctx, []*pending{p}, next)
+		switch {
+		case errors.Is(err, errSimulatedCrash):
+			for _, p := range g {
+				p.answer(outcome{crashed: true})
 			}
-			return
+		case errors.As(err, &be) && len(g) > 1:
+			for _, p := range g {
+				again = append(again, c.settle(ctx, []*pending{p}, pick(takeOver, p))...)
+			}
+		default:
+			a.log.Warn("settling HTTP requests failed", "requests", len(g), "err", err)
+			ae := storeError(err, "settle the records")
+			for _, p := range g {
+				p.answer(outcome{aerr: &ae})
+			}
 		}
-		c.fail(ctx, work, err)
-		return
+		return again
 	}
-	for _, p := range work {
-		body := p.response(results[:len(p.recs)])
-		results = results[len(p.recs):]
-		if a.afterSettle != nil && !a.afterSettle(p.claim.KeyID, p.claim.AttemptID) {
-			p.answer(outcome{crashed: true}) // the simulated crash: no answer stored
-			continue
+	for i, cl := range grp.Claims() {
+		p := g[i]
+		switch cl.State {
+		case idempotency.ClaimAcquired:
+			if cl.TakenOver {
+				a.log.Info("took over an idempotency key an earlier version left in progress", "tenant", p.tenant,
+					"key", p.key, "key_id", cl.KeyID, "attempt", cl.Attempts)
+			}
+			p.answer(outcome{body: cl.Response})
+		case idempotency.ClaimTakeOver:
+			if takeOver != nil { // taken over by another transaction meanwhile
+				p.answer(outcome{claim: idempotency.Claim{State: idempotency.ClaimBusy, RetryAfter: time.Second}})
+				continue
+			}
+			p.takeOver = &cl
+			again = append(again, p)
+		default:
+			p.answer(outcome{claim: cl})
 		}
-		next.answers = append(next.answers, idempotency.Answer{KeyID: p.claim.KeyID, AttemptID: p.claim.AttemptID,
-			Status: http.StatusOK, Response: body})
-		next.reqs = append(next.reqs, p)
 	}
+	return again
 }
 
-// answerStored answers the requests of a settled group once the fenced
-// write of their answers returned lost (or err).
-func (c *committer) answerStored(s *answered, lost []bool, err error) {
-	a := c.api
-	if err != nil {
-		a.log.Warn("could not store the answers of idempotency keys; a retry after the lease gets the same results",
-			"keys", len(s.answers), "err", err)
-		ae := storeError(err, "store the answer")
-		for _, p := range s.reqs {
-			p.answer(outcome{aerr: &ae})
+// pick is p alone if it is in ps, else nil.
+func pick(ps []*pending, p *pending) []*pending {
+	for _, q := range ps {
+		if q == p {
+			return []*pending{p}
 		}
-		return
 	}
-	for i, p := range s.reqs {
-		if lost[i] {
-			// A retry took the key over while this attempt ran past its
-			// lease; its answer, not this one, is the key's. The records
-			// settled once either way: their coordinates are the key's.
-			a.log.Warn("idempotency key was taken over while this attempt ran; its answer is the retry's",
-				"tenant", p.tenant, "key", p.key, "key_id", p.claim.KeyID)
-			p.answer(outcome{aerr: &apiError{status: http.StatusConflict, Code: CodeClaimLost, RetryAfterSeconds: 1,
-				Message: "this attempt ran past its lease and a retry took the Idempotency-Key over: retry the same request to get the stored answer"}})
-			continue
-		}
-		p.answer(outcome{body: s.answers[i].Response})
-	}
+	return nil
 }
 
-// fail answers requests whose settling failed. Nothing settled for sure (a
-// commit that was cut off may have landed: the retry then finds its
-// coordinates and gets the stored results); their leases end so the
-// retries need not wait them out.
-func (c *committer) fail(ctx context.Context, work []*pending, err error) {
-	ids, attempts := make([]int64, len(work)), make([]string, len(work))
-	for i, p := range work {
-		ids[i], attempts[i] = p.claim.KeyID, p.claim.AttemptID
-	}
-	rctx, cancel := context.WithTimeout(ctx, c.api.cfg.SettleTimeout)
-	defer cancel()
-	if _, rerr := c.api.keys.ReleaseMany(rctx, ids, attempts); rerr != nil {
-		c.api.log.Warn("could not release idempotency keys; their retries take them over when the leases end", "keys", len(ids), "err", rerr)
-	}
-	c.api.log.Warn("settling HTTP requests failed", "requests", len(work), "err", err)
-	ae := storeError(err, "settle the records")
-	for _, p := range work {
-		p.answer(outcome{aerr: &ae})
-	}
-}
+// errSimulatedCrash ends a transaction that a test crashes before its
+// commit (API.beforeCommit).
+var errSimulatedCrash = errors.New("edge: the simulated crash before the commit")
 
 // response is the answer body of a request whose records settled with
 // results, in order.
@@ -354,7 +293,7 @@ func (p *pending) response(results []message.Result) []byte {
 		body, err = json.Marshal(out[0])
 	}
 	if err != nil {
-		panic(fmt.Sprintf("edge: marshal the answer of key %d: %v", p.claim.KeyID, err)) // the types always marshal
+		panic(fmt.Sprintf("edge: marshal the answer of key %q: %v", p.key, err)) // the types always marshal
 	}
 	return body
 }

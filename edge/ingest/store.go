@@ -9,19 +9,17 @@ import (
 )
 
 // Store is what the records API needs of the settling store: its
-// configuration and the settling of a batch. *settle.Store is one.
+// configuration and the settling of a group's records with its keys
+// (an idempotency.Group riding the transaction). *settle.Store is one.
 type Store interface {
 	Config() settle.Config
-	Settle(ctx context.Context, group string, inputs []message.Input) ([]message.Result, error)
+	SettleWith(ctx context.Context, group string, inputs []message.Input, rider settle.Rider) ([]message.Result, error)
 }
 
-// Keys is what the records API needs of the Idempotency-Keys: the claims
-// and answers of a group, the release of claims whose work failed, and the
-// conflict cases of a reused key. *idempotency.Store is one.
+// Keys is what the records API needs of the Idempotency-Keys beside the
+// group's transaction: the conflict cases of a reused key.
+// *idempotency.Store is one.
 type Keys interface {
-	CompleteAndClaim(ctx context.Context, answers []idempotency.Answer,
-		reqs []idempotency.Request) (lost []bool, claims []idempotency.Claim, err error)
-	ReleaseMany(ctx context.Context, keyIDs []int64, attemptIDs []string) (int, error)
 	OpenConflictCases(ctx context.Context, keyID int64, stored, incoming [][]byte) ([]idempotency.Conflict, error)
 }
 

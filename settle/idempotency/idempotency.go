@@ -1,22 +1,23 @@
 // Package idempotency owns the Idempotency-Keys of the HTTP edge's records
 // API (package edge/ingest): table idempotency_keys, one row per tenant and
 // key, holding the request it was first used for (the SHA-256 of its body
-// and the canonical form of each record), the attempt that holds its claim
-// under a lease, and the answer stored once the work is done.
+// and the canonical form of each record) and the answer its records
+// settled with.
 //
-// A key is claimed in its own short transaction before any work, the work
-// (settle.Store.Settle) runs in its own, and the answer is stored by a
-// fenced write that only the owning attempt can make (dberr.ErrClaimLost
-// otherwise). Why not one transaction around all three: a claim must be
-// visible to a concurrent retry while the work runs, or the retry would
-// block on the row instead of being told "busy". The work itself is safe
-// without the fence: the records' coordinates derive from the key's row id
-// (HTTPOffset), so a second execution of the same key is a redelivery that
-// the settling transaction answers from what it stored. A claim left in
-// progress past its lease is taken over by a conditional update that swaps
-// in the new attempt's id, so the attempt that held it can no longer
-// complete it. The group calls (group.go) do the same for the keys of many
-// requests in one round trip.
+// A key is claimed, its records settled and its answer stored in one
+// transaction: the settling transaction of its group (group.go, a
+// settle.Rider). The transaction takes the key's advisory lock without
+// waiting, so that a concurrent retry is told "busy" at once instead of
+// blocking, reads the key, and inserts it done with its answer in the
+// commit that settles its records. A key is never in progress: absent, or
+// done with the answer of what settled. The records' coordinates derive
+// from the key's row id (HTTPOffset), reserved before the row is written,
+// so a record is settled under its key's coordinates only. Keys an earlier
+// version of settle left in progress (it claimed a key in a transaction of
+// its own, under a lease) are taken over once their lease ends, by a
+// conditional update that swaps in the new attempt's id, and settled again
+// at their coordinates, which the settling transaction answers from what
+// it stored.
 //
 // Its statements are the files in sql/, run through the generated queries.
 // It never settles anything and never speaks HTTP; a reused key's conflict
@@ -34,7 +35,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/settlehq/settle/record"
@@ -56,11 +56,6 @@ func New(s *settle.Store) *Store { return &Store{pool: s.Pool(), settle: s} }
 // KeyBytesMax bounds an Idempotency-Key (the column checks it too).
 const KeyBytesMax = 255
 
-// claimRoundsMax bounds the insert / read / take over rounds of one claim:
-// each round that finds nothing is a race lost to a concurrent claimer,
-// which leaves the key in a state the next read sees.
-const claimRoundsMax = 4
-
 // Request is the request an Idempotency-Key is claimed for.
 type Request struct {
 	TenantID string
@@ -70,43 +65,46 @@ type Request struct {
 	// Canonicals are the canonical forms of the request's records, in order:
 	// they decide whether a request whose bytes differ is the same request.
 	Canonicals [][]byte
-	// Lease is how long the claim is the caller's alone. Past it, a retry
-	// takes the key over.
-	Lease time.Duration
+	// TakeOver, when set, is the claim of a key an earlier version left in
+	// progress past its lease (ClaimTakeOver): the request settles again at
+	// the key's coordinates.
+	TakeOver *Claim
 }
 
-// ClaimState is what Store.Claim found.
+// ClaimState is what became of a request's key in its group.
 type ClaimState int
 
 // The claim states.
 const (
-	// ClaimAcquired: this attempt owns the key (new, or taken over from an
-	// attempt whose lease expired: TakenOver). Do the work, then
-	// Store.Complete.
+	// ClaimAcquired: the request's records settled under the key (new, or
+	// taken over: TakenOver) and its answer, Response, was stored with them.
 	ClaimAcquired ClaimState = iota + 1
 	// ClaimReplay: the key is done; Response is the stored answer.
 	ClaimReplay
-	// ClaimBusy: another attempt holds a live lease; RetryAfter says when it
-	// runs out.
+	// ClaimBusy: another transaction holds the key (or an earlier
+	// version's claim its lease); RetryAfter says when to ask again.
 	ClaimBusy
 	// ClaimMismatch: the key was used for another request;
 	// StoredCanonicals hold that request's records.
 	ClaimMismatch
+	// ClaimTakeOver: an earlier version left the key in progress and its
+	// lease ended. Settle the request again in a group of its own, with
+	// Request.TakeOver set to this claim.
+	ClaimTakeOver
 )
 
-// Claim is the answer of Store.Claim.
+// Claim is what became of a request's key.
 type Claim struct {
 	State ClaimState
 	// KeyID is the key's row id: stable for the key's whole life.
 	KeyID int64
-	// AttemptID names this attempt's claim (ClaimAcquired only).
-	AttemptID string
 	// Attempts counts the attempts that claimed the key, this one included.
 	Attempts  int
 	TakenOver bool
+	Holder    string // ClaimTakeOver: the attempt that holds the expired claim
 
-	ResponseStatus int    // ClaimReplay
-	Response       []byte // ClaimReplay: byte for byte what was answered
+	ResponseStatus int    // ClaimAcquired, ClaimReplay
+	Response       []byte // ClaimAcquired, ClaimReplay: byte for byte what is answered
 
 	RetryAfter time.Duration // ClaimBusy
 
@@ -124,70 +122,10 @@ func (r Request) Validate() error {
 		return errors.New("idempotency key: no request hash")
 	case len(r.Canonicals) == 0:
 		return errors.New("idempotency key: no records")
-	case r.Lease < time.Millisecond:
-		return fmt.Errorf("idempotency key: lease %s is too short", r.Lease)
+	case len(r.Canonicals) > HTTPBatchRecordsMax:
+		return fmt.Errorf("idempotency key: %d records, at most %d", len(r.Canonicals), HTTPBatchRecordsMax)
 	}
 	return nil
-}
-
-// Claim claims req.Key of req.TenantID for a new attempt, or says why it
-// cannot: the key is done (replay), busy, or was used for a different
-// request. A claim left in progress past its lease is taken over by a
-// conditional update that swaps in this attempt's id, so the attempt that
-// held it can no longer complete it.
-func (s *Store) Claim(ctx context.Context, req Request) (Claim, error) {
-	if err := req.Validate(); err != nil {
-		return Claim{}, err
-	}
-	what := fmt.Sprintf("claim idempotency key tenant=%s key=%q", req.TenantID, req.Key)
-	leaseMS := req.Lease.Milliseconds()
-	q := db.On(s.pool)
-	for range claimRoundsMax {
-		attempt := newAttemptID()
-		keyID, err := q.IdempotencyClaim(ctx, db.IdempotencyClaimParams{TenantID: req.TenantID, Key: req.Key,
-			RequestHash: req.RequestHash, Canonicals: req.Canonicals, Records: int32(len(req.Canonicals)),
-			AttemptID: attempt, LeaseMs: leaseMS})
-		if err == nil {
-			return Claim{State: ClaimAcquired, KeyID: keyID, AttemptID: attempt, Attempts: 1}, nil
-		}
-		if !errors.Is(err, pgx.ErrNoRows) {
-			return Claim{}, dberr.Wrap(what, err)
-		}
-		row, err := q.IdempotencyLookup(ctx, db.IdempotencyLookupParams{TenantID: req.TenantID, Key: req.Key})
-		if errors.Is(err, pgx.ErrNoRows) {
-			continue // keys are never deleted; only a defect gets here, and the insert tells
-		}
-		if err != nil {
-			return Claim{}, dberr.Wrap(what, err)
-		}
-		c := Claim{KeyID: row.ID, Attempts: int(row.Attempts), ResponseStatus: int(row.ResponseStatus),
-			Response: row.Response, StoredCanonicals: row.Canonicals}
-		if !bytes.Equal(row.RequestHash, req.RequestHash) && !sameCanonicals(c.StoredCanonicals, req.Canonicals) {
-			c.State, c.Response, c.ResponseStatus = ClaimMismatch, nil, 0
-			return c, nil
-		}
-		c.StoredCanonicals = nil
-		switch {
-		case row.Status == "done":
-			c.State = ClaimReplay
-			return c, nil
-		case row.LeaseLeftMs > 0:
-			c.State, c.RetryAfter = ClaimBusy, time.Duration(row.LeaseLeftMs)*time.Millisecond
-			return c, nil
-		}
-		// In progress past its lease: the attempt that holds it crashed or
-		// stalled. Take it over; the holder's fenced writes fail from now on.
-		attempts, err := q.IdempotencyTakeover(ctx, db.IdempotencyTakeoverParams{ID: c.KeyID, Holder: row.Holder,
-			AttemptID: attempt, LeaseMs: leaseMS})
-		if errors.Is(err, pgx.ErrNoRows) {
-			continue // another retry took it over, or the holder finished: read again
-		}
-		if err != nil {
-			return Claim{}, dberr.Wrap(what, err)
-		}
-		return Claim{State: ClaimAcquired, KeyID: c.KeyID, AttemptID: attempt, Attempts: int(attempts), TakenOver: true}, nil
-	}
-	return Claim{}, fmt.Errorf("%s: %w: lost %d rounds to concurrent claimers", what, dberr.ErrContention, claimRoundsMax)
 }
 
 func sameCanonicals(a, b [][]byte) bool {
@@ -200,38 +138,6 @@ func sameCanonicals(a, b [][]byte) bool {
 		}
 	}
 	return true
-}
-
-// Complete stores the answer of a claimed key: the fenced write. It
-// returns dberr.ErrClaimLost, and stores nothing, when attemptID no
-// longer owns the claim.
-func (s *Store) Complete(ctx context.Context, keyID int64, attemptID string, status int, response []byte) error {
-	if response == nil {
-		response = []byte{}
-	}
-	n, err := db.On(s.pool).IdempotencyComplete(ctx, db.IdempotencyCompleteParams{ID: keyID, AttemptID: attemptID,
-		ResponseStatus: int32(status), Response: response})
-	if err != nil {
-		return dberr.Wrap(fmt.Sprintf("complete idempotency key %d", keyID), err)
-	}
-	if n == 0 {
-		return fmt.Errorf("complete idempotency key %d attempt %s: %w", keyID, attemptID, dberr.ErrClaimLost)
-	}
-	return nil
-}
-
-// Release ends the lease of a claim whose work failed, so the next retry
-// takes it over at once. A claim the attempt no longer owns is left alone
-// (dberr.ErrClaimLost).
-func (s *Store) Release(ctx context.Context, keyID int64, attemptID string) error {
-	n, err := db.On(s.pool).IdempotencyRelease(ctx, db.IdempotencyReleaseParams{ID: keyID, AttemptID: attemptID})
-	if err != nil {
-		return dberr.Wrap(fmt.Sprintf("release idempotency key %d", keyID), err)
-	}
-	if n == 0 {
-		return fmt.Errorf("release idempotency key %d attempt %s: %w", keyID, attemptID, dberr.ErrClaimLost)
-	}
-	return nil
 }
 
 // Conflict is one record of a request that reused an Idempotency-Key with

@@ -2,6 +2,7 @@ package idempotency_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -9,92 +10,220 @@ import (
 	"time"
 
 	"github.com/settlehq/settle/settle"
-	"github.com/settlehq/settle/settle/dberr"
 	"github.com/settlehq/settle/settle/idempotency"
+	"github.com/settlehq/settle/settle/message"
 	"github.com/settlehq/settle/settle/settletest"
 )
 
-func request(key, body string, lease time.Duration) idempotency.Request {
+// request is a request of key whose one record is a usage of record id
+// rec; body names its bytes (the request hash).
+func request(key, rec, body string) (idempotency.Request, message.Input) {
+	b, err := json.Marshal(settletest.Rec("record_id", rec))
+	if err != nil {
+		panic(err)
+	}
+	in := message.Input{Topic: idempotency.HTTPTopic, Partition: idempotency.HTTPSettlePartition, Value: b}
 	return idempotency.Request{TenantID: "acme", Key: key, RequestHash: []byte("sha:" + body),
-		Canonicals: [][]byte{[]byte(body)}, Lease: lease}
+		Canonicals: [][]byte{[]byte(body)}}, in
 }
 
-// A write of an attempt that does not own its key changes nothing and says
-// so: dberr.ErrClaimLost naming the key and the attempt. The owner's
-// answer, stored in the same round trip as the next group's claims and
-// ahead of them, is what a repeat of the key is answered. A claim whose
-// lease ran out is taken over, and the attempt that held it can no longer
-// complete it.
-func TestFencedWritesNameTheKey(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	s := settletest.NewStore(t, settle.Config{})
-	keys := idempotency.New(s)
-
-	c, err := keys.Claim(ctx, request("k-1", "a", time.Minute))
-	if err != nil || c.State != idempotency.ClaimAcquired || c.KeyID == 0 || c.Attempts != 1 || c.TakenOver {
-		t.Fatalf("claim: %+v %v", c, err)
+// group settles reqs (one record each) with their keys in one transaction
+// and returns their claims; answer, when not nil, replaces the answer
+// "ok <key>".
+func group(t *testing.T, s *settle.Store, answer idempotency.AnswerFunc, rs ...[2]string) ([]idempotency.Claim, []message.Input, error) {
+	t.Helper()
+	var (
+		reqs   []idempotency.Request
+		inputs []message.Input
+	)
+	for i, r := range rs {
+		req, in := request(r[0], fmt.Sprintf("u-%s", r[0]), r[1])
+		if i > 0 && rs[i-1][0] == r[0] {
+			in = inputs[i-1]
+		}
+		reqs, inputs = append(reqs, req), append(inputs, in)
 	}
-	if b, err := keys.Claim(ctx, request("k-1", "a", time.Minute)); err != nil || b.State != idempotency.ClaimBusy || b.RetryAfter <= 0 {
-		t.Fatalf("claim of a held key: %+v %v, want busy", b, err)
-	}
-	if m, err := keys.Claim(ctx, request("k-1", "b", time.Minute)); err != nil || m.State != idempotency.ClaimMismatch ||
-		len(m.StoredCanonicals) != 1 || string(m.StoredCanonicals[0]) != "a" {
-		t.Fatalf("claim for another body: %+v %v, want a mismatch with the stored records", m, err)
-	}
-
-	const stranger = "00000000-0000-0000-0000-000000000000"
-	noun := fmt.Sprintf("idempotency key %d attempt %s", c.KeyID, stranger)
-	for name, err := range map[string]error{
-		"complete": keys.Complete(ctx, c.KeyID, stranger, 200, []byte("late")),
-		"release":  keys.Release(ctx, c.KeyID, stranger),
-	} {
-		if !errors.Is(err, dberr.ErrClaimLost) || !strings.Contains(err.Error(), noun) {
-			t.Errorf("%s by an attempt that does not own the key: %v, want ErrClaimLost naming %q", name, err, noun)
+	if answer == nil {
+		answer = func(i int, results []message.Result) (int, []byte, error) {
+			return 200, []byte("ok " + reqs[i].Key + " " + string(results[0].Outcome)), nil
 		}
 	}
-	lost, err := keys.CompleteMany(ctx, []idempotency.Answer{{KeyID: c.KeyID, AttemptID: stranger, Status: 200, Response: []byte("late")}})
-	if err != nil || len(lost) != 1 || !lost[0] {
-		t.Fatalf("group answer of a stranger: lost %v %v, want [true]", lost, err)
+	return settleGroup(t, s, reqs, inputs, answer)
+}
+
+func settleGroup(t *testing.T, s *settle.Store, reqs []idempotency.Request, inputs []message.Input,
+	answer idempotency.AnswerFunc) ([]idempotency.Claim, []message.Input, error) {
+	t.Helper()
+	inputs = s.Decode(inputs)
+	g, err := idempotency.NewGroup(reqs, inputs, answer)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if n, err := keys.ReleaseMany(ctx, []int64{c.KeyID}, []string{stranger}); err != nil || n != 0 {
-		t.Fatalf("group release by a stranger released %d %v", n, err)
+	if _, err := s.SettleWith(context.Background(), "", inputs, g); err != nil {
+		return nil, inputs, err
 	}
-	if n := settletest.Count(t, s.Pool(), `SELECT count(*) FROM idempotency_keys WHERE status = 'in_progress' AND lease_until > now() AND response IS NULL`); n != 1 {
-		t.Fatal("a write of an attempt that does not own the key changed it")
+	return g.Claims(), inputs, nil
+}
+
+// A group's keys are claimed, their records settled at the keys'
+// coordinates and their answers stored, done, in one transaction (on the
+// service role's grants); a repeat is answered from the stored answer, a
+// second request with a key in the same group as if it came right after
+// (busy, or a mismatch), and a reused key with another body is a mismatch
+// with the stored records. An answer that fails rolls everything back: no
+// key, no record.
+func TestGroupClaimsSettlesAndAnswers(t *testing.T) {
+	t.Parallel()
+	url := settletest.NewDatabase(t)
+	s := settletest.StoreOn(t, settletest.AppPoolOn(t, url, 4), settle.Config{})
+	pool := settletest.PoolOn(t, url, 2)
+
+	claims, inputs, err := group(t, s, nil, [2]string{"k-1", "a"}, [2]string{"k-1", "a"}, [2]string{"k-1", "x"}, [2]string{"k-2", "b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k1, k2 := claims[0], claims[3]
+	if k1.State != idempotency.ClaimAcquired || k1.Attempts != 1 || string(k1.Response) != "ok k-1 settled" || k1.ResponseStatus != 200 {
+		t.Fatalf("k-1: %+v", k1)
+	}
+	if k2.State != idempotency.ClaimAcquired || k2.KeyID == k1.KeyID || string(k2.Response) != "ok k-2 settled" {
+		t.Fatalf("k-2: %+v", k2)
+	}
+	if b := claims[1]; b.State != idempotency.ClaimBusy || b.KeyID != k1.KeyID || b.RetryAfter <= 0 {
+		t.Fatalf("k-1 again in the group: %+v, want busy", b)
+	}
+	if m := claims[2]; m.State != idempotency.ClaimMismatch || m.KeyID != k1.KeyID || string(m.StoredCanonicals[0]) != "a" {
+		t.Fatalf("k-1 with another body in the group: %+v, want a mismatch with the first's records", m)
+	}
+	if in := inputs[3]; in.Offset != idempotency.HTTPOffset(k2.KeyID, 0) || !in.FirstDelivery {
+		t.Fatalf("k-2's record settled at offset %d (first delivery %v), want %d", in.Offset, in.FirstDelivery, idempotency.HTTPOffset(k2.KeyID, 0))
+	}
+	if n := settletest.Count(t, pool, `SELECT count(*) FROM idempotency_keys WHERE status = 'done' AND attempts = 1`); n != 2 {
+		t.Fatalf("%d keys done, want 2 (written once, done)", n)
+	}
+	if n := settletest.Count(t, pool, `SELECT count(*) FROM identities WHERE topic = 'http' AND "offset" IN ($1, $2)`,
+		idempotency.HTTPOffset(k1.KeyID, 0), idempotency.HTTPOffset(k2.KeyID, 0)); n != 2 {
+		t.Fatalf("%d identities at the keys' coordinates, want 2", n)
 	}
 
-	// The owner's answer and a repeat of its key in one call: the answer
-	// is stored first, so the repeat is its replay.
-	lost, claims, err := keys.CompleteAndClaim(ctx,
-		[]idempotency.Answer{{KeyID: c.KeyID, AttemptID: c.AttemptID, Status: 201, Response: []byte("first")}},
-		[]idempotency.Request{request("k-1", "a", time.Minute), request("k-2", "z", time.Millisecond)})
-	if err != nil || len(lost) != 1 || lost[0] || len(claims) != 2 {
-		t.Fatalf("complete and claim: lost %v claims %+v %v", lost, claims, err)
+	claims, _, err = group(t, s, nil, [2]string{"k-1", "a"}, [2]string{"k-2", "other"})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if r := claims[0]; r.State != idempotency.ClaimReplay || r.KeyID != c.KeyID || r.ResponseStatus != 201 || string(r.Response) != "first" {
-		t.Fatalf("repeat of a key answered in the same call: %+v, want its replay", r)
+	if r := claims[0]; r.State != idempotency.ClaimReplay || r.KeyID != k1.KeyID || string(r.Response) != "ok k-1 settled" {
+		t.Fatalf("repeat of k-1: %+v, want its replay", r)
 	}
-	if err := keys.Complete(ctx, c.KeyID, c.AttemptID, 200, []byte("again")); !errors.Is(err, dberr.ErrClaimLost) {
-		t.Fatalf("second answer of a done key: %v, want ErrClaimLost", err)
+	if m := claims[1]; m.State != idempotency.ClaimMismatch || string(m.StoredCanonicals[0]) != "b" {
+		t.Fatalf("k-2 with another body: %+v, want a mismatch", m)
 	}
 
-	// k-2's lease (1 ms) runs out: the next claim takes it over.
-	held := claims[1]
-	if held.State != idempotency.ClaimAcquired {
-		t.Fatalf("new key in a group: %+v", held)
+	failed := errors.New("the answer failed")
+	_, _, err = group(t, s, func(int, []message.Result) (int, []byte, error) { return 0, nil, failed }, [2]string{"k-3", "c"})
+	if !errors.Is(err, failed) {
+		t.Fatalf("a group whose answer fails: %v, want its error", err)
 	}
-	time.Sleep(5 * time.Millisecond)
-	took, err := keys.Claim(ctx, request("k-2", "z", time.Minute))
-	if err != nil || took.State != idempotency.ClaimAcquired || !took.TakenOver || took.Attempts != 2 || took.KeyID != held.KeyID ||
-		took.AttemptID == held.AttemptID {
-		t.Fatalf("claim of an expired key: %+v %v, want a take-over", took, err)
+	if n := settletest.Count(t, pool, `SELECT count(*) FROM idempotency_keys WHERE key = 'k-3'`) +
+		settletest.Count(t, pool, `SELECT count(*) FROM identities WHERE record_id = 'u-k-3'`); n != 0 {
+		t.Fatalf("a group whose answer failed left %d rows", n)
 	}
-	if err := keys.Complete(ctx, held.KeyID, held.AttemptID, 200, []byte("stalled")); !errors.Is(err, dberr.ErrClaimLost) {
-		t.Fatalf("answer of the attempt taken over: %v, want ErrClaimLost", err)
+}
+
+// A key another transaction holds is answered busy at once, and nothing of
+// its request settles; the holder's answer is the key's.
+func TestKeyHeldIsBusy(t *testing.T) {
+	t.Parallel()
+	url := settletest.NewDatabase(t)
+	s := settletest.NewStoreOn(t, url, settle.Config{})
+	inside, release := make(chan struct{}), make(chan struct{})
+	first := make(chan error, 1)
+	go func() {
+		_, _, err := group(t, s, func(int, []message.Result) (int, []byte, error) {
+			close(inside)
+			<-release
+			return 200, []byte("first"), nil
+		}, [2]string{"k-held", "a"})
+		first <- err
+	}()
+	<-inside
+	start := time.Now()
+	claims, _, err := group(t, s, nil, [2]string{"k-held", "a"})
+	if err != nil || claims[0].State != idempotency.ClaimBusy || claims[0].RetryAfter <= 0 {
+		t.Fatalf("the key while another transaction holds it: %+v %v, want busy", claims, err)
 	}
-	if err := keys.Complete(ctx, took.KeyID, took.AttemptID, 200, []byte("retry")); err != nil {
-		t.Fatalf("answer of the attempt that took over: %v", err)
+	if waited := time.Since(start); waited > 5*time.Second {
+		t.Fatalf("busy after %s: the claim waited for the holder", waited)
+	}
+	close(release)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	claims, _, err = group(t, s, nil, [2]string{"k-held", "a"})
+	if err != nil || claims[0].State != idempotency.ClaimReplay || string(claims[0].Response) != "first" {
+		t.Fatalf("after the holder committed: %+v %v, want the holder's answer", claims, err)
+	}
+	if n := settletest.Count(t, s.Pool(), `SELECT count(*) FROM ledger_entries`); n != 1 {
+		t.Fatalf("%d ledger rows, want 1", n)
+	}
+}
+
+// A key an earlier version left in progress (claimed in a transaction of
+// its own, its records settled, its answer never stored) is busy while its
+// lease lasts; then it is taken over in a group of its own, its records
+// settle again at the key's coordinates, which the transaction answers
+// from what it stored (one ledger row), and the key is done with that
+// answer. The attempt that held it could no longer complete it.
+func TestKeyLeftInProgressIsTakenOver(t *testing.T) {
+	t.Parallel()
+	url := settletest.NewDatabase(t)
+	s := settletest.StoreOn(t, settletest.AppPoolOn(t, url, 4), settle.Config{})
+	pool := settletest.PoolOn(t, url, 2)
+	ctx := context.Background()
+	var id int64
+	if err := pool.QueryRow(ctx, `INSERT INTO idempotency_keys (tenant_id, key, request_hash, canonicals, records, attempt_id, lease_until)
+		VALUES ('acme', 'k-old', 'sha:a', ARRAY['a'::bytea], 1, gen_random_uuid(), now() + interval '1 hour') RETURNING id`).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	req, in := request("k-old", "u-k-old", "a")
+	in.Offset = idempotency.HTTPOffset(id, 0)
+	settletest.MustSettle(t, s, []message.Input{in}) // the earlier version's settle; then it crashed
+
+	claims, _, err := group(t, s, nil, [2]string{"k-old", "a"})
+	if err != nil || claims[0].State != idempotency.ClaimBusy || claims[0].RetryAfter < time.Minute {
+		t.Fatalf("a key in progress within its lease: %+v %v, want busy for the rest of the lease", claims, err)
+	}
+	if _, err := pool.Exec(ctx, `UPDATE idempotency_keys SET lease_until = now() WHERE id = $1`, id); err != nil {
+		t.Fatal(err)
+	}
+	claims, _, err = group(t, s, nil, [2]string{"k-old", "a"})
+	if err != nil || claims[0].State != idempotency.ClaimTakeOver || claims[0].KeyID != id || claims[0].Holder == "" {
+		t.Fatalf("a key in progress past its lease: %+v %v, want it to be taken over", claims, err)
+	}
+	take := claims[0]
+	req.TakeOver = &take
+	_, in = request("k-old", "u-k-old", "a")
+	claims, inputs, err := settleGroup(t, s, []idempotency.Request{req}, []message.Input{in},
+		func(_ int, rs []message.Result) (int, []byte, error) {
+			return 200, []byte("retried " + string(rs[0].Outcome)), nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := claims[0]; c.State != idempotency.ClaimAcquired || !c.TakenOver || c.Attempts != 2 || c.KeyID != id {
+		t.Fatalf("take-over: %+v", c)
+	}
+	if inputs[0].Offset != idempotency.HTTPOffset(id, 0) || inputs[0].FirstDelivery {
+		t.Fatalf("the take-over settled at offset %d (first delivery %v), want the key's %d, looked up", inputs[0].Offset, inputs[0].FirstDelivery, idempotency.HTTPOffset(id, 0))
+	}
+	if n := settletest.Count(t, pool, `SELECT count(*) FROM ledger_entries`); n != 1 {
+		t.Fatalf("%d ledger rows after the take-over, want 1", n)
+	}
+	if n := settletest.Count(t, pool, `SELECT count(*) FROM idempotency_keys WHERE id = $1 AND status = 'done' AND attempts = 2 AND response = 'retried settled'`, id); n != 1 {
+		t.Fatal("the key taken over is not done with the take-over's answer")
+	}
+	// A second take-over of the same claim finds it done.
+	claims, _, err = settleGroup(t, s, []idempotency.Request{req}, []message.Input{in}, nil)
+	if err != nil || claims[0].State != idempotency.ClaimReplay || string(claims[0].Response) != "retried settled" {
+		t.Fatalf("a take-over of a key done meanwhile: %+v %v, want its replay", claims, err)
 	}
 }
 
@@ -102,9 +231,7 @@ func TestFencedWritesNameTheKey(t *testing.T) {
 // group is bounded.
 func TestRefusedRequests(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	keys := idempotency.New(settletest.NewStore(t, settle.Config{}))
-	ok := request("k", "a", time.Second)
+	ok, in := request("k", "u-1", "a")
 	for _, tc := range []struct {
 		edit func(*idempotency.Request)
 		want string
@@ -113,22 +240,19 @@ func TestRefusedRequests(t *testing.T) {
 		{func(r *idempotency.Request) { r.Key = strings.Repeat("k", idempotency.KeyBytesMax+1) }, "must be 1 to 255 bytes"},
 		{func(r *idempotency.Request) { r.RequestHash = nil }, "no request hash"},
 		{func(r *idempotency.Request) { r.Canonicals = nil }, "no records"},
-		{func(r *idempotency.Request) { r.Lease = time.Microsecond }, "lease 1µs is too short"},
 	} {
 		r := ok
 		tc.edit(&r)
-		if _, err := keys.Claim(ctx, r); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("claim of %+v: %v, want %q", r, err, tc.want)
-		}
-		if _, err := keys.ClaimMany(ctx, []idempotency.Request{ok, r}); err == nil || !strings.Contains(err.Error(), "request 1: ") {
-			t.Errorf("group claim with %+v: %v, want request 1 named", r, err)
+		if _, err := idempotency.NewGroup([]idempotency.Request{ok, r}, []message.Input{in, in}, nil); err == nil ||
+			!strings.Contains(err.Error(), "request 1: ") || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("group with %+v: %v, want request 1 named and %q", r, err, tc.want)
 		}
 	}
 	many := make([]idempotency.Request, idempotency.GroupKeysMax+1)
-	if _, err := keys.ClaimMany(ctx, many); err == nil || !strings.Contains(err.Error(), "at most 1024") {
+	if _, err := idempotency.NewGroup(many, nil, nil); err == nil || !strings.Contains(err.Error(), "1 to 1024") {
 		t.Errorf("group of %d: %v", len(many), err)
 	}
-	if _, err := keys.ReleaseMany(ctx, []int64{1}, nil); err == nil {
-		t.Error("release of 1 id with 0 attempts was not refused")
+	if _, err := idempotency.NewGroup([]idempotency.Request{ok}, []message.Input{in, in}, nil); err == nil {
+		t.Error("a request of one record with two inputs was not refused")
 	}
 }

@@ -4,21 +4,22 @@ import (
 	"context"
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/idempotency"
+	"github.com/settlehq/settle/settle/message"
 	"github.com/settlehq/settle/settle/settletest"
 )
 
-// TestGroupPlansFollowGrowth holds a group's claims and fenced answers to
+// TestGroupPlansFollowGrowth holds the statements of a group's keys to
 // index probes while idempotency_keys grows faster than it is analysed
-// (db.ProbesOnly): one connection claims and answers groups while the
-// table holds a page (its statement cache then holds plans made for a small
-// table), the table then grows to 20,000 keys with autovacuum off, and one
-// more group's answers and claims must read no row of it by sequential
-// scan. A plan cached while the table was small had scanned it whole for
-// every group (seen on a fresh database: 16 ms a group at 40,000 keys).
+// (db.ProbesOnly, the settling transaction's): one connection settles
+// groups while the table holds a page (its statement cache then holds
+// plans made for a small table), the table then grows to 20,000 keys with
+// autovacuum off, and one more group must read no row of it by
+// sequential scan. A plan cached while the table was small had scanned it
+// whole for every group (seen on a fresh database: 16 ms a group at 40,000
+// keys).
 func TestGroupPlansFollowGrowth(t *testing.T) {
 	t.Parallel()
 	const grown = 20_000
@@ -26,22 +27,21 @@ func TestGroupPlansFollowGrowth(t *testing.T) {
 	url := settletest.NewDatabase(t)
 	pool := settletest.PoolOn(t, url, 1) // one connection: one statement cache
 	s := settletest.StoreOn(t, pool, settle.Config{})
-	keys := idempotency.New(s)
 	settletest.Frozen(t, pool, "idempotency_keys")
-	var held []idempotency.Answer
 	group := func(name string, n int) {
 		t.Helper()
-		reqs := make([]idempotency.Request, n)
-		for i := range reqs {
-			reqs[i] = request(fmt.Sprintf("%s-%d", name, i), "a", time.Minute)
+		var (
+			reqs   []idempotency.Request
+			inputs []message.Input
+		)
+		for i := range n {
+			req, in := request(fmt.Sprintf("%s-%d", name, i), fmt.Sprintf("u-%s-%d", name, i), "a")
+			reqs, inputs = append(reqs, req), append(inputs, in)
 		}
-		_, claims, err := keys.CompleteAndClaim(ctx, held, reqs)
-		if err != nil {
+		if _, _, err := settleGroup(t, s, reqs, inputs, func(int, []message.Result) (int, []byte, error) {
+			return 200, []byte("ok"), nil
+		}); err != nil {
 			t.Fatal(err)
-		}
-		held = held[:0]
-		for _, c := range claims {
-			held = append(held, idempotency.Answer{KeyID: c.KeyID, AttemptID: c.AttemptID, Status: 200, Response: []byte("ok")})
 		}
 	}
 	// PostgreSQL makes a statement's generic plan at its sixth execution
@@ -66,7 +66,7 @@ func TestGroupPlansFollowGrowth(t *testing.T) {
 	group("measured", 40)
 	after, _ := settletest.TuplesRead(t, pool, url, "idempotency_keys")
 	scanned := after - before
-	t.Logf("idempotency_keys: %d rows read by sequential scan for a group of 40 answers and 40 claims beside %d keys", scanned, grown)
+	t.Logf("idempotency_keys: %d rows read by sequential scan for a group of 40 keys beside %d keys", scanned, grown)
 	if scanned > 0 {
 		t.Fatalf("idempotency_keys: %d rows read by sequential scan for one group: a group's statement scans the table instead of probing its keys", scanned)
 	}

@@ -1,8 +1,7 @@
--- name: IdempotencyCompleteMany :batchmany
--- The fenced write of a group's answers, one statement: each key's answer
--- is stored only if its attempt still owns the claim. Returns the ids it
--- stored; a key missing from them was taken over (or finished) and keeps
--- what it has.
+-- name: IdempotencyCompleteMany :exec
+-- Stores the answers of keys taken over by idempotency_takeover_many.sql
+-- in the same transaction, which holds their rows: each where this
+-- attempt owns the claim.
 UPDATE idempotency_keys AS k
    SET status          = 'done',
        response_status = r.status,
@@ -12,5 +11,4 @@ UPDATE idempotency_keys AS k
        AS r(id, attempt_id, status, response)
  WHERE k.id = r.id
    AND k.attempt_id = r.attempt_id
-   AND k.status = 'in_progress'
-RETURNING k.id;
+   AND k.status = 'in_progress';

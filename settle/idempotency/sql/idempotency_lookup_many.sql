@@ -1,8 +1,19 @@
 -- name: IdempotencyLookupMany :batchmany
--- The existing Idempotency-Keys of a group, as idempotency_lookup.sql reads
--- one: ord is the key's ordinal in the arrays.
-SELECT r.ord::bigint AS ord, k.id, k.request_hash, k.canonicals, k.status, k.attempt_id::text AS holder, k.attempts,
-       greatest(0, ceil(extract(epoch FROM k.lease_until - now()) * 1000))::bigint AS lease_left_ms,
+-- The Idempotency-Keys of a group, read after their locks
+-- (idempotency_lock_many.sql): ord is the key's ordinal in the arrays;
+-- found says whether it exists. A key that does not gets its id from the
+-- table's sequence, so that its records' coordinates (HTTPOffset) are
+-- known before they settle; its row is inserted with its answer
+-- (idempotency_insert_done.sql). lease_left_ms is measured by the
+-- database's clock: only keys claimed by an earlier version of settle are
+-- in progress.
+SELECT r.ord::bigint AS ord, (k.id IS NOT NULL)::boolean AS found,
+       coalesce(k.id, nextval(pg_get_serial_sequence('idempotency_keys', 'id')))::bigint AS id,
+       coalesce(k.request_hash, ''::bytea)::bytea AS request_hash, coalesce(k.canonicals, '{}')::bytea[] AS canonicals,
+       coalesce(k.status, '')::text AS status, coalesce(k.attempt_id::text, '')::text AS holder,
+       coalesce(k.attempts, 0)::int AS attempts,
+       coalesce(greatest(0, ceil(extract(epoch FROM k.lease_until - now()) * 1000)), 0)::bigint AS lease_left_ms,
        coalesce(k.response_status, 0)::int AS response_status, k.response
   FROM unnest(@tenant_id::text[], @key::text[]) WITH ORDINALITY AS r(tenant_id, key, ord)
-  JOIN idempotency_keys k ON k.tenant_id = r.tenant_id AND k.key = r.key;
+  LEFT JOIN idempotency_keys k ON k.tenant_id = r.tenant_id AND k.key = r.key
+ ORDER BY r.ord;

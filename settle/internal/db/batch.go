@@ -751,71 +751,51 @@ func (b *HoldLockBatchResults) Close() error {
 	return b.br.Close()
 }
 
-const idempotencyClaimMany = `-- name: IdempotencyClaimMany :batchmany
-INSERT INTO idempotency_keys (tenant_id, key, request_hash, canonicals, records, attempt_id, lease_until)
-SELECT r.tenant_id, r.key, r.request_hash, ($1::bytea[])[r.lo:r.hi], r.hi - r.lo + 1, r.attempt_id,
-       now() + r.lease_ms * interval '1 millisecond'
-  FROM unnest($2::text[], $3::text[], $4::bytea[], $5::int[], $6::int[],
-              ($7::text[])::uuid[], $8::bigint[])
-       WITH ORDINALITY AS r(tenant_id, key, request_hash, lo, hi, attempt_id, lease_ms, ord)
- ORDER BY r.ord
-    ON CONFLICT ON CONSTRAINT idempotency_keys_key DO NOTHING
-RETURNING id, tenant_id, key
+const idempotencyLockMany = `-- name: IdempotencyLockMany :batchmany
+SELECT r.ord::bigint AS ord, pg_try_advisory_xact_lock(r.class, r.hash) AS locked
+  FROM unnest($1::int[], $2::int[]) WITH ORDINALITY AS r(class, hash, ord)
 `
 
-type IdempotencyClaimManyBatchResults struct {
+type IdempotencyLockManyBatchResults struct {
 	br     pgx.BatchResults
 	tot    int
 	closed bool
 }
 
-type IdempotencyClaimManyParams struct {
-	Canonicals  [][]byte
-	TenantID    []string
-	Key         []string
-	RequestHash [][]byte
-	Lo          []int32
-	Hi          []int32
-	AttemptID   []string
-	LeaseMs     []int64
+type IdempotencyLockManyParams struct {
+	Class []int32
+	Hash  []int32
 }
 
-type IdempotencyClaimManyRow struct {
-	ID       int64
-	TenantID string
-	Key      string
+type IdempotencyLockManyRow struct {
+	Ord    int64
+	Locked bool
 }
 
-// Claims a group's Idempotency-Keys in one statement (one transaction):
-// row i of the arrays is one key, its canonicals the slice
-// canonicals[lo:hi] of the flat array. Returns the id, tenant and key of
-// every key this statement inserted; a key that exists returns nothing (the
-// caller reads it with idempotency_lookup_many.sql). The caller sends each
-// key at most once, sorted, so concurrent groups take the keys' index
-// entries in one order.
-func (q *Queries) IdempotencyClaimMany(ctx context.Context, arg []IdempotencyClaimManyParams) *IdempotencyClaimManyBatchResults {
+// Takes the advisory lock of each Idempotency-Key of a group for the
+// settling transaction that claims, settles and answers it, without
+// waiting: locked is false for a key another transaction holds (its
+// request is answered busy). The lock is (class, hash) of the key
+// (idempotency.lockOf): its class is negative, apart from every other
+// lock of the schema. The next statement reads the keys, so its snapshot
+// comes after every transaction that held one of these locks committed.
+func (q *Queries) IdempotencyLockMany(ctx context.Context, arg []IdempotencyLockManyParams) *IdempotencyLockManyBatchResults {
 	batch := &pgx.Batch{}
 	for _, a := range arg {
 		vals := []interface{}{
-			a.Canonicals,
-			a.TenantID,
-			a.Key,
-			a.RequestHash,
-			a.Lo,
-			a.Hi,
-			a.AttemptID,
-			a.LeaseMs,
+			a.Class,
+			a.Hash,
 		}
-		batch.Queue(idempotencyClaimMany, vals...)
+		batch.Queue(idempotencyLockMany, vals...)
 	}
 	br := q.db.SendBatch(ctx, batch)
-	return &IdempotencyClaimManyBatchResults{br, len(arg), false}
+	return &IdempotencyLockManyBatchResults{br, len(arg), false}
 }
 
-func (b *IdempotencyClaimManyBatchResults) Query(f func(int, []IdempotencyClaimManyRow, error)) {
+func (b *IdempotencyLockManyBatchResults) Query(f func(int, []IdempotencyLockManyRow, error)) {
 	defer b.br.Close()
 	for t := 0; t < b.tot; t++ {
-		var items []IdempotencyClaimManyRow
+		var items []IdempotencyLockManyRow
 		if b.closed {
 			if f != nil {
 				f(t, items, ErrBatchAlreadyClosed)
@@ -829,8 +809,8 @@ func (b *IdempotencyClaimManyBatchResults) Query(f func(int, []IdempotencyClaimM
 			}
 			defer rows.Close()
 			for rows.Next() {
-				var i IdempotencyClaimManyRow
-				if err := rows.Scan(&i.ID, &i.TenantID, &i.Key); err != nil {
+				var i IdempotencyLockManyRow
+				if err := rows.Scan(&i.Ord, &i.Locked); err != nil {
 					return err
 				}
 				items = append(items, i)
@@ -843,99 +823,22 @@ func (b *IdempotencyClaimManyBatchResults) Query(f func(int, []IdempotencyClaimM
 	}
 }
 
-func (b *IdempotencyClaimManyBatchResults) Close() error {
-	b.closed = true
-	return b.br.Close()
-}
-
-const idempotencyCompleteMany = `-- name: IdempotencyCompleteMany :batchmany
-UPDATE idempotency_keys AS k
-   SET status          = 'done',
-       response_status = r.status,
-       response        = r.response,
-       completed_at    = now()
-  FROM unnest($1::bigint[], ($2::text[])::uuid[], $3::int[], $4::bytea[])
-       AS r(id, attempt_id, status, response)
- WHERE k.id = r.id
-   AND k.attempt_id = r.attempt_id
-   AND k.status = 'in_progress'
-RETURNING k.id
-`
-
-type IdempotencyCompleteManyBatchResults struct {
-	br     pgx.BatchResults
-	tot    int
-	closed bool
-}
-
-type IdempotencyCompleteManyParams struct {
-	ID        []int64
-	AttemptID []string
-	Status    []int32
-	Response  [][]byte
-}
-
-// The fenced write of a group's answers, one statement: each key's answer
-// is stored only if its attempt still owns the claim. Returns the ids it
-// stored; a key missing from them was taken over (or finished) and keeps
-// what it has.
-func (q *Queries) IdempotencyCompleteMany(ctx context.Context, arg []IdempotencyCompleteManyParams) *IdempotencyCompleteManyBatchResults {
-	batch := &pgx.Batch{}
-	for _, a := range arg {
-		vals := []interface{}{
-			a.ID,
-			a.AttemptID,
-			a.Status,
-			a.Response,
-		}
-		batch.Queue(idempotencyCompleteMany, vals...)
-	}
-	br := q.db.SendBatch(ctx, batch)
-	return &IdempotencyCompleteManyBatchResults{br, len(arg), false}
-}
-
-func (b *IdempotencyCompleteManyBatchResults) Query(f func(int, []int64, error)) {
-	defer b.br.Close()
-	for t := 0; t < b.tot; t++ {
-		var items []int64
-		if b.closed {
-			if f != nil {
-				f(t, items, ErrBatchAlreadyClosed)
-			}
-			continue
-		}
-		err := func() error {
-			rows, err := b.br.Query()
-			if err != nil {
-				return err
-			}
-			defer rows.Close()
-			for rows.Next() {
-				var id int64
-				if err := rows.Scan(&id); err != nil {
-					return err
-				}
-				items = append(items, id)
-			}
-			return rows.Err()
-		}()
-		if f != nil {
-			f(t, items, err)
-		}
-	}
-}
-
-func (b *IdempotencyCompleteManyBatchResults) Close() error {
+func (b *IdempotencyLockManyBatchResults) Close() error {
 	b.closed = true
 	return b.br.Close()
 }
 
 const idempotencyLookupMany = `-- name: IdempotencyLookupMany :batchmany
-SELECT r.ord::bigint AS ord, k.id, k.request_hash, k.canonicals, k.status, k.attempt_id::text AS holder, k.attempts,
-       greatest(0, ceil(extract(epoch FROM k.lease_until - now()) * 1000))::bigint AS lease_left_ms,
+SELECT r.ord::bigint AS ord, (k.id IS NOT NULL)::boolean AS found,
+       coalesce(k.id, nextval(pg_get_serial_sequence('idempotency_keys', 'id')))::bigint AS id,
+       coalesce(k.request_hash, ''::bytea)::bytea AS request_hash, coalesce(k.canonicals, '{}')::bytea[] AS canonicals,
+       coalesce(k.status, '')::text AS status, coalesce(k.attempt_id::text, '')::text AS holder,
+       coalesce(k.attempts, 0)::int AS attempts,
+       coalesce(greatest(0, ceil(extract(epoch FROM k.lease_until - now()) * 1000)), 0)::bigint AS lease_left_ms,
        coalesce(k.response_status, 0)::int AS response_status, k.response
   FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS r(tenant_id, key, ord)
-  JOIN idempotency_keys k ON k.tenant_id = r.tenant_id AND k.key = r.key
+  LEFT JOIN idempotency_keys k ON k.tenant_id = r.tenant_id AND k.key = r.key
+ ORDER BY r.ord
 `
 
 type IdempotencyLookupManyBatchResults struct {
@@ -951,6 +854,7 @@ type IdempotencyLookupManyParams struct {
 
 type IdempotencyLookupManyRow struct {
 	Ord            int64
+	Found          bool
 	ID             int64
 	RequestHash    []byte
 	Canonicals     [][]byte
@@ -962,8 +866,14 @@ type IdempotencyLookupManyRow struct {
 	Response       []byte
 }
 
-// The existing Idempotency-Keys of a group, as idempotency_lookup.sql reads
-// one: ord is the key's ordinal in the arrays.
+// The Idempotency-Keys of a group, read after their locks
+// (idempotency_lock_many.sql): ord is the key's ordinal in the arrays;
+// found says whether it exists. A key that does not gets its id from the
+// table's sequence, so that its records' coordinates (HTTPOffset) are
+// known before they settle; its row is inserted with its answer
+// (idempotency_insert_done.sql). lease_left_ms is measured by the
+// database's clock: only keys claimed by an earlier version of settle are
+// in progress.
 func (q *Queries) IdempotencyLookupMany(ctx context.Context, arg []IdempotencyLookupManyParams) *IdempotencyLookupManyBatchResults {
 	batch := &pgx.Batch{}
 	for _, a := range arg {
@@ -997,6 +907,7 @@ func (b *IdempotencyLookupManyBatchResults) Query(f func(int, []IdempotencyLooku
 				var i IdempotencyLookupManyRow
 				if err := rows.Scan(
 					&i.Ord,
+					&i.Found,
 					&i.ID,
 					&i.RequestHash,
 					&i.Canonicals,
@@ -1020,6 +931,87 @@ func (b *IdempotencyLookupManyBatchResults) Query(f func(int, []IdempotencyLooku
 }
 
 func (b *IdempotencyLookupManyBatchResults) Close() error {
+	b.closed = true
+	return b.br.Close()
+}
+
+const idempotencyTakeoverMany = `-- name: IdempotencyTakeoverMany :batchmany
+UPDATE idempotency_keys AS k
+   SET attempt_id  = r.attempt_id,
+       attempts    = k.attempts + 1,
+       lease_until = now()
+  FROM unnest($1::bigint[], ($2::text[])::uuid[], ($3::text[])::uuid[]) AS r(id, holder, attempt_id)
+ WHERE k.id = r.id
+   AND k.attempt_id = r.holder
+   AND k.status = 'in_progress'
+   AND k.lease_until <= now()
+RETURNING k.id
+`
+
+type IdempotencyTakeoverManyBatchResults struct {
+	br     pgx.BatchResults
+	tot    int
+	closed bool
+}
+
+type IdempotencyTakeoverManyParams struct {
+	ID        []int64
+	Holder    []string
+	AttemptID []string
+}
+
+// Takes over keys an earlier version of settle left in progress past their
+// lease (its attempt crashed or stalled): swaps in this attempt's id only
+// where the claim is still the expired one that was read (holder), and
+// holds the rows until the transaction that settles and answers them
+// commits. Returns the ids taken over; a key missing from them moved
+// meanwhile.
+func (q *Queries) IdempotencyTakeoverMany(ctx context.Context, arg []IdempotencyTakeoverManyParams) *IdempotencyTakeoverManyBatchResults {
+	batch := &pgx.Batch{}
+	for _, a := range arg {
+		vals := []interface{}{
+			a.ID,
+			a.Holder,
+			a.AttemptID,
+		}
+		batch.Queue(idempotencyTakeoverMany, vals...)
+	}
+	br := q.db.SendBatch(ctx, batch)
+	return &IdempotencyTakeoverManyBatchResults{br, len(arg), false}
+}
+
+func (b *IdempotencyTakeoverManyBatchResults) Query(f func(int, []int64, error)) {
+	defer b.br.Close()
+	for t := 0; t < b.tot; t++ {
+		var items []int64
+		if b.closed {
+			if f != nil {
+				f(t, items, ErrBatchAlreadyClosed)
+			}
+			continue
+		}
+		err := func() error {
+			rows, err := b.br.Query()
+			if err != nil {
+				return err
+			}
+			defer rows.Close()
+			for rows.Next() {
+				var id int64
+				if err := rows.Scan(&id); err != nil {
+					return err
+				}
+				items = append(items, id)
+			}
+			return rows.Err()
+		}()
+		if f != nil {
+			f(t, items, err)
+		}
+	}
+}
+
+func (b *IdempotencyTakeoverManyBatchResults) Close() error {
 	b.closed = true
 	return b.br.Close()
 }

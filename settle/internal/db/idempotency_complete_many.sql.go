@@ -4,3 +4,40 @@
 // source: idempotency_complete_many.sql
 
 package db
+
+import (
+	"context"
+)
+
+const idempotencyCompleteMany = `-- name: IdempotencyCompleteMany :exec
+UPDATE idempotency_keys AS k
+   SET status          = 'done',
+       response_status = r.status,
+       response        = r.response,
+       completed_at    = now()
+  FROM unnest($1::bigint[], ($2::text[])::uuid[], $3::int[], $4::bytea[])
+       AS r(id, attempt_id, status, response)
+ WHERE k.id = r.id
+   AND k.attempt_id = r.attempt_id
+   AND k.status = 'in_progress'
+`
+
+type IdempotencyCompleteManyParams struct {
+	ID        []int64
+	AttemptID []string
+	Status    []int32
+	Response  [][]byte
+}
+
+// Stores the answers of keys taken over by idempotency_takeover_many.sql
+// in the same transaction, which holds their rows: each where this
+// attempt owns the claim.
+func (q *Queries) IdempotencyCompleteMany(ctx context.Context, arg IdempotencyCompleteManyParams) error {
+	_, err := q.db.Exec(ctx, idempotencyCompleteMany,
+		arg.ID,
+		arg.AttemptID,
+		arg.Status,
+		arg.Response,
+	)
+	return err
+}
