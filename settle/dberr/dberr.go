@@ -63,7 +63,8 @@ func Classify(err error) error {
 			case "identities_scope_key", "deliveries_pkey", "conflict_cases_key", "accounts_key",
 				"dead_letters_source_key", "chains_pkey", "holds_pkey", "waiting_scope_key",
 				"case_resolutions_case_key", "consumer_offsets_pkey", "periods_pkey",
-				"ledger_entries_pkey": // a second writer of an account from the same state (migration 0017)
+				"ledger_entries_pkey",  // a second writer of an account from the same state (migration 0017)
+				"idempotency_keys_key": // a key inserted without its lock, by an earlier version of settle
 				return ErrContention
 			}
 			return nil

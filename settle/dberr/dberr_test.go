@@ -33,6 +33,7 @@ func TestClassify(t *testing.T) {
 		{"deadlock", pg("40P01", ""), dberr.ErrContention},
 		{"same identity claimed", pg("23505", "identities_scope_key"), dberr.ErrContention},
 		{"same identity claimed on a tenant partition", pg("23505", "identities_scope_key_p3"), dberr.ErrContention},
+		{"an Idempotency-Key inserted by another writer", pg("23505", "idempotency_keys_key"), dberr.ErrContention},
 		{"another unique key", pg("23505", "webhook_subscriptions_key"), nil},
 		{"a check constraint", pg("23514", "idempotency_keys_key_length"), nil},
 		{"server shutting down", pg("57P01", ""), dberr.ErrUnavailable},

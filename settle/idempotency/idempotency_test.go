@@ -256,3 +256,34 @@ func TestRefusedRequests(t *testing.T) {
 		t.Error("a request of one record with two inputs was not refused")
 	}
 }
+
+// A key inserted by a writer that does not take the keys' locks (an
+// earlier version of settle, during a rolling upgrade) after the
+// transaction read it: the transaction's insert of the key fails on the
+// unique key, nothing of it commits, and its retry finds the other
+// writer's claim (busy for its lease).
+func TestKeyInsertedByAnotherWriterRetries(t *testing.T) {
+	t.Parallel()
+	url := settletest.NewDatabase(t)
+	s := settletest.NewStoreOn(t, url, settle.Config{})
+	pool := settletest.PoolOn(t, url, 2)
+	var answers int
+	claims, _, err := group(t, s, func(int, []message.Result) (int, []byte, error) {
+		if answers++; answers == 1 {
+			if _, err := pool.Exec(context.Background(), `INSERT INTO idempotency_keys (tenant_id, key, request_hash, canonicals, records, attempt_id, lease_until)
+				VALUES ('acme', 'k-race', 'sha:a', ARRAY['a'::bytea], 1, gen_random_uuid(), now() + interval '1 hour')`); err != nil {
+				return 0, nil, err
+			}
+		}
+		return 200, []byte("mine"), nil
+	}, [2]string{"k-race", "a"})
+	if err != nil || claims[0].State != idempotency.ClaimBusy {
+		t.Fatalf("a key another writer inserted meanwhile: %+v %v, want busy after a retry", claims, err)
+	}
+	if answers != 1 {
+		t.Fatalf("%d answers built, want 1 (the retry finds the key held)", answers)
+	}
+	if n := settletest.Count(t, pool, `SELECT count(*) FROM ledger_entries`); n != 0 {
+		t.Fatalf("%d ledger rows, want none: the attempt that lost the key must not commit", n)
+	}
+}
