@@ -2,11 +2,11 @@ package db
 
 import "strings"
 
-// The settling transactions and the Idempotency-Key groups (Tx), and the
-// relay's session, look rows up by key, and keep their plans on index
-// probes. Their tables grow from nothing faster than autovacuum analyses
-// them, and a plan made while a table was small stays in the statement
-// cache as it grows: without these settings the fenced write of a group's
+// The settling transactions (Tx, an HTTP group's Idempotency-Keys
+// included), and the relay's session, look rows up by key, and keep their
+// plans on index probes. Their tables grow from nothing faster than
+// autovacuum analyses them, and a plan made while a table was small stays
+// in the statement cache as it grows: without these settings a write of
 // Idempotency-Key answers scanned idempotency_keys whole for every group
 // (BENCHMARKS.md, "What the edge's figures come from").
 //
