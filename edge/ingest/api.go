@@ -7,9 +7,10 @@
 // answers.
 //
 // It owns the API's HTTP contract (status codes, the error codes of
-// errors.go, headers) and the group commit of concurrent requests. It never speaks SQL (package
-// settle settles and package settle/idempotency keeps the keys, behind the
-// small Store and Keys declared here) and never decides an effect: the
+// errors.go, headers) and the group commit of concurrent requests. It
+// never speaks SQL (package settle settles and package settle/idempotency
+// keeps the keys, behind the small Store and Keys declared here) and
+// never decides an effect: the
 // settling core does, and a record's identity stays the guard against a
 // second effect whatever the API does. Settlements leave by the outbox, and
 // by webhook through package edge/webhook, which this package knows nothing

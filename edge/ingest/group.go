@@ -170,33 +170,30 @@ func (c *committer) commit(g []*pending) {
 	// The requests' own contexts are not used: a client that hangs up
 	// must not cut its group's transaction off.
 	ctx := context.Background()
-	if takeOver := c.settle(ctx, g, nil); len(takeOver) > 0 {
+	if again := c.settle(ctx, g); len(again) > 0 {
 		// Keys an earlier version left in progress: their records may
 		// have settled, at the keys' coordinates, which a group of their
-		// own probes.
-		for _, p := range c.settle(ctx, takeOver, takeOver) {
-			p.answer(outcome{aerr: &apiError{status: http.StatusConflict, Code: CodeBusy, RetryAfterSeconds: 1,
-				Message: "this Idempotency-Key's request is in flight: retry the same request later"}})
+		// own probes. It answers every one of them.
+		if left := c.settle(ctx, again); len(left) > 0 {
+			panic(fmt.Sprintf("edge: %d requests taking their keys over were left unanswered", len(left)))
 		}
 	}
 }
 
 // settle commits the requests g in one transaction and answers them, but
-// those whose keys are to be taken over, which it returns (with the
-// claims to take over in p.takeOver). takeOver names the requests of g
-// that take over their keys. A transaction that fails for a reason of its
-// records is committed again one request at a time, so one request's
-// failure is its own.
-func (c *committer) settle(ctx context.Context, g, takeOver []*pending) (again []*pending) {
+// those whose keys are to be taken over (ClaimTakeOver, kept in
+// p.takeOver), which it returns; a request with p.takeOver set takes its
+// key over and is always answered. A transaction that fails for a reason
+// of its records is committed again one request at a time, so one
+// request's failure is its own.
+func (c *committer) settle(ctx context.Context, g []*pending) (again []*pending) {
 	a := c.api
 	now := time.Now()
 	reqs := make([]idempotency.Request, len(g))
 	var inputs []message.Input
 	for i, p := range g {
-		reqs[i] = idempotency.Request{TenantID: p.tenant, Key: p.key, RequestHash: p.hash, Canonicals: p.canon}
-		if takeOver != nil {
-			reqs[i].TakeOver = p.takeOver
-		}
+		reqs[i] = idempotency.Request{TenantID: p.tenant, Key: p.key, RequestHash: p.hash, Canonicals: p.canon,
+			TakeOver: p.takeOver}
 		for j, raw := range p.raws {
 			inputs = append(inputs, message.Input{
 				Topic: idempotency.HTTPTopic, Partition: idempotency.HTTPSettlePartition,
@@ -227,7 +224,7 @@ func (c *committer) settle(ctx context.Context, g, takeOver []*pending) (again [
 			}
 		case errors.As(err, &be) && len(g) > 1:
 			for _, p := range g {
-				again = append(again, c.settle(ctx, []*pending{p}, pick(takeOver, p))...)
+				again = append(again, c.settle(ctx, []*pending{p})...)
 			}
 		default:
 			a.log.Warn("settling HTTP requests failed", "requests", len(g), "err", err)
@@ -247,11 +244,7 @@ func (c *committer) settle(ctx context.Context, g, takeOver []*pending) (again [
 					"key", p.key, "key_id", cl.KeyID, "attempt", cl.Attempts)
 			}
 			p.answer(outcome{body: cl.Response})
-		case idempotency.ClaimTakeOver:
-			if takeOver != nil { // taken over by another transaction meanwhile
-				p.answer(outcome{claim: idempotency.Claim{State: idempotency.ClaimBusy, RetryAfter: time.Second}})
-				continue
-			}
+		case idempotency.ClaimTakeOver: // never for a request that takes its key over
 			p.takeOver = &cl
 			again = append(again, p)
 		default:
@@ -259,16 +252,6 @@ func (c *committer) settle(ctx context.Context, g, takeOver []*pending) (again [
 		}
 	}
 	return again
-}
-
-// pick is p alone if it is in ps, else nil.
-func pick(ps []*pending, p *pending) []*pending {
-	for _, q := range ps {
-		if q == p {
-			return []*pending{p}
-		}
-	}
-	return nil
 }
 
 // errSimulatedCrash ends a transaction that a test crashes before its

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/cespare/xxhash/v2"
@@ -64,9 +63,8 @@ type Group struct {
 var _ settle.Rider = (*Group)(nil)
 
 // NewGroup returns the keys of reqs, whose records are inputs in order
-// (len(reqs[i].Canonicals) each). The inputs of a request that takes over
-// a key (Request.TakeOver) are given its coordinates here; the others'
-// when the transaction has read their keys.
+// (len(reqs[i].Canonicals) each). The inputs of each request whose key is
+// claimed get its coordinates once the transaction has read the keys.
 func NewGroup(reqs []Request, inputs []message.Input, answer AnswerFunc) (*Group, error) {
 	if len(reqs) == 0 || len(reqs) > GroupKeysMax {
 		return nil, fmt.Errorf("idempotency keys: a group of %d requests, 1 to %d", len(reqs), GroupKeysMax)
@@ -82,11 +80,6 @@ func NewGroup(reqs []Request, inputs []message.Input, answer AnswerFunc) (*Group
 		g.first[i+1] = g.first[i] + len(r.Canonicals)
 		g.lock.Class[i], g.lock.Hash[i] = lockOf(r.TenantID, r.Key)
 		g.lookup.TenantID[i], g.lookup.Key[i] = r.TenantID, r.Key
-		if r.TakeOver != nil {
-			for j := g.first[i]; j < g.first[i+1] && j < len(inputs); j++ {
-				inputs[j].Offset, inputs[j].FirstDelivery = HTTPOffset(r.TakeOver.KeyID, j-g.first[i]), false
-			}
-		}
 	}
 	if g.first[n] != len(inputs) {
 		return nil, fmt.Errorf("idempotency keys: %d requests of %d records, %d inputs", n, g.first[n], len(inputs))
@@ -97,11 +90,7 @@ func NewGroup(reqs []Request, inputs []message.Input, answer AnswerFunc) (*Group
 // lockOf is the advisory lock of a key: its hash, in a class below zero,
 // where no other lock of the schema is.
 func lockOf(tenant, key string) (class, hash int32) {
-	d := xxhash.New()
-	_, _ = d.WriteString(tenant)
-	_, _ = d.Write([]byte{0})
-	_, _ = d.WriteString(key)
-	h := d.Sum64()
+	h := xxhash.Sum64String(tenant + "\x00" + key)
 	return int32(uint32(h>>32) | 1<<31), int32(uint32(h)) //nolint:gosec // the bits, as PostgreSQL's int4
 }
 
@@ -171,14 +160,14 @@ func (g *Group) ReadFirst() error {
 		} else if !ok {
 			firstOf[k] = i
 		}
-		g.claims[i] = g.decide(r, &found[i], locks[i].Locked, taken)
-		if g.claims[i].State == ClaimAcquired {
-			id := g.claims[i].KeyID
+		c := g.decide(r, &found[i], locks[i].Locked, taken)
+		g.claims[i] = c
+		if c.State == ClaimAcquired {
+			// The key's coordinates; a new key's were never used, a key
+			// taken over is probed at them (its records may have settled).
 			for j := g.first[i]; j < g.first[i+1]; j++ {
 				g.settles[j] = true
-				if r.TakeOver == nil {
-					g.inputs[j].Offset, g.inputs[j].FirstDelivery = HTTPOffset(id, j-g.first[i]), true
-				}
+				g.inputs[j].Offset, g.inputs[j].FirstDelivery = HTTPOffset(c.KeyID, j-g.first[i]), !c.TakenOver
 			}
 		}
 	}
@@ -242,8 +231,8 @@ func (g *Group) QueueWrite(ctx context.Context, q *db.Queries, results []message
 		if body == nil {
 			body = []byte{}
 		}
-		if status < 0 || status > math.MaxInt16 {
-			return fmt.Errorf("idempotency key %d: answer status %d", c.KeyID, status)
+		if status < 100 || status > 599 {
+			return fmt.Errorf("idempotency key %d: answer status %d is not an HTTP status", c.KeyID, status)
 		}
 		c.ResponseStatus, c.Response = status, body
 		if c.TakenOver {

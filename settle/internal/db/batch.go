@@ -871,7 +871,9 @@ type IdempotencyLookupManyRow struct {
 // found says whether it exists. A key that does not gets its id from the
 // table's sequence, so that its records' coordinates (HTTPOffset) are
 // known before they settle (the sequence named once per statement, an
-// InitPlan: by name it cost 4.5 µs a key); its row is inserted with its
+// InitPlan: named per key it cost 4.5 µs each, SELECT
+// count(pg_get_serial_sequence('idempotency_keys', 'id')) FROM
+// generate_series(1, 10000) in psql); its row is inserted with its
 // answer (idempotency_insert_done.sql). lease_left_ms is measured by the
 // database's clock: only keys claimed by an earlier version of settle are
 // in progress.
