@@ -180,6 +180,9 @@ func Open(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Store, error) {
 	if err := schema.Check(ctx, pool); err != nil {
 		return nil, err
 	}
+	if err := db.CheckIDBlocks(ctx, pool); err != nil {
+		return nil, err
+	}
 	shared := &state.Shared{Decoder: dec, SettlementsTopic: cfg.SettlementsTopic}
 	return &Store{pool: pool, cfg: cfg, now: time.Now, shared: shared, outboxSignal: make(chan struct{}, 1)}, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/settlehq/settle/settle"
@@ -107,4 +108,25 @@ func at(rs [][]string, i int) []string {
 		return rs[i]
 	}
 	return nil
+}
+
+// TestOpenRefusesIDSequencesOfAnotherStep: a batch takes its identity and
+// outbox ids a block of 1,000 per nextval (db.IDBlock), so a database
+// whose sequence steps by less would hand two transactions the same ids.
+// Open refuses it and says how to restore the step.
+func TestOpenRefusesIDSequencesOfAnotherStep(t *testing.T) {
+	t.Parallel()
+	url := settletest.NewDatabase(t)
+	pool := settletest.PoolOn(t, url, 2)
+	ctx := context.Background()
+	if _, err := settle.Open(ctx, pool, settle.Config{}); err != nil {
+		t.Fatalf("open a migrated database: %v", err)
+	}
+	if _, err := pool.Exec(ctx, `ALTER TABLE public.outbox ALTER COLUMN id SET INCREMENT BY 1`); err != nil {
+		t.Fatal(err)
+	}
+	_, err := settle.Open(ctx, pool, settle.Config{})
+	if err == nil || !strings.Contains(err.Error(), "INCREMENT BY 1000") {
+		t.Fatalf("open with the outbox's sequence stepping by 1: %v, want a refusal that says how to restore it", err)
+	}
 }

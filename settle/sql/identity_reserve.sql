@@ -1,6 +1,8 @@
 -- name: IdentityReserve :batchmany
--- Reserves n identity ids (settle_reserve, migration 0016: a block per
--- nextval) and reads the transaction's clock, so a batch can write all its
--- rows in one round trip.
-SELECT r.id, now()::timestamptz AS now
-  FROM unnest(settle_reserve(pg_get_serial_sequence('identities', 'id')::regclass, @n::integer)) AS r (id);
+-- Reserves @blocks blocks of identity ids and reads the transaction's
+-- clock, so a batch can write all its rows in one round trip. The
+-- identities' sequence steps by a block (db.IDBlock, migration 0003): one
+-- nextval v reserves v .. v+IDBlock-1 (db.Reserved spreads them); the
+-- rest of the last block is left unused (ids have gaps).
+SELECT nextval(pg_get_serial_sequence('identities', 'id')) AS v, now()::timestamptz AS now
+  FROM generate_series(1, @blocks::integer);

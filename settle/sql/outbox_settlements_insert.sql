@@ -1,27 +1,26 @@
 -- name: OutboxSettlementsInsert :batchmany
--- The settlements of a transaction, in order: one outbox_settlements row
--- per tenant, its arrays holding each settlement's outbox id, identity,
--- message key, sequence, kind and stored (trace) headers. The message is
+-- The settlements of a transaction, in order: a row per tenant and block
+-- (at most db.IDBlock settlements; one row per tenant unless a tenant has
+-- more), its arrays holding each settlement's outbox id, identity, message
+-- key, sequence, kind and stored (trace) headers. Row r is the slice
+-- lo..hi of the flat arrays (PostgreSQL arrays start at 1). The message is
 -- the identity's stored response, its headers the identity's
 -- settlement_id and tenant_id, the sequence, kind and version, then the
--- stored ones (outbox_messages). The outbox ids are reserved as identity
--- ids are (settle_reserve: a block per nextval of the outbox's sequence),
--- and the settlements take them in order, while the transaction holds its
--- accounts' locks (per-account order). A row's id is its first. The
--- trigger outbox_settlements_enqueue queues every row for the relay.
+-- stored ones (outbox_messages). A row's ids are one block of the outbox's
+-- sequence, which steps by db.IDBlock (migration 0015): one nextval v, and
+-- the settlements take v .. v+hi-lo in order. The rows draw their nextval
+-- in the order given, while the transaction holds its accounts' locks, so
+-- every id of an account's later settlement is above its earlier ones'
+-- (per-account order). A row's id is its first. The trigger
+-- outbox_settlements_enqueue queues every row for the relay.
 -- Returns each row's ids with their identities', for the messages this
 -- process keeps for its relay (settle.Store.WrittenMessage).
-WITH r AS (
-    SELECT settle_reserve(pg_get_serial_sequence('public.outbox', 'id')::regclass, cardinality(@identity_id::bigint[])) AS ids
-), k AS (
-    SELECT k.tenant_id, k.identity_id, k.key, k.sequence, k.kind, k.headers, k.n, r.ids[k.n] AS id
-      FROM r, unnest(@tenant_id::text[], @identity_id::bigint[], @key::bytea[], @sequence::bigint[], @kind::text[], @headers::jsonb[])
-           WITH ORDINALITY AS k (tenant_id, identity_id, key, sequence, kind, headers, n)
-)
 INSERT INTO outbox_settlements (tenant_id, id, topic, version, ids, identity_ids, keys, sequences, kinds, headers)
-SELECT k.tenant_id, min(k.id), @topic::text, @version::smallint, array_agg(k.id ORDER BY k.n),
-       array_agg(k.identity_id ORDER BY k.n), array_agg(k.key ORDER BY k.n), array_agg(k.sequence ORDER BY k.n),
-       array_agg(k.kind ORDER BY k.n), array_agg(k.headers ORDER BY k.n)
-  FROM k
- GROUP BY k.tenant_id
+SELECT r.tenant_id, r.v, @topic::text, @version::smallint,
+       ARRAY(SELECT r.v + i FROM generate_series(0, r.hi - r.lo) AS i),
+       (@identity_id::bigint[])[r.lo:r.hi], (@key::bytea[])[r.lo:r.hi], (@sequence::bigint[])[r.lo:r.hi],
+       (@kind::text[])[r.lo:r.hi], (@headers::jsonb[])[r.lo:r.hi]
+  FROM (SELECT r.tenant_id, r.lo, r.hi, nextval(pg_get_serial_sequence('public.outbox', 'id')) AS v
+          FROM unnest(@tenant_id::text[], @lo::integer[], @hi::integer[]) WITH ORDINALITY AS r (tenant_id, lo, hi, n)
+         ORDER BY r.n) AS r
 RETURNING ids::bigint[] AS ids, identity_ids::bigint[] AS identity_ids;

@@ -1138,8 +1138,8 @@ func (b *IdentityLookupBatchResults) Close() error {
 }
 
 const identityReserve = `-- name: IdentityReserve :batchmany
-SELECT r.id, now()::timestamptz AS now
-  FROM unnest(settle_reserve(pg_get_serial_sequence('identities', 'id')::regclass, $1::integer)) AS r (id)
+SELECT nextval(pg_get_serial_sequence('identities', 'id')) AS v, now()::timestamptz AS now
+  FROM generate_series(1, $1::integer)
 `
 
 type IdentityReserveBatchResults struct {
@@ -1149,23 +1149,25 @@ type IdentityReserveBatchResults struct {
 }
 
 type IdentityReserveRow struct {
-	ID  *int64
+	V   int64
 	Now time.Time
 }
 
-// Reserves n identity ids (settle_reserve, migration 0016: a block per
-// nextval) and reads the transaction's clock, so a batch can write all its
-// rows in one round trip.
-func (q *Queries) IdentityReserve(ctx context.Context, n []int32) *IdentityReserveBatchResults {
+// Reserves @blocks blocks of identity ids and reads the transaction's
+// clock, so a batch can write all its rows in one round trip. The
+// identities' sequence steps by a block (db.IDBlock, migration 0003): one
+// nextval v reserves v .. v+IDBlock-1 (db.Reserved spreads them); the
+// rest of the last block is left unused (ids have gaps).
+func (q *Queries) IdentityReserve(ctx context.Context, blocks []int32) *IdentityReserveBatchResults {
 	batch := &pgx.Batch{}
-	for _, a := range n {
+	for _, a := range blocks {
 		vals := []interface{}{
 			a,
 		}
 		batch.Queue(identityReserve, vals...)
 	}
 	br := q.db.SendBatch(ctx, batch)
-	return &IdentityReserveBatchResults{br, len(n), false}
+	return &IdentityReserveBatchResults{br, len(blocks), false}
 }
 
 func (b *IdentityReserveBatchResults) Query(f func(int, []IdentityReserveRow, error)) {
@@ -1186,7 +1188,7 @@ func (b *IdentityReserveBatchResults) Query(f func(int, []IdentityReserveRow, er
 			defer rows.Close()
 			for rows.Next() {
 				var i IdentityReserveRow
-				if err := rows.Scan(&i.ID, &i.Now); err != nil {
+				if err := rows.Scan(&i.V, &i.Now); err != nil {
 					return err
 				}
 				items = append(items, i)
@@ -1205,19 +1207,14 @@ func (b *IdentityReserveBatchResults) Close() error {
 }
 
 const outboxSettlementsInsert = `-- name: OutboxSettlementsInsert :batchmany
-WITH r AS (
-    SELECT settle_reserve(pg_get_serial_sequence('public.outbox', 'id')::regclass, cardinality($3::bigint[])) AS ids
-), k AS (
-    SELECT k.tenant_id, k.identity_id, k.key, k.sequence, k.kind, k.headers, k.n, r.ids[k.n] AS id
-      FROM r, unnest($4::text[], $3::bigint[], $5::bytea[], $6::bigint[], $7::text[], $8::jsonb[])
-           WITH ORDINALITY AS k (tenant_id, identity_id, key, sequence, kind, headers, n)
-)
 INSERT INTO outbox_settlements (tenant_id, id, topic, version, ids, identity_ids, keys, sequences, kinds, headers)
-SELECT k.tenant_id, min(k.id), $1::text, $2::smallint, array_agg(k.id ORDER BY k.n),
-       array_agg(k.identity_id ORDER BY k.n), array_agg(k.key ORDER BY k.n), array_agg(k.sequence ORDER BY k.n),
-       array_agg(k.kind ORDER BY k.n), array_agg(k.headers ORDER BY k.n)
-  FROM k
- GROUP BY k.tenant_id
+SELECT r.tenant_id, r.v, $1::text, $2::smallint,
+       ARRAY(SELECT r.v + i FROM generate_series(0, r.hi - r.lo) AS i),
+       ($3::bigint[])[r.lo:r.hi], ($4::bytea[])[r.lo:r.hi], ($5::bigint[])[r.lo:r.hi],
+       ($6::text[])[r.lo:r.hi], ($7::jsonb[])[r.lo:r.hi]
+  FROM (SELECT r.tenant_id, r.lo, r.hi, nextval(pg_get_serial_sequence('public.outbox', 'id')) AS v
+          FROM unnest($8::text[], $9::integer[], $10::integer[]) WITH ORDINALITY AS r (tenant_id, lo, hi, n)
+         ORDER BY r.n) AS r
 RETURNING ids::bigint[] AS ids, identity_ids::bigint[] AS identity_ids
 `
 
@@ -1231,11 +1228,13 @@ type OutboxSettlementsInsertParams struct {
 	Topic      string
 	Version    int16
 	IdentityID []int64
-	TenantID   []string
 	Key        [][]byte
 	Sequence   []int64
 	Kind       []string
 	Headers    [][]byte
+	TenantID   []string
+	Lo         []int32
+	Hi         []int32
 }
 
 type OutboxSettlementsInsertRow struct {
@@ -1243,16 +1242,20 @@ type OutboxSettlementsInsertRow struct {
 	IdentityIds []int64
 }
 
-// The settlements of a transaction, in order: one outbox_settlements row
-// per tenant, its arrays holding each settlement's outbox id, identity,
-// message key, sequence, kind and stored (trace) headers. The message is
+// The settlements of a transaction, in order: a row per tenant and block
+// (at most db.IDBlock settlements; one row per tenant unless a tenant has
+// more), its arrays holding each settlement's outbox id, identity, message
+// key, sequence, kind and stored (trace) headers. Row r is the slice
+// lo..hi of the flat arrays (PostgreSQL arrays start at 1). The message is
 // the identity's stored response, its headers the identity's
 // settlement_id and tenant_id, the sequence, kind and version, then the
-// stored ones (outbox_messages). The outbox ids are reserved as identity
-// ids are (settle_reserve: a block per nextval of the outbox's sequence),
-// and the settlements take them in order, while the transaction holds its
-// accounts' locks (per-account order). A row's id is its first. The
-// trigger outbox_settlements_enqueue queues every row for the relay.
+// stored ones (outbox_messages). A row's ids are one block of the outbox's
+// sequence, which steps by db.IDBlock (migration 0015): one nextval v, and
+// the settlements take v .. v+hi-lo in order. The rows draw their nextval
+// in the order given, while the transaction holds its accounts' locks, so
+// every id of an account's later settlement is above its earlier ones'
+// (per-account order). A row's id is its first. The trigger
+// outbox_settlements_enqueue queues every row for the relay.
 // Returns each row's ids with their identities', for the messages this
 // process keeps for its relay (settle.Store.WrittenMessage).
 func (q *Queries) OutboxSettlementsInsert(ctx context.Context, arg []OutboxSettlementsInsertParams) *OutboxSettlementsInsertBatchResults {
@@ -1262,11 +1265,13 @@ func (q *Queries) OutboxSettlementsInsert(ctx context.Context, arg []OutboxSettl
 			a.Topic,
 			a.Version,
 			a.IdentityID,
-			a.TenantID,
 			a.Key,
 			a.Sequence,
 			a.Kind,
 			a.Headers,
+			a.TenantID,
+			a.Lo,
+			a.Hi,
 		}
 		batch.Queue(outboxSettlementsInsert, vals...)
 	}

@@ -79,7 +79,8 @@ func (st *State) Load(ctx context.Context, ds []Item, wake []RecKey) error {
 		TargetTenantID: k.ownKeys.t, TargetPeriod: k.ownKeys.p, TargetRecordID: k.ownKeys.r,
 	}})
 	r.accounts = queueAccounts(ctx, q, &k.accKeys)
-	r.reserve = q.IdentityReserve(ctx, []int32{int32(len(ds))})
+	r.reserve = q.IdentityReserve(ctx, []int32{db.Blocks(len(ds))})
+	r.reserved = len(ds)
 	waits, err := st.readLoad(r, &k)
 	if err != nil {
 		return err
@@ -161,6 +162,7 @@ type loadReads struct {
 	waiting    *db.WaitingLookupBatchResults
 	accounts   AccountReads
 	reserve    *db.IdentityReserveBatchResults
+	reserved   int // the ids reserve takes
 }
 
 // readLoad reads the results of Load's first round trip, in the order
@@ -194,19 +196,21 @@ func (st *State) readLoad(r loadReads, k *loadKeys) ([]*Waiting, error) {
 		return nil, err
 	}
 	st.accountsByKey = st.accountsByKey || len(k.accKeys.t) > 0
-	return waits, st.readReserved(r.reserve)
+	return waits, st.readReserved(r.reserve, r.reserved)
 }
 
-// readReserved reads identity ids reserved (identity_reserve.sql) and the
-// transaction's clock.
-func (st *State) readReserved(r *db.IdentityReserveBatchResults) error {
+// readReserved reads n identity ids reserved (identity_reserve.sql) and
+// the transaction's clock.
+func (st *State) readReserved(r *db.IdentityReserveBatchResults, n int) error {
 	rows, err := db.Rows(r.Query)
 	if err != nil {
 		return fmt.Errorf("reserve identity ids: %w", err)
 	}
-	for _, row := range rows {
-		st.ids, st.Now = append(st.ids, *row.ID), row.Now
+	starts := make([]int64, len(rows))
+	for i, row := range rows {
+		starts[i], st.Now = row.V, row.Now
 	}
+	st.ids = db.Reserved(st.ids, starts, n)
 	return nil
 }
 

@@ -255,7 +255,7 @@ func (st *State) presize(n int) {
 func (st *State) NextID(ctx context.Context) (int64, error) {
 	if len(st.ids) == 0 {
 		p := db.NewPipeline(st.Tx)
-		rows, err := db.Rows(db.New(p).IdentityReserve(ctx, []int32{64}).Query)
+		rows, err := db.Rows(db.New(p).IdentityReserve(ctx, []int32{1}).Query)
 		if serr := p.Send(ctx); err == nil {
 			err = serr
 		}
@@ -263,7 +263,7 @@ func (st *State) NextID(ctx context.Context) (int64, error) {
 			return 0, fmt.Errorf("reserve identity ids: %w", err)
 		}
 		for _, row := range rows {
-			st.ids = append(st.ids, *row.ID) // the clock stays the one load read
+			st.ids = db.Reserved(st.ids, []int64{row.V}, db.IDBlock) // the clock stays the one load read
 		}
 	}
 	id := st.ids[0]

@@ -232,14 +232,14 @@ func (st *State) queueDeadLetters(ctx context.Context, q *db.Queries) {
 }
 
 // queueOutbox queues the insert of the outbox messages: the settlements
-// in one statement (a row per tenant), whose ids the commit reads
-// (Store.commit), and the other messages in another.
+// in one statement (a row per tenant and block of ids), whose ids the
+// commit reads (Store.commit), and the other messages in another.
 func (st *State) queueOutbox(ctx context.Context, q *db.Queries) {
 	if len(st.Outbox) == 0 {
 		return
 	}
 	var msgs db.OutboxInsertParams
-	set := db.OutboxSettlementsInsertParams{Topic: st.Shared.SettlementsTopic, Version: int16(message.SchemaVersionOutput)}
+	var settlements []*OutboxRow
 	for i := range st.Outbox {
 		o := &st.Outbox[i]
 		if o.Identity == nil {
@@ -247,15 +247,41 @@ func (st *State) queueOutbox(ctx context.Context, q *db.Queries) {
 			msgs.Headers, msgs.TenantID = append(msgs.Headers, o.Headers), append(msgs.TenantID, o.Tenant)
 			continue
 		}
-		set.TenantID, set.IdentityID, set.Key = append(set.TenantID, o.Tenant), append(set.IdentityID, o.Identity.ID), append(set.Key, o.Key)
-		set.Sequence, set.Kind, set.Headers = append(set.Sequence, o.Sequence), append(set.Kind, o.Kind), append(set.Headers, o.Headers)
+		settlements = append(settlements, o)
 	}
 	if len(msgs.Topic) > 0 {
 		_ = q.OutboxInsert(ctx, msgs) // queued: Send reports its error
 	}
-	if len(set.IdentityID) > 0 {
-		st.OutboxWritten = q.OutboxSettlementsInsert(ctx, []db.OutboxSettlementsInsertParams{set})
+	if len(settlements) > 0 {
+		st.OutboxWritten = q.OutboxSettlementsInsert(ctx, []db.OutboxSettlementsInsertParams{settlementRows(st.Shared.SettlementsTopic, settlements)})
 	}
+}
+
+// settlementRows lays the settlements out as outbox_settlements_insert.sql
+// takes them: a row per tenant and block of at most db.IDBlock, each a
+// slice of the flat arrays, a tenant's settlements in their order.
+func settlementRows(topic string, settlements []*OutboxRow) db.OutboxSettlementsInsertParams {
+	set := db.OutboxSettlementsInsertParams{Topic: topic, Version: int16(message.SchemaVersionOutput)}
+	byTenant := map[string][]*OutboxRow{}
+	var tenants []string
+	for _, o := range settlements {
+		if _, seen := byTenant[o.Tenant]; !seen {
+			tenants = append(tenants, o.Tenant)
+		}
+		byTenant[o.Tenant] = append(byTenant[o.Tenant], o)
+	}
+	for _, t := range tenants {
+		for i, o := range byTenant[t] {
+			if i%db.IDBlock == 0 {
+				set.TenantID, set.Lo = append(set.TenantID, t), append(set.Lo, int32(len(set.IdentityID)+1)) // arrays start at 1
+				set.Hi = append(set.Hi, 0)
+			}
+			set.IdentityID, set.Key = append(set.IdentityID, o.Identity.ID), append(set.Key, o.Key)
+			set.Sequence, set.Kind, set.Headers = append(set.Sequence, o.Sequence), append(set.Kind, o.Kind), append(set.Headers, o.Headers)
+			set.Hi[len(set.Hi)-1] = int32(len(set.IdentityID))
+		}
+	}
+	return set
 }
 
 // queueOffsets queues the consumer group's next offsets, committed in the
