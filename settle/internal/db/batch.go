@@ -1623,9 +1623,9 @@ func (b *TargetLookupBatchResults) Close() error {
 
 const waitingLookup = `-- name: WaitingLookup :batchmany
 WITH live AS MATERIALIZED (
-    SELECT array_agg(d.t) AS tenants
-      FROM (SELECT DISTINCT t FROM unnest($1::text[] || $5::text[]) AS t) AS d
-     WHERE EXISTS (SELECT 1 FROM waiting x WHERE x.tenant_id = d.t AND x.status <> 'applied')
+    SELECT array_agg(t.t) AS tenants
+      FROM unnest($8::text[]) AS t
+     WHERE EXISTS (SELECT 1 FROM waiting x WHERE x.tenant_id = t.t AND x.status <> 'applied')
 )
 SELECT w.id, w.tenant_id, w.account_period, w.record_id, w.operation, w.target_period, w.target_record_id,
        w.fingerprint, w.canonical, w.key, w.value, w.headers, w.topic, w.partition, w."offset",
@@ -1634,12 +1634,13 @@ SELECT w.id, w.tenant_id, w.account_period, w.record_id, w.operation, w.target_p
  WHERE w.id IN (SELECT x.id
                   FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS k (t, p, r, o)
                   JOIN waiting x ON x.tenant_id = k.t AND x.account_period = k.p AND x.record_id = k.r AND x.operation = k.o
-                 WHERE k.t = ANY ((SELECT tenants FROM live)::text[])
+                 WHERE (SELECT tenants FROM live) IS NOT NULL AND k.t = ANY ((SELECT tenants FROM live)::text[])
                  UNION
                 SELECT x.id
                   FROM unnest($5::text[], $6::text[], $7::text[]) AS k (t, p, r)
                   JOIN waiting x ON x.tenant_id = k.t AND x.target_period = k.p AND x.target_record_id = k.r
-                 WHERE x.status <> 'applied' AND k.t = ANY ((SELECT tenants FROM live)::text[]))
+                 WHERE (SELECT tenants FROM live) IS NOT NULL AND x.status <> 'applied'
+                   AND k.t = ANY ((SELECT tenants FROM live)::text[]))
    AND w.status <> 'applied'
  ORDER BY w.id
    FOR UPDATE OF w
@@ -1659,6 +1660,7 @@ type WaitingLookupParams struct {
 	TargetTenantID []string
 	TargetPeriod   []string
 	TargetRecordID []string
+	Tenants        []string
 }
 
 type WaitingLookupRow struct {
@@ -1685,9 +1687,10 @@ type WaitingLookupRow struct {
 // Waiting operations that a batch repeats (by identity) or wakes (by target),
 // locked: the batch may apply them. Two index look-ups, not one OR that
 // would scan the table, and only for the keys of tenants with an operation
-// waiting: a probe of waiting_target per tenant (live) spares the probes
-// of every key of a tenant with none, the usual case. Its array filters
-// the keys as they are unnested, before any probe.
+// waiting: a probe of waiting_target per tenant of the batch (@tenants,
+// each once) spares the probes of every key of a tenant with none, the
+// usual case. The tenants found (live) filter the keys as they are
+// unnested, before any probe, and with none the keys are not unnested.
 func (q *Queries) WaitingLookup(ctx context.Context, arg []WaitingLookupParams) *WaitingLookupBatchResults {
 	batch := &pgx.Batch{}
 	for _, a := range arg {
@@ -1699,6 +1702,7 @@ func (q *Queries) WaitingLookup(ctx context.Context, arg []WaitingLookupParams) 
 			a.TargetTenantID,
 			a.TargetPeriod,
 			a.TargetRecordID,
+			a.Tenants,
 		}
 		batch.Queue(waitingLookup, vals...)
 	}

@@ -77,6 +77,7 @@ func (st *State) Load(ctx context.Context, ds []Item, wake []RecKey) error {
 	r.waiting = q.WaitingLookup(ctx, []db.WaitingLookupParams{{
 		TenantID: k.idKeys[0], AccountPeriod: k.idKeys[1], RecordID: k.idKeys[2], Operation: k.idKeys[3],
 		TargetTenantID: k.ownKeys.t, TargetPeriod: k.ownKeys.p, TargetRecordID: k.ownKeys.r,
+		Tenants: distinct(k.idKeys[0], k.ownKeys.t),
 	}})
 	r.accounts = queueAccounts(ctx, q, &k.accKeys)
 	r.reserve = q.IdentityReserve(ctx, []int32{db.Blocks(len(ds))})
@@ -231,7 +232,7 @@ func (st *State) loadWaitingLevels(ctx context.Context, waits []*Waiting) ([]*Wa
 		p := db.NewPipeline(st.Tx)
 		res := db.New(p).WaitingLookup(ctx, []db.WaitingLookupParams{{
 			TenantID: []string{}, AccountPeriod: []string{}, RecordID: []string{}, Operation: []string{},
-			TargetTenantID: keys.t, TargetPeriod: keys.p, TargetRecordID: keys.r,
+			TargetTenantID: keys.t, TargetPeriod: keys.p, TargetRecordID: keys.r, Tenants: distinct(keys.t),
 		}})
 		more, err := st.readWaiting(res)
 		if serr := p.Send(ctx); err == nil {
@@ -333,3 +334,19 @@ func (l *accountList) add(k AccountKey) {
 }
 
 func (l *accountList) len() int { return len(l.ids) + len(l.t) }
+
+// distinct returns the strings of the lists, each once (never nil: a
+// NULL array would stand for none).
+func distinct(lists ...[]string) []string {
+	out := []string{}
+	seen := map[string]bool{}
+	for _, l := range lists {
+		for _, s := range l {
+			if !seen[s] {
+				seen[s] = true
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}
