@@ -338,14 +338,22 @@ type failedResult struct {
 // acknowledgements. A waiting result is not produced here: the settling
 // transaction put it in the outbox, ahead of the final result a later
 // transaction writes, and the relay publishes both in that order.
+// resultBytesGuess is the room publishAsync makes for a result's JSON.
+const resultBytesGuess = 1024
+
 func (c *Consumer) publishAsync(ctx context.Context, cl *kgo.Client, results []message.Result, spans ...trace.Span) *batchPublish {
 	p := &batchPublish{results: results}
 	recs := make([]*kgo.Record, 0, len(results))
+	// One buffer holds the batch's values, each a slice of it: a result is
+	// ≈ 1 KB, and grown from nothing each paid its doublings.
+	buf := make([]byte, 0, resultBytesGuess*len(results))
 	for i := range results {
 		if results[i].Outcome == message.OutcomeWaiting {
 			continue
 		}
-		v := results[i].AppendJSON(nil)
+		start := len(buf)
+		buf = results[i].AppendJSON(buf)
+		v := buf[start:len(buf):len(buf)]
 		r := &kgo.Record{Topic: c.cfg.ResultsTopic, Key: results[i].Key, Value: v}
 		if i < len(spans) {
 			injectResult(spans[i], r)
