@@ -92,7 +92,7 @@ func (st *State) Load(ctx context.Context, ds []Item, wake []RecKey) error {
 	if waits, err = st.loadWaitingLevels(ctx, waits); err != nil {
 		return err
 	}
-	return st.loadLinked(ctx, waits, k.reserving, k.tgtKeys.seen)
+	return st.loadLinked(ctx, waits, k.reserving)
 }
 
 // loadKeys are the keys of the first round trip of Load.

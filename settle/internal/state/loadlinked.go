@@ -15,16 +15,9 @@ import (
 // loadLinked is Load's second round trip: it locks the chains, holds and
 // accounts the records found so far reach, and then (one more round trip,
 // only when there are some) the accounts reached only through a chain or a
-// hold. targets are the records the batch's operations name.
-func (st *State) loadLinked(ctx context.Context, waits []*Waiting, reserving []AccountKey, targets map[RecKey]bool) error {
-	named := make(map[RecKey]bool, len(targets)+len(waits))
-	for k := range targets {
-		named[k] = true
-	}
-	for _, w := range waits {
-		named[w.Target] = true
-	}
-	rootIDs, holdIDs, expiringAccs := st.linkedIDs(named, reserving)
+// hold.
+func (st *State) loadLinked(ctx context.Context, waits []*Waiting, reserving []AccountKey) error {
+	rootIDs, holdIDs, expiringAccs := st.linkedIDs(reserving)
 	accKeys := accountList{known: &st.Shared.Accounts}
 	for _, w := range waits {
 		if k, ok := ownAccount(&w.Item.Rec); ok {
@@ -72,19 +65,17 @@ func (st *State) loadLinked(ctx context.Context, waits []*Waiting, reserving []A
 	return nil
 }
 
-// linkedIDs returns the chain roots (not yet loaded) of the identities of
-// the records named (the targets of the batch's operations: a chain no
-// operation acts on, such as a repeated usage's own, is neither read nor
-// locked), the holds the batch's identities name, and the ids of the
-// accounts in reserving, whose expiring holds free funds.
-func (st *State) linkedIDs(named map[RecKey]bool, reserving []AccountKey) (rootIDs, holdIDs, expiringAccs []int64) {
-	for k, ids := range st.ByRecord {
+// linkedIDs returns the chain roots (not yet loaded) and holds the batch's
+// identities name, and the ids of the accounts in reserving, whose expiring
+// holds free funds.
+func (st *State) linkedIDs(reserving []AccountKey) (rootIDs, holdIDs, expiringAccs []int64) {
+	for _, ids := range st.ByRecord {
 		for _, id := range ids {
 			switch {
 			case id.Outcome == message.OutcomeQuarantined:
 			case id.Key.Operation == record.KindHold:
 				holdIDs = append(holdIDs, id.ID)
-			case id.RootID != 0 && named[k]:
+			case id.RootID != 0:
 				if _, ok := st.Chains[id.RootID]; !ok {
 					rootIDs = append(rootIDs, id.RootID)
 				}
