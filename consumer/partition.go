@@ -333,14 +333,14 @@ type failedResult struct {
 	err error
 }
 
+// resultBytesGuess is the room publishAsync makes for a result's JSON.
+const resultBytesGuess = 1024
+
 // publishAsync starts producing one message per result to the results
 // topic, keyed like the input record; awaitPublish collects the
 // acknowledgements. A waiting result is not produced here: the settling
 // transaction put it in the outbox, ahead of the final result a later
 // transaction writes, and the relay publishes both in that order.
-// resultBytesGuess is the room publishAsync makes for a result's JSON.
-const resultBytesGuess = 1024
-
 func (c *Consumer) publishAsync(ctx context.Context, cl *kgo.Client, results []message.Result, spans ...trace.Span) *batchPublish {
 	p := &batchPublish{results: results}
 	recs := make([]*kgo.Record, 0, len(results))
