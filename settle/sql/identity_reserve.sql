@@ -3,6 +3,7 @@
 -- clock, so a batch can write all its rows in one round trip. The
 -- identities' sequence steps by a block (db.IDBlock, migration 0003): one
 -- nextval v reserves v .. v+IDBlock-1 (db.Reserved spreads them); the
--- rest of the last block is left unused (ids have gaps).
-SELECT nextval(pg_get_serial_sequence('identities', 'id')) AS v, now()::timestamptz AS now
+-- rest of the last block is left unused (ids have gaps). The sequence is
+-- named once per statement, an InitPlan (idempotency_lookup_many.sql).
+SELECT nextval((SELECT pg_get_serial_sequence('identities', 'id')::regclass)) AS v, now()::timestamptz AS now
   FROM generate_series(1, @blocks::integer);

@@ -1138,7 +1138,7 @@ func (b *IdentityLookupBatchResults) Close() error {
 }
 
 const identityReserve = `-- name: IdentityReserve :batchmany
-SELECT nextval(pg_get_serial_sequence('identities', 'id')) AS v, now()::timestamptz AS now
+SELECT nextval((SELECT pg_get_serial_sequence('identities', 'id')::regclass)) AS v, now()::timestamptz AS now
   FROM generate_series(1, $1::integer)
 `
 
@@ -1157,7 +1157,8 @@ type IdentityReserveRow struct {
 // clock, so a batch can write all its rows in one round trip. The
 // identities' sequence steps by a block (db.IDBlock, migration 0003): one
 // nextval v reserves v .. v+IDBlock-1 (db.Reserved spreads them); the
-// rest of the last block is left unused (ids have gaps).
+// rest of the last block is left unused (ids have gaps). The sequence is
+// named once per statement, an InitPlan (idempotency_lookup_many.sql).
 func (q *Queries) IdentityReserve(ctx context.Context, blocks []int32) *IdentityReserveBatchResults {
 	batch := &pgx.Batch{}
 	for _, a := range blocks {
@@ -1212,7 +1213,7 @@ SELECT r.tenant_id, r.v, $1::text, $2::smallint,
        ARRAY(SELECT r.v + i FROM generate_series(0, r.hi - r.lo) AS i),
        ($3::bigint[])[r.lo:r.hi], ($4::bytea[])[r.lo:r.hi], ($5::bigint[])[r.lo:r.hi],
        ($6::text[])[r.lo:r.hi], ($7::jsonb[])[r.lo:r.hi]
-  FROM (SELECT r.tenant_id, r.lo, r.hi, nextval(pg_get_serial_sequence('public.outbox', 'id')) AS v
+  FROM (SELECT r.tenant_id, r.lo, r.hi, nextval((SELECT pg_get_serial_sequence('public.outbox', 'id')::regclass)) AS v
           FROM unnest($8::text[], $9::integer[], $10::integer[]) WITH ORDINALITY AS r (tenant_id, lo, hi, n)
          ORDER BY r.n) AS r
 RETURNING ids::bigint[] AS ids, identity_ids::bigint[] AS identity_ids
@@ -1251,10 +1252,12 @@ type OutboxSettlementsInsertRow struct {
 // settlement_id and tenant_id, the sequence, kind and version, then the
 // stored ones (outbox_messages). A row's ids are one block of the outbox's
 // sequence, which steps by db.IDBlock (migration 0015): one nextval v, and
-// the settlements take v .. v+hi-lo in order. The rows draw their nextval
-// in the order given, while the transaction holds its accounts' locks, so
-// every id of an account's later settlement is above its earlier ones'
-// (per-account order). A row's id is its first. The trigger
+// the settlements take v .. v+hi-lo in order (the sequence named once per
+// statement, an InitPlan). The rows draw their nextval in the order given
+// (a volatile function of the target list is evaluated after the ORDER
+// BY), while the transaction holds its accounts' locks, so every id of an
+// account's later settlement is above its earlier ones' (per-account
+// order). A row's id is its first. The trigger
 // outbox_settlements_enqueue queues every row for the relay.
 // Returns each row's ids with their identities', for the messages this
 // process keeps for its relay (settle.Store.WrittenMessage).
