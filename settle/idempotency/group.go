@@ -19,8 +19,7 @@ import (
 // trip the transaction takes each key's advisory lock without waiting and
 // then reads the keys; only the records of the keys it claimed are then
 // loaded and settled; in the commit's round trip it inserts every key it
-// settled,
-// done, with its answer. So a key is either absent or done with the
+// settled, done, with its answer. So a key is either absent or done with the
 // answer of the records it settled, never in between: a crash before the
 // commit leaves neither, a crash after it both. A concurrent request with
 // a key whose lock another transaction holds is answered busy at once,
