@@ -262,21 +262,16 @@ var errSimulatedCrash = errors.New("edge: the simulated crash before the commit"
 // results, in order.
 func (p *pending) response(results []message.Result) []byte {
 	out := make([]RecordResult, len(results))
+	size := 32
 	for i, res := range results {
 		id := p.recs[i].Identity
 		out[i] = RecordResult{Index: i, Identity: message.IdentityJSON{TenantID: id.TenantID,
 			AccountPeriod: id.AccountPeriod, RecordID: id.RecordID, Operation: string(id.Operation)},
 			Outcome: res.Outcome, Reason: res.Reason, CaseID: res.CaseID, Replayed: res.Replayed, Response: res.Response}
+		size += 256 + len(res.Response)
 	}
-	var body []byte
-	var err error
 	if p.batch {
-		body, err = json.Marshal(BatchResponse{Results: out})
-	} else {
-		body, err = json.Marshal(out[0])
+		return (&BatchResponse{Results: out}).AppendJSON(make([]byte, 0, size))
 	}
-	if err != nil {
-		panic(fmt.Sprintf("edge: marshal the answer of key %q: %v", p.key, err)) // the types always marshal
-	}
-	return body
+	return out[0].AppendJSON(make([]byte, 0, size))
 }

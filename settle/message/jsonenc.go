@@ -19,7 +19,7 @@ func (r *Response) AppendJSON(b []byte) []byte {
 	b = appendOptional(b, "detail", r.Detail)
 	b = appendOptional(b, "settlement_id", r.SettlementID)
 	b = append(b, `,"identity":`...)
-	b = r.Identity.appendJSON(b)
+	b = r.Identity.AppendJSON(b)
 	b = appendField(b, "kind", r.Kind)
 	b = appendOptional(b, "subject", r.Subject)
 	b = appendOptional(b, "currency", r.Currency)
@@ -30,7 +30,7 @@ func (r *Response) AppendJSON(b []byte) []byte {
 				b = append(b, ',')
 			}
 			b = append(b, `{"bucket":`...)
-			b = appendJSONString(b, e.Bucket)
+			b = AppendJSONString(b, e.Bucket)
 			b = appendField(b, "amount", e.Amount)
 			b = append(b, '}')
 		}
@@ -79,9 +79,10 @@ func (r *Response) AppendJSON(b []byte) []byte {
 	return append(b, '}')
 }
 
-func (id *IdentityJSON) appendJSON(b []byte) []byte {
+// AppendJSON appends id's JSON encoding to b.
+func (id *IdentityJSON) AppendJSON(b []byte) []byte {
 	b = append(b, `{"tenant_id":`...)
-	b = appendJSONString(b, id.TenantID)
+	b = AppendJSONString(b, id.TenantID)
 	b = appendField(b, "account_period", id.AccountPeriod)
 	b = appendField(b, "record_id", id.RecordID)
 	b = appendField(b, "operation", id.Operation)
@@ -90,7 +91,7 @@ func (id *IdentityJSON) appendJSON(b []byte) []byte {
 
 func (c *Coordinates) appendJSON(b []byte) []byte {
 	b = append(b, `{"topic":`...)
-	b = appendJSONString(b, c.Topic)
+	b = AppendJSONString(b, c.Topic)
 	b = append(b, `,"partition":`...)
 	b = strconv.AppendInt(b, int64(c.Partition), 10)
 	b = append(b, `,"offset":`...)
@@ -107,7 +108,7 @@ func (r *Result) AppendJSON(b []byte) []byte {
 	b = r.Source.appendJSON(b)
 	if r.Identity != nil {
 		b = append(b, `,"identity":`...)
-		b = r.Identity.appendJSON(b)
+		b = r.Identity.AppendJSON(b)
 	}
 	b = appendField(b, "outcome", string(r.Outcome))
 	b = appendOptional(b, "reason", r.Reason)
@@ -134,7 +135,7 @@ func appendField(b []byte, name, v string) []byte {
 	b = append(b, ',', '"')
 	b = append(b, name...)
 	b = append(b, '"', ':')
-	return appendJSONString(b, v)
+	return AppendJSONString(b, v)
 }
 
 // appendOptional appends ,"name":"value" unless value is empty (omitempty).
@@ -155,10 +156,10 @@ func appendJSONTime(b []byte, t time.Time) []byte {
 
 const hexDigits = "0123456789abcdef"
 
-// appendJSONString appends s quoted as encoding/json quotes a string: <, >
+// AppendJSONString appends s quoted as encoding/json quotes a string: <, >
 // and & escaped (HTML-safe), control characters escaped, invalid UTF-8 as
 // U+FFFD, U+2028 and U+2029 escaped.
-func appendJSONString(b []byte, s string) []byte {
+func AppendJSONString(b []byte, s string) []byte {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {

@@ -1,0 +1,70 @@
+package ingest
+
+import (
+	"bytes"
+	"encoding/json"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/settlehq/settle/settle/message"
+)
+
+// TestRecordResultAppendJSON: an answer's append-style encoding gives the
+// bytes encoding/json gives, for single records and batches, over random
+// results whose strings hold everything it escapes (HTML characters,
+// control characters, invalid UTF-8, U+2028) and whose stored responses are
+// what the service writes (message.Response.AppendJSON).
+func TestRecordResultAppendJSON(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	pieces := []string{"", "a", "t-9", "2026-07", "ünï", "<b>&", `"q"`, `\`, "\n\t\r\b\f", "\x00\x1f\x7f", "\xff\xfe",
+		"\u2028\u2029", "€", "😀", "-12.50"}
+	str := func() string {
+		if rng.IntN(4) == 0 {
+			return ""
+		}
+		var b strings.Builder
+		for range rng.IntN(4) + 1 {
+			b.WriteString(pieces[rng.IntN(len(pieces))])
+		}
+		return b.String()
+	}
+	result := func(i int) RecordResult {
+		r := RecordResult{Index: i, Identity: message.IdentityJSON{TenantID: str(), AccountPeriod: str(), RecordID: str(), Operation: str()},
+			Outcome: message.Outcome(str()), Reason: str(), Replayed: rng.IntN(2) == 0}
+		if rng.IntN(3) == 0 {
+			r.CaseID = rng.Int64N(1<<40) - 1<<39
+		}
+		if rng.IntN(4) > 0 {
+			resp := message.Response{Version: 1, Outcome: message.Outcome(str()), Reason: str(), SettlementID: str(),
+				Identity: r.Identity, Kind: str(), Subject: str(), Currency: str(), BalanceAfter: str(), Sequence: rng.Int64N(1000),
+				CommittedAt: time.Unix(rng.Int64N(4e9), rng.Int64N(1e9)).UTC(), Links: &message.Links{Corrects: str()}}
+			r.Response = resp.AppendJSON(nil)
+		}
+		return r
+	}
+	for trial := range 2000 {
+		one := result(trial)
+		want, err := json.Marshal(one)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := one.AppendJSON(nil); !bytes.Equal(got, want) {
+			t.Fatalf("trial %d, one record:\n got %s\nwant %s", trial, got, want)
+		}
+		batch := BatchResponse{}
+		if rng.IntN(8) > 0 {
+			batch.Results = []RecordResult{}
+			for i := range rng.IntN(4) {
+				batch.Results = append(batch.Results, result(i))
+			}
+		}
+		if want, err = json.Marshal(batch); err != nil {
+			t.Fatal(err)
+		}
+		if got := batch.AppendJSON(nil); !bytes.Equal(got, want) {
+			t.Fatalf("trial %d, a batch:\n got %s\nwant %s", trial, got, want)
+		}
+	}
+}
