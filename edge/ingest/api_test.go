@@ -68,3 +68,24 @@ func TestRecordResultAppendJSON(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkAnswer: an answer of one record with its stored response, by
+// hand (append) and by encoding/json (marshal):
+// go test -run X -bench Answer ./edge/ingest
+func BenchmarkAnswer(b *testing.B) {
+	id := message.IdentityJSON{TenantID: "t-1", AccountPeriod: "2026-07", RecordID: "u-s-1234-56789", Operation: "usage"}
+	resp := message.Response{Version: 1, Outcome: "settled", SettlementID: "stl_0a2335faed", Identity: id, Kind: "usage",
+		Subject: "cust-42", Currency: "USD", Entries: []message.Entry{{Bucket: "balance", Amount: "-12.50"}},
+		BalanceAfter: "87.50", Sequence: 17, ChainHash: strings.Repeat("ab", 32), CommittedAt: time.Unix(1.8e9, 5).UTC()}
+	r := RecordResult{Identity: id, Outcome: "settled", Response: resp.AppendJSON(nil)}
+	b.Run("append", func(b *testing.B) {
+		for b.Loop() {
+			_ = r.AppendJSON(make([]byte, 0, 256+len(r.Response)))
+		}
+	})
+	b.Run("marshal", func(b *testing.B) {
+		for b.Loop() {
+			_, _ = json.Marshal(r)
+		}
+	})
+}
