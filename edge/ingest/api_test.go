@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/settlehq/settle/internal/jsontest"
 	"github.com/settlehq/settle/settle/message"
 )
 
@@ -18,18 +19,7 @@ import (
 // what the service writes (message.Response.AppendJSON).
 func TestRecordResultAppendJSON(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 11))
-	pieces := []string{"", "a", "t-9", "2026-07", "ünï", "<b>&", `"q"`, `\`, "\n\t\r\b\f", "\x00\x1f\x7f", "\xff\xfe",
-		"\u2028\u2029", "€", "😀", "-12.50"}
-	str := func() string {
-		if rng.IntN(4) == 0 {
-			return ""
-		}
-		var b strings.Builder
-		for range rng.IntN(4) + 1 {
-			b.WriteString(pieces[rng.IntN(len(pieces))])
-		}
-		return b.String()
-	}
+	str := func() string { return jsontest.String(rng) }
 	result := func(i int) RecordResult {
 		r := RecordResult{Index: i, Identity: message.IdentityJSON{TenantID: str(), AccountPeriod: str(), RecordID: str(), Operation: str()},
 			Outcome: message.Outcome(str()), Reason: str(), Replayed: rng.IntN(2) == 0}

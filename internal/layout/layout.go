@@ -20,6 +20,7 @@ var Floors = map[string]int{
 	"internal/testnet":    0,
 	"internal/pgcluster":  0,
 	"internal/kafkatest":  0,
+	"internal/jsontest":   0,
 	"internal/workload":   0,
 	"telemetry":           0,
 	"settle/schema":       0,
@@ -86,11 +87,12 @@ var Floors = map[string]int{
 const TestsFloor = 9
 
 // TestSupport are packages that production code must never import: per-test
-// databases, brokers, processes and addresses, the fault harness, and the
-// edge's tests' store.
+// databases, brokers, processes and addresses, the fault harness, the
+// edge's tests' store, and the JSON encoders' test strings.
 var TestSupport = map[string]bool{
 	"settle/settletest":  true,
 	"internal/kafkatest": true,
+	"internal/jsontest":  true,
 	"internal/proctest":  true,
 	"internal/testnet":   true,
 	"e2e/faults":         true,

@@ -3,10 +3,10 @@ package message_test
 import (
 	"encoding/json"
 	"math/rand/v2"
-	"strings"
 	"testing"
 	"time"
 
+	"github.com/settlehq/settle/internal/jsontest"
 	"github.com/settlehq/settle/settle/message"
 )
 
@@ -16,18 +16,7 @@ import (
 // UTF-8, U+2028).
 func TestResponseAppendJSON(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 5))
-	pieces := []string{"", "a", "t-9", "2026-07", "ünï", "<b>&", `"q"`, `\`, "\n\t\r\b\f", "\x00\x1f\x7f", "\xff\xfe",
-		"\u2028\u2029", "€", "😀", "-12.50", "0a2335faed"}
-	str := func() string {
-		if rng.IntN(4) == 0 {
-			return ""
-		}
-		var b strings.Builder
-		for range rng.IntN(4) + 1 {
-			b.WriteString(pieces[rng.IntN(len(pieces))])
-		}
-		return b.String()
-	}
+	str := func() string { return jsontest.String(rng) }
 	num := func() int64 {
 		if rng.IntN(3) == 0 {
 			return 0
