@@ -199,16 +199,9 @@ func (r *RecordResult) AppendJSON(b []byte) []byte {
 	b = strconv.AppendInt(b, int64(r.Index), 10)
 	b = append(b, `,"identity":`...)
 	b = r.Identity.AppendJSON(b)
-	b = append(b, `,"outcome":`...)
-	b = message.AppendJSONString(b, string(r.Outcome))
-	if r.Reason != "" {
-		b = append(b, `,"reason":`...)
-		b = message.AppendJSONString(b, r.Reason)
-	}
-	if r.CaseID != 0 {
-		b = append(b, `,"case_id":`...)
-		b = strconv.AppendInt(b, r.CaseID, 10)
-	}
+	b = message.AppendField(b, "outcome", string(r.Outcome))
+	b = message.AppendOptional(b, "reason", r.Reason)
+	b = message.AppendOptionalInt(b, "case_id", r.CaseID)
 	if r.Replayed {
 		b = append(b, `,"replayed":true`...)
 	}

@@ -14,15 +14,15 @@ import (
 func (r *Response) AppendJSON(b []byte) []byte {
 	b = append(b, `{"version":`...)
 	b = strconv.AppendInt(b, int64(r.Version), 10)
-	b = appendField(b, "outcome", string(r.Outcome))
-	b = appendOptional(b, "reason", r.Reason)
-	b = appendOptional(b, "detail", r.Detail)
-	b = appendOptional(b, "settlement_id", r.SettlementID)
+	b = AppendField(b, "outcome", string(r.Outcome))
+	b = AppendOptional(b, "reason", r.Reason)
+	b = AppendOptional(b, "detail", r.Detail)
+	b = AppendOptional(b, "settlement_id", r.SettlementID)
 	b = append(b, `,"identity":`...)
 	b = r.Identity.AppendJSON(b)
-	b = appendField(b, "kind", r.Kind)
-	b = appendOptional(b, "subject", r.Subject)
-	b = appendOptional(b, "currency", r.Currency)
+	b = AppendField(b, "kind", r.Kind)
+	b = AppendOptional(b, "subject", r.Subject)
+	b = AppendOptional(b, "currency", r.Currency)
 	if len(r.Entries) > 0 {
 		b = append(b, `,"entries":[`...)
 		for i, e := range r.Entries {
@@ -30,8 +30,8 @@ func (r *Response) AppendJSON(b []byte) []byte {
 				b = append(b, ',')
 			}
 			b = append(b, `{"bucket":`...)
-			b = AppendJSONString(b, e.Bucket)
-			b = appendField(b, "amount", e.Amount)
+			b = appendJSONString(b, e.Bucket)
+			b = AppendField(b, "amount", e.Amount)
 			b = append(b, '}')
 		}
 		b = append(b, ']')
@@ -39,30 +39,21 @@ func (r *Response) AppendJSON(b []byte) []byte {
 	if l := r.Links; l != nil {
 		b = append(b, `,"links":{`...)
 		n := len(b)
-		b = appendOptional(b, "corrects", l.Corrects)
-		b = appendOptional(b, "root", l.Root)
-		b = appendOptional(b, "refund_target", l.RefundTarget)
-		b = appendOptional(b, "hold", l.Hold)
-		if l.Case != 0 {
-			b = append(b, `,"case":`...)
-			b = strconv.AppendInt(b, l.Case, 10)
-		}
+		b = AppendOptional(b, "corrects", l.Corrects)
+		b = AppendOptional(b, "root", l.Root)
+		b = AppendOptional(b, "refund_target", l.RefundTarget)
+		b = AppendOptional(b, "hold", l.Hold)
+		b = AppendOptionalInt(b, "case", l.Case)
 		if len(b) > n { // drop the first field's comma
 			b = append(b[:n], b[n+1:]...)
 		}
 		b = append(b, '}')
 	}
-	b = appendOptional(b, "balance_after", r.BalanceAfter)
-	b = appendOptional(b, "held_after", r.HeldAfter)
-	if r.Sequence != 0 {
-		b = append(b, `,"sequence":`...)
-		b = strconv.AppendInt(b, r.Sequence, 10)
-	}
-	b = appendOptional(b, "chain_hash", r.ChainHash)
-	if r.CaseID != 0 {
-		b = append(b, `,"case_id":`...)
-		b = strconv.AppendInt(b, r.CaseID, 10)
-	}
+	b = AppendOptional(b, "balance_after", r.BalanceAfter)
+	b = AppendOptional(b, "held_after", r.HeldAfter)
+	b = AppendOptionalInt(b, "sequence", r.Sequence)
+	b = AppendOptional(b, "chain_hash", r.ChainHash)
+	b = AppendOptionalInt(b, "case_id", r.CaseID)
 	b = append(b, `,"committed_at":`...)
 	b = appendJSONTime(b, r.CommittedAt)
 	if r.Late {
@@ -82,16 +73,16 @@ func (r *Response) AppendJSON(b []byte) []byte {
 // AppendJSON appends id's JSON encoding to b.
 func (id *IdentityJSON) AppendJSON(b []byte) []byte {
 	b = append(b, `{"tenant_id":`...)
-	b = AppendJSONString(b, id.TenantID)
-	b = appendField(b, "account_period", id.AccountPeriod)
-	b = appendField(b, "record_id", id.RecordID)
-	b = appendField(b, "operation", id.Operation)
+	b = appendJSONString(b, id.TenantID)
+	b = AppendField(b, "account_period", id.AccountPeriod)
+	b = AppendField(b, "record_id", id.RecordID)
+	b = AppendField(b, "operation", id.Operation)
 	return append(b, '}')
 }
 
 func (c *Coordinates) appendJSON(b []byte) []byte {
 	b = append(b, `{"topic":`...)
-	b = AppendJSONString(b, c.Topic)
+	b = appendJSONString(b, c.Topic)
 	b = append(b, `,"partition":`...)
 	b = strconv.AppendInt(b, int64(c.Partition), 10)
 	b = append(b, `,"offset":`...)
@@ -110,13 +101,10 @@ func (r *Result) AppendJSON(b []byte) []byte {
 		b = append(b, `,"identity":`...)
 		b = r.Identity.AppendJSON(b)
 	}
-	b = appendField(b, "outcome", string(r.Outcome))
-	b = appendOptional(b, "reason", r.Reason)
-	b = appendOptional(b, "error", r.Error)
-	if r.CaseID != 0 {
-		b = append(b, `,"case_id":`...)
-		b = strconv.AppendInt(b, r.CaseID, 10)
-	}
+	b = AppendField(b, "outcome", string(r.Outcome))
+	b = AppendOptional(b, "reason", r.Reason)
+	b = AppendOptional(b, "error", r.Error)
+	b = AppendOptionalInt(b, "case_id", r.CaseID)
 	if r.Replayed {
 		b = append(b, `,"replayed":true`...)
 	}
@@ -130,20 +118,32 @@ func (r *Result) AppendJSON(b []byte) []byte {
 	return append(b, '}')
 }
 
-// appendField appends ,"name":"value".
-func appendField(b []byte, name, v string) []byte {
-	b = append(b, ',', '"')
-	b = append(b, name...)
-	b = append(b, '"', ':')
-	return AppendJSONString(b, v)
+// AppendField appends ,"name":"value".
+func AppendField(b []byte, name, v string) []byte {
+	return appendJSONString(appendKey(b, name), v)
 }
 
-// appendOptional appends ,"name":"value" unless value is empty (omitempty).
-func appendOptional(b []byte, name, v string) []byte {
+// appendKey appends ,"name":.
+func appendKey(b []byte, name string) []byte {
+	b = append(b, ',', '"')
+	b = append(b, name...)
+	return append(b, '"', ':')
+}
+
+// AppendOptional appends ,"name":"value" unless value is empty (omitempty).
+func AppendOptional(b []byte, name, v string) []byte {
 	if v == "" {
 		return b
 	}
-	return appendField(b, name, v)
+	return AppendField(b, name, v)
+}
+
+// AppendOptionalInt appends ,"name":v unless v is 0 (omitempty).
+func AppendOptionalInt(b []byte, name string, v int64) []byte {
+	if v == 0 {
+		return b
+	}
+	return strconv.AppendInt(appendKey(b, name), v, 10)
 }
 
 // appendJSONTime appends t as time.Time's MarshalJSON does (RFC 3339 with
@@ -156,10 +156,10 @@ func appendJSONTime(b []byte, t time.Time) []byte {
 
 const hexDigits = "0123456789abcdef"
 
-// AppendJSONString appends s quoted as encoding/json quotes a string: <, >
+// appendJSONString appends s quoted as encoding/json quotes a string: <, >
 // and & escaped (HTML-safe), control characters escaped, invalid UTF-8 as
 // U+FFFD, U+2028 and U+2029 escaped.
-func AppendJSONString(b []byte, s string) []byte {
+func appendJSONString(b []byte, s string) []byte {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
