@@ -90,9 +90,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	if rep.Machine.PGSettings["autovacuum"] == "off" {
-		fmt.Fprintln(cfg.Log, "bench: PostgreSQL runs with autovacuum off: the dead rows of idempotency_keys (each answer "+
-			"rewrites its key's row) and of the outbox queue (rows go once published) stay, and a run of more than a few "+
-			"seconds measures them; servers in use run it on")
+		fmt.Fprintln(cfg.Log, "bench: PostgreSQL runs with autovacuum off: the dead rows of the outbox queue (rows go once "+
+			"published) stay, and a run of more than a few seconds measures them; servers in use run it on")
 	}
 	r := &runner{cfg: &cfg, rep: rep}
 	timeout := time.Duration(cfg.Workload.Records/500+120) * time.Second // of an end-to-end run

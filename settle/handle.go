@@ -58,7 +58,7 @@ func (st *txState) handle(ctx context.Context, d *state.Item) (message.Result, e
 		st.WaitingByTarget[w.Target] = append(st.WaitingByTarget[w.Target], w)
 		st.WaitingList = append(st.WaitingList, w)
 	}
-	res.Outcome, res.Reason, res.CaseID, res.Response = r.Outcome, r.Reason, r.CaseID, r.Response
+	res.Outcome, res.Reason, res.CaseID, res.Response, res.ResponseOf = r.Outcome, r.Reason, r.CaseID, r.Response, r.identityID
 	if r.wait != nil {
 		st.waitingResult(*r.wait, res)
 	}
@@ -85,7 +85,7 @@ func (st *txState) redeliveredAt(d *state.Item, c message.Coordinates) (message.
 	r := message.Result{Version: message.SchemaVersionOutput, Source: c, Redelivered: true}
 	if prior, ok := st.Identities[d.ID]; ok && !prior.IsNew && prior.Source == c {
 		idj := message.IdentityOf(d.ID)
-		r.Identity, r.Outcome, r.Reason, r.Response = &idj, prior.Outcome, prior.Reason, prior.Response
+		r.Identity, r.Outcome, r.Reason, r.Response, r.ResponseOf = &idj, prior.Outcome, prior.Reason, prior.Response, prior.ID
 		r.CaseID = prior.CaseID()
 		return r, true
 	}
@@ -195,7 +195,7 @@ func (st *txState) redeliveredWaiting(d *state.Item, r *message.Result) {
 	idj := message.IdentityOf(d.ID)
 	r.Identity = &idj
 	if prior, ok := st.Identities[d.ID]; ok {
-		r.Outcome, r.Reason, r.Response, r.CaseID = prior.Outcome, prior.Reason, prior.Response, prior.CaseID()
+		r.Outcome, r.Reason, r.Response, r.CaseID, r.ResponseOf = prior.Outcome, prior.Reason, prior.Response, prior.CaseID(), prior.ID
 		return
 	}
 	if w, ok := st.WaitingByID[d.ID]; ok {
@@ -235,7 +235,7 @@ func (st *txState) repeat(d *state.Item, priorID int64, version int, canonical [
 	if same {
 		// Same identity, same fingerprint: a duplicate, also of a record
 		// that still waits (its stored answer says so).
-		res.Outcome, res.Replayed, res.Response = message.OutcomeDuplicate, true, response
+		res.Outcome, res.Replayed, res.Response, res.ResponseOf = message.OutcomeDuplicate, true, response, priorID
 		st.Deliveries = append(st.Deliveries, state.DeliveryRow{In: d.In, Tenant: d.ID.TenantID, IdentityID: priorID, Outcome: res.Outcome})
 		return res, nil
 	}

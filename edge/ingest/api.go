@@ -188,6 +188,10 @@ type RecordResult struct {
 	// Response is its stored answer.
 	Replayed bool            `json:"replayed,omitempty"`
 	Response json.RawMessage `json:"response,omitempty"`
+
+	// responseOf is the identity whose stored response Response is
+	// (message.Result.ResponseOf), 0 when none is: the key's row quotes it.
+	responseOf int64
 }
 
 // AppendJSON appends r's JSON encoding to b: the bytes encoding/json gives
@@ -195,6 +199,13 @@ type RecordResult struct {
 // over the stored response, which is spliced in as it is: this service
 // wrote it, compact (message.Result.AppendJSON does the same).
 func (r *RecordResult) AppendJSON(b []byte) []byte {
+	b, _ = r.appendJSON(b, nil)
+	return b
+}
+
+// appendJSON is AppendJSON, and appends to quotes where in b the stored
+// response of an identity went.
+func (r *RecordResult) appendJSON(b []byte, quotes []idempotency.Quote) ([]byte, []idempotency.Quote) {
 	b = append(b, `{"index":`...)
 	b = strconv.AppendInt(b, int64(r.Index), 10)
 	b = append(b, `,"identity":`...)
@@ -207,9 +218,12 @@ func (r *RecordResult) AppendJSON(b []byte) []byte {
 	}
 	if len(r.Response) > 0 {
 		b = append(b, `,"response":`...)
+		if r.responseOf != 0 {
+			quotes = append(quotes, idempotency.Quote{At: len(b), Len: len(r.Response), IdentityID: r.responseOf})
+		}
 		b = append(b, r.Response...)
 	}
-	return append(b, '}')
+	return append(b, '}'), quotes
 }
 
 // BatchResponse answers a request whose body was a JSON array: one result
@@ -220,17 +234,23 @@ type BatchResponse struct {
 
 // AppendJSON appends r's JSON encoding to b, as encoding/json gives it.
 func (r *BatchResponse) AppendJSON(b []byte) []byte {
+	b, _ = r.appendJSON(b, nil)
+	return b
+}
+
+// appendJSON is AppendJSON, with the quotes of RecordResult.appendJSON.
+func (r *BatchResponse) appendJSON(b []byte, quotes []idempotency.Quote) ([]byte, []idempotency.Quote) {
 	if r.Results == nil {
-		return append(b, `{"results":null}`...)
+		return append(b, `{"results":null}`...), quotes
 	}
 	b = append(b, `{"results":[`...)
 	for i := range r.Results {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = r.Results[i].AppendJSON(b)
+		b, quotes = r.Results[i].appendJSON(b, quotes)
 	}
-	return append(b, ']', '}')
+	return append(b, ']', '}'), quotes
 }
 
 // Headers of the API.

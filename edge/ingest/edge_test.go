@@ -462,6 +462,62 @@ func TestBatchOneResultPerRecord(t *testing.T) {
 	}
 }
 
+// A key's row holds its answer with the identities' stored responses cut
+// out and names the identities instead (migration 0020): a batch of two
+// new records, a duplicate of the first (quoting its identity again), a
+// mismatch (no response) and a record that waits for its target (a
+// response no identity holds, kept in the row). The replay and the stored
+// answer put back together are the first answer byte for byte.
+func TestKeyRowQuotesIdentities(t *testing.T) {
+	t.Parallel()
+	s, srv := newAPI(t, Config{}, nil)
+	refund := `{"tenant_id":"acme","account_period":"2026-11","record_id":"q-missing","kind":"refund","subject":"liz",` +
+		`"occurred_at":"2026-11-03T10:00:00Z"}`
+	body := "[" + usage("acme", "q-1", "liz", "1") + "," + usage("acme", "q-2", "liz", "2") + "," +
+		usage("acme", "q-1", "liz", "1") + "," + usage("acme", "q-1", "liz", "9") + "," + refund + "]"
+	r := post(srv, tokenAcme, "k-quotes", body)
+	var br BatchResponse
+	if err := json.Unmarshal(r.body, &br); err != nil || r.status != 200 || len(br.Results) != 5 {
+		t.Fatalf("%d %s", r.status, r.body)
+	}
+	want := []message.Outcome{message.OutcomeSettled, message.OutcomeSettled, message.OutcomeDuplicate,
+		message.OutcomeQuarantined, message.OutcomeWaiting}
+	for i, res := range br.Results {
+		if res.Outcome != want[i] {
+			t.Fatalf("result %d: %s, want %s: %s", i, res.Outcome, want[i], r.body)
+		}
+	}
+	var (
+		answer []byte
+		ids    []int64
+		at     []int32
+	)
+	if err := s.Pool().QueryRow(context.Background(), `SELECT answer, answer_identities, answer_at FROM idempotency_keys
+		WHERE tenant_id = 'acme' AND key = 'k-quotes'`).Scan(&answer, &ids, &at); err != nil {
+		t.Fatal(err)
+	}
+	var first, second int64
+	if err := s.Pool().QueryRow(context.Background(), `SELECT
+		(SELECT id FROM identities WHERE tenant_id = 'acme' AND record_id = 'q-1'),
+		(SELECT id FROM identities WHERE tenant_id = 'acme' AND record_id = 'q-2')`).Scan(&first, &second); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(ids) != fmt.Sprint([]int64{first, second, first}) || len(at) != 3 {
+		t.Fatalf("the row quotes identities %v at %v, want %v", ids, at, []int64{first, second, first})
+	}
+	quoted := len(br.Results[0].Response) + len(br.Results[1].Response) + len(br.Results[2].Response)
+	if len(answer)+quoted != len(r.body) || bytes.Contains(answer, br.Results[0].Response) ||
+		!bytes.Contains(answer, br.Results[4].Response) {
+		t.Fatalf("stored %d bytes of a %d-byte answer quoting %d: %s", len(answer), len(r.body), quoted, answer)
+	}
+	if stored := storedResponse(t, s, "k-quotes"); !bytes.Equal(stored, r.body) {
+		t.Fatalf("stored answer put back together:\n%s\nanswered:\n%s", stored, r.body)
+	}
+	if again := post(srv, tokenAcme, "k-quotes", body); !bytes.Equal(again.body, r.body) || again.header.Get(HeaderReplayed) != "true" {
+		t.Fatalf("replay:\n%s\nfirst answer:\n%s", again.body, r.body)
+	}
+}
+
 // The database holds every write to what it must not change, whoever asks.
 func TestHistoryDoesNotChange(t *testing.T) {
 	t.Parallel()
@@ -471,7 +527,8 @@ func TestHistoryDoesNotChange(t *testing.T) {
 	}
 	ctx := context.Background()
 	for _, q := range []string{
-		`UPDATE idempotency_keys SET response = 'x' WHERE key = 'k-hist'`,
+		`UPDATE idempotency_keys SET answer = 'x' WHERE key = 'k-hist'`,
+		`UPDATE idempotency_keys SET answer_identities = '{}', answer_at = '{}' WHERE key = 'k-hist'`,
 		`UPDATE idempotency_keys SET request_hash = 'x' WHERE key = 'k-hist'`,
 		`DELETE FROM idempotency_keys`,
 	} {

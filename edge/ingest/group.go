@@ -202,12 +202,12 @@ func (c *committer) settle(ctx context.Context, g []*pending) (again []*pending)
 			})
 		}
 	}
-	grp, err := idempotency.NewGroup(reqs, inputs, func(i int, results []message.Result) (int, []byte, error) {
+	grp, err := idempotency.NewGroup(reqs, inputs, func(i int, results []message.Result) (idempotency.Answer, error) {
 		p := g[i]
 		if a.beforeCommit != nil && !a.beforeCommit(p.key) {
-			return 0, nil, errSimulatedCrash
+			return idempotency.Answer{}, errSimulatedCrash
 		}
-		return http.StatusOK, p.response(results), nil
+		return p.response(results), nil
 	})
 	if err != nil {
 		panic(err) // every request was validated: a defect
@@ -258,20 +258,25 @@ func (c *committer) settle(ctx context.Context, g []*pending) (again []*pending)
 // commit (API.beforeCommit).
 var errSimulatedCrash = errors.New("edge: the simulated crash before the commit")
 
-// response is the answer body of a request whose records settled with
-// results, in order.
-func (p *pending) response(results []message.Result) []byte {
+// response is the answer of a request whose records settled with
+// results, in order: its body, and where it quotes identities' stored
+// responses.
+func (p *pending) response(results []message.Result) idempotency.Answer {
 	out := make([]RecordResult, len(results))
 	size := 32
 	for i, res := range results {
 		id := p.recs[i].Identity
 		out[i] = RecordResult{Index: i, Identity: message.IdentityJSON{TenantID: id.TenantID,
 			AccountPeriod: id.AccountPeriod, RecordID: id.RecordID, Operation: string(id.Operation)},
-			Outcome: res.Outcome, Reason: res.Reason, CaseID: res.CaseID, Replayed: res.Replayed, Response: res.Response}
+			Outcome: res.Outcome, Reason: res.Reason, CaseID: res.CaseID, Replayed: res.Replayed, Response: res.Response,
+			responseOf: res.ResponseOf}
 		size += 256 + len(res.Response)
 	}
+	a := idempotency.Answer{Status: http.StatusOK}
 	if p.batch {
-		return (&BatchResponse{Results: out}).AppendJSON(make([]byte, 0, size))
+		a.Body, a.Quotes = (&BatchResponse{Results: out}).appendJSON(make([]byte, 0, size), nil)
+	} else {
+		a.Body, a.Quotes = out[0].appendJSON(make([]byte, 0, size), nil)
 	}
-	return out[0].AppendJSON(make([]byte, 0, size))
+	return a
 }

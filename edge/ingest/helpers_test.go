@@ -113,11 +113,13 @@ func balance(t *testing.T, s *settle.Store, subject string) string {
 	return b
 }
 
+// storedResponse is the answer key's row stores, put back together from
+// the identities it quotes.
 func storedResponse(t *testing.T, s *settle.Store, key string) []byte {
 	t.Helper()
 	var b []byte
 	err := s.Pool().QueryRow(context.Background(),
-		`SELECT response FROM idempotency_keys WHERE tenant_id = 'acme' AND key = $1 AND status = 'done'`, key).Scan(&b)
+		`SELECT settle_key_answer(tenant_id, answer, answer_identities, answer_at) FROM idempotency_keys WHERE tenant_id = 'acme' AND key = $1 AND status = 'done'`, key).Scan(&b)
 	if err != nil {
 		t.Fatalf("stored response of key %s: %v", key, err)
 	}

@@ -36,7 +36,42 @@ type tenantKey struct{ tenant, key string }
 
 // AnswerFunc builds the answer of request req of a group from the results
 // of its records, in order, inside the transaction that stores it.
-type AnswerFunc func(req int, results []message.Result) (status int, body []byte, err error)
+type AnswerFunc func(req int, results []message.Result) (Answer, error)
+
+// Answer is what a request is answered, stored with its key.
+type Answer struct {
+	Status int
+	Body   []byte
+	// Quotes are the stretches of Body that are identities' stored
+	// responses (message.Result.ResponseOf), in order: the key's row names
+	// those identities instead of holding copies (migration 0020).
+	Quotes []Quote
+}
+
+// Quote says that Body[At:At+Len] of an Answer is the stored response of
+// identity IdentityID, byte for byte.
+type Quote struct {
+	At, Len    int
+	IdentityID int64
+}
+
+// stored is a's body with its quotes cut out, and where each goes in it.
+func (a Answer) stored() (rest []byte, at []int32, err error) {
+	if len(a.Quotes) == 0 {
+		return a.Body, nil, nil
+	}
+	rest = make([]byte, 0, len(a.Body))
+	prev := 0
+	for _, q := range a.Quotes {
+		if q.IdentityID <= 0 || q.At < prev || q.Len <= 0 || q.At+q.Len > len(a.Body) {
+			return nil, nil, fmt.Errorf("a quote of identity %d at bytes %d+%d of an answer of %d bytes", q.IdentityID, q.At, q.Len, len(a.Body))
+		}
+		rest = append(rest, a.Body[prev:q.At]...)
+		at = append(at, int32(len(rest))) //nolint:gosec // an answer is far below 2 GiB
+		prev = q.At + q.Len
+	}
+	return append(rest, a.Body[prev:]...), at, nil
+}
 
 // Group is the keys of a group of requests, for one SettleWith call over
 // its inputs. Create it with NewGroup; after the call, Claims says what
@@ -212,7 +247,8 @@ func (g *Group) Settles(i int) bool { return g.settles[i] }
 
 // QueueWrite builds the answer of every acquired request from its
 // records' results and queues the keys' writes: the new ones inserted
-// done, the ones taken over updated to done.
+// done, the ones taken over updated to done; each answer is stored with
+// its quotes cut out (Answer.Quotes).
 func (g *Group) QueueWrite(ctx context.Context, q *db.Queries, results []message.Result) error {
 	var (
 		ins  db.IdempotencyInsertDoneParams
@@ -223,28 +259,38 @@ func (g *Group) QueueWrite(ctx context.Context, q *db.Queries, results []message
 		if c.State != ClaimAcquired {
 			continue
 		}
-		status, body, err := g.answer(i, results[g.first[i]:g.first[i+1]])
+		a, err := g.answer(i, results[g.first[i]:g.first[i+1]])
 		if err != nil {
 			return err
 		}
-		if body == nil {
-			body = []byte{}
+		if a.Body == nil {
+			a.Body = []byte{}
 		}
-		if status < 100 || status > 599 {
-			return fmt.Errorf("idempotency key %d: answer status %d is not an HTTP status", c.KeyID, status)
+		if a.Status < 100 || a.Status > 599 {
+			return fmt.Errorf("idempotency key %d: answer status %d is not an HTTP status", c.KeyID, a.Status)
 		}
-		c.ResponseStatus, c.Response = status, body
+		rest, at, err := a.stored()
+		if err != nil {
+			return fmt.Errorf("idempotency key %d: %w", c.KeyID, err)
+		}
+		c.ResponseStatus, c.Response = a.Status, a.Body
 		if c.TakenOver {
 			done.ID, done.AttemptID = append(done.ID, c.KeyID), append(done.AttemptID, g.attempt[c.KeyID])
-			done.Status, done.Response = append(done.Status, int32(status)), append(done.Response, body)
+			done.Status, done.Answer = append(done.Status, int32(a.Status)), append(done.Answer, rest)
+			done.Qlo = append(done.Qlo, int32(len(done.QuoteAt)+1)) // PostgreSQL arrays start at 1
+			done.QuoteAt, done.QuoteIdentity = append(done.QuoteAt, at...), appendQuoted(done.QuoteIdentity, a.Quotes)
+			done.Qhi = append(done.Qhi, int32(len(done.QuoteAt)))
 			continue
 		}
 		ins.ID, ins.TenantID, ins.Key = append(ins.ID, c.KeyID), append(ins.TenantID, r.TenantID), append(ins.Key, r.Key)
 		ins.RequestHash = append(ins.RequestHash, r.RequestHash)
-		ins.Lo = append(ins.Lo, int32(len(ins.Canonicals)+1)) // PostgreSQL arrays start at 1
+		ins.Lo = append(ins.Lo, int32(len(ins.Canonicals)+1))
 		ins.Canonicals = append(ins.Canonicals, r.Canonicals...)
 		ins.Hi = append(ins.Hi, int32(len(ins.Canonicals)))
-		ins.Status, ins.Response = append(ins.Status, int32(status)), append(ins.Response, body)
+		ins.Status, ins.Answer = append(ins.Status, int32(a.Status)), append(ins.Answer, rest)
+		ins.Qlo = append(ins.Qlo, int32(len(ins.QuoteAt)+1))
+		ins.QuoteAt, ins.QuoteIdentity = append(ins.QuoteAt, at...), appendQuoted(ins.QuoteIdentity, a.Quotes)
+		ins.Qhi = append(ins.Qhi, int32(len(ins.QuoteAt)))
 	}
 	if len(ins.ID) > 0 {
 		_ = q.IdempotencyInsertDone(ctx, ins) // queued: the commit reports its error
@@ -253,4 +299,12 @@ func (g *Group) QueueWrite(ctx context.Context, q *db.Queries, results []message
 		_ = q.IdempotencyCompleteMany(ctx, done)
 	}
 	return nil
+}
+
+// appendQuoted appends the identities quotes name.
+func appendQuoted(ids []int64, quotes []Quote) []int64 {
+	for _, q := range quotes {
+		ids = append(ids, q.IdentityID)
+	}
+	return ids
 }

@@ -44,8 +44,8 @@ func group(t *testing.T, s *settle.Store, answer idempotency.AnswerFunc, rs ...[
 		reqs, inputs = append(reqs, req), append(inputs, in)
 	}
 	if answer == nil {
-		answer = func(i int, results []message.Result) (int, []byte, error) {
-			return 200, []byte("ok " + reqs[i].Key + " " + string(results[0].Outcome)), nil
+		answer = func(i int, results []message.Result) (idempotency.Answer, error) {
+			return idempotency.Answer{Status: 200, Body: []byte("ok " + reqs[i].Key + " " + string(results[0].Outcome))}, nil
 		}
 	}
 	return settleGroup(t, s, reqs, inputs, answer)
@@ -118,7 +118,7 @@ func TestGroupClaimsSettlesAndAnswers(t *testing.T) {
 	}
 
 	failed := errors.New("the answer failed")
-	_, _, err = group(t, s, func(int, []message.Result) (int, []byte, error) { return 0, nil, failed }, [2]string{"k-3", "c"})
+	_, _, err = group(t, s, func(int, []message.Result) (idempotency.Answer, error) { return idempotency.Answer{}, failed }, [2]string{"k-3", "c"})
 	if !errors.Is(err, failed) {
 		t.Fatalf("a group whose answer fails: %v, want its error", err)
 	}
@@ -137,10 +137,10 @@ func TestKeyHeldIsBusy(t *testing.T) {
 	inside, release := make(chan struct{}), make(chan struct{})
 	first := make(chan error, 1)
 	go func() {
-		_, _, err := group(t, s, func(int, []message.Result) (int, []byte, error) {
+		_, _, err := group(t, s, func(int, []message.Result) (idempotency.Answer, error) {
 			close(inside)
 			<-release
-			return 200, []byte("first"), nil
+			return idempotency.Answer{Status: 200, Body: []byte("first")}, nil
 		}, [2]string{"k-held", "a"})
 		first <- err
 	}()
@@ -202,8 +202,8 @@ func TestKeyLeftInProgressIsTakenOver(t *testing.T) {
 	req.TakeOver = &take
 	_, in = request("k-old", "u-k-old", "a")
 	claims, inputs, err := settleGroup(t, s, []idempotency.Request{req}, []message.Input{in},
-		func(_ int, rs []message.Result) (int, []byte, error) {
-			return 200, []byte("retried " + string(rs[0].Outcome)), nil
+		func(_ int, rs []message.Result) (idempotency.Answer, error) {
+			return idempotency.Answer{Status: 200, Body: []byte("retried " + string(rs[0].Outcome))}, nil
 		})
 	if err != nil {
 		t.Fatal(err)
@@ -217,7 +217,7 @@ func TestKeyLeftInProgressIsTakenOver(t *testing.T) {
 	if n := settletest.Count(t, pool, `SELECT count(*) FROM ledger_entries`); n != 1 {
 		t.Fatalf("%d ledger rows after the take-over, want 1", n)
 	}
-	if n := settletest.Count(t, pool, `SELECT count(*) FROM idempotency_keys WHERE id = $1 AND status = 'done' AND attempts = 2 AND response = 'retried settled'`, id); n != 1 {
+	if n := settletest.Count(t, pool, `SELECT count(*) FROM idempotency_keys WHERE id = $1 AND status = 'done' AND attempts = 2 AND answer = 'retried settled'`, id); n != 1 {
 		t.Fatal("the key taken over is not done with the take-over's answer")
 	}
 	// A second take-over of the same claim finds it done.
@@ -268,14 +268,14 @@ func TestKeyInsertedByAnotherWriterRetries(t *testing.T) {
 	s := settletest.NewStoreOn(t, url, settle.Config{})
 	pool := settletest.PoolOn(t, url, 2)
 	var answers int
-	claims, _, err := group(t, s, func(int, []message.Result) (int, []byte, error) {
+	claims, _, err := group(t, s, func(int, []message.Result) (idempotency.Answer, error) {
 		if answers++; answers == 1 {
 			if _, err := pool.Exec(context.Background(), `INSERT INTO idempotency_keys (tenant_id, key, request_hash, canonicals, records, attempt_id, lease_until)
 				VALUES ('acme', 'k-race', 'sha:a', ARRAY['a'::bytea], 1, gen_random_uuid(), now() + interval '1 hour')`); err != nil {
-				return 0, nil, err
+				return idempotency.Answer{}, err
 			}
 		}
-		return 200, []byte("mine"), nil
+		return idempotency.Answer{Status: 200, Body: []byte("mine")}, nil
 	}, [2]string{"k-race", "a"})
 	if err != nil || claims[0].State != idempotency.ClaimBusy {
 		t.Fatalf("a key another writer inserted meanwhile: %+v %v, want busy after a retry", claims, err)

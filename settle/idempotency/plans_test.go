@@ -38,8 +38,8 @@ func TestGroupPlansFollowGrowth(t *testing.T) {
 			req, in := request(fmt.Sprintf("%s-%d", name, i), fmt.Sprintf("u-%s-%d", name, i), "a")
 			reqs, inputs = append(reqs, req), append(inputs, in)
 		}
-		if _, _, err := settleGroup(t, s, reqs, inputs, func(int, []message.Result) (int, []byte, error) {
-			return 200, []byte("ok"), nil
+		if _, _, err := settleGroup(t, s, reqs, inputs, func(int, []message.Result) (idempotency.Answer, error) {
+			return idempotency.Answer{Status: 200, Body: []byte("ok")}, nil
 		}); err != nil {
 			t.Fatal(err)
 		}
@@ -57,7 +57,7 @@ func TestGroupPlansFollowGrowth(t *testing.T) {
 	}
 	if _, err := pool.Exec(ctx, `
 		INSERT INTO idempotency_keys (tenant_id, key, request_hash, canonicals, records, attempt_id, status, lease_until,
-		                              response_status, response)
+		                              response_status, answer)
 		SELECT 'acme', 'grown-' || g, '\x00', ARRAY['\x00'::bytea], 1, gen_random_uuid(), 'done', now(), 200, '\x00'
 		  FROM generate_series(1, $1::int) g`, grown); err != nil {
 		t.Fatal(err)

@@ -137,4 +137,8 @@ type Result struct {
 	Timestamp time.Time `json:"-"`
 	// Key is the results topic key: the input record's key.
 	Key []byte `json:"-"`
+	// ResponseOf is the identity whose stored response Response is, byte
+	// for byte (0: none, or not known here): an Idempotency-Key's answer
+	// names it instead of holding a copy (not serialised).
+	ResponseOf int64 `json:"-"`
 }

@@ -487,7 +487,7 @@ func skipped(r *reconcile.Report, check string) string {
 func TestReconcileKeyAnswers(t *testing.T) {
 	t.Parallel()
 	s, _, _ := reconcileFixture(t)
-	exec(t, s, `INSERT INTO idempotency_keys (tenant_id, key, request_hash, canonicals, records, attempt_id, lease_until, status, response_status, response)
+	exec(t, s, `INSERT INTO idempotency_keys (tenant_id, key, request_hash, canonicals, records, attempt_id, lease_until, status, response_status, answer)
 		VALUES ('acme', 'k-done', '\x00', '{}', 1, gen_random_uuid(), now(), 'done', 200, 'answer-1'),
 		       ('acme', 'k-busy', '\x00', '{}', 1, gen_random_uuid(), now(), 'in_progress', NULL, NULL)`)
 	done, busy, gone := reconcile.KeyRef{TenantID: "acme", Key: "k-done"}, reconcile.KeyRef{TenantID: "acme", Key: "k-busy"}, reconcile.KeyRef{TenantID: "acme", Key: "k-gone"}

@@ -9,14 +9,18 @@
 -- generate_series(1, 10000) in psql); its row is inserted with its
 -- answer (idempotency_insert_done.sql). lease_left_ms is measured by the
 -- database's clock: only keys claimed by an earlier version of settle are
--- in progress.
+-- in progress. A done key's answer is put back together from the
+-- identities it quotes (settle_key_answer, migration 0020; called only
+-- for a key that quotes one, the others' rows cost no function call).
 SELECT r.ord::bigint AS ord, (k.id IS NOT NULL)::boolean AS found,
        coalesce(k.id, nextval((SELECT pg_get_serial_sequence('idempotency_keys', 'id')::regclass)))::bigint AS id,
        coalesce(k.request_hash, ''::bytea)::bytea AS request_hash, coalesce(k.canonicals, '{}')::bytea[] AS canonicals,
        coalesce(k.status, '')::text AS status, coalesce(k.attempt_id::text, '')::text AS holder,
        coalesce(k.attempts, 0)::int AS attempts,
        coalesce(greatest(0, ceil(extract(epoch FROM k.lease_until - now()) * 1000)), 0)::bigint AS lease_left_ms,
-       coalesce(k.response_status, 0)::int AS response_status, k.response
+       coalesce(k.response_status, 0)::int AS response_status,
+       (CASE WHEN k.answer_identities <> '{}' THEN settle_key_answer(k.tenant_id, k.answer, k.answer_identities, k.answer_at)
+             ELSE k.answer END)::bytea AS response
   FROM unnest(@tenant_id::text[], @key::text[]) WITH ORDINALITY AS r(tenant_id, key, ord)
   LEFT JOIN idempotency_keys k ON k.tenant_id = r.tenant_id AND k.key = r.key
  ORDER BY r.ord;

@@ -11,33 +11,45 @@ import (
 
 const idempotencyCompleteMany = `-- name: IdempotencyCompleteMany :exec
 UPDATE idempotency_keys AS k
-   SET status          = 'done',
-       response_status = r.status,
-       response        = r.response,
-       completed_at    = now()
-  FROM unnest($1::bigint[], ($2::text[])::uuid[], $3::int[], $4::bytea[])
-       AS r(id, attempt_id, status, response)
+   SET status            = 'done',
+       response_status   = r.status,
+       answer            = r.answer,
+       answer_identities = ($1::bigint[])[r.qlo:r.qhi],
+       answer_at         = ($2::int[])[r.qlo:r.qhi],
+       completed_at      = now()
+  FROM unnest($3::bigint[], ($4::text[])::uuid[], $5::int[], $6::bytea[], $7::int[], $8::int[])
+       AS r(id, attempt_id, status, answer, qlo, qhi)
  WHERE k.id = r.id
    AND k.attempt_id = r.attempt_id
    AND k.status = 'in_progress'
 `
 
 type IdempotencyCompleteManyParams struct {
-	ID        []int64
-	AttemptID []string
-	Status    []int32
-	Response  [][]byte
+	QuoteIdentity []int64
+	QuoteAt       []int32
+	ID            []int64
+	AttemptID     []string
+	Status        []int32
+	Answer        [][]byte
+	Qlo           []int32
+	Qhi           []int32
 }
 
 // Stores the answers of keys taken over by idempotency_takeover_many.sql
 // in the same transaction, which holds their rows: each where this
-// attempt owns the claim.
+// attempt owns the claim, the identities its answer quotes and where the
+// slices quote_identity[qlo:qhi] and quote_at[qlo:qhi] of the flat arrays
+// (as idempotency_insert_done.sql).
 func (q *Queries) IdempotencyCompleteMany(ctx context.Context, arg IdempotencyCompleteManyParams) error {
 	_, err := q.db.Exec(ctx, idempotencyCompleteMany,
+		arg.QuoteIdentity,
+		arg.QuoteAt,
 		arg.ID,
 		arg.AttemptID,
 		arg.Status,
-		arg.Response,
+		arg.Answer,
+		arg.Qlo,
+		arg.Qhi,
 	)
 	return err
 }

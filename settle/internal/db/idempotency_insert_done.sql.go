@@ -11,38 +11,47 @@ import (
 
 const idempotencyInsertDone = `-- name: IdempotencyInsertDone :exec
 INSERT INTO idempotency_keys (id, tenant_id, key, request_hash, canonicals, records, attempt_id, status,
-                              lease_until, response_status, response, completed_at)
+                              lease_until, response_status, answer, answer_identities, answer_at, completed_at)
 OVERRIDING SYSTEM VALUE
 SELECT r.id, r.tenant_id, r.key, r.request_hash, ($1::bytea[])[r.lo:r.hi], r.hi - r.lo + 1,
-       gen_random_uuid(), 'done', now(), r.status, r.response, now()
-  FROM unnest($2::bigint[], $3::text[], $4::text[], $5::bytea[], $6::int[], $7::int[],
-              $8::int[], $9::bytea[])
-       AS r(id, tenant_id, key, request_hash, lo, hi, status, response)
+       gen_random_uuid(), 'done', now(), r.status, r.answer,
+       ($2::bigint[])[r.qlo:r.qhi], ($3::int[])[r.qlo:r.qhi], now()
+  FROM unnest($4::bigint[], $5::text[], $6::text[], $7::bytea[], $8::int[], $9::int[],
+              $10::int[], $11::bytea[], $12::int[], $13::int[])
+       AS r(id, tenant_id, key, request_hash, lo, hi, status, answer, qlo, qhi)
 `
 
 type IdempotencyInsertDoneParams struct {
-	Canonicals  [][]byte
-	ID          []int64
-	TenantID    []string
-	Key         []string
-	RequestHash [][]byte
-	Lo          []int32
-	Hi          []int32
-	Status      []int32
-	Response    [][]byte
+	Canonicals    [][]byte
+	QuoteIdentity []int64
+	QuoteAt       []int32
+	ID            []int64
+	TenantID      []string
+	Key           []string
+	RequestHash   [][]byte
+	Lo            []int32
+	Hi            []int32
+	Status        []int32
+	Answer        [][]byte
+	Qlo           []int32
+	Qhi           []int32
 }
 
 // Inserts the Idempotency-Keys a settling transaction claimed, settled and
 // answered, done, with their answers: row i of the arrays is one key
 // (its id read by idempotency_lookup_many.sql), its canonicals the slice
-// canonicals[lo:hi] of the flat array. Written once: a key's row is never
-// updated after it. Its advisory lock is held, so no other transaction of
-// this version inserts it; one that did anyway (an earlier version, which
-// claims without the lock) makes this insert fail on the unique key and
-// the transaction retry.
+// canonicals[lo:hi] of the flat array, the identities its answer quotes
+// and where (migration 0020) the slices quote_identity[qlo:qhi] and
+// quote_at[qlo:qhi]. Written once: a key's row is never updated after it.
+// Its advisory lock is held, so no other transaction of this version
+// inserts it; one that did anyway (an earlier version, which claims
+// without the lock) makes this insert fail on the unique key and the
+// transaction retry.
 func (q *Queries) IdempotencyInsertDone(ctx context.Context, arg IdempotencyInsertDoneParams) error {
 	_, err := q.db.Exec(ctx, idempotencyInsertDone,
 		arg.Canonicals,
+		arg.QuoteIdentity,
+		arg.QuoteAt,
 		arg.ID,
 		arg.TenantID,
 		arg.Key,
@@ -50,7 +59,9 @@ func (q *Queries) IdempotencyInsertDone(ctx context.Context, arg IdempotencyInse
 		arg.Lo,
 		arg.Hi,
 		arg.Status,
-		arg.Response,
+		arg.Answer,
+		arg.Qlo,
+		arg.Qhi,
 	)
 	return err
 }

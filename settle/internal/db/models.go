@@ -151,20 +151,22 @@ type Hold struct {
 }
 
 type IdempotencyKey struct {
-	ID             int64
-	TenantID       string
-	Key            string
-	RequestHash    []byte
-	Canonicals     [][]byte
-	Records        int32
-	AttemptID      pgtype.UUID
-	Attempts       int32
-	Status         string
-	LeaseUntil     time.Time
-	ResponseStatus *int32
-	Response       []byte
-	CreatedAt      time.Time
-	CompletedAt    *time.Time
+	ID               int64
+	TenantID         string
+	Key              string
+	RequestHash      []byte
+	Canonicals       [][]byte
+	Records          int32
+	AttemptID        pgtype.UUID
+	Attempts         int32
+	Status           string
+	LeaseUntil       time.Time
+	ResponseStatus   *int32
+	Answer           []byte
+	CreatedAt        time.Time
+	CompletedAt      *time.Time
+	AnswerIdentities []int64
+	AnswerAt         []int32
 }
 
 type Identity struct {
