@@ -8,8 +8,8 @@
 -- settlement_id and tenant_id, the sequence, kind and version, then the
 -- stored ones (outbox_messages). A row's ids are one block of the outbox's
 -- sequence, which steps by db.IDBlock (migration 0015): one nextval v, and
--- the settlements take v .. v+hi-lo in order (the sequence named once per
--- statement, an InitPlan). The rows draw their nextval in the order given
+-- the settlements take v .. v+hi-lo in order (the sequence named as a
+-- constant, idempotency_lookup_many.sql). The rows draw their nextval in the order given
 -- (a volatile function of the target list is evaluated after the ORDER
 -- BY), while the transaction holds its accounts' locks, so every id of an
 -- account's later settlement is above its earlier ones' (per-account
@@ -22,7 +22,7 @@ SELECT r.tenant_id, r.v, @topic::text, @version::smallint,
        ARRAY(SELECT r.v + i FROM generate_series(0, r.hi - r.lo) AS i),
        (@identity_id::bigint[])[r.lo:r.hi], (@key::bytea[])[r.lo:r.hi], (@sequence::bigint[])[r.lo:r.hi],
        (@kind::text[])[r.lo:r.hi], (@headers::jsonb[])[r.lo:r.hi]
-  FROM (SELECT r.tenant_id, r.lo, r.hi, nextval((SELECT pg_get_serial_sequence('public.outbox', 'id')::regclass)) AS v
+  FROM (SELECT r.tenant_id, r.lo, r.hi, nextval('public.outbox_id_seq'::regclass) AS v
           FROM unnest(@tenant_id::text[], @lo::integer[], @hi::integer[]) WITH ORDINALITY AS r (tenant_id, lo, hi, n)
          ORDER BY r.n) AS r
 RETURNING ids::bigint[] AS ids, identity_ids::bigint[] AS identity_ids;

@@ -3,17 +3,20 @@
 -- (idempotency_lock_many.sql): ord is the key's ordinal in the arrays;
 -- found says whether it exists. A key that does not gets its id from the
 -- table's sequence, so that its records' coordinates (HTTPOffset) are
--- known before they settle (the sequence named once per statement, an
--- InitPlan: named per key it cost 4.5 µs each, SELECT
--- count(pg_get_serial_sequence('idempotency_keys', 'id')) FROM
--- generate_series(1, 10000) in psql); its row is inserted with its
+-- known before they settle. The sequence is named as a constant, which
+-- the statement resolves once when it is prepared: looked up by
+-- pg_get_serial_sequence, a catalog scan, it cost 25-40 µs a statement
+-- (pgbench -M prepared of nextval(pg_get_serial_sequence(...)) against
+-- nextval('idempotency_keys_id_seq'), alternating). Both layouts
+-- (settle/schema/partition.sql) and Citus keep the name PostgreSQL gives
+-- an identity column's sequence, <table>_id_seq. Its row is inserted with its
 -- answer (idempotency_insert_done.sql). lease_left_ms is measured by the
 -- database's clock: only keys claimed by an earlier version of settle are
 -- in progress. A done key's answer is put back together from the
 -- identities it quotes (settle_key_answer, migration 0020; called only
 -- for a key that quotes one, the others' rows cost no function call).
 SELECT r.ord::bigint AS ord, (k.id IS NOT NULL)::boolean AS found,
-       coalesce(k.id, nextval((SELECT pg_get_serial_sequence('idempotency_keys', 'id')::regclass)))::bigint AS id,
+       coalesce(k.id, nextval('idempotency_keys_id_seq'::regclass))::bigint AS id,
        coalesce(k.request_hash, ''::bytea)::bytea AS request_hash, coalesce(k.canonicals, '{}')::bytea[] AS canonicals,
        coalesce(k.status, '')::text AS status, coalesce(k.attempt_id::text, '')::text AS holder,
        coalesce(k.attempts, 0)::int AS attempts,

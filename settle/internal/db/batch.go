@@ -830,7 +830,7 @@ func (b *IdempotencyLockManyBatchResults) Close() error {
 
 const idempotencyLookupMany = `-- name: IdempotencyLookupMany :batchmany
 SELECT r.ord::bigint AS ord, (k.id IS NOT NULL)::boolean AS found,
-       coalesce(k.id, nextval((SELECT pg_get_serial_sequence('idempotency_keys', 'id')::regclass)))::bigint AS id,
+       coalesce(k.id, nextval('idempotency_keys_id_seq'::regclass))::bigint AS id,
        coalesce(k.request_hash, ''::bytea)::bytea AS request_hash, coalesce(k.canonicals, '{}')::bytea[] AS canonicals,
        coalesce(k.status, '')::text AS status, coalesce(k.attempt_id::text, '')::text AS holder,
        coalesce(k.attempts, 0)::int AS attempts,
@@ -872,10 +872,13 @@ type IdempotencyLookupManyRow struct {
 // (idempotency_lock_many.sql): ord is the key's ordinal in the arrays;
 // found says whether it exists. A key that does not gets its id from the
 // table's sequence, so that its records' coordinates (HTTPOffset) are
-// known before they settle (the sequence named once per statement, an
-// InitPlan: named per key it cost 4.5 µs each, SELECT
-// count(pg_get_serial_sequence('idempotency_keys', 'id')) FROM
-// generate_series(1, 10000) in psql); its row is inserted with its
+// known before they settle. The sequence is named as a constant, which
+// the statement resolves once when it is prepared: looked up by
+// pg_get_serial_sequence, a catalog scan, it cost 25-40 µs a statement
+// (pgbench -M prepared of nextval(pg_get_serial_sequence(...)) against
+// nextval('idempotency_keys_id_seq'), alternating). Both layouts
+// (settle/schema/partition.sql) and Citus keep the name PostgreSQL gives
+// an identity column's sequence, <table>_id_seq. Its row is inserted with its
 // answer (idempotency_insert_done.sql). lease_left_ms is measured by the
 // database's clock: only keys claimed by an earlier version of settle are
 // in progress. A done key's answer is put back together from the
@@ -1142,7 +1145,7 @@ func (b *IdentityLookupBatchResults) Close() error {
 }
 
 const identityReserve = `-- name: IdentityReserve :batchmany
-SELECT nextval((SELECT pg_get_serial_sequence('identities', 'id')::regclass)) AS v, now()::timestamptz AS now
+SELECT nextval('identities_id_seq'::regclass) AS v, now()::timestamptz AS now
   FROM generate_series(1, $1::integer)
 `
 
@@ -1162,7 +1165,7 @@ type IdentityReserveRow struct {
 // identities' sequence steps by a block (db.IDBlock, migration 0003): one
 // nextval v reserves v .. v+IDBlock-1 (db.Reserved spreads them); the
 // rest of the last block is left unused (ids have gaps). The sequence is
-// named once per statement, an InitPlan (idempotency_lookup_many.sql).
+// named as a constant (idempotency_lookup_many.sql).
 func (q *Queries) IdentityReserve(ctx context.Context, blocks []int32) *IdentityReserveBatchResults {
 	batch := &pgx.Batch{}
 	for _, a := range blocks {
@@ -1217,7 +1220,7 @@ SELECT r.tenant_id, r.v, $1::text, $2::smallint,
        ARRAY(SELECT r.v + i FROM generate_series(0, r.hi - r.lo) AS i),
        ($3::bigint[])[r.lo:r.hi], ($4::bytea[])[r.lo:r.hi], ($5::bigint[])[r.lo:r.hi],
        ($6::text[])[r.lo:r.hi], ($7::jsonb[])[r.lo:r.hi]
-  FROM (SELECT r.tenant_id, r.lo, r.hi, nextval((SELECT pg_get_serial_sequence('public.outbox', 'id')::regclass)) AS v
+  FROM (SELECT r.tenant_id, r.lo, r.hi, nextval('public.outbox_id_seq'::regclass) AS v
           FROM unnest($8::text[], $9::integer[], $10::integer[]) WITH ORDINALITY AS r (tenant_id, lo, hi, n)
          ORDER BY r.n) AS r
 RETURNING ids::bigint[] AS ids, identity_ids::bigint[] AS identity_ids
@@ -1256,8 +1259,8 @@ type OutboxSettlementsInsertRow struct {
 // settlement_id and tenant_id, the sequence, kind and version, then the
 // stored ones (outbox_messages). A row's ids are one block of the outbox's
 // sequence, which steps by db.IDBlock (migration 0015): one nextval v, and
-// the settlements take v .. v+hi-lo in order (the sequence named once per
-// statement, an InitPlan). The rows draw their nextval in the order given
+// the settlements take v .. v+hi-lo in order (the sequence named as a
+// constant, idempotency_lookup_many.sql). The rows draw their nextval in the order given
 // (a volatile function of the target list is evaluated after the ORDER
 // BY), while the transaction holds its accounts' locks, so every id of an
 // account's later settlement is above its earlier ones' (per-account
