@@ -14,7 +14,7 @@ INSERT INTO idempotency_keys (id, tenant_id, key, request_hash, canonicals, reco
                               lease_until, response_status, answer, answer_identities, answer_at, completed_at)
 OVERRIDING SYSTEM VALUE
 SELECT r.id, r.tenant_id, r.key, r.request_hash, ($1::bytea[])[r.lo:r.hi], r.hi - r.lo + 1,
-       gen_random_uuid(), 'done', now(), r.status, r.answer,
+       (SELECT gen_random_uuid()), 'done', now(), r.status, r.answer,
        ($2::bigint[])[r.qlo:r.qhi], ($3::int[])[r.qlo:r.qhi], now()
   FROM unnest($4::bigint[], $5::text[], $6::text[], $7::bytea[], $8::int[], $9::int[],
               $10::int[], $11::bytea[], $12::int[], $13::int[])
@@ -46,7 +46,10 @@ type IdempotencyInsertDoneParams struct {
 // Its advisory lock is held, so no other transaction of this version
 // inserts it; one that did anyway (an earlier version, which claims
 // without the lock) makes this insert fail on the unique key and the
-// transaction retry.
+// transaction retry. The keys inserted done were answered by one attempt,
+// the group's: one attempt id a statement, an InitPlan (gen_random_uuid
+// costs 3.5 µs a call here: SELECT count(gen_random_uuid()) FROM
+// generate_series(1, 100000) in psql).
 func (q *Queries) IdempotencyInsertDone(ctx context.Context, arg IdempotencyInsertDoneParams) error {
 	_, err := q.db.Exec(ctx, idempotencyInsertDone,
 		arg.Canonicals,
