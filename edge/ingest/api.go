@@ -194,17 +194,12 @@ type RecordResult struct {
 	responseOf int64
 }
 
-// AppendJSON appends r's JSON encoding to b: the bytes encoding/json gives
+// appendJSON appends r's JSON encoding to b: the bytes encoding/json gives
 // (TestRecordResultAppendJSON), without its reflection and its second pass
 // over the stored response, which is spliced in as it is: this service
-// wrote it, compact (message.Result.AppendJSON does the same).
-func (r *RecordResult) AppendJSON(b []byte) []byte {
-	b, _ = r.appendJSON(b, nil)
-	return b
-}
-
-// appendJSON is AppendJSON, and appends to quotes where in b the stored
-// response of an identity went.
+// wrote it, compact (message.Result.AppendJSON does the same). Where the
+// response is an identity's stored one, it appends to quotes where in b
+// it went.
 func (r *RecordResult) appendJSON(b []byte, quotes []idempotency.Quote) ([]byte, []idempotency.Quote) {
 	b = append(b, `{"index":`...)
 	b = strconv.AppendInt(b, int64(r.Index), 10)
@@ -232,13 +227,8 @@ type BatchResponse struct {
 	Results []RecordResult `json:"results"`
 }
 
-// AppendJSON appends r's JSON encoding to b, as encoding/json gives it.
-func (r *BatchResponse) AppendJSON(b []byte) []byte {
-	b, _ = r.appendJSON(b, nil)
-	return b
-}
-
-// appendJSON is AppendJSON, with the quotes of RecordResult.appendJSON.
+// appendJSON appends r's JSON encoding to b, as encoding/json gives it,
+// with the quotes of RecordResult.appendJSON.
 func (r *BatchResponse) appendJSON(b []byte, quotes []idempotency.Quote) ([]byte, []idempotency.Quote) {
 	if r.Results == nil {
 		return append(b, `{"results":null}`...), quotes

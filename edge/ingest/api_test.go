@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/settlehq/settle/internal/jsontest"
+	"github.com/settlehq/settle/settle/idempotency"
 	"github.com/settlehq/settle/settle/message"
 )
 
@@ -16,7 +17,8 @@ import (
 // bytes encoding/json gives, for single records and batches, over random
 // results whose strings hold everything it escapes (HTML characters,
 // control characters, invalid UTF-8, U+2028) and whose stored responses are
-// what the service writes (message.Response.AppendJSON).
+// what the service writes (message.Response.AppendJSON); and it quotes,
+// in order and at their bytes, the responses that are identities'.
 func TestRecordResultAppendJSON(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 11))
 	str := func() string { return jsontest.String(rng) }
@@ -31,8 +33,33 @@ func TestRecordResultAppendJSON(t *testing.T) {
 				Identity: r.Identity, Kind: str(), Subject: str(), Currency: str(), BalanceAfter: str(), Sequence: rng.Int64N(1000),
 				CommittedAt: time.Unix(rng.Int64N(4e9), rng.Int64N(1e9)).UTC(), Links: &message.Links{Corrects: str()}}
 			r.Response = resp.AppendJSON(nil)
+			if rng.IntN(2) == 0 {
+				r.responseOf = rng.Int64N(1<<40) + 1
+			}
 		}
 		return r
+	}
+	// checkQuotes: quotes name, in order, the results' identities whose
+	// responses they are, at those responses' bytes in body.
+	checkQuotes := func(trial int, body []byte, quotes []idempotency.Quote, results ...RecordResult) {
+		t.Helper()
+		n := 0
+		for _, r := range results {
+			if r.responseOf == 0 {
+				continue
+			}
+			if n >= len(quotes) {
+				t.Fatalf("trial %d: %d quotes, identity %d's response not quoted", trial, len(quotes), r.responseOf)
+			}
+			q := quotes[n]
+			if q.IdentityID != r.responseOf || q.At < 0 || q.At+q.Len > len(body) || !bytes.Equal(body[q.At:q.At+q.Len], r.Response) {
+				t.Fatalf("trial %d: quote %d %+v does not hold identity %d's response", trial, n, q, r.responseOf)
+			}
+			n++
+		}
+		if n != len(quotes) {
+			t.Fatalf("trial %d: %d quotes for %d quoted responses", trial, len(quotes), n)
+		}
 	}
 	for trial := range 2000 {
 		one := result(trial)
@@ -40,9 +67,11 @@ func TestRecordResultAppendJSON(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := one.AppendJSON(nil); !bytes.Equal(got, want) {
+		got, quotes := one.appendJSON(nil, nil)
+		if !bytes.Equal(got, want) {
 			t.Fatalf("trial %d, one record:\n got %s\nwant %s", trial, got, want)
 		}
+		checkQuotes(trial, got, quotes, one)
 		batch := BatchResponse{}
 		if rng.IntN(8) > 0 {
 			batch.Results = []RecordResult{}
@@ -53,9 +82,11 @@ func TestRecordResultAppendJSON(t *testing.T) {
 		if want, err = json.Marshal(batch); err != nil {
 			t.Fatal(err)
 		}
-		if got := batch.AppendJSON(nil); !bytes.Equal(got, want) {
+		got, quotes = batch.appendJSON(nil, nil)
+		if !bytes.Equal(got, want) {
 			t.Fatalf("trial %d, a batch:\n got %s\nwant %s", trial, got, want)
 		}
+		checkQuotes(trial, got, quotes, batch.Results...)
 	}
 }
 
@@ -70,7 +101,7 @@ func BenchmarkAnswer(b *testing.B) {
 	r := RecordResult{Identity: id, Outcome: "settled", Response: resp.AppendJSON(nil)}
 	b.Run("append", func(b *testing.B) {
 		for b.Loop() {
-			_ = r.AppendJSON(make([]byte, 0, 256+len(r.Response)))
+			_, _ = r.appendJSON(make([]byte, 0, 256+len(r.Response)), nil)
 		}
 	})
 	b.Run("marshal", func(b *testing.B) {
