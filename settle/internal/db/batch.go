@@ -882,8 +882,11 @@ type IdempotencyLookupManyRow struct {
 // answer (idempotency_insert_done.sql). lease_left_ms is measured by the
 // database's clock: only keys claimed by an earlier version of settle are
 // in progress. A done key's answer is put back together from the
-// identities it quotes (settle_key_answer, migration 0020; called only
-// for a key that quotes one, the others' rows cost no function call).
+// identities it quotes (settle_key_answer, migration 0020), called only
+// for a key that quotes one: a PL/pgSQL call for each of a group's new
+// keys cost ≈ 2 µs a key (pgbench -M prepared of this join over ten
+// absent keys with the call bare and with this CASE, alternating: 0.152
+// and 0.145 ms against 0.127 and 0.126).
 func (q *Queries) IdempotencyLookupMany(ctx context.Context, arg []IdempotencyLookupManyParams) *IdempotencyLookupManyBatchResults {
 	batch := &pgx.Batch{}
 	for _, a := range arg {
