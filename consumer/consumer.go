@@ -294,7 +294,13 @@ type partitionWork struct {
 	records   []*kgo.Record
 	next      int64 // offset after the last record settled and published; -1: none
 	epoch     int32 // leader epoch of that record
-	err       error
+	err       error // why the partition stopped before its last record
+
+	// The lanes' bookkeeping, under the poll queue's lock.
+	taken   int      // records handed to lanes
+	busy    bool     // in a batch a lane is settling
+	tickets []ticket // the partition's batches, in order
+	acked   int      // tickets acknowledged, in order, that next covers
 }
 
 // handlePoll settles one poll: its lanes concurrently (each in its own
@@ -310,11 +316,13 @@ func (c *Consumer) handlePoll(ctx context.Context, abandon <-chan struct{}, cl *
 	if len(work) == 0 {
 		return
 	}
+	q := &pollQueue{works: work}
 	var wg sync.WaitGroup
-	for _, l := range lanes(work, c.store.Config().BatchRecordsMax, c.cfg.LanesMax) {
-		wg.Go(func() { c.handleLane(ctx, abandon, cl, l) })
+	for range laneCount(work, c.store.Config().BatchRecordsMax, c.cfg.LanesMax) {
+		wg.Go(func() { c.handleLane(ctx, abandon, cl, q) })
 	}
 	wg.Wait()
+	q.finish()
 
 	commit := map[string]map[int32]kgo.EpochOffset{}
 	rewind := map[string]map[int32]kgo.EpochOffset{}
