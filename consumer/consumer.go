@@ -170,6 +170,7 @@ func (c *Consumer) clientOpts() []kgo.Opt {
 		// set other values.
 		kgo.FetchMaxWait(fetchLinger),
 		kgo.FetchMinBytes(fetchMinBytes),
+		kgo.FetchMaxPartitionBytes(fetchPartitionBytes),
 		// Results: idempotent producer, every in-sync replica.
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerLinger(0),
@@ -262,6 +263,13 @@ const (
 	fetchLinger   = 40 * time.Millisecond
 	fetchMinBytes = 256 << 10
 )
+
+// fetchPartitionBytes caps a partition's share of a fetch, so that a
+// backlog's poll holds every partition (six partitions of ≈ 5,000 records
+// each) for the lanes to share, instead of two or three partitions of up to
+// 22,000 records at franz-go's 1 MiB, which two lanes cannot share evenly
+// (BENCHMARKS.md, "Lanes").
+const fetchPartitionBytes = 256 << 10
 
 // onBlocked runs (in its own goroutine) when a rebalance waits for this
 // member's poll.
