@@ -37,8 +37,8 @@ type Config struct {
 	PollRecordsMax int
 
 	// LanesMax caps the lanes a poll is settled in, and so the settling
-	// transactions the consumer runs at once; the lanes share the poll's
-	// partitions batch by batch. 0 = no cap: up to a lane per partition
+	// transactions the consumer runs at once; a lane then settles several
+	// partitions one after the other. 0 = no cap: a lane per partition
 	// (service.Config caps it when PostgreSQL shares the machine).
 	LanesMax int
 

@@ -170,7 +170,6 @@ func (c *Consumer) clientOpts() []kgo.Opt {
 		// set other values.
 		kgo.FetchMaxWait(fetchLinger),
 		kgo.FetchMinBytes(fetchMinBytes),
-		kgo.FetchMaxPartitionBytes(fetchPartitionBytes),
 		// Results: idempotent producer, every in-sync replica.
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerLinger(0),
@@ -264,13 +263,6 @@ const (
 	fetchMinBytes = 256 << 10
 )
 
-// fetchPartitionBytes caps a partition's share of a fetch, so that a
-// backlog's poll holds every partition (six partitions of ≈ 5,000 records
-// each) for the lanes to share, instead of two or three partitions of up to
-// 22,000 records at franz-go's 1 MiB, which two lanes cannot share evenly
-// (BENCHMARKS.md, "Lanes").
-const fetchPartitionBytes = 256 << 10
-
 // onBlocked runs (in its own goroutine) when a rebalance waits for this
 // member's poll.
 func (c *Consumer) onBlocked(context.Context, *kgo.Client) { c.abandonPoll() }
@@ -302,13 +294,7 @@ type partitionWork struct {
 	records   []*kgo.Record
 	next      int64 // offset after the last record settled and published; -1: none
 	epoch     int32 // leader epoch of that record
-	err       error // why the partition stopped before its last record
-
-	// The lanes' bookkeeping, under the poll queue's lock.
-	taken   int      // records handed to lanes
-	busy    bool     // in a batch a lane is settling
-	tickets []ticket // the partition's batches, in order
-	acked   int      // tickets acknowledged, in order, that next covers
+	err       error
 }
 
 // handlePoll settles one poll: its lanes concurrently (each in its own
@@ -324,13 +310,11 @@ func (c *Consumer) handlePoll(ctx context.Context, abandon <-chan struct{}, cl *
 	if len(work) == 0 {
 		return
 	}
-	q := &pollQueue{works: work}
 	var wg sync.WaitGroup
-	for range laneCount(work, c.store.Config().BatchRecordsMax, c.cfg.LanesMax) {
-		wg.Go(func() { c.handleLane(ctx, abandon, cl, q) })
+	for _, l := range lanes(work, c.store.Config().BatchRecordsMax, c.cfg.LanesMax) {
+		wg.Go(func() { c.handleLane(ctx, abandon, cl, l) })
 	}
 	wg.Wait()
-	q.finish()
 
 	commit := map[string]map[int32]kgo.EpochOffset{}
 	rewind := map[string]map[int32]kgo.EpochOffset{}

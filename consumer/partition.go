@@ -1,7 +1,6 @@
 package consumer
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -36,35 +35,29 @@ var errAbandoned = errors.New("abandoned while waiting out an outage: the record
 // member if it keeps the partition.
 var errYielded = errors.New("yielded to a rebalance or a stop between batches: the rest will be read again")
 
-// A poll is settled by lanes: goroutines that each take a batch of at most
-// the store's BatchRecordsMax records from the poll's queue, settle it, start
-// publishing its results, and take the next. A batch holds the next records
-// of the partitions with the most left that no other lane holds at the
-// moment, the first of them alone when it has a batch's worth; a partition
-// is in one batch at a time, so its records settle and publish in order,
-// whichever lanes settle them. Lanes taking batches instead of whole
-// partitions end a poll together: a backlog's polls hold two or three
-// partitions of up to 22,000 records each, and lanes holding whole
-// partitions ended one up to a third of the poll apart (BENCHMARKS.md,
-// "Lanes"). A transaction's cost is mostly per record only in batches of
-// hundreds: at half the full rate six partitions polled separately settle a
-// few dozen records per transaction each, and the machine spends twice the
-// CPU per record that it does at full rate.
-type pollQueue struct {
-	mu    sync.Mutex
+// A lane is the share of a poll that one goroutine settles, in order, in
+// batches of at most the store's BatchRecordsMax: one partition's records,
+// or, when a poll is small or the lanes are capped (Config.LanesMax), the
+// records of several partitions one after the other. A transaction's cost
+// is mostly per record only in batches of hundreds: at half the full rate
+// six partitions polled separately settle a few dozen records per
+// transaction each, and the machine spends twice the CPU per record that
+// it does at full rate (BENCHMARKS.md).
+type lane struct {
 	works []*partitionWork
-	err   error // the first error that stopped a lane
+	recs  []*kgo.Record // the works' records, one partition after the other
 }
 
 // laneRecordsMin is the least share of a poll, as a fraction of the
 // store's batch size, worth a lane of its own.
 const laneRecordsMin = 2
 
-// laneCount is how many lanes settle a poll: one per partition when every
+// lanes splits a poll's work into lanes: one per partition when every
 // partition has a batch's worth or the poll is large, fewer (at least one
 // per laneRecordsMin-th of a batch) when it is small, and never more than
-// lanesMax when it is above 0 (Config.LanesMax).
-func laneCount(work []*partitionWork, batchMax, lanesMax int) int {
+// lanesMax when it is above 0 (Config.LanesMax). Each partition is whole in
+// one lane, and lanes are balanced by records.
+func lanes(work []*partitionWork, batchMax, lanesMax int) []*lane {
 	total := 0
 	for _, w := range work {
 		total += len(w.records)
@@ -74,202 +67,115 @@ func laneCount(work []*partitionWork, batchMax, lanesMax int) int {
 	if lanesMax > 0 {
 		n = min(n, lanesMax)
 	}
-	return n
+	ls := make([]*lane, n)
+	for i := range ls {
+		ls[i] = &lane{}
+	}
+	bySize := slices.Clone(work)
+	slices.SortStableFunc(bySize, func(a, b *partitionWork) int { return len(b.records) - len(a.records) })
+	for _, w := range bySize {
+		l := slices.MinFunc(ls, func(a, b *lane) int { return len(a.recs) - len(b.recs) })
+		l.works = append(l.works, w)
+		l.recs = append(l.recs, w.records...)
+	}
+	return ls
 }
 
-// A batch is what a lane takes from the queue: the records of one or more
-// partitions, each partition's a run in offset order, and the partitions'
-// tickets.
-type batch struct {
-	recs  []*kgo.Record
-	parts []batchPart
-}
-
-// batchPart is one partition's share of a batch: its place in the
-// partition's order of batches (ticket), where the batch's records of the
-// partition start in recs, and how many there are.
-type batchPart struct {
-	w      *partitionWork
-	ticket int
-	from   int
-	n      int
-}
-
-// ticket is a batch as one of its partitions sees it: how far it takes the
-// partition once settled (next = -1: no record of it settled), and whether
-// its results are acknowledged by the broker.
-type ticket struct {
-	next  int64
-	epoch int32
-	acked bool
-}
-
-// take returns the next batch of at most batchMax records, or nil when
-// every partition is done, stopped, or held by another lane (each of those
-// lanes goes on with its partition, so no lane is missing).
-func (q *pollQueue) take(batchMax int) *batch {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	free := make([]*partitionWork, 0, len(q.works))
-	for _, w := range q.works {
-		if !w.busy && w.err == nil && w.taken < len(w.records) {
-			free = append(free, w)
-		}
-	}
-	if len(free) == 0 {
-		return nil
-	}
-	slices.SortStableFunc(free, func(a, b *partitionWork) int {
-		return (len(b.records) - b.taken) - (len(a.records) - a.taken)
-	})
-	b := &batch{}
-	for _, w := range free {
-		n := min(len(w.records)-w.taken, batchMax-len(b.recs))
-		if n == 0 {
-			break
-		}
-		b.parts = append(b.parts, batchPart{w: w, ticket: len(w.tickets), from: len(b.recs), n: n})
-		b.recs = append(b.recs, w.records[w.taken:w.taken+n]...)
-		w.tickets = append(w.tickets, ticket{next: -1})
-		w.taken += n
-		w.busy = true
-	}
-	return b
-}
-
-// settled hands the batch's partitions back once the batch's transaction
-// ended and its results are on their way (publishAsync orders a partition's
-// results by the order of these calls): done records of recs settled, and
-// err, if any, stops the partitions with records the batch did not settle.
-func (q *pollQueue) settled(b *batch, done int, err error) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	for _, p := range b.parts {
-		p.w.busy = false
-		if settled := min(max(done-p.from, 0), p.n); settled > 0 {
-			r := b.recs[p.from+settled-1]
-			p.w.tickets[p.ticket].next, p.w.tickets[p.ticket].epoch = r.Offset+1, r.LeaderEpoch
-		}
-		if err != nil && done < p.from+p.n {
-			q.stop(p.w, err)
-		}
-	}
-	if err != nil && q.err == nil {
-		q.err = err
-	}
-}
-
-// published moves each partition of the batch over the batch once the
-// broker acknowledged its results, as far as every earlier batch of the
-// partition is acknowledged too; or, when err says they could not be
-// published, stops the partitions where they are.
-func (q *pollQueue) published(b *batch, err error) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	for _, p := range b.parts {
-		w := p.w
-		if err != nil {
-			q.stop(w, err)
-			continue
-		}
-		w.tickets[p.ticket].acked = true
-		for w.acked < len(w.tickets) && w.tickets[w.acked].acked {
-			if t := w.tickets[w.acked]; t.next >= 0 {
-				w.next, w.epoch = t.next, t.epoch
-			}
-			w.acked++
-		}
-	}
-	if err != nil && q.err == nil {
-		q.err = err
-	}
-}
-
-// stop ends a partition's share of the poll with the reason; no lane takes
-// its records any more. Called with q.mu held.
-func (q *pollQueue) stop(w *partitionWork, err error) {
-	if w.err == nil {
-		w.err = err
-	}
-}
-
-// finish gives every partition that is not done the reason the lanes
-// stopped: the first error, or errYielded when they stopped between
-// batches.
-func (q *pollQueue) finish() {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	for _, w := range q.works {
-		if w.err == nil && w.next != w.records[len(w.records)-1].Offset+1 {
-			w.err = cmp.Or(q.err, errYielded)
-		}
-	}
-}
-
-// handleLane settles batches taken from the poll's queue until none is
-// left. Each batch's results are produced while the lane's next batch
-// settles; a partition's progress only moves over batches whose results the
-// broker has acknowledged, in the partition's order. Between batches, a
-// lane yields to a rebalance or a stop (abandon) after its first batch.
-func (c *Consumer) handleLane(ctx context.Context, abandon <-chan struct{}, cl *kgo.Client, q *pollQueue) {
+// handleLane settles a lane's records in batches. Each batch's results are
+// produced while the next batch's transaction runs; a partition's progress
+// in its partitionWork only moves over batches whose results the broker
+// has acknowledged, in order. A partition the lane did not finish gets the
+// reason in its err.
+func (c *Consumer) handleLane(ctx context.Context, abandon <-chan struct{}, cl *kgo.Client, l *lane) {
 	batchMax := c.store.Config().BatchRecordsMax
-	type inflightBatch struct {
-		b *batch
-		p *batchPublish
-	}
-	var inflight []inflightBatch
+	var inflight []*batchPublish
 	// drain waits for the batches in flight, in order, and moves the
 	// progress over each; false when one could not be published.
 	drain := func() bool {
-		for i, f := range inflight {
-			if err := c.awaitPublish(ctx, abandon, cl, f.p); err != nil {
-				for _, g := range inflight[i:] {
-					endSpans(g.p.spans, nil, err)
-					q.published(g.b, err)
+		for i, p := range inflight {
+			if err := c.awaitPublish(ctx, abandon, cl, p); err != nil {
+				for _, q := range inflight[i:] {
+					endSpans(q.spans, nil, err)
 				}
+				l.stop(err)
 				return false
 			}
-			c.count(f.p.results)
-			endSpans(f.p.spans, f.p.results, f.p.err)
-			q.published(f.b, nil)
+			c.count(p.results)
+			endSpans(p.spans, p.results, p.err)
+			for _, pr := range p.progress {
+				pr.w.next, pr.w.epoch = pr.next, pr.epoch
+			}
 			crashpoint.Hit("mid_batch")
 		}
 		inflight = inflight[:0]
 		return true
 	}
-	for first := true; ; first = false {
-		if !first && closed(abandon) {
-			drain()
+	for start := 0; start < len(l.recs); start += batchMax {
+		if start > 0 && closed(abandon) {
+			if drain() {
+				l.stop(errYielded)
+			}
 			return
 		}
-		b := q.take(batchMax)
-		if b == nil {
-			break
-		}
-		ins := make([]message.Input, len(b.recs))
-		for i, r := range b.recs {
+		end := min(start+batchMax, len(l.recs))
+		recs := l.recs[start:end]
+		ins := make([]message.Input, len(recs))
+		for i, r := range recs {
 			ins[i] = input(r)
 		}
 		c.store.Decode(ins)
 		crashpoint.Hit("after_decode")
-		spans := c.startSpans(ctx, b.recs, ins)
+		spans := c.startSpans(ctx, recs, ins)
 		results, err := c.settleRange(ctx, abandon, ins)
 		// results covers a prefix of ins even on error: publish it, so the
 		// partitions' progress is kept.
 		if len(results) > 0 {
 			p := c.publishAsync(ctx, cl, results, spans...)
 			p.spans, p.err = spans, err
-			inflight = append(inflight, inflightBatch{b, p})
-		} else if err != nil {
-			endSpans(spans, nil, err)
+			p.progress = l.progressOver(recs[:len(results)])
+			inflight = append(inflight, p)
 		}
-		q.settled(b, len(results), err)
 		if err != nil {
-			drain()
+			if len(results) == 0 {
+				endSpans(spans, nil, err)
+			}
+			if drain() {
+				l.stop(err)
+			}
 			return
 		}
 	}
 	drain()
+}
+
+// stop gives every partition of the lane that is not finished the reason.
+func (l *lane) stop(err error) {
+	for _, w := range l.works {
+		if w.next != w.records[len(w.records)-1].Offset+1 {
+			w.err = err
+		}
+	}
+}
+
+// progress is how far a batch takes one partition.
+type progress struct {
+	w     *partitionWork
+	next  int64 // the offset after the partition's last record in the batch
+	epoch int32 // that record's leader epoch
+}
+
+// progressOver returns, per partition of recs (a run of the lane's
+// records), the offset after its last record there.
+func (l *lane) progressOver(recs []*kgo.Record) []progress {
+	var ps []progress
+	for _, r := range recs {
+		if n := len(ps); n == 0 || ps[n-1].w.topic != r.Topic || ps[n-1].w.partition != r.Partition {
+			i := slices.IndexFunc(l.works, func(w *partitionWork) bool { return w.topic == r.Topic && w.partition == r.Partition })
+			ps = append(ps, progress{w: l.works[i]})
+		}
+		ps[len(ps)-1].next, ps[len(ps)-1].epoch = r.Offset+1, r.LeaderEpoch
+	}
+	return ps
 }
 
 func closed(ch <-chan struct{}) bool {
@@ -406,9 +312,10 @@ func (c *Consumer) settleWaiting(ctx context.Context, abandon <-chan struct{}, i
 
 // batchPublish is one batch's results on their way to the results topic.
 type batchPublish struct {
-	results []message.Result
-	spans   []trace.Span
-	err     error // why the records after results did not settle
+	results  []message.Result
+	spans    []trace.Span
+	progress []progress // where the batch takes its partitions
+	err      error      // why the records after results did not settle
 
 	wg     sync.WaitGroup
 	mu     sync.Mutex
