@@ -884,9 +884,10 @@ type IdempotencyLookupManyRow struct {
 // in progress. A done key's answer is put back together from the
 // identities it quotes (settle_key_answer, migration 0020), called only
 // for a key that quotes one: a PL/pgSQL call for each of a group's new
-// keys cost ≈ 2 µs a key (pgbench -M prepared of this join over ten
-// absent keys with the call bare and with this CASE, alternating: 0.152
-// and 0.145 ms against 0.127 and 0.126).
+// keys cost ≈ 2 µs a key (docs/experiments/key-answer-call.bash: pgbench
+// -M prepared of this statement over ten absent keys with the call bare
+// and with this CASE, alternating: 0.152 and 0.145 ms against 0.127 and
+// 0.126; 0.145-0.158 against 0.127-0.136 on a later host).
 func (q *Queries) IdempotencyLookupMany(ctx context.Context, arg []IdempotencyLookupManyParams) *IdempotencyLookupManyBatchResults {
 	batch := &pgx.Batch{}
 	for _, a := range arg {
