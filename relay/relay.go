@@ -29,6 +29,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -181,7 +182,9 @@ func (r *Relay) Run(ctx context.Context) error {
 		// Idempotent (franz-go's default) with every in-sync replica: a
 		// retried produce is not duplicated and per-partition order holds.
 		kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.ProducerLinger(0),
+		// Nothing goes out until a round flushes what it produced, so that
+		// a partition's records of one produce are one batch (produce).
+		kgo.ManualFlushing(),
 	}, r.cfg.ClientOpts...)...)
 	if err != nil {
 		return fmt.Errorf("relay: create kafka client: %w", err)
@@ -291,9 +294,15 @@ func (r *Relay) flush(ctx context.Context, cl *kgo.Client, lease *outbox.Lease) 
 // its neighbours, so a failing row does not publish the others of its round
 // again on every retry. Per-account order holds per topic and key: a row
 // left for a retry holds back the later rows of its key in the round (they
-// are published, again if the broker already took them, after it). A
-// parked row holds back nothing: parking is terminal, and the rows after it
-// go on.
+// are not produced, or published again after it if the broker already took
+// them). A parked row holds back nothing: parking is terminal, and the rows
+// after it go on.
+//
+// The round's rows go to the client in parts of at most roundBytesMax,
+// each flushed and answered before the next (produce): a partition's rows
+// of one part are one batch, which the broker takes or refuses whole, so
+// no later row of a key reaches the topic while an earlier one is still to
+// be sent again alone.
 func (r *Relay) round(ctx context.Context, cl *kgo.Client, lease *outbox.Lease) (int, error) {
 	msgs, err := lease.Pending(ctx, r.cfg.BatchRowsMax)
 	if err != nil || len(msgs) == 0 {
@@ -308,64 +317,92 @@ func (r *Relay) round(ctx context.Context, cl *kgo.Client, lease *outbox.Lease) 
 	// back), the lease is kept: the lock is this relay's until it marks.
 	stopKeeping := lease.KeepAlive(ctx)
 	spans := r.startSpans(ctx, recs)
-	results := inOrder(recs, cl.ProduceSync(ctx, recs...))
-	endSpans(spans, results)
+	o := outcome{results: make([]error, len(recs)), held: map[string]bool{}, again: map[string]bool{}}
+	for lo := 0; lo < len(msgs); {
+		hi := partEnd(recs, lo)
+		r.publishPart(ctx, cl, msgs[lo:hi], recs[lo:hi], o.results[lo:hi], &o)
+		lo = hi
+	}
+	endSpans(spans, o.results)
 	crashpoint.Hit("after_publish_before_mark")
+	stopKeeping()
+	if err := r.mark(ctx, lease, o.published, o.parks); err != nil {
+		return 0, err
+	}
+	return len(msgs), o.failure
+}
 
-	var (
-		published []outbox.Message
-		parks     []outbox.Park
-		failure   error
-		// held: keys with a row left for a retry this round. again: keys
-		// with a row published alone, after the round's own produce.
-		held, again = map[string]bool{}, map[string]bool{}
-	)
+// outcome is what a round's parts have found so far.
+type outcome struct {
+	results   []error // each row's, in the round's order
+	published []outbox.Message
+	parks     []outbox.Park
+	failure   error // the first row left for a retry
+	// held: keys with a row left for a retry this round. again: keys with
+	// a row published alone, after the produce of the part at hand.
+	held, again map[string]bool
+}
+
+// publishPart produces one part of a round (rows whose key is held back
+// are not sent), then sends alone each row its batch's refusal failed, and
+// records in o what became of every row.
+func (r *Relay) publishPart(ctx context.Context, cl *kgo.Client, msgs []outbox.Message, recs []*kgo.Record, results []error, o *outcome) {
+	clear(o.again) // this part's produce comes after the rows sent alone before it
+	send := make([]*kgo.Record, 0, len(recs))
 	for i, m := range msgs {
-		err, alone := results[i], false
-		if err == nil && len(held) == 0 && len(again) == 0 {
-			published = append(published, m)
+		if o.held[m.Topic+"\x00"+string(m.Key)] {
+			results[i] = errHeldBack
+			continue
+		}
+		send = append(send, recs[i])
+	}
+	sent := produce(ctx, cl, send...)
+	for i, m := range msgs {
+		if errors.Is(results[i], errHeldBack) {
+			continue
+		}
+		err, alone := sent[recs[i]], false
+		if err == nil && len(o.held) == 0 && len(o.again) == 0 {
+			o.published = append(o.published, m)
 			continue
 		}
 		key := m.Topic + "\x00" + string(m.Key)
-		if held[key] {
+		if o.held[key] {
+			results[i] = errHeldBack
 			continue
 		}
 		switch {
-		case err == nil && again[key]:
-			// The broker took it in the round's produce, before an
-			// earlier row of its key that went alone: it goes again,
-			// after that one. Taken once, it is never parked: a failure
-			// here leaves it for a retry.
-			err = r.produceAlone(ctx, cl, recs[i])
+		case err == nil && o.again[key]:
+			// The broker took it in the part's produce, before an earlier
+			// row of its key that went alone: it goes again, after that
+			// one. Taken once, it is never parked: a failure here leaves
+			// it for a retry.
+			err = produceAlone(ctx, cl, recs[i])
 		case err != nil && kafkaerr.RefusedForGood(err) != "":
 			// The broker refuses a whole batch, and franz-go then fails
 			// every record of the partition buffered behind it, for one
 			// record it will not take: alone, a row shows whether it is
 			// that record or only stood next to it.
-			err, alone = r.produceAlone(ctx, cl, recs[i]), true
+			err, alone = produceAlone(ctx, cl, recs[i]), true
 			if err == nil {
-				again[key] = true
+				o.again[key] = true
 			}
 		}
+		results[i] = err
 		switch reason := kafkaerr.RefusedForGood(err); {
 		case err == nil:
-			published = append(published, m)
+			o.published = append(o.published, m)
 		case reason != "" && alone:
-			parks = append(parks, outbox.Park{ID: m.ID, Reason: reason, Error: err.Error()})
+			o.parks = append(o.parks, outbox.Park{ID: m.ID, Reason: reason, Error: err.Error()})
 			r.log.Warn("outbox row refused for good by the broker; parked", "outbox_row", m.ID, "topic", m.Topic,
 				"value_bytes", len(m.Value), "reason", reason, "err", err)
 		default:
-			held[key] = true
-			if failure == nil {
-				failure = fmt.Errorf("publish outbox row %d to %s: %w", m.ID, m.Topic, err)
+			o.held[key] = true
+			if o.failure == nil {
+				o.failure = fmt.Errorf("publish outbox row %d to %s: %w", m.ID, m.Topic, err)
 			}
 		}
 	}
-	stopKeeping()
-	if err := r.mark(ctx, lease, published, parks); err != nil {
-		return 0, err
-	}
-	return len(msgs), failure
 }
 
 // mark records a round's outcome under the lease: the rows published and
@@ -393,30 +430,65 @@ func (r *Relay) mark(ctx context.Context, lease *outbox.Lease, published []outbo
 	return nil
 }
 
-// inOrder returns the errors of results in the order of recs: ProduceSync
-// lists results in the order the broker's answers came back (a record the
-// producer refuses before sending comes first), not in the order given.
-func inOrder(recs []*kgo.Record, results kgo.ProduceResults) []error {
-	at := make(map[*kgo.Record]int, len(recs))
-	for i, rec := range recs {
-		at[rec] = i
-	}
-	errs := make([]error, len(recs))
-	for i := range errs {
-		errs[i] = errors.New("no produce result")
-	}
-	for _, res := range results {
-		if i, ok := at[res.Record]; ok {
-			errs[i] = res.Err
+// roundBytesMax bounds the bytes of one part of a round (keys, values and
+// headers, with recordOverhead for each record): half of franz-go's batch
+// limit (ProducerBatchMaxBytes, 1,000,012 by default), so that a
+// partition's records of one part fit one batch. A row larger than it goes
+// in a part of its own.
+const (
+	roundBytesMax  = 500_000
+	recordOverhead = 64
+)
+
+// partEnd returns the end of the part of recs that starts at lo.
+func partEnd(recs []*kgo.Record, lo int) int {
+	n := 0
+	for i := lo; i < len(recs); i++ {
+		rec := recs[i]
+		size := recordOverhead + len(rec.Key) + len(rec.Value)
+		for _, h := range rec.Headers {
+			size += len(h.Key) + len(h.Value) + recordOverhead/4
+		}
+		if n += size; n > roundBytesMax && i > lo {
+			return i
 		}
 	}
-	return errs
+	return len(recs)
+}
+
+// errHeldBack is the result of a record not produced because an earlier
+// row of its key is left for a retry.
+var errHeldBack = errors.New("held back behind an earlier row of its key")
+
+// produce hands recs to the client, flushes them (the relay's client
+// flushes by hand) and returns each record's outcome once the broker
+// answered for every one: nil when it took the record.
+func produce(ctx context.Context, cl *kgo.Client, recs ...*kgo.Record) map[*kgo.Record]error {
+	out := make(map[*kgo.Record]error, len(recs))
+	var (
+		mu   sync.Mutex
+		done sync.WaitGroup
+	)
+	done.Add(len(recs))
+	for _, rec := range recs {
+		cl.Produce(ctx, rec, func(rec *kgo.Record, err error) {
+			mu.Lock()
+			out[rec] = err
+			mu.Unlock()
+			done.Done()
+		})
+	}
+	// A flush cut short by ctx has started every send: the records still
+	// end, with the broker's answer or ctx's error, and done waits for that.
+	_ = cl.Flush(ctx)
+	done.Wait()
+	return out
 }
 
 // produceAlone publishes one record on its own: in a batch of its own, so
 // the broker's answer is about it alone. It is a copy, as a record handed
 // to the producer once is not reused.
-func (r *Relay) produceAlone(ctx context.Context, cl *kgo.Client, rec *kgo.Record) error {
+func produceAlone(ctx context.Context, cl *kgo.Client, rec *kgo.Record) error {
 	one := &kgo.Record{Topic: rec.Topic, Key: rec.Key, Value: rec.Value, Headers: rec.Headers}
-	return cl.ProduceSync(ctx, one).FirstErr()
+	return produce(ctx, cl, one)[one]
 }
