@@ -478,9 +478,13 @@ func produce(ctx context.Context, cl *kgo.Client, recs ...*kgo.Record) map[*kgo.
 			done.Done()
 		})
 	}
-	// A flush cut short by ctx has started every send: the records still
-	// end, with the broker's answer or ctx's error, and done waits for that.
-	_ = cl.Flush(ctx)
+	if err := cl.Flush(ctx); err != nil {
+		// ctx ended first. The records the flush has not sent are failed
+		// (kgo.ErrAborting: left for a retry), so that none waits for a
+		// flush that may not come; those in flight end with the broker's
+		// answer, as ProduceSync's would.
+		_ = cl.AbortBufferedRecords(context.WithoutCancel(ctx))
+	}
 	done.Wait()
 	return out
 }
