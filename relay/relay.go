@@ -29,6 +29,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -182,8 +183,8 @@ func (r *Relay) Run(ctx context.Context) error {
 		// Idempotent (franz-go's default) with every in-sync replica: a
 		// retried produce is not duplicated and per-partition order holds.
 		kgo.RequiredAcks(kgo.AllISRAcks()),
-		// Nothing goes out until a round flushes what it produced, so that
-		// a partition's records of one produce are one batch (produce).
+		// Nothing goes out until a round flushes a part it produced, so
+		// that a partition's records of one part are one batch (round).
 		kgo.ManualFlushing(),
 	}, r.cfg.ClientOpts...)...)
 	if err != nil {
@@ -298,8 +299,8 @@ func (r *Relay) flush(ctx context.Context, cl *kgo.Client, lease *outbox.Lease) 
 // them). A parked row holds back nothing: parking is terminal, and the rows
 // after it go on.
 //
-// The round's rows go to the client in parts of at most roundBytesMax,
-// each flushed and answered before the next (produce): a partition's rows
+// The round's rows go to the client in parts (partEnd), each flushed and
+// answered before the next (produce): a partition's rows
 // of one part are one batch, which the broker takes or refuses whole, so
 // no later row of a key reaches the topic while an earlier one is still to
 // be sent again alone.
@@ -307,6 +308,10 @@ func (r *Relay) round(ctx context.Context, cl *kgo.Client, lease *outbox.Lease) 
 	msgs, err := lease.Pending(ctx, r.cfg.BatchRowsMax)
 	if err != nil || len(msgs) == 0 {
 		return 0, err
+	}
+	batchMax, ok := cl.OptValue(kgo.ProducerBatchMaxBytesFn).(func(string) int32)
+	if !ok {
+		return 0, errors.New("relay: the Kafka client does not say its batch limit (kgo.ProducerBatchMaxBytesFn)")
 	}
 	r.rounds.Add(1)
 	recs := make([]*kgo.Record, len(msgs))
@@ -317,13 +322,14 @@ func (r *Relay) round(ctx context.Context, cl *kgo.Client, lease *outbox.Lease) 
 	// back), the lease is kept: the lock is this relay's until it marks.
 	stopKeeping := lease.KeepAlive(ctx)
 	spans := r.startSpans(ctx, recs)
-	o := outcome{results: make([]error, len(recs)), held: map[string]bool{}, again: map[string]bool{}}
+	results := make([]error, len(recs))
+	o := outcome{held: map[string]bool{}}
 	for lo := 0; lo < len(msgs); {
-		hi := partEnd(recs, lo)
-		r.publishPart(ctx, cl, msgs[lo:hi], recs[lo:hi], o.results[lo:hi], &o)
+		hi := partEnd(recs, lo, batchMax)
+		r.publishPart(ctx, cl, msgs[lo:hi], recs[lo:hi], results[lo:hi], &o)
 		lo = hi
 	}
-	endSpans(spans, o.results)
+	endSpans(spans, results)
 	crashpoint.Hit("after_publish_before_mark")
 	stopKeeping()
 	if err := r.mark(ctx, lease, o.published, o.parks); err != nil {
@@ -334,59 +340,40 @@ func (r *Relay) round(ctx context.Context, cl *kgo.Client, lease *outbox.Lease) 
 
 // outcome is what a round's parts have found so far.
 type outcome struct {
-	results   []error // each row's, in the round's order
 	published []outbox.Message
 	parks     []outbox.Park
-	failure   error // the first row left for a retry
-	// held: keys with a row left for a retry this round. again: keys with
-	// a row published alone, after the produce of the part at hand.
-	held, again map[string]bool
+	failure   error           // the first row left for a retry
+	held      map[string]bool // keys with a row left for a retry (heldKey)
 }
 
-// publishPart produces one part of a round (rows whose key is held back
-// are not sent), then sends alone each row its batch's refusal failed, and
-// records in o what became of every row.
+// heldKey is what holds a row back: its topic and key.
+func heldKey(m outbox.Message) string { return m.Topic + "\x00" + string(m.Key) }
+
+// publishPart produces one part of a round, then sends alone each row its
+// batch's refusal failed, and records in o and results what became of
+// every row. A row whose key has an earlier row left for a retry is not
+// sent, or, when that row failed in this very part, not counted: it goes
+// again after it.
 func (r *Relay) publishPart(ctx context.Context, cl *kgo.Client, msgs []outbox.Message, recs []*kgo.Record, results []error, o *outcome) {
-	clear(o.again) // this part's produce comes after the rows sent alone before it
 	send := make([]*kgo.Record, 0, len(recs))
 	for i, m := range msgs {
-		if o.held[m.Topic+"\x00"+string(m.Key)] {
-			results[i] = errHeldBack
-			continue
+		if len(o.held) == 0 || !o.held[heldKey(m)] {
+			send = append(send, recs[i])
 		}
-		send = append(send, recs[i])
 	}
 	sent := produce(ctx, cl, send...)
 	for i, m := range msgs {
-		if errors.Is(results[i], errHeldBack) {
-			continue
-		}
-		err, alone := sent[recs[i]], false
-		if err == nil && len(o.held) == 0 && len(o.again) == 0 {
-			o.published = append(o.published, m)
-			continue
-		}
-		key := m.Topic + "\x00" + string(m.Key)
-		if o.held[key] {
+		if len(o.held) > 0 && o.held[heldKey(m)] {
 			results[i] = errHeldBack
 			continue
 		}
-		switch {
-		case err == nil && o.again[key]:
-			// The broker took it in the part's produce, before an earlier
-			// row of its key that went alone: it goes again, after that
-			// one. Taken once, it is never parked: a failure here leaves
-			// it for a retry.
-			err = produceAlone(ctx, cl, recs[i])
-		case err != nil && kafkaerr.RefusedForGood(err) != "":
-			// The broker refuses a whole batch, and franz-go then fails
-			// every record of the partition buffered behind it, for one
-			// record it will not take: alone, a row shows whether it is
-			// that record or only stood next to it.
+		err, alone := sent[recs[i]], false
+		if err != nil && kafkaerr.RefusedForGood(err) != "" {
+			// The broker refuses a whole batch for one record it will not
+			// take, and a part's records of a partition are one batch:
+			// alone, a row shows whether it is that record or only stood
+			// next to it, and goes out before the rows behind it.
 			err, alone = produceAlone(ctx, cl, recs[i]), true
-			if err == nil {
-				o.again[key] = true
-			}
 		}
 		results[i] = err
 		switch reason := kafkaerr.RefusedForGood(err); {
@@ -397,7 +384,7 @@ func (r *Relay) publishPart(ctx context.Context, cl *kgo.Client, msgs []outbox.M
 			r.log.Warn("outbox row refused for good by the broker; parked", "outbox_row", m.ID, "topic", m.Topic,
 				"value_bytes", len(m.Value), "reason", reason, "err", err)
 		default:
-			o.held[key] = true
+			o.held[heldKey(m)] = true
 			if o.failure == nil {
 				o.failure = fmt.Errorf("publish outbox row %d to %s: %w", m.ID, m.Topic, err)
 			}
@@ -430,26 +417,26 @@ func (r *Relay) mark(ctx context.Context, lease *outbox.Lease, published []outbo
 	return nil
 }
 
-// roundBytesMax bounds the bytes of one part of a round (keys, values and
-// headers, with recordOverhead for each record): half of franz-go's batch
-// limit (ProducerBatchMaxBytes, 1,000,012 by default), so that a
-// partition's records of one part fit one batch. A row larger than it goes
-// in a part of its own.
-const (
-	roundBytesMax  = 500_000
-	recordOverhead = 64
-)
+// recordOverhead is what partEnd counts for a record beyond its key, value
+// and headers' bytes (a header counts a quarter of it): more than a record
+// batch spends on a record's lengths, offsets and attributes.
+const recordOverhead = 64
 
-// partEnd returns the end of the part of recs that starts at lo.
-func partEnd(recs []*kgo.Record, lo int) int {
-	n := 0
+// partEnd returns the end of the part of recs that starts at lo: at most
+// half the client's batch limit of each of its topics (batchMax,
+// kgo.ProducerBatchMaxBytesFn: 1,000,012 bytes unless ClientOpts set it),
+// so that a partition's records of one part fit one batch. A row larger
+// than that is a part of its own.
+func partEnd(recs []*kgo.Record, lo int, batchMax func(string) int32) int {
+	n, limit := 0, math.MaxInt
 	for i := lo; i < len(recs); i++ {
 		rec := recs[i]
+		limit = min(limit, int(batchMax(rec.Topic))/2)
 		size := recordOverhead + len(rec.Key) + len(rec.Value)
 		for _, h := range rec.Headers {
 			size += len(h.Key) + len(h.Value) + recordOverhead/4
 		}
-		if n += size; n > roundBytesMax && i > lo {
+		if n += size; n > limit && i > lo {
 			return i
 		}
 	}
