@@ -450,31 +450,68 @@ var errHeldBack = errors.New("held back behind an earlier row of its key")
 // produce hands recs to the client, flushes them (the relay's client
 // flushes by hand) and returns each record's outcome once the broker
 // answered for every one: nil when it took the record.
+//
+// When ctx ends first (the relay is stopping), the records the flush has
+// not sent are failed (kgo.ErrAborting), and a record still unanswered
+// unansweredWait later (its request in flight to a broker that does not
+// answer, or retried against one that is gone) counts as errUnanswered:
+// left for a retry, so the next leader publishes it, once more if the
+// broker did take it. A stop is bounded by its context, not by the broker.
 func produce(ctx context.Context, cl *kgo.Client, recs ...*kgo.Record) map[*kgo.Record]error {
-	out := make(map[*kgo.Record]error, len(recs))
 	var (
 		mu   sync.Mutex
-		done sync.WaitGroup
+		out  = make(map[*kgo.Record]error, len(recs))
+		left = len(recs)
+		all  = make(chan struct{})
 	)
-	done.Add(len(recs))
+	if left == 0 {
+		close(all)
+	}
 	for _, rec := range recs {
 		cl.Produce(ctx, rec, func(rec *kgo.Record, err error) {
 			mu.Lock()
+			defer mu.Unlock()
+			if left == 0 {
+				return // produce has returned: the record counted as errUnanswered
+			}
 			out[rec] = err
-			mu.Unlock()
-			done.Done()
+			if left--; left == 0 {
+				close(all)
+			}
 		})
 	}
 	if err := cl.Flush(ctx); err != nil {
-		// ctx ended first. The records the flush has not sent are failed
-		// (kgo.ErrAborting: left for a retry), so that none waits for a
-		// flush that may not come; those in flight end with the broker's
-		// answer, as ProduceSync's would.
-		_ = cl.AbortBufferedRecords(context.WithoutCancel(ctx))
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), unansweredWait)
+		defer cancel()
+		_ = cl.AbortBufferedRecords(actx) // returns when actx ends if a request stays unanswered
+		select {
+		case <-all:
+		case <-actx.Done():
+		}
+	} else {
+		<-all
 	}
-	done.Wait()
-	return out
+	mu.Lock()
+	defer mu.Unlock()
+	answered := make(map[*kgo.Record]error, len(recs))
+	for _, rec := range recs {
+		err, ok := out[rec]
+		if !ok {
+			err = errUnanswered
+		}
+		answered[rec] = err
+	}
+	left = 0 // a late answer changes nothing now
+	return answered
 }
+
+// unansweredWait is how long a stopping relay's produce waits, once its
+// context ended, for the broker to answer what it had sent.
+const unansweredWait = 2 * time.Second
+
+// errUnanswered is the outcome of a record the broker did not answer for
+// before a stopping relay gave up on it.
+var errUnanswered = errors.New("no answer from the broker before the relay stopped")
 
 // produceAlone publishes one record on its own: in a batch of its own, so
 // the broker's answer is about it alone. It is a copy, as a record handed

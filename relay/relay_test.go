@@ -311,3 +311,32 @@ func TestRelayRoundTakesWhatItsLingerGathers(t *testing.T) {
 		t.Errorf("the outbox drained %s after the first write, before the linger of %s", drained, linger)
 	}
 }
+
+// TestRelayStopsWhileTheBrokerIsGone: a leader whose broker went away
+// while it published stops when asked, within its flush timeout and the
+// wait for answers, and leaves the rows it could not publish for the next
+// leader.
+func TestRelayStopsWhileTheBrokerIsGone(t *testing.T) {
+	t.Parallel()
+	k := kafkatest.NewCluster(t, 1)
+	s := settletest.NewStore(t, settle.Config{})
+	r, err := relay.New(outbox.New(s), relay.Config{Brokers: k.Brokers, StandbyInterval: 20 * time.Millisecond,
+		PollInterval: 20 * time.Millisecond, FlushTimeout: 500 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := testnet.Background(t, r.Run) // fails the test if Run outlives its context by 20 s
+	settleGrants(t, s, 0, 5)
+	testnet.WaitFor(t, "the outbox to drain", 20*time.Second, func() bool { return unpublished(t, s) == 0 })
+	k.Close()
+	settleGrants(t, s, 5, 5)
+	time.Sleep(300 * time.Millisecond) // a round under way, its records retried against nobody
+	stop()
+	if n := unpublished(t, s); n != 5 {
+		t.Errorf("%d rows left unpublished, want the 5 the broker never took", n)
+	}
+	if r.Published() != 5 {
+		t.Errorf("the relay counts %d published, want 5", r.Published())
+	}
+}
