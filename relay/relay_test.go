@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/settlehq/settle/internal/kafkatest"
@@ -338,5 +339,66 @@ func TestRelayStopsWhileTheBrokerIsGone(t *testing.T) {
 	}
 	if r.Published() != 5 {
 		t.Errorf("the relay counts %d published, want 5", r.Published())
+	}
+}
+
+// produceInFlight counts the relay client's produce requests written and
+// not yet answered, and the most at once (kgo hooks), and slows the
+// records handed to the client.
+type produceInFlight struct{ now, most atomic.Int32 }
+
+func (p *produceInFlight) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _ time.Duration, _ time.Duration, err error) {
+	if key == int16(kmsg.Produce) && err == nil {
+		n := p.now.Add(1)
+		for m := p.most.Load(); n > m && !p.most.CompareAndSwap(m, n); m = p.most.Load() {
+		}
+	}
+}
+
+// OnProduceRecordBuffered slows the handing of records to the client, as
+// a loaded host does: a producer that sends as records come then has sent
+// the first ones before the last are handed over.
+func (p *produceInFlight) OnProduceRecordBuffered(*kgo.Record) { time.Sleep(2 * time.Millisecond) }
+
+func (p *produceInFlight) OnBrokerRead(_ kgo.BrokerMetadata, key int16, _ int, _ time.Duration, _ time.Duration, _ error) {
+	if key == int16(kmsg.Produce) {
+		p.now.Add(-1)
+	}
+}
+
+// TestRelaySendsOneRequestAtATime: while the broker answers slowly, the
+// relay has one produce request in flight at a time, so that a batch it
+// has to send again (refused, or lost with its connection) never has a
+// later batch of its key taken before it. A settlement, then a round of
+// 60 of three accounts, the broker holding each produce 30 ms.
+func TestRelaySendsOneRequestAtATime(t *testing.T) {
+	t.Parallel()
+	k := kafkatest.NewCluster(t, 1)
+	s := settletest.NewStore(t, settle.Config{})
+	k.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		k.KeepControl()
+		k.SleepControl(func() { time.Sleep(30 * time.Millisecond) })
+		return nil, nil, false
+	})
+	var inFlight produceInFlight
+	r, err := relay.New(outbox.New(s), relay.Config{Brokers: k.Brokers, StandbyInterval: 20 * time.Millisecond,
+		PollInterval: 20 * time.Millisecond, ClientOpts: []kgo.Opt{kgo.WithHooks(&inFlight)},
+		Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := testnet.Background(t, r.Run)
+	// franz-go sends a client's first produce request alone, and up to
+	// five at once after its answer.
+	settleGrants(t, s, 0, 1)
+	testnet.WaitFor(t, "the first settlement out", 20*time.Second, func() bool { return unpublished(t, s) == 0 })
+	settleGrants(t, s, 1, 60)
+	testnet.WaitFor(t, "the outbox to drain", 20*time.Second, func() bool { return unpublished(t, s) == 0 })
+	stop()
+	if n := len(k.Read(t, "settlements", 61, 10*time.Second)); n != 61 {
+		t.Fatalf("settlements has %d messages, want 61", n)
+	}
+	if most := inFlight.most.Load(); most != 1 {
+		t.Errorf("%d produce requests in flight at once, want 1", most)
 	}
 }
