@@ -355,10 +355,13 @@ func heldKey(m outbox.Message) string { return m.Topic + "\x00" + string(m.Key) 
 // sent, or, when that row failed in this very part, not counted: it goes
 // again after it.
 func (r *Relay) publishPart(ctx context.Context, cl *kgo.Client, msgs []outbox.Message, recs []*kgo.Record, results []error, o *outcome) {
-	send := make([]*kgo.Record, 0, len(recs))
-	for i, m := range msgs {
-		if len(o.held) == 0 || !o.held[heldKey(m)] {
-			send = append(send, recs[i])
+	send := recs
+	if len(o.held) > 0 {
+		send = make([]*kgo.Record, 0, len(recs))
+		for i, m := range msgs {
+			if !o.held[heldKey(m)] {
+				send = append(send, recs[i])
+			}
 		}
 	}
 	sent := produce(ctx, cl, send...)
@@ -472,7 +475,7 @@ func produce(ctx context.Context, cl *kgo.Client, recs ...*kgo.Record) map[*kgo.
 			mu.Lock()
 			defer mu.Unlock()
 			if left == 0 {
-				return // produce has returned: the record counted as errUnanswered
+				return // produce has returned, counting it errUnanswered
 			}
 			out[rec] = err
 			if left--; left == 0 {
@@ -493,16 +496,13 @@ func produce(ctx context.Context, cl *kgo.Client, recs ...*kgo.Record) map[*kgo.
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	answered := make(map[*kgo.Record]error, len(recs))
 	for _, rec := range recs {
-		err, ok := out[rec]
-		if !ok {
-			err = errUnanswered
+		if _, ok := out[rec]; !ok {
+			out[rec] = errUnanswered
 		}
-		answered[rec] = err
 	}
-	left = 0 // a late answer changes nothing now
-	return answered
+	left = 0 // a late answer leaves out alone now
+	return out
 }
 
 // unansweredWait is how long a stopping relay's produce waits, once its
