@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"runtime/pprof"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -144,7 +145,7 @@ func (r *e2e) setUp(ctx context.Context) error {
 	if err := r.newServices(ctx, "bench-"+n); err != nil {
 		return err
 	}
-	r.prod, err = newProducer(b.addrs)
+	asBench(ctx, "load", func(context.Context) { r.prod, err = newProducer(b.addrs) })
 	if err != nil {
 		return err
 	}
@@ -194,6 +195,10 @@ func (r *e2e) newServices(ctx context.Context, group string) error {
 
 // produce sends the workload's next n records to the usage topic.
 func (r *e2e) produce(ctx context.Context, n int) {
+	asBench(ctx, "load", func(ctx context.Context) { r.produceN(ctx, n) })
+}
+
+func (r *e2e) produceN(ctx context.Context, n int) {
 	for range n {
 		rec := r.gen.Next()
 		now := time.Now()
@@ -286,11 +291,13 @@ func (r *e2e) preloadThenStart(ctx context.Context) error {
 // the run's rate in the background once the group is joined.
 func (r *e2e) startPaced(ctx context.Context) error {
 	r.startService(ctx)
-	r.lat = startLatencyReader(ctx, r.b.addrs, r.tp.settlements, func(id string) (time.Time, bool) {
-		r.sentMu.Lock()
-		defer r.sentMu.Unlock()
-		t, ok := r.sent[id]
-		return t, ok
+	asBench(ctx, "latency", func(ctx context.Context) {
+		r.lat = startLatencyReader(ctx, r.b.addrs, r.tp.settlements, func(id string) (time.Time, bool) {
+			r.sentMu.Lock()
+			defer r.sentMu.Unlock()
+			t, ok := r.sent[id]
+			return t, ok
+		})
 	})
 	r.deferred(r.lat.stop)
 	// Wait for the group to be joined, so the latency is the pipeline's,
@@ -405,7 +412,8 @@ func (r *e2e) check(ctx context.Context) error {
 	if r.res.Outcomes, err = outcomeCounts(ctx, r.store); err != nil {
 		return err
 	}
-	tc, err := readTopics(ctx, r.b.addrs, r.tp)
+	var tc TopicCheck
+	asBench(ctx, "check", func(ctx context.Context) { tc, err = readTopics(ctx, r.b.addrs, r.tp) })
 	if err != nil {
 		return err
 	}
@@ -446,4 +454,12 @@ func outcomeCounts(ctx context.Context, store *settle.Store) (map[string]int64, 
 		out[k] += c.Count
 	}
 	return out, nil
+}
+
+// asBench runs f with the profiler label bench=part: f's goroutines, and
+// the Kafka client goroutines they start, are the bench's own work (making
+// load, reading the topics back), which a CPU profile of the bench can
+// then leave out of the service's (docs/experiments/service-cpu-by-part.bash).
+func asBench(ctx context.Context, part string, f func(context.Context)) {
+	pprof.Do(ctx, pprof.Labels("bench", part), f)
 }

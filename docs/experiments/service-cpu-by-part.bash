@@ -9,7 +9,7 @@
 #   docs/experiments/service-cpu-by-part.bash bin/settle /tmp/b/cpu.pprof
 set -euo pipefail
 bin=$1 profile=$2
-go tool pprof -traces -ignore='readTopics|bench.check|preload' "$bin" "$profile" 2>/dev/null | awk '
+go tool pprof -traces -tagignore='bench=.+' -ignore='readTopics|bench.check|preload' "$bin" "$profile" 2>/dev/null | awk '
 /^-----------/ {
 	if (w != "") {
 		c = "other"
