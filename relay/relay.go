@@ -191,12 +191,17 @@ func (r *Relay) Run(ctx context.Context) error {
 		return fmt.Errorf("relay: create kafka client: %w", err)
 	}
 	defer cl.Close()
+	batchMax, ok := cl.OptValue(kgo.ProducerBatchMaxBytesFn).(func(string) int32)
+	if !ok {
+		return errors.New("relay: the Kafka client does not say its batch limit (kgo.ProducerBatchMaxBytesFn)")
+	}
+	p := producer{cl, batchMax}
 
 	// Unjittered: a failed lead costs each replica one lease query per
 	// wait, too little load for replicas retrying in step to matter.
 	b := backoff.New(backoff.Policy{Min: r.cfg.BackoffMin, Max: r.cfg.BackoffMax})
 	for ctx.Err() == nil {
-		err := r.lead(ctx, cl)
+		err := r.lead(ctx, p)
 		r.leader.Store(false)
 		if err == nil || ctx.Err() != nil {
 			b.Reset()
@@ -210,7 +215,7 @@ func (r *Relay) Run(ctx context.Context) error {
 
 // lead opens a lease, waits to become the leader, and publishes until ctx
 // is done or something fails. It returns nil when it stopped on ctx.
-func (r *Relay) lead(ctx context.Context, cl *kgo.Client) error {
+func (r *Relay) lead(ctx context.Context, p producer) error {
 	lease, err := r.store.Lease(ctx, r.cfg.LockKey)
 	if err != nil {
 		return err
@@ -235,15 +240,15 @@ func (r *Relay) lead(ctx context.Context, cl *kgo.Client) error {
 	defer r.log.Info("outbox relay stepped down")
 
 	for {
-		n, err := r.round(ctx, cl, lease)
+		n, err := r.round(ctx, p, lease)
 		if ctx.Err() != nil {
-			return r.flush(ctx, cl, lease)
+			return r.flush(ctx, p, lease)
 		}
 		if err != nil {
 			return err
 		}
 		if n < r.cfg.BatchRowsMax && !r.idle(ctx) {
-			return r.flush(ctx, cl, lease)
+			return r.flush(ctx, p, lease)
 		}
 	}
 }
@@ -272,11 +277,11 @@ func (r *Relay) idle(ctx context.Context) bool {
 }
 
 // flush publishes what is left within FlushTimeout, for a stopping relay.
-func (r *Relay) flush(ctx context.Context, cl *kgo.Client, lease *outbox.Lease) error {
+func (r *Relay) flush(ctx context.Context, p producer, lease *outbox.Lease) error {
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.FlushTimeout)
 	defer cancel()
 	for {
-		n, err := r.round(fctx, cl, lease)
+		n, err := r.round(fctx, p, lease)
 		if err != nil {
 			r.log.Warn("final outbox flush incomplete; the next relay publishes the rest", "err", err)
 			return nil
@@ -304,14 +309,10 @@ func (r *Relay) flush(ctx context.Context, cl *kgo.Client, lease *outbox.Lease) 
 // of one part are one batch, which the broker takes or refuses whole, so
 // no later row of a key reaches the topic while an earlier one is still to
 // be sent again alone.
-func (r *Relay) round(ctx context.Context, cl *kgo.Client, lease *outbox.Lease) (int, error) {
+func (r *Relay) round(ctx context.Context, p producer, lease *outbox.Lease) (int, error) {
 	msgs, err := lease.Pending(ctx, r.cfg.BatchRowsMax)
 	if err != nil || len(msgs) == 0 {
 		return 0, err
-	}
-	batchMax, ok := cl.OptValue(kgo.ProducerBatchMaxBytesFn).(func(string) int32)
-	if !ok {
-		return 0, errors.New("relay: the Kafka client does not say its batch limit (kgo.ProducerBatchMaxBytesFn)")
 	}
 	r.rounds.Add(1)
 	recs := make([]*kgo.Record, len(msgs))
@@ -325,8 +326,8 @@ func (r *Relay) round(ctx context.Context, cl *kgo.Client, lease *outbox.Lease) 
 	results := make([]error, len(recs))
 	o := outcome{held: map[string]bool{}}
 	for lo := 0; lo < len(msgs); {
-		hi := partEnd(recs, lo, batchMax)
-		r.publishPart(ctx, cl, msgs[lo:hi], recs[lo:hi], results[lo:hi], &o)
+		hi := partEnd(recs, lo, p.batchMax)
+		r.publishPart(ctx, p.cl, msgs[lo:hi], recs[lo:hi], results[lo:hi], &o)
 		lo = hi
 	}
 	endSpans(spans, results)
@@ -336,6 +337,13 @@ func (r *Relay) round(ctx context.Context, cl *kgo.Client, lease *outbox.Lease) 
 		return 0, err
 	}
 	return len(msgs), o.failure
+}
+
+// producer is the relay's Kafka client and its batch limit per topic
+// (kgo.ProducerBatchMaxBytesFn), which cuts a round into parts (partEnd).
+type producer struct {
+	cl       *kgo.Client
+	batchMax func(topic string) int32
 }
 
 // outcome is what a round's parts have found so far.
