@@ -58,11 +58,12 @@ func (c *Config) runE2E(ctx context.Context, er e2eRun) (RunResult, error) {
 	r.res.PeakRSSBytes = peakRSS()
 	r.stopService()
 	if r.lat != nil {
-		if err := r.readLatency(ctx); err != nil {
+		asBench(ctx, "latency", func(ctx context.Context) { err = r.readLatency(ctx) })
+		if err != nil {
 			return r.res, err
 		}
 	}
-	err = r.check(ctx)
+	asBench(ctx, "check", func(ctx context.Context) { err = r.check(ctx) })
 	return r.res, err
 }
 
@@ -271,15 +272,18 @@ func (r *e2e) serviceFailed() error {
 // preloadThenStart produces every record before the service starts, so
 // neither the producer's CPU nor its buffers count against the service.
 func (r *e2e) preloadThenStart(ctx context.Context) error {
-	r.produce(ctx, r.er.w.Records)
-	if err := r.prod.Flush(ctx); err != nil {
+	var err error
+	asBench(ctx, "load", func(ctx context.Context) {
+		r.produceN(ctx, r.er.w.Records)
+		err = r.prod.Flush(ctx)
+	})
+	if err != nil {
 		return err
 	}
 	if err := r.produceFailed(); err != nil {
 		return err
 	}
 	r.prod.Close()
-	var err error
 	if r.meter, err = startMeter(ctx, r.c.ServerURL, r.db.name); err != nil {
 		return err
 	}
@@ -412,8 +416,7 @@ func (r *e2e) check(ctx context.Context) error {
 	if r.res.Outcomes, err = outcomeCounts(ctx, r.store); err != nil {
 		return err
 	}
-	var tc TopicCheck
-	asBench(ctx, "check", func(ctx context.Context) { tc, err = readTopics(ctx, r.b.addrs, r.tp) })
+	tc, err := readTopics(ctx, r.b.addrs, r.tp)
 	if err != nil {
 		return err
 	}

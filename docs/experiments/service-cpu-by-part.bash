@@ -2,14 +2,15 @@
 # The service's CPU in an end-to-end run, by part: each sample of a CPU
 # profile goes to the first part its stack names (a lane's load, decide,
 # write, commit, decode or result publishing; the Kafka client's own
-# goroutines; the relay; the collector; the scheduler), the bench's own
-# preloading and checks left out. From the repository's root:
+# goroutines; the relay; the collector; the scheduler), leaving out the
+# bench's own work (making the load, reading it back, checking it), which
+# runs under the profiler label bench=... From the repository's root:
 #
 #   bin/settle bench --only e2e --records 300000 --cpuprofile /tmp/b/cpu.pprof --out /tmp/b
 #   docs/experiments/service-cpu-by-part.bash bin/settle /tmp/b/cpu.pprof
 set -euo pipefail
 bin=$1 profile=$2
-go tool pprof -traces -tagignore='bench=.+' -ignore='readTopics|bench.check|preload' "$bin" "$profile" 2>/dev/null | awk '
+go tool pprof -traces -tagignore='bench=.+' "$bin" "$profile" 2>/dev/null | awk '
 /^-----------/ {
 	if (w != "") {
 		c = "other"
