@@ -18,7 +18,8 @@ const devDatabaseMarker = "settle dev sandbox: each settle dev on it drops it an
 
 // devLockKey is the session advisory lock a running sandbox holds in its
 // database (advisory locks are scoped to a database, so one key serves
-// every sandbox name).
+// every sandbox name). The service's own advisory locks take two keys, or
+// the migrations' one-key constant: none is this one.
 const devLockKey = 0x5e771e
 
 // sqlStateObjectInUse is what DROP DATABASE without FORCE answers while
