@@ -10,20 +10,40 @@
 #  2. The server programs are missing: install Debian's `postgresql` (root).
 #  3. The machine's server on 127.0.0.1:${CI_PG_PORT:-5432}: start its Debian
 #     cluster when it is down; use it when `postgres` logs in there without a
-#     password (raising max_connections when it is lower).
-#  4. Otherwise (Debian's default asks for a password on TCP): start a
-#     private throwaway cluster, trust auth on 127.0.0.1 only, on a free port,
-#     owned by the `postgres` system user when run as root, and removed on
-#     exit. The machine's own authentication is left as it is: changing
-#     pg_hba.conf or the postgres role's password would change who may log in
-#     to a server that is not ours.
+#     password and it allows 300 connections.
+#  4. Otherwise (Debian's default asks for a password on TCP, and allows 100
+#     connections): start a private throwaway cluster, trust auth on
+#     127.0.0.1 only, on a free port, owned by the `postgres` system user when
+#     run as root, and removed on exit.
+#
+# The machine's server is never reconfigured or restarted: changing its
+# settings, pg_hba.conf or the postgres role's password would change a
+# server that is not ours, and a restart cuts off its other clients.
+# ci_machine_check tells whether it stayed as it was.
 
 ci_pg_port=${CI_PG_PORT:-5432}
+ci_machine_url=   # the machine's server, when .ci/run can log in to it
+ci_machine_state= # ci_machine_read of it, before the run
 
 ci_die() {
   echo "ci: $*" >&2
   exit 1
 }
+
+# ci_at_exit holds commands run when the script exits, however it ends,
+# the last added first; ci_exit_status is the exit status they see (and
+# may set).
+ci_at_exit=()
+ci_exit_status=0
+ci_exit() {
+  ci_exit_status=$?
+  local i
+  for ((i = ${#ci_at_exit[@]} - 1; i >= 0; i--)); do
+    eval "${ci_at_exit[i]}" || true
+  done
+  exit "$ci_exit_status"
+}
+trap ci_exit EXIT
 
 # ci_pg_bindir prints the directory of initdb, pg_ctl and postgres (the
 # newest Debian major version first), or nothing.
@@ -102,10 +122,9 @@ ci_private_cluster() {
   "${run_as[@]}" "$bindir/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start \
     -o "-c listen_addresses=127.0.0.1 -p $port -c unix_socket_directories=$dir -c max_connections=300 -c fsync=off" >/dev/null ||
     ci_die "the private PostgreSQL did not start: $(tail -5 "$dir/server.log")"
-  # The trap owns the cluster from here: stop it and remove it however the
-  # run ends.
-  ci_private_stop="${run_as[*]} $bindir/pg_ctl -D $dir/data -m fast -w stop >/dev/null 2>&1; rm -rf $dir"
-  trap 'eval "$ci_private_stop"' EXIT
+  # The exit hooks own the cluster from here: stop it and remove it however
+  # the run ends.
+  ci_at_exit+=("${run_as[*]} $bindir/pg_ctl -D $dir/data -m fast -w stop >/dev/null 2>&1; rm -rf $dir")
   export SETTLE_TEST_DATABASE_URL="postgres://postgres@127.0.0.1:$port/postgres?sslmode=disable"
 }
 
@@ -137,27 +156,43 @@ ci_postgres() {
   fi
 
   if pg_isready -h 127.0.0.1 -p "$ci_pg_port" -q && ci_psql "$url" 'select 1' >/dev/null 2>&1; then
-    echo "ci: using the PostgreSQL on 127.0.0.1:$ci_pg_port (user postgres, no password)"
+    ci_machine_url=$url
+    ci_machine_state=$(ci_machine_read)
     # Test packages run side by side, each with its own databases and
     # pools, some with child settle processes: the default 100 connections
     # are not enough headroom.
-    if [ "$(ci_max_connections "$url")" -lt 300 ]; then
-      cluster=$(ci_debian_cluster)
-      [ -n "$cluster" ] || ci_die "max_connections on 127.0.0.1:$ci_pg_port is below 300 and the server is not a Debian cluster .ci/run can restart; raise it to 300"
-      # shellcheck disable=SC2086
-      set -- $cluster
-      echo "ci: raising max_connections of $1/$2 to 300"
-      ci_psql "$url" 'ALTER SYSTEM SET max_connections = 300' >/dev/null
-      pg_ctlcluster --skip-systemctl-redirect "$1" "$2" restart
-      ci_wait_ready 127.0.0.1 "$ci_pg_port" || ci_die "cluster $1/$2 did not come back after the restart"
-      [ "$(ci_max_connections "$url")" -ge 300 ] || ci_die "max_connections is still below 300 after the restart"
+    local mc
+    mc=$(ci_max_connections "$url")
+    if [ "$mc" -ge 300 ]; then
+      echo "ci: using the PostgreSQL on 127.0.0.1:$ci_pg_port (user postgres, no password, max_connections $mc)"
+      export SETTLE_TEST_DATABASE_URL="$url"
+      return
     fi
-    export SETTLE_TEST_DATABASE_URL="$url"
-    return
+    echo "ci: the PostgreSQL on 127.0.0.1:$ci_pg_port allows $mc connections, the tests need 300: it is left as it is"
+  else
+    echo "ci: user postgres cannot log in without a password on 127.0.0.1:$ci_pg_port (or nothing answers there)"
   fi
 
-  echo "ci: user postgres cannot log in without a password on 127.0.0.1:$ci_pg_port (or nothing answers there)"
   ci_private_cluster "$bindir"
   ci_psql "$SETTLE_TEST_DATABASE_URL" 'select 1' >/dev/null || ci_die "cannot log in to the private PostgreSQL"
   [ "$(ci_max_connections "$SETTLE_TEST_DATABASE_URL")" -ge 300 ] || ci_die "the private PostgreSQL has max_connections below 300"
+}
+
+# ci_machine_read prints the machine server's start time and
+# max_connections: what a restart or a reconfiguration would change.
+ci_machine_read() {
+  ci_psql "$ci_machine_url" "select pg_postmaster_start_time() || ' max_connections=' || current_setting('max_connections')"
+}
+
+# ci_machine_check fails when the machine's server (when .ci/run could log
+# in to it) was restarted or its max_connections changed since ci_postgres.
+ci_machine_check() {
+  [ -n "${ci_machine_url:-}" ] || return 0
+  local now
+  now=$(ci_machine_read 2>/dev/null) || now="not answering"
+  if [ "$now" != "$ci_machine_state" ]; then
+    echo "ci: the machine's PostgreSQL on 127.0.0.1:$ci_pg_port changed during the run (started $ci_machine_state before, $now now): .ci/run never restarts or reconfigures it, so look for what did" >&2
+    return 1
+  fi
+  echo "ci: the machine's PostgreSQL on 127.0.0.1:$ci_pg_port is as it was (started $now)"
 }

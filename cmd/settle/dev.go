@@ -29,8 +29,8 @@ import (
 // sample traffic, on loopback.
 type devCmd struct {
 	KafkaAddr   string `name:"kafka-addr" env:"SETTLE_DEV_KAFKA_ADDR" default:"127.0.0.1:9092" help:"Loopback address of the embedded Kafka broker."`
-	DatabaseURL string `name:"database-url" env:"SETTLE_DATABASE_URL,DATABASE_URL" default:"postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable" help:"PostgreSQL server to use; dev (re)creates database --database on it. When none answers, dev starts a private throwaway server if PostgreSQL is installed."`
-	Database    string `name:"database" env:"SETTLE_DEV_DATABASE" default:"settle_dev" help:"Database dev drops and recreates on each start: the embedded broker starts empty, so old data would not match it."`
+	DatabaseURL string `name:"database-url" env:"SETTLE_DATABASE_URL,DATABASE_URL" default:"postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable" help:"PostgreSQL server to use; dev creates database --database on it. When none answers, dev starts a private throwaway server if PostgreSQL is installed."`
+	Database    string `name:"database" env:"SETTLE_DEV_DATABASE" default:"settle_dev" help:"The sandbox's database, created empty on each start (the embedded broker starts empty too). Dev drops only one it created and no other dev uses."`
 	NoSample    bool   `name:"no-sample" env:"SETTLE_DEV_NO_SAMPLE" help:"Do not produce sample traffic."`
 	adminFlags  `embed:""`
 }
@@ -49,6 +49,14 @@ func (c *devCmd) Run(a *app) error {
 	if err != nil || perr != nil || (host != "127.0.0.1" && host != "localhost") {
 		return usageError{fmt.Sprintf("--kafka-addr %q: want 127.0.0.1:PORT (the embedded broker listens on loopback only)", c.KafkaAddr)}
 	}
+	// Every port is checked before the database is touched: a second
+	// sandbox that stops on a taken port has changed nothing. (The service
+	// binds the admin port again below; only a race can take it between.)
+	probe, err := net.Listen("tcp", c.AdminAddr)
+	if err != nil {
+		return fmt.Errorf("admin listener on %s: %w (is another settle dev running? choose another with --admin-addr)", c.AdminAddr, err)
+	}
+	_ = probe.Close() // a probe: the service binds the port for good
 	broker, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(port),
 		kfake.SeedTopics(6, "usage"), kfake.SeedTopics(1, "usage.results", "usage.dlq", "settlements"))
 	if err != nil {
@@ -63,9 +71,16 @@ func (c *devCmd) Run(a *app) error {
 		return err
 	}
 	defer cleanup()
-	dbCfg, err := c.resetDatabase(a.ctx, server)
+	sandbox, err := c.claimDatabase(a.ctx, server)
 	if err != nil {
 		return err
+	}
+	defer sandbox.Close(a.ctx)
+	dbCfg := sandbox.cfg
+	if sandbox.fresh {
+		fmt.Fprintf(a.stdout, "postgresql: %s (created empty)\n", databaseURL(dbCfg))
+	} else {
+		fmt.Fprintf(a.stdout, "postgresql: %s (settle dev's own: dropped and created again empty)\n", databaseURL(dbCfg))
 	}
 	conn, err := pgx.ConnectConfig(a.ctx, dbCfg.Copy())
 	if err != nil {
@@ -134,9 +149,6 @@ func (c *devCmd) postgres(a *app) (*pgx.ConnConfig, func(), error) {
 	cancel()
 	if err == nil {
 		conn.Close(a.ctx)
-		sandbox := cfg.Copy()
-		sandbox.Database = c.Database
-		fmt.Fprintf(a.stdout, "postgresql: %s (dropped and recreated empty)\n", databaseURL(sandbox))
 		return cfg, func() {}, nil
 	}
 	reachErr := err
@@ -164,33 +176,6 @@ func (c *devCmd) postgres(a *app) (*pgx.ConnConfig, func(), error) {
 		return nil, nil, err
 	}
 	return cfg, stop, nil
-}
-
-// resetDatabase drops and recreates the dev database on server.
-func (c *devCmd) resetDatabase(ctx context.Context, server *pgx.ConnConfig) (*pgx.ConnConfig, error) {
-	if !validDatabaseName(c.Database) {
-		return nil, usageError{fmt.Sprintf("--database %q: use lowercase letters, digits and _", c.Database)}
-	}
-	// Not on the dev database itself (DATABASE_URL exported as the hints
-	// say names it): a session cannot drop its own database.
-	acfg := server.Copy()
-	if acfg.Database == c.Database || acfg.Database == "" {
-		acfg.Database = "postgres"
-	}
-	admin, err := pgx.ConnectConfig(ctx, acfg)
-	if err != nil {
-		return nil, err
-	}
-	defer admin.Close(context.WithoutCancel(ctx))
-	if _, err := admin.Exec(ctx, `DROP DATABASE IF EXISTS `+c.Database+` WITH (FORCE)`); err != nil {
-		return nil, fmt.Errorf("reset database %s: %w", c.Database, err)
-	}
-	if _, err := admin.Exec(ctx, `CREATE DATABASE `+c.Database); err != nil {
-		return nil, fmt.Errorf("create database %s: %w (the user needs CREATEDB)", c.Database, err)
-	}
-	cfg := server.Copy()
-	cfg.Database = c.Database
-	return cfg, nil
 }
 
 // writeSample writes the sample traffic for the hint that sends it again

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -53,18 +54,66 @@ func TestDevResetsTheDatabaseItsURLNames(t *testing.T) {
 	}
 	c := &devCmd{Database: fmt.Sprintf("settle_dev_reset_%d", os.Getpid())}
 	ctx := context.Background()
-	if _, err := c.resetDatabase(ctx, server); err != nil { // the first run
+	first, err := c.claimDatabase(ctx, server) // the first run
+	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() {
-		if conn, err := pgx.ConnectConfig(ctx, server); err == nil {
-			_, _ = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+c.Database+" WITH (FORCE)")
-			_ = conn.Close(ctx)
-		}
-	}()
+	defer dropTestDatabase(ctx, server, c.Database)
+	first.Close(ctx) // the first run ends
 	own := server.Copy()
 	own.Database = c.Database
-	if _, err := c.resetDatabase(ctx, own); err != nil {
+	second, err := c.claimDatabase(ctx, own)
+	if err != nil {
 		t.Fatalf("settle dev with DATABASE_URL naming its database: %v", err)
+	}
+	second.Close(ctx)
+}
+
+// TestDevLeavesItsDatabaseToOtherSessions: settle dev drops its own
+// database without FORCE: with another session connected to it (a psql of
+// the user's) it refuses, names that session and says what to do, and the
+// data stays.
+func TestDevLeavesItsDatabaseToOtherSessions(t *testing.T) {
+	server, err := pgx.ParseConfig(settletest.ServerURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &devCmd{Database: fmt.Sprintf("settle_dev_sessions_%d", os.Getpid())}
+	ctx := context.Background()
+	first, err := c.claimDatabase(ctx, server)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dropTestDatabase(ctx, server, c.Database)
+	first.Close(ctx)
+	userCfg := first.cfg.Copy()
+	userCfg.RuntimeParams["application_name"] = "a psql of the user's"
+	user, err := pgx.ConnectConfig(ctx, userCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer user.Close(ctx)
+	if _, err := user.Exec(ctx, `CREATE TABLE kept (v int); INSERT INTO kept VALUES (1)`); err != nil {
+		t.Fatal(err)
+	}
+	second, err := c.claimDatabase(ctx, server)
+	if err == nil {
+		second.Close(ctx)
+		t.Fatal("settle dev dropped its database with another session connected to it")
+	}
+	if msg := err.Error(); !strings.Contains(msg, "a psql of the user's") || !strings.Contains(msg, "--database "+c.Database+"_2") {
+		t.Errorf("the refusal does not name the session and another --database: %v", err)
+	}
+	var n int
+	if err := user.QueryRow(ctx, `SELECT count(*) FROM kept`).Scan(&n); err != nil || n != 1 {
+		t.Errorf("the user's session after the refusal: %d rows, %v; want 1 row", n, err)
+	}
+}
+
+// dropTestDatabase drops a database a test made.
+func dropTestDatabase(ctx context.Context, server *pgx.ConnConfig, name string) {
+	if conn, err := pgx.ConnectConfig(ctx, server); err == nil {
+		_, _ = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)") // best effort: the test made it
+		_ = conn.Close(ctx)
 	}
 }
