@@ -63,9 +63,11 @@ func waitOutput(t *testing.T, p *proctest.Process, timeout time.Duration, patter
 // README's build command among its hints, then to stop cleanly on Ctrl-C
 // (SIGINT to its process group, as a terminal sends it) with exit code 0.
 //
-// When the defaults' ports (9092, 8080) are taken on this machine (a
-// developer's own `settle dev`), it moves to free ports and a database of
-// its own instead of disturbing it, and says so.
+// Two things differ from a new user's run, so that the test touches nothing
+// it did not make: the sandbox's database is one of the test's own, on the
+// test server (a user's `settle_dev` on the machine's server is left
+// alone), and when the defaults' ports (9092, 8080) are taken on this
+// machine (a developer's own `settle dev`), it moves to free ports.
 func TestFreshUser(t *testing.T) {
 	t.Parallel()
 	root := repoRoot(t)
@@ -74,11 +76,11 @@ func TestFreshUser(t *testing.T) {
 	if len(argv) < 3 || argv[0] != "go" || argv[1] != "run" {
 		t.Fatalf("the README's first command is %q: this test runs a `go run ...` command", tryIt[0])
 	}
-	var env []string
+	db := fmt.Sprintf("settle_e2e_fresh_%d", os.Getpid())
+	env := []string{"SETTLE_DATABASE_URL=" + settletest.ServerURL(), "DATABASE_URL=" + settletest.ServerURL(), "SETTLE_DEV_DATABASE=" + db}
+	t.Cleanup(func() { dropDatabase(db) })
 	if !portFree("127.0.0.1:9092") || !portFree("127.0.0.1:8080") {
-		db := fmt.Sprintf("settle_e2e_fresh_%d", os.Getpid())
-		env = []string{"SETTLE_DEV_KAFKA_ADDR=" + testnet.FreeAddr(t), "SETTLE_ADMIN_ADDR=" + testnet.FreeAddr(t), "SETTLE_DEV_DATABASE=" + db}
-		t.Cleanup(func() { dropDatabase(db) })
+		env = append(env, "SETTLE_DEV_KAFKA_ADDR="+testnet.FreeAddr(t), "SETTLE_ADMIN_ADDR="+testnet.FreeAddr(t))
 		t.Logf("127.0.0.1:9092 or :8080 is taken: running settle dev with %v", env)
 	}
 	began := time.Now()
