@@ -1,0 +1,322 @@
+package consumer_test
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/klauspost/compress/s2"
+	"github.com/klauspost/compress/zstd"
+	"github.com/pierrec/lz4/v4"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
+
+	"github.com/settlehq/settle/consumer"
+	"github.com/settlehq/settle/internal/kafkatest"
+	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/inspect"
+	"github.com/settlehq/settle/settle/message"
+	"github.com/settlehq/settle/settle/settletest"
+)
+
+// The bombs' sizes: a cap of 2 MiB, so the consumer's memory budget (the
+// limit the cap is derived from) is 32 MiB, and batches of valid grants
+// that decompress to 48 MiB, more than the budget.
+const (
+	bombCap          = 2 << 20
+	bombBudget       = bombCap * consumer.DecompressBudgetShare
+	bombRecords      = 800
+	bombRecordValue  = 60 << 10 // each grant under the decoder's 64 KiB
+	bombTopicMsgSize = 8 << 20  // the usage topic takes the snappy bomb (≈ 2.3 MB)
+)
+
+// grantValue is a valid grant of 5 whose value is padded to about size
+// bytes.
+func grantValue(id string, size int) []byte {
+	v := usage("record_id", id, "kind", "grant", "amount", "5",
+		"meter", nil, "quantity", nil, "unit", nil, "finalization_version", nil,
+		"attributes", map[string]any{"pad": ""})
+	return bytes.Replace(v, []byte(`"pad":""`), []byte(`"pad":"`+strings.Repeat("x", max(0, size-len(v)))+`"`), 1)
+}
+
+// appendRecord appends one v2 record (no key, no headers) at offsetDelta.
+func appendRecord(dst []byte, offsetDelta int, value []byte) []byte {
+	var body []byte
+	body = append(body, 0)                               // attributes
+	body = binary.AppendVarint(body, 0)                  // timestamp delta
+	body = binary.AppendVarint(body, int64(offsetDelta)) // offset delta
+	body = binary.AppendVarint(body, -1)                 // no key
+	body = binary.AppendVarint(body, int64(len(value)))  // value
+	body = append(body, value...)                        //
+	body = binary.AppendVarint(body, 0)                  // no headers
+	return append(binary.AppendVarint(dst, int64(len(body))), body...)
+}
+
+// compress compresses records with codec as a producer would, except
+// "zstd-unsized": a zstd stream whose frame does not declare its size.
+func compress(t *testing.T, codec string, records []byte) ([]byte, int16) {
+	t.Helper()
+	var buf bytes.Buffer
+	switch codec {
+	case "gzip":
+		w, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+		w.Write(records)
+		w.Close()
+		return buf.Bytes(), 1
+	case "snappy":
+		return s2.EncodeSnappy(nil, records), 2
+	case "lz4":
+		w := lz4.NewWriter(&buf)
+		w.Write(records)
+		w.Close()
+		return buf.Bytes(), 3
+	case "zstd":
+		enc, _ := zstd.NewWriter(nil)
+		defer enc.Close()
+		return enc.EncodeAll(records, nil), 4
+	case "zstd-unsized":
+		// The window within the cap: only the decoder's running count
+		// stops the frame (a larger window is refused as such, with a
+		// plain error: TestUnreadableBatchStallsVisibly).
+		w, _ := zstd.NewWriter(&buf, zstd.WithWindowSize(1<<20))
+		w.Write(records)
+		w.Close()
+		b := buf.Bytes()
+		// Frame header descriptor: no Frame_Content_Size field when its
+		// flag is 0 and the frame is not single-segment.
+		if fhd := b[4]; fhd>>6 != 0 || fhd&0x20 != 0 {
+			t.Fatalf("the zstd stream declares its content size (descriptor %08b)", fhd)
+		}
+		return b, 4
+	}
+	t.Fatalf("codec %s", codec)
+	return nil, 0
+}
+
+// bombBatch builds a v2 record batch of n valid grants (record ids
+// prefix-0...), each about size bytes, compressed with codec, with its
+// length and CRC as a broker checks them.
+func bombBatch(t *testing.T, codec, prefix string, n, size int) []byte {
+	t.Helper()
+	var records []byte
+	for i := range n {
+		records = appendRecord(records, i, grantValue(fmt.Sprintf("%s-%d", prefix, i), size))
+	}
+	compressed, attrs := compress(t, codec, records)
+	now := time.Now().UnixMilli()
+	b := kmsg.RecordBatch{FirstOffset: 0, PartitionLeaderEpoch: -1, Magic: 2, Attributes: attrs,
+		LastOffsetDelta: int32(n - 1), FirstTimestamp: now, MaxTimestamp: now,
+		ProducerID: -1, ProducerEpoch: -1, FirstSequence: -1, NumRecords: int32(n), Records: compressed}
+	raw := b.AppendTo(nil)
+	binary.BigEndian.PutUint32(raw[8:], uint32(len(raw)-12))
+	binary.BigEndian.PutUint32(raw[17:], crc32.Checksum(raw[21:], crc32.MakeTable(crc32.Castagnoli)))
+	return raw
+}
+
+// produceBatch appends raw, a record batch as built above, to usage's
+// partition as the broker takes it from a producer.
+func produceBatch(t *testing.T, k *kafkatest.Cluster, partition int32, raw []byte) {
+	t.Helper()
+	// Produce versions before 13 name the topic, not its id.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(k.Brokers...), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.MaxVersions(kversion.V3_7_0()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	req := kmsg.NewPtrProduceRequest()
+	req.Acks, req.TimeoutMillis = -1, 10_000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = "usage"
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Partition, rp.Records = partition, raw
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatalf("produce the batch: %v", err)
+	}
+	if err := kerr.ErrorForCode(resp.Topics[0].Partitions[0].ErrorCode); err != nil {
+		t.Fatalf("produce the batch: %v", err)
+	}
+}
+
+func grant(p int32, id string) *kgo.Record {
+	return rec(p, usage("record_id", id, "kind", "grant", "amount", "5",
+		"meter", nil, "quantity", nil, "unit", nil, "finalization_version", nil))
+}
+
+// TestCompressedBombSkippedDurably: a zstd batch of 800 valid grants whose
+// frame does not declare its size, 48 MiB decompressed, sits between
+// grants of partition 0 of two. The consumer (cap 2 MiB) dead-letters it
+// as one letter, batch_too_large, holding the batch's bytes, and moves the
+// partition past it: in PostgreSQL in the letter's transaction, then in
+// Kafka; the grants behind it settle, /readyz's list names it, and the
+// metric counts it. Another member joining (a rebalance) and both members
+// stopped and a new one started (a restart) read on from there: the grants
+// produced later settle, the batch is not dead-lettered again.
+// Against the code before the skip, the partition stalled behind the batch
+// for good and no dead letter was written.
+func TestCompressedBombSkippedDurably(t *testing.T) {
+	t.Parallel()
+	k := kafkatest.NewCluster(t, 2)
+	k.SetTopicConfig(t, "usage", "max.message.bytes", strconv.Itoa(bombTopicMsgSize))
+	s := settletest.NewStore(t, settle.Config{})
+	k.Produce(t, grant(0, "before"))
+	bomb := bombBatch(t, "zstd-unsized", "bomb", bombRecords, bombRecordValue)
+	produceBatch(t, k, 0, bomb) // offsets 1..800
+	k.Produce(t, grant(0, "after"), grant(1, "beside"))
+
+	cfg := consumerConfig(t, k, "bomb")
+	cfg.DecompressBatchBytesMax = bombCap
+	a, stopA := runConsumer(t, s, cfg)
+	rs := results(t, k, 4)
+	if got := rs["0/1"]; got.Outcome != message.OutcomeDeadLettered || got.Reason != message.ReasonBatchTooLarge {
+		t.Errorf("the batch's result: %s %s, want dead_lettered batch_too_large", got.Outcome, got.Reason)
+	}
+	for _, at := range []string{"0/0", "0/801", "1/0"} {
+		if rs[at].Outcome != message.OutcomeSettled {
+			t.Errorf("record at %s: %s %s, want settled", at, rs[at].Outcome, rs[at].Reason)
+		}
+	}
+	ds, err := inspect.New(s).DeadLetters(context.Background(), inspect.DeadLetterFilter{Reason: message.ReasonBatchTooLarge})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ds) != 1 {
+		t.Fatalf("%d batch_too_large dead letters, want 1", len(ds))
+	}
+	var stored kmsg.RecordBatch
+	if err := stored.ReadFrom(ds[0].Value); err != nil || !bytes.Equal(stored.Records, bomb[61:]) ||
+		ds[0].Source.Offset != 1 || stored.LastOffsetDelta != bombRecords-1 {
+		t.Errorf("the letter holds %d bytes at offset %d (read: %v), want the batch's %d compressed bytes at offset 1",
+			len(ds[0].Value), ds[0].Source.Offset, err, len(bomb)-61)
+	}
+	if !strings.Contains(ds[0].Error, "offsets 1 to 800") {
+		t.Errorf("the letter's error does not name the batch's offsets: %s", ds[0].Error)
+	}
+	if sk := a.Skipped(); len(sk) != 1 || sk[0].Offset != 1 || sk[0].NextOffset != 801 || sk[0].Reason != message.ReasonBatchTooLarge {
+		t.Errorf("skipped batches: %+v, want the one at 1..800", sk)
+	}
+	waitFor(t, 10*time.Second, "offsets of partition 0 past the batch in PostgreSQL and Kafka", func() bool {
+		kafka, pg := checkOffsets(t, k, s, "bomb")
+		return kafka[0] == 802 && pg[0] == 802
+	})
+
+	// A rebalance: a second member joins, and records produced after it
+	// settle wherever partition 0 goes.
+	b, stopB := runConsumer(t, s, cfg)
+	waitFor(t, 20*time.Second, "both members ready", func() bool { return a.Ready() && b.Ready() })
+	k.Produce(t, grant(0, "after-rebalance"), grant(1, "beside-rebalance"))
+	results(t, k, 6)
+	stopA()
+	stopB()
+
+	// A restart: a new member reads on from the offsets both hold.
+	_, stopC := runConsumer(t, s, cfg)
+	defer stopC()
+	k.Produce(t, grant(0, "after-restart"))
+	rs = results(t, k, 7)
+	if got := rs["0/803"]; got.Outcome != message.OutcomeSettled {
+		t.Errorf("record produced after the restart: %s %s, want settled", got.Outcome, got.Reason)
+	}
+	if n := count(t, s.Pool(), `SELECT count(*) FROM dead_letters WHERE reason = 'batch_too_large'`); n != 1 {
+		t.Errorf("%d batch_too_large dead letters after the rebalance and the restart, want 1", n)
+	}
+}
+
+// TestCompressedBombEachCodec: a batch of valid grants that decompresses to
+// 48 MiB, in each codec Kafka has (gzip, snappy, lz4, zstd with its size
+// declared and without), is dead-lettered batch_too_large by the consumer
+// (cap 2 MiB) and the grant behind it settles, while the process's heap
+// (sampled every millisecond, the collector set to run at 10 % growth so
+// that the heap is close to what is live) stays under the consumer's
+// budget of 32 MiB above where it started: the in-process broker's and
+// the database driver's copies of the compressed batch included. Not
+// parallel: it measures the process. Against the client's default cap of
+// 1 GiB each bomb decompressed whole; zstd with its size declared stalled
+// its partition ("window size exceeded").
+func TestCompressedBombEachCodec(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(10))
+	for _, codec := range []string{"gzip", "snappy", "lz4", "zstd", "zstd-unsized"} {
+		t.Run(codec, func(t *testing.T) {
+			k := kafkatest.NewCluster(t, 1)
+			k.SetTopicConfig(t, "usage", "max.message.bytes", strconv.Itoa(bombTopicMsgSize))
+			s := settletest.NewStore(t, settle.Config{})
+			produceBatch(t, k, 0, bombBatch(t, codec, codec, bombRecords, bombRecordValue))
+			k.Produce(t, grant(0, "after"))
+
+			cfg := consumerConfig(t, k, "bomb-"+codec)
+			cfg.DecompressBatchBytesMax = bombCap
+			runtime.GC()
+			base, peak := heapSampler(t)
+			_, stop := runConsumer(t, s, cfg)
+			defer stop()
+			waitFor(t, 20*time.Second, "the batch's dead letter and the grant behind it", func() bool {
+				return count(t, s.Pool(), `SELECT count(*) FROM dead_letters WHERE reason = 'batch_too_large'`) == 1 &&
+					count(t, s.Pool(), `SELECT count(*) FROM identities WHERE record_id = 'after'`) == 1
+			})
+			got := peak() - base
+			t.Logf("%s: heap peak %.1f MiB above its start", codec, float64(got)/(1<<20))
+			if got > bombBudget {
+				t.Errorf("%s: the heap peaked %d MiB above its start, more than the consumer's budget of %d MiB",
+					codec, got>>20, bombBudget>>20)
+			}
+		})
+	}
+}
+
+// heapSampler samples the heap's objects every millisecond until the test
+// ends; it returns the heap now and a function that returns the highest
+// sample so far.
+func heapSampler(t *testing.T) (base uint64, peak func() uint64) {
+	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	read := func() uint64 { metrics.Read(sample); return sample[0].Value.Uint64() }
+	base = read()
+	var high atomic.Uint64
+	high.Store(base)
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				if v := read(); v > high.Load() {
+					high.Store(v)
+				}
+			}
+		}
+	}()
+	t.Cleanup(func() { close(done); <-stopped })
+	return base, high.Load
+}
+
+func waitFor(t *testing.T, d time.Duration, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %s: %s", d, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
