@@ -26,6 +26,7 @@ import (
 
 	"github.com/settlehq/settle/consumer"
 	"github.com/settlehq/settle/internal/kafkatest"
+	"github.com/settlehq/settle/service"
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/inspect"
 	"github.com/settlehq/settle/settle/message"
@@ -237,6 +238,23 @@ func TestCompressedBombSkippedDurably(t *testing.T) {
 	if n := count(t, s.Pool(), `SELECT count(*) FROM dead_letters WHERE reason = 'batch_too_large'`); n != 1 {
 		t.Errorf("%d batch_too_large dead letters after the rebalance and the restart, want 1", n)
 	}
+
+	// The replay sends the batch's 800 grants again, one by one: each
+	// settles (the consumer's cap holds for the producer's batches).
+	cl, err := kgo.NewClient(kgo.SeedBrokers(k.Brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	to, err := service.ProduceDeadLetters(ctx, cl, ds)
+	if err != nil || len(to) != 1 || to[0].Topic != "usage" {
+		t.Fatalf("replay of the batch: %v, %v", to, err)
+	}
+	waitFor(t, 60*time.Second, "the batch's 800 grants settled after the replay", func() bool {
+		return count(t, s.Pool(), `SELECT count(*) FROM identities WHERE record_id LIKE 'bomb-%'`) == bombRecords
+	})
 }
 
 // TestCompressedBombEachCodec: a batch of valid grants that decompresses to
