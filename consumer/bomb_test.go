@@ -338,3 +338,38 @@ func waitFor(t *testing.T, d time.Duration, what string, ok func() bool) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestUnreadableBatchStallsVisibly: a batch whose CRC and length are right
+// but whose zstd data does not decode reaches the client as a plain fetch
+// error that names no offset (franz-go fetches the partition again at
+// every fetch, and moves nothing). Settle does not guess past it: the
+// partition holds, the other partitions settle, and Ready says which
+// partition is unreadable, since when and why, until an operator moves it.
+// Against the code before, Ready stayed true and only a warning was logged.
+func TestUnreadableBatchStallsVisibly(t *testing.T) {
+	t.Parallel()
+	k := kafkatest.NewCluster(t, 2)
+	s := settletest.NewStore(t, settle.Config{})
+	raw := bombBatch(t, "zstd", "garbage", 1, 100)
+	for i := 61; i < len(raw); i++ { // the zstd data, after the magic number
+		if i >= 65 {
+			raw[i] ^= 0x5a
+		}
+	}
+	binary.BigEndian.PutUint32(raw[17:], crc32.Checksum(raw[21:], crc32.MakeTable(crc32.Castagnoli)))
+	produceBatch(t, k, 0, raw)
+	k.Produce(t, grant(0, "behind"), grant(1, "beside"))
+
+	c, stop := runConsumer(t, s, consumerConfig(t, k, "unreadable"))
+	defer stop()
+	rs := results(t, k, 1)
+	if got := rs["1/0"]; got.Outcome != message.OutcomeSettled {
+		t.Errorf("the other partition's grant: %s %s, want settled", got.Outcome, got.Reason)
+	}
+	waitFor(t, 10*time.Second, "not ready, naming partition 0", func() bool {
+		return !c.Ready() && strings.Contains(c.NotReadyReason(), "partition usage/0 unreadable")
+	})
+	if n := count(t, s.Pool(), `SELECT count(*) FROM identities WHERE record_id = 'behind'`); n != 0 {
+		t.Errorf("the grant behind the unreadable batch settled (%d): the consumer skipped a batch it could not read", n)
+	}
+}
