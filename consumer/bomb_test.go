@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
@@ -74,15 +75,12 @@ func compress(t *testing.T, codec string, records []byte) ([]byte, int16) {
 	switch codec {
 	case "gzip":
 		w, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression)
-		w.Write(records)
-		w.Close()
+		writeAll(t, w, records)
 		return buf.Bytes(), 1
 	case "snappy":
 		return s2.EncodeSnappy(nil, records), 2
 	case "lz4":
-		w := lz4.NewWriter(&buf)
-		w.Write(records)
-		w.Close()
+		writeAll(t, lz4.NewWriter(&buf), records)
 		return buf.Bytes(), 3
 	case "zstd":
 		enc, _ := zstd.NewWriter(nil)
@@ -93,8 +91,7 @@ func compress(t *testing.T, codec string, records []byte) ([]byte, int16) {
 		// stops the frame (a larger window is refused as such, with a
 		// plain error: TestUnreadableBatchStallsVisibly).
 		w, _ := zstd.NewWriter(&buf, zstd.WithWindowSize(1<<20))
-		w.Write(records)
-		w.Close()
+		writeAll(t, w, records)
 		b := buf.Bytes()
 		// Frame header descriptor: no Frame_Content_Size field when its
 		// flag is 0 and the frame is not single-segment.
@@ -105,6 +102,16 @@ func compress(t *testing.T, codec string, records []byte) ([]byte, int16) {
 	}
 	t.Fatalf("codec %s", codec)
 	return nil, 0
+}
+
+func writeAll(t *testing.T, w io.WriteCloser, b []byte) {
+	t.Helper()
+	if _, err := w.Write(b); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // bombBatch builds a v2 record batch of n valid grants (record ids

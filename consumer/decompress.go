@@ -66,14 +66,14 @@ func (d *boundedDecompressor) Decompress(src []byte, codec kgo.CompressionCodecT
 		defer d.gzip.Put(r)
 		return readBounded(r, d.max)
 	case kgo.CodecLz4:
-		r := d.lz4.Get().(*lz4.Reader)
+		r, _ := d.lz4.Get().(*lz4.Reader)
 		defer d.lz4.Put(r)
 		r.Reset(bytes.NewReader(src))
 		return readBounded(r, d.max)
 	case kgo.CodecSnappy:
 		return decodeSnappy(src, d.max)
 	case kgo.CodecZstd:
-		z := d.zstd.Get().(*zstdDecoder)
+		z, _ := d.zstd.Get().(*zstdDecoder)
 		defer d.zstd.Put(z)
 		out, err := z.DecodeAll(src, nil)
 		if errors.Is(err, zstd.ErrDecoderSizeExceeded) || errors.Is(err, zstd.ErrWindowSizeExceeded) {

@@ -288,7 +288,10 @@ func fetchBatch(ctx context.Context, cl *kgo.Client, topic string, partition int
 	if err != nil {
 		return nil, fmt.Errorf("fetch %s/%d at %d: %w", topic, partition, offset, err)
 	}
-	fresp := resp.(*kmsg.FetchResponse)
+	fresp, ok := resp.(*kmsg.FetchResponse)
+	if !ok {
+		return nil, fmt.Errorf("fetch %s/%d at %d: a response of type %T", topic, partition, offset, resp)
+	}
 	if err := kerr.ErrorForCode(fresp.ErrorCode); err != nil {
 		return nil, fmt.Errorf("fetch %s/%d at %d: %w", topic, partition, offset, err)
 	}

@@ -99,7 +99,7 @@ func batchRecords(raw []byte, each func(offset int64, r kmsg.Record) error) erro
 	if err != nil {
 		return err
 	}
-	defer src.Close()
+	defer func() { _ = src.Close() }() // a reader of bytes in memory
 	r := bufio.NewReader(src)
 	for i := int32(0); i < b.NumRecords; i++ {
 		l, err := binary.ReadVarint(r)
