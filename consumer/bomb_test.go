@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"net/http/httptest"
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
@@ -24,6 +25,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/settlehq/settle/consumer"
 	"github.com/settlehq/settle/internal/kafkatest"
@@ -32,6 +34,7 @@ import (
 	"github.com/settlehq/settle/settle/inspect"
 	"github.com/settlehq/settle/settle/message"
 	"github.com/settlehq/settle/settle/settletest"
+	"github.com/settlehq/settle/telemetry"
 )
 
 // The bombs' sizes: a cap of 2 MiB, so the consumer's memory budget (the
@@ -189,8 +192,12 @@ func TestCompressedBombSkippedDurably(t *testing.T) {
 	produceBatch(t, k, 0, bomb) // offsets 1..800
 	k.Produce(t, grant(0, "after"), grant(1, "beside"))
 
+	tel, err := telemetry.NewForTest(tracetest.NewSpanRecorder())
+	if err != nil {
+		t.Fatal(err)
+	}
 	cfg := consumerConfig(t, k, "bomb")
-	cfg.DecompressBatchBytesMax = bombCap
+	cfg.DecompressBatchBytesMax, cfg.Metrics = bombCap, tel.Metrics
 	a, stopA := runConsumer(t, s, cfg)
 	rs := results(t, k, 4)
 	if got := rs["0/1"]; got.Outcome != message.OutcomeDeadLettered || got.Reason != message.ReasonBatchTooLarge {
@@ -219,6 +226,10 @@ func TestCompressedBombSkippedDurably(t *testing.T) {
 	}
 	if sk := a.Skipped(); len(sk) != 1 || sk[0].Offset != 1 || sk[0].NextOffset != 801 || sk[0].Reason != message.ReasonBatchTooLarge {
 		t.Errorf("skipped batches: %+v, want the one at 1..800", sk)
+	}
+	if m := metricLine(t, tel, "settle_batches_skipped_total{"); !strings.Contains(m, `partition="0"`) ||
+		!strings.Contains(m, `reason="batch_too_large"`) || !strings.HasSuffix(m, " 1") {
+		t.Errorf("the skip's metric: %q", m)
 	}
 	waitFor(t, 10*time.Second, "offsets of partition 0 past the batch in PostgreSQL and Kafka", func() bool {
 		kafka, pg := checkOffsets(t, k, s, "bomb")
@@ -333,6 +344,19 @@ func heapSampler(t *testing.T) (base uint64, peak func() uint64) {
 	}()
 	t.Cleanup(func() { close(done); <-stopped })
 	return base, high.Load
+}
+
+// metricLine returns the line of tel's /metrics that starts with prefix.
+func metricLine(t *testing.T, tel *telemetry.Telemetry, prefix string) string {
+	t.Helper()
+	w := httptest.NewRecorder()
+	tel.Handler().ServeHTTP(w, httptest.NewRequest("GET", "/metrics", nil))
+	for _, l := range strings.Split(w.Body.String(), "\n") {
+		if strings.HasPrefix(l, prefix) {
+			return l
+		}
+	}
+	return ""
 }
 
 func waitFor(t *testing.T, d time.Duration, what string, ok func() bool) {

@@ -84,9 +84,16 @@ func (d *boundedDecompressor) Decompress(src []byte, codec kgo.CompressionCodecT
 	return nil, fmt.Errorf("unknown compression codec %d", codec)
 }
 
+// buffers are the buffers gzip and lz4 batches are read into: one grows
+// once to the size of the batches it reads, and each batch is copied out
+// of it at its exact size (as the client's own decompressor does).
+var buffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
 // readBounded reads r to its end, refusing more than max bytes.
 func readBounded(r io.Reader, max int) ([]byte, error) {
-	var out bytes.Buffer
+	out, _ := buffers.Get().(*bytes.Buffer)
+	defer buffers.Put(out)
+	out.Reset()
 	n, err := out.ReadFrom(io.LimitReader(r, int64(max)+1))
 	if err != nil {
 		return nil, err
@@ -94,7 +101,7 @@ func readBounded(r io.Reader, max int) ([]byte, error) {
 	if n > int64(max) {
 		return nil, kgo.ErrMaxDecompress
 	}
-	return out.Bytes(), nil
+	return bytes.Clone(out.Bytes()), nil
 }
 
 // xerialPrefix starts a snappy batch in the framing the Java producer
