@@ -2,12 +2,8 @@ package consumer_test
 
 import (
 	"bytes"
-	"compress/gzip"
 	"context"
-	"encoding/binary"
 	"fmt"
-	"hash/crc32"
-	"io"
 	"net/http/httptest"
 	"runtime"
 	"runtime/debug"
@@ -18,13 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/klauspost/compress/s2"
-	"github.com/klauspost/compress/zstd"
-	"github.com/pierrec/lz4/v4"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
-	"github.com/twmb/franz-go/pkg/kversion"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/settlehq/settle/consumer"
@@ -48,6 +39,12 @@ const (
 	bombTopicMsgSize = 8 << 20  // the usage topic takes the snappy bomb (≈ 2.3 MB)
 )
 
+// bombBatch builds a batch of n valid grants (record ids prefix-0...),
+// each about size bytes, compressed with codec.
+func bombBatch(t *testing.T, codec, prefix string, n, size int) []byte {
+	return kafkatest.RecordBatch(t, codec, n, func(i int) []byte { return grantValue(fmt.Sprintf("%s-%d", prefix, i), size) })
+}
+
 // grantValue is a valid grant of 5 whose value is padded to about size
 // bytes.
 func grantValue(id string, size int) []byte {
@@ -55,115 +52,6 @@ func grantValue(id string, size int) []byte {
 		"meter", nil, "quantity", nil, "unit", nil, "finalization_version", nil,
 		"attributes", map[string]any{"pad": ""})
 	return bytes.Replace(v, []byte(`"pad":""`), []byte(`"pad":"`+strings.Repeat("x", max(0, size-len(v)))+`"`), 1)
-}
-
-// appendRecord appends one v2 record (no key, no headers) at offsetDelta.
-func appendRecord(dst []byte, offsetDelta int, value []byte) []byte {
-	var body []byte
-	body = append(body, 0)                               // attributes
-	body = binary.AppendVarint(body, 0)                  // timestamp delta
-	body = binary.AppendVarint(body, int64(offsetDelta)) // offset delta
-	body = binary.AppendVarint(body, -1)                 // no key
-	body = binary.AppendVarint(body, int64(len(value)))  // value
-	body = append(body, value...)                        //
-	body = binary.AppendVarint(body, 0)                  // no headers
-	return append(binary.AppendVarint(dst, int64(len(body))), body...)
-}
-
-// compress compresses records with codec as a producer would, except
-// "zstd-unsized": a zstd stream whose frame does not declare its size.
-func compress(t *testing.T, codec string, records []byte) ([]byte, int16) {
-	t.Helper()
-	var buf bytes.Buffer
-	switch codec {
-	case "gzip":
-		w, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression)
-		writeAll(t, w, records)
-		return buf.Bytes(), 1
-	case "snappy":
-		return s2.EncodeSnappy(nil, records), 2
-	case "lz4":
-		writeAll(t, lz4.NewWriter(&buf), records)
-		return buf.Bytes(), 3
-	case "zstd":
-		enc, _ := zstd.NewWriter(nil)
-		defer enc.Close()
-		return enc.EncodeAll(records, nil), 4
-	case "zstd-unsized":
-		// The window within the cap: only the decoder's running count
-		// stops the frame (a larger window is refused as such, with a
-		// plain error: TestUnreadableBatchStallsVisibly).
-		w, _ := zstd.NewWriter(&buf, zstd.WithWindowSize(1<<20))
-		writeAll(t, w, records)
-		b := buf.Bytes()
-		// Frame header descriptor: no Frame_Content_Size field when its
-		// flag is 0 and the frame is not single-segment.
-		if fhd := b[4]; fhd>>6 != 0 || fhd&0x20 != 0 {
-			t.Fatalf("the zstd stream declares its content size (descriptor %08b)", fhd)
-		}
-		return b, 4
-	}
-	t.Fatalf("codec %s", codec)
-	return nil, 0
-}
-
-func writeAll(t *testing.T, w io.WriteCloser, b []byte) {
-	t.Helper()
-	if _, err := w.Write(b); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// bombBatch builds a v2 record batch of n valid grants (record ids
-// prefix-0...), each about size bytes, compressed with codec, with its
-// length and CRC as a broker checks them.
-func bombBatch(t *testing.T, codec, prefix string, n, size int) []byte {
-	t.Helper()
-	var records []byte
-	for i := range n {
-		records = appendRecord(records, i, grantValue(fmt.Sprintf("%s-%d", prefix, i), size))
-	}
-	compressed, attrs := compress(t, codec, records)
-	now := time.Now().UnixMilli()
-	b := kmsg.RecordBatch{FirstOffset: 0, PartitionLeaderEpoch: -1, Magic: 2, Attributes: attrs,
-		LastOffsetDelta: int32(n - 1), FirstTimestamp: now, MaxTimestamp: now,
-		ProducerID: -1, ProducerEpoch: -1, FirstSequence: -1, NumRecords: int32(n), Records: compressed}
-	raw := b.AppendTo(nil)
-	binary.BigEndian.PutUint32(raw[8:], uint32(len(raw)-12))
-	binary.BigEndian.PutUint32(raw[17:], crc32.Checksum(raw[21:], crc32.MakeTable(crc32.Castagnoli)))
-	return raw
-}
-
-// produceBatch appends raw, a record batch as built above, to usage's
-// partition as the broker takes it from a producer.
-func produceBatch(t *testing.T, k *kafkatest.Cluster, partition int32, raw []byte) {
-	t.Helper()
-	// Produce versions before 13 name the topic, not its id.
-	cl, err := kgo.NewClient(kgo.SeedBrokers(k.Brokers...), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.MaxVersions(kversion.V3_7_0()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	req := kmsg.NewPtrProduceRequest()
-	req.Acks, req.TimeoutMillis = -1, 10_000
-	rt := kmsg.NewProduceRequestTopic()
-	rt.Topic = "usage"
-	rp := kmsg.NewProduceRequestTopicPartition()
-	rp.Partition, rp.Records = partition, raw
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	resp, err := req.RequestWith(ctx, cl)
-	if err != nil {
-		t.Fatalf("produce the batch: %v", err)
-	}
-	if err := kerr.ErrorForCode(resp.Topics[0].Partitions[0].ErrorCode); err != nil {
-		t.Fatalf("produce the batch: %v", err)
-	}
 }
 
 func grant(p int32, id string) *kgo.Record {
@@ -189,7 +77,7 @@ func TestCompressedBombSkippedDurably(t *testing.T) {
 	s := settletest.NewStore(t, settle.Config{})
 	k.Produce(t, grant(0, "before"))
 	bomb := bombBatch(t, "zstd-unsized", "bomb", bombRecords, bombRecordValue)
-	produceBatch(t, k, 0, bomb) // offsets 1..800
+	k.ProduceBatch(t, "usage", 0, bomb) // offsets 1..800
 	k.Produce(t, grant(0, "after"), grant(1, "beside"))
 
 	tel, err := telemetry.NewForTest(tracetest.NewSpanRecorder())
@@ -293,7 +181,7 @@ func TestCompressedBombEachCodec(t *testing.T) {
 			k := kafkatest.NewCluster(t, 1)
 			k.SetTopicConfig(t, "usage", "max.message.bytes", strconv.Itoa(bombTopicMsgSize))
 			s := settletest.NewStore(t, settle.Config{})
-			produceBatch(t, k, 0, bombBatch(t, codec, codec, bombRecords, bombRecordValue))
+			k.ProduceBatch(t, "usage", 0, bombBatch(t, codec, codec, bombRecords, bombRecordValue))
 			k.Produce(t, grant(0, "after"))
 
 			cfg := consumerConfig(t, k, "bomb-"+codec)
@@ -387,8 +275,8 @@ func TestUnreadableBatchStallsVisibly(t *testing.T) {
 			raw[i] ^= 0x5a
 		}
 	}
-	binary.BigEndian.PutUint32(raw[17:], crc32.Checksum(raw[21:], crc32.MakeTable(crc32.Castagnoli)))
-	produceBatch(t, k, 0, raw)
+	kafkatest.SetBatchCRC(raw)
+	k.ProduceBatch(t, "usage", 0, raw)
 	k.Produce(t, grant(0, "behind"), grant(1, "beside"))
 
 	c, stop := runConsumer(t, s, consumerConfig(t, k, "unreadable"))
