@@ -201,6 +201,7 @@ func (c *Consumer) fetchErrors(fetches kgo.Fetches) []*kgo.ErrDecompressTooLarge
 func (c *Consumer) skipBatch(ctx context.Context, abandon <-chan struct{}, cl *kgo.Client, member string, e *kgo.ErrDecompressTooLarge) {
 	log := c.log.With("topic", e.Topic, "partition", e.Partition, "offset", e.Offset, "next_offset", e.NextOffset)
 	retry := func(err error) {
+		c.health.failed(topicPartition{e.Topic, e.Partition}, fmt.Errorf("batch at offset %d too large to decompress, not dead-lettered yet: %w", e.Offset, err), time.Now())
 		log.Error("could not dead-letter a batch too large to decompress; it will be fetched and tried again", "err", err)
 		cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{e.Topic: {e.Partition: {Epoch: -1, Offset: e.Offset}}})
 	}
@@ -229,6 +230,7 @@ func (c *Consumer) skipBatch(ctx context.Context, abandon <-chan struct{}, cl *k
 	next := map[string]map[int32]kgo.EpochOffset{e.Topic: {e.Partition: {Epoch: e.Epoch, Offset: e.NextOffset}}}
 	cl.SetOffsets(next)
 	c.commits.committed(next, c.commit(ctx, cl, next, member, 10*time.Second))
+	c.health.read(topicPartition{e.Topic, e.Partition})
 	c.cfg.Metrics.BatchSkipped(ctx, e.Topic, e.Partition, message.ReasonBatchTooLarge)
 	c.health.skip(SkippedBatch{Topic: e.Topic, Partition: e.Partition, Offset: e.Offset, NextOffset: e.NextOffset,
 		Reason: message.ReasonBatchTooLarge, At: time.Now()})
