@@ -64,7 +64,7 @@ const keptStatesMax = 1 << 17
 // AccountIDsMax bounds the account ids known by key (IDs), and with
 // keptStatesMax the whole cache: the accounts a tenant can name are as many
 // as it has records, and without a bound every account ever touched stayed
-// in memory (about 500 bytes each). Past it an arbitrary eighth is dropped
+// in memory (a few hundred bytes each). Past it an arbitrary eighth is dropped
 // with the kept states of those accounts, so that what is kept stays
 // reachable; a dropped account costs one lookup by key when next used.
 const AccountIDsMax = 1 << 17
