@@ -171,9 +171,10 @@ func TestCompressedBombSkippedDurably(t *testing.T) {
 // that the heap is close to what is live) stays under the consumer's
 // budget of 32 MiB above where it started: the in-process broker's and
 // the database driver's copies of the compressed batch included. Not
-// parallel: it measures the process. Against the client's default cap of
-// 1 GiB each bomb decompressed whole; zstd with its size declared stalled
-// its partition ("window size exceeded").
+// parallel: it measures the process. Against the code before (the client's
+// default cap of 1 GiB) each bomb was decompressed whole and no dead letter
+// written; with the client's own decompressor under a cap, zstd with its
+// size declared stalled its partition ("window size exceeded").
 func TestCompressedBombEachCodec(t *testing.T) {
 	defer debug.SetGCPercent(debug.SetGCPercent(10))
 	for _, codec := range []string{"gzip", "snappy", "lz4", "zstd", "zstd-unsized"} {
