@@ -70,6 +70,13 @@ type Config struct {
 	// again by the next owner, so nothing is lost). 0 = 10s.
 	DrainTimeout time.Duration
 
+	// DecompressBatchBytesMax caps what one compressed record batch may
+	// decompress to; a larger batch is dead-lettered whole
+	// (batch_too_large) and its partition moves past it (skip.go).
+	// 0 = DecompressBatchBytesFor(the process's memory limit): 1/16 of it,
+	// between 4 MiB and 64 MiB (24 MiB at the default 384 MiB).
+	DecompressBatchBytesMax int
+
 	// ClientOpts are extra franz-go options (TLS, SASL, logging). They are
 	// applied after the consumer's own, so they can override them: do not
 	// override the group options (above all the balancers: a cooperative
@@ -104,6 +111,9 @@ func (c *Config) setDefaults() {
 	c.RebalanceTimeout = cmp.Or(c.RebalanceTimeout, 60*time.Second)
 	c.DrainTimeout = cmp.Or(c.DrainTimeout, 10*time.Second)
 	c.Logger = cmp.Or(c.Logger, slog.Default())
+	if c.DecompressBatchBytesMax == 0 {
+		c.DecompressBatchBytesMax = DecompressBatchBytesFor(memoryLimit())
+	}
 }
 
 // retryPolicy is the backoff of every retry loop of the consumer. The
@@ -127,6 +137,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("consumer: record attempts max %d: must be between 1 and 100 (0 = 5)", c.RecordAttemptsMax)
 	case c.BackoffMin < 0 || c.BackoffMax < 0 || (c.BackoffMax != 0 && c.BackoffMin > c.BackoffMax):
 		return fmt.Errorf("consumer: backoff %s..%s: must be positive with min <= max", c.BackoffMin, c.BackoffMax)
+	case c.DecompressBatchBytesMax < 0:
+		return fmt.Errorf("consumer: decompress batch bytes max %d: must be positive (0 = derived from the memory limit)", c.DecompressBatchBytesMax)
 	case c.SessionTimeout < 0 || c.RebalanceTimeout < 0 || c.DrainTimeout < 0 || c.ProduceTimeout < 0:
 		return errors.New("consumer: timeouts must be positive (0 = default)")
 	}

@@ -41,6 +41,10 @@ type Consumer struct {
 	abandonMu sync.Mutex
 	abandon   chan struct{}
 
+	// health is what the fetches said lately: batches skipped,
+	// partitions failing (skip.go).
+	health fetchHealth
+
 	countsMu sync.Mutex
 	counts   map[message.Outcome]int64
 }
@@ -56,9 +60,10 @@ func New(store Store, cfg Config) (*Consumer, error) {
 }
 
 // Ready reports whether the consumer is making progress: running, joined to
-// its group, and neither the database nor the broker is known to be down.
+// its group, neither the database nor the broker is known to be down, and
+// no partition failing its fetches.
 func (c *Consumer) Ready() bool {
-	return c.running.Load() && c.joined.Load() && !c.dbDown.Load() && !c.brokerDown.Load()
+	return c.NotReadyReason() == ""
 }
 
 // NotReadyReason says why Ready is false ("" when it is true).
@@ -73,7 +78,7 @@ func (c *Consumer) NotReadyReason() string {
 	case c.brokerDown.Load():
 		return "broker unavailable: paused, retrying with backoff"
 	}
-	return ""
+	return c.health.notReadable(time.Now())
 }
 
 // Counts returns how many input records this consumer has handled, by
@@ -169,6 +174,11 @@ func (c *Consumer) clientOpts() []kgo.Opt {
 		// cost (BENCHMARKS.md). A backlog fills it at once. ClientOpts can
 		// set other values.
 		kgo.FetchMaxWait(fetchLinger),
+		// A batch decompresses into one allocation: it is capped, and one
+		// past the cap is skipped (skip.go). The client's own option does
+		// not bound a decompressor of one's own: both are set.
+		kgo.WithDecompressor(newBoundedDecompressor(c.cfg.DecompressBatchBytesMax)),
+		kgo.MaxDecompressBatchBytes(c.cfg.DecompressBatchBytesMax),
 		kgo.FetchMinBytes(fetchMinBytes),
 		// Results: idempotent producer, every in-sync replica.
 		kgo.RequiredAcks(kgo.AllISRAcks()),
@@ -217,11 +227,7 @@ func (c *Consumer) poll(ctx, workCtx context.Context, cl *kgo.Client) bool {
 	if fetches.IsClientClosed() || ctx.Err() != nil {
 		return false
 	}
-	fetches.EachError(func(topic string, p int32, err error) {
-		if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
-			c.log.Warn("fetch failed; the client retries", "topic", topic, "partition", p, "err", err)
-		}
-	})
+	tooLarge := c.fetchErrors(fetches)
 	// The membership the poll's records were fetched under: it
 	// cannot change until AllowRebalance (an eager member revokes,
 	// or is told it lost, everything before it rejoins).
@@ -231,6 +237,9 @@ func (c *Consumer) poll(ctx, workCtx context.Context, cl *kgo.Client) bool {
 			"partitions", n, "member", member)
 	}
 	c.handlePoll(workCtx, abandon, cl, member, fetches)
+	for _, e := range tooLarge {
+		c.skipBatch(workCtx, abandon, cl, member, e)
+	}
 	c.retryCommits(workCtx, cl, false, 10*time.Second)
 	cl.AllowRebalance()
 	return true

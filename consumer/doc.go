@@ -28,4 +28,13 @@
 //
 // Offsets are still committed to Kafka: lag monitoring and autoscalers read
 // the group's commits, and they are where a fresh assignment starts.
+//
+// # Batches it does not read
+//
+// A compressed batch is decompressed whole before any of its records is
+// seen, so the consumer caps it (Config.DecompressBatchBytesMax, derived
+// from the memory limit). A batch past the cap is dead-lettered whole and
+// its partition moved past it, in PostgreSQL first (skip.go). A batch the
+// client cannot read for another reason is never skipped: its partition
+// holds and Ready says so.
 package consumer

@@ -48,8 +48,12 @@ func (s *Service) adminHandler() http.Handler {
 		if len(reasons) > 0 {
 			w.WriteHeader(http.StatusServiceUnavailable)
 		}
+		// skipped_batches: record batches dead-lettered whole and moved
+		// past (batch_too_large), the last 16: the partition moved on, so
+		// the service is ready, but an operator has records to replay.
 		_ = json.NewEncoder(w).Encode(map[string]any{ // a probe that hung up has its answer
 			"ready": len(reasons) == 0, "reasons": reasons, "relay_leader": s.relay.Leader(),
+			"skipped_batches": s.consumer.Skipped(),
 		})
 	})
 	return mux

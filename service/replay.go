@@ -31,12 +31,40 @@ func replayRecord(d inspect.DeadLetter) *kgo.Record {
 }
 
 // ProduceDeadLetters produces ds back to their source topics on cl and
-// returns where each landed, in the order of ds. ProduceSync gives its
-// results in the order the broker acknowledged them, not the order of its
-// arguments: each result is matched to its dead letter by its record. On
-// an error it returns the coordinates of the dead letters before the first
-// that failed.
+// returns where each landed, in the order of ds: a batch_too_large letter
+// as its batch's records, one by one (produceBatchLetter), landed where
+// its first did. ProduceSync gives its results in the order the broker
+// acknowledged them, not the order of its arguments: each result is
+// matched to its dead letter by its record. On an error it returns the
+// coordinates of the dead letters before the first that failed.
 func ProduceDeadLetters(ctx context.Context, cl *kgo.Client, ds []inspect.DeadLetter) ([]message.Coordinates, error) {
+	out := make([]message.Coordinates, 0, len(ds))
+	for start := 0; start < len(ds); {
+		if ds[start].Reason == message.ReasonBatchTooLarge {
+			to, err := produceBatchLetter(ctx, cl, ds[start])
+			if err != nil {
+				return out, fmt.Errorf("replay dead letter %d (a record batch) to %s: %w (%d replayed before it)", ds[start].ID, ds[start].Source.Topic, err, len(out))
+			}
+			out, start = append(out, to), start+1
+			continue
+		}
+		end := start + 1
+		for end < len(ds) && ds[end].Reason != message.ReasonBatchTooLarge {
+			end++
+		}
+		to, err := produceRecords(ctx, cl, ds[start:end])
+		out = append(out, to...)
+		if err != nil {
+			return out, fmt.Errorf("%w (%d replayed before it)", err, len(out))
+		}
+		start = end
+	}
+	return out, nil
+}
+
+// produceRecords produces ds, dead letters of one record each, back to
+// their source topics, as ProduceDeadLetters does.
+func produceRecords(ctx context.Context, cl *kgo.Client, ds []inspect.DeadLetter) ([]message.Coordinates, error) {
 	recs := make([]*kgo.Record, len(ds))
 	index := make(map[*kgo.Record]int, len(ds))
 	for i, d := range ds {
@@ -53,7 +81,7 @@ func ProduceDeadLetters(ctx context.Context, cl *kgo.Client, ds []inspect.DeadLe
 	}
 	for i, err := range errs {
 		if err != nil {
-			return out[:i], fmt.Errorf("replay dead letter %d to %s: %w (%d replayed before it)", ds[i].ID, ds[i].Source.Topic, err, i)
+			return out[:i], fmt.Errorf("replay dead letter %d to %s: %w", ds[i].ID, ds[i].Source.Topic, err)
 		}
 	}
 	return out, nil

@@ -44,7 +44,7 @@ func (s *Store) SettleWith(ctx context.Context, group string, inputs []message.I
 	ds := make([]state.Item, len(inputs))
 	for i := range inputs {
 		in := &inputs[i]
-		if in.Decoded == nil && in.Exhausted == nil {
+		if in.Decoded == nil && !in.Undecoded() {
 			return nil, fmt.Errorf("settle: input %d (%s/%d@%d) is not decoded: decode inputs first (Store.Decode)", i, in.Topic, in.Partition, in.Offset)
 		}
 		ds[i] = state.ItemOf(in, in.Decoded)
@@ -105,7 +105,7 @@ func (s *Store) withRetries(ctx context.Context, records int, attempt func(n int
 // inputs by hand call it before Settle.
 func (s *Store) Decode(ins []message.Input) []message.Input {
 	for i := range ins {
-		if ins[i].Decoded == nil && ins[i].Exhausted == nil {
+		if ins[i].Decoded == nil && !ins[i].Undecoded() {
 			p := s.shared.Decoder.Prepare(ins[i].Value, ins[i].Headers)
 			ins[i].Decoded = &p
 		}

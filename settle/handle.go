@@ -17,6 +17,9 @@ import (
 func (st *txState) handle(ctx context.Context, d *state.Item) (message.Result, error) {
 	c := d.In.Coordinates()
 	st.AdvanceOffset(c)
+	if d.In.Batch != nil { // one input for the whole batch: the partition moves past it
+		st.AdvanceOffsetTo(c, d.In.Batch.NextOffset)
+	}
 	if r, ok := st.redeliveredAt(d, c); ok {
 		r.Timestamp, r.Key = d.In.Timestamp, d.In.Key
 		if r.Outcome == message.OutcomeWaiting && len(r.Response) == 0 {
@@ -33,6 +36,8 @@ func (st *txState) handle(ctx context.Context, d *state.Item) (message.Result, e
 	switch {
 	case d.In.Exhausted != nil:
 		return st.deadLetter(d, res, message.ReasonTransientExhausted, "transient", d.In.Exhausted.Err), nil
+	case d.In.Batch != nil:
+		return st.deadLetter(d, res, message.ReasonBatchTooLarge, "invalid_input", d.In.Batch.Err), nil
 	case d.Err != nil:
 		// An input that does not decode is dead-lettered: that is its
 		// outcome, not a failure of the batch.
@@ -79,7 +84,7 @@ func (st *txState) redeliveredAt(d *state.Item, c message.Coordinates) (message.
 	if r, ok := st.Redelivered[c]; ok {
 		return r, true
 	}
-	if d.Err != nil || d.In.Exhausted != nil {
+	if d.Err != nil || d.In.Undecoded() {
 		return message.Result{}, false
 	}
 	r := message.Result{Version: message.SchemaVersionOutput, Source: c, Redelivered: true}

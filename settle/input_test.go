@@ -3,11 +3,13 @@ package settle_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/settlehq/settle/record"
+	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/message"
 	"github.com/settlehq/settle/settle/settletest"
 )
@@ -181,5 +183,45 @@ func TestSettlementLeavesOutOversizedTraceHeaders(t *testing.T) {
 	}
 	if n := settletest.Count(t, s.Pool(), `SELECT count(*)::int FROM outbox_messages WHERE stored_headers::text LIKE '%traceparent%'`); n != 1 {
 		t.Errorf("%d outbox rows carry a traceparent, want 1 (the well-formed one)", n)
+	}
+}
+
+// A record batch given up on whole (message.Input.Batch) is one dead
+// letter, batch_too_large, with the batch's bytes at its first offset, and
+// its transaction moves the group's offset past the batch's last record.
+// Settled again (the batch read again before the Kafka commit, by another
+// process that knows no offset of this one's), it repeats its result from
+// the dead letter and writes nothing more; the offset does not move back.
+func TestSkippedBatchIsOneLetterAndMovesTheOffset(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	batch := []message.Input{{Topic: "usage", Partition: 2, Offset: 10, Value: []byte("a record batch"),
+		Batch: &message.SkippedBatch{NextOffset: 510, Err: "decompresses past the limit"}}}
+	for attempt := range 2 {
+		if attempt == 1 { // another process over the same database
+			var err error
+			if s, err = settle.Open(context.Background(), s.Pool(), settle.Config{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		rs, err := s.Settle(context.Background(), "g", s.Decode(slices.Clone(batch)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rs[0].Outcome != message.OutcomeDeadLettered || rs[0].Reason != message.ReasonBatchTooLarge || rs[0].Redelivered != (attempt == 1) {
+			t.Errorf("attempt %d: %s %s redelivered=%v, want dead_lettered batch_too_large (redelivered the second time)",
+				attempt+1, rs[0].Outcome, rs[0].Reason, rs[0].Redelivered)
+		}
+		offsets, err := s.ConsumerOffsets(context.Background(), "g")
+		if err != nil || offsets["usage"][2] != 510 {
+			t.Errorf("attempt %d: offsets %v (%v), want usage/2 at 510", attempt+1, offsets, err)
+		}
+	}
+	if n := settletest.Count(t, s.Pool(), `SELECT count(*)::int FROM dead_letters WHERE reason = 'batch_too_large' AND "offset" = 10 AND value = 'a record batch'`); n != 1 {
+		t.Errorf("%d dead letters of the batch, want 1", n)
+	}
+	if n := settletest.Count(t, s.Pool(), `SELECT count(*)::int FROM outbox_messages m, jsonb_array_elements(m.stored_headers) h
+		  WHERE h->>'key' = 'dlq_source_next_offset' AND decode(h->>'value', 'base64') = '510'`); n != 1 {
+		t.Errorf("%d dead-letter messages naming the batch's end, want 1", n)
 	}
 }

@@ -29,6 +29,8 @@ const (
 	MetricConsumerLag       = "settle_consumer_lag"                 // gauge {topic, partition}
 	MetricConflictCasesOpen = "settle_conflict_cases_open"          // gauge
 	MetricReady             = "settle_ready"                        // gauge 0/1
+	MetricBatchesSkipped    = "settle_batches_skipped_total"        // {topic, partition, reason}
+	MetricFetchErrors       = "settle_fetch_errors_total"           // {topic, partition}
 )
 
 // Retry causes (label cause of settle_retries_total).
@@ -51,6 +53,8 @@ type Metrics struct {
 	deadLetters metric.Int64Counter
 	published   metric.Int64Counter
 	parked      metric.Int64Counter
+	skipped     metric.Int64Counter
+	fetchErrors metric.Int64Counter
 }
 
 // NewMetrics creates the instruments on mp (nil = a no-op provider).
@@ -77,6 +81,10 @@ func NewMetrics(mp metric.MeterProvider) (*Metrics, error) {
 	m.published, err = m.meter.Int64Counter("settle_outbox_published", metric.WithDescription("Outbox messages published and marked, by topic."))
 	add(err)
 	m.parked, err = m.meter.Int64Counter("settle_relay_parked", metric.WithDescription("Outbox messages the broker refused for good (message_too_large, invalid_record, ...), parked by the relay instead of retried, by reason."))
+	add(err)
+	m.skipped, err = m.meter.Int64Counter("settle_batches_skipped", metric.WithDescription("Record batches dead-lettered whole and skipped (batch_too_large: past the decompression limit), by topic, partition and reason."))
+	add(err)
+	m.fetchErrors, err = m.meter.Int64Counter("settle_fetch_errors", metric.WithDescription("Fetches of a partition that failed for a reason the client does not retry by itself (a corrupt batch), by topic and partition."))
 	add(err)
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("telemetry: instruments: %w", err)
@@ -161,6 +169,24 @@ func (m *Metrics) Parked(ctx context.Context, reason string, n int) {
 		return
 	}
 	m.parked.Add(ctx, int64(n), metric.WithAttributes(attribute.String("reason", reason)))
+}
+
+// BatchSkipped counts one record batch dead-lettered whole and skipped.
+func (m *Metrics) BatchSkipped(ctx context.Context, topic string, partition int32, reason string) {
+	if m == nil {
+		return
+	}
+	m.skipped.Add(ctx, 1, metric.WithAttributes(attribute.String("topic", topic),
+		attribute.String("partition", strconv.Itoa(int(partition))), attribute.String("reason", reason)))
+}
+
+// FetchError counts one failed fetch of a partition.
+func (m *Metrics) FetchError(ctx context.Context, topic string, partition int32) {
+	if m == nil {
+		return
+	}
+	m.fetchErrors.Add(ctx, 1, metric.WithAttributes(attribute.String("topic", topic),
+		attribute.String("partition", strconv.Itoa(int(partition)))))
 }
 
 // Gauges are the callbacks observable gauges read at each scrape. A nil

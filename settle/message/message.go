@@ -51,6 +51,9 @@ const (
 	ReasonTooLarge           = record.ReasonTooLarge
 	ReasonInvalidField       = record.ReasonInvalidField
 	ReasonTransientExhausted = "transient_exhausted"
+	// ReasonBatchTooLarge: a compressed record batch that would decompress
+	// past the consumer's limit; one dead letter holds the whole batch.
+	ReasonBatchTooLarge = "batch_too_large"
 )
 
 // SchemaVersionOutput is the `version` of every message settle writes.

@@ -16,10 +16,11 @@ import (
 // three-string key through an interface, which showed in the service's
 // profile).
 //
-// ids maps an account's key to its id, for every account a committed
-// transaction of this process touched. An account's key and id never
-// change and settle never deletes one, so a batch locks known accounts by
-// id and skips creating them.
+// ids maps an account's key to its id, for up to AccountIDsMax accounts a
+// committed transaction of this process touched. An account's key and id
+// never change and settle never deletes one, so a batch locks known
+// accounts by id and skips creating them; one it no longer knows is found
+// by its key again, as on its first use.
 //
 // kept holds, for up to keptStatesMax accounts, the state the last
 // committed transaction of this process that touched the account left:
@@ -59,6 +60,35 @@ type AccountCache struct {
 // keptStatesMax bounds the states kept (a few hundred bytes each); past it
 // an arbitrary part is dropped, to be read again when next used.
 const keptStatesMax = 1 << 17
+
+// AccountIDsMax bounds the account ids known by key (IDs), and with
+// keptStatesMax the whole cache: the accounts a tenant can name are as many
+// as it has records, and without a bound every account ever touched stayed
+// in memory (a few hundred bytes each). Past it an arbitrary eighth is dropped
+// with the kept states of those accounts, so that what is kept stays
+// reachable; a dropped account costs one lookup by key when next used.
+const AccountIDsMax = 1 << 17
+
+// dropOver deletes an arbitrary part of m once it holds more than max
+// entries, leaving seven eighths of max: amortised over the inserts that
+// filled it, a few deletes per insert. Map iteration order is random, so
+// what is dropped is a random sample, not the oldest.
+func dropOver[K comparable, V any](m map[K]V, max int, dropped func(K, V)) {
+	if len(m) <= max {
+		return
+	}
+	n := len(m) - max*7/8
+	for k, v := range m {
+		if n == 0 {
+			break
+		}
+		delete(m, k)
+		if dropped != nil {
+			dropped(k, v)
+		}
+		n--
+	}
+}
 
 // contendedFor is how long an account whose kept state another writer
 // moved past is read fresh, under its lock, instead of kept.
@@ -121,16 +151,12 @@ func (c *AccountCache) Learn(st *State, now time.Time) {
 		k.seqBefore, k.entryBefore, k.ExpiredChecked, k.Kept, k.Answered = k.Seq, k.EntryID, false, true, false
 		c.Kept[id] = k
 	}
-	if len(c.Kept) > keptStatesMax {
-		n := len(c.Kept) - keptStatesMax*7/8
-		for id := range c.Kept {
-			if n == 0 {
-				break
-			}
-			delete(c.Kept, id)
-			n--
-		}
-	}
+	dropOver(c.IDs, AccountIDsMax, func(_ AccountKey, id int64) { delete(c.Kept, id) })
+	dropOver(c.Kept, keptStatesMax, nil)
+	// Contended accounts are at most those of contendedFor's worth of
+	// collisions; should that pass the bound, the list forgets some, which
+	// only lets their states be kept again (a collision puts them back).
+	dropOver(c.Contended, keptStatesMax, nil)
 }
 
 // ForgetStale drops the kept states a failed attempt used, when its error

@@ -130,7 +130,7 @@ func (st *State) collectLoadKeys(k *loadKeys, ds []Item, wake []RecKey) {
 		if d.Err != nil {
 			continue
 		}
-		if d.In.Exhausted != nil {
+		if d.In.Undecoded() {
 			continue
 		}
 		if !seenID[d.ID] {

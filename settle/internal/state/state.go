@@ -46,7 +46,7 @@ type Item struct {
 // ItemOf is an input with its decoding, as the transaction works on it.
 func ItemOf(in *message.Input, p *record.Decoded) Item {
 	d := Item{In: in}
-	if in.Exhausted != nil || p == nil {
+	if in.Undecoded() || p == nil {
 		return d
 	}
 	d.Rec, d.Err, d.ID, d.Canonical, d.FP = p.Record, p.Err, p.Identity, p.Canonical, p.Sum
@@ -274,9 +274,15 @@ func (st *State) NextID(ctx context.Context) (int64, error) {
 // AdvanceOffset moves the next offset the transaction records for c's
 // partition past c.
 func (st *State) AdvanceOffset(c message.Coordinates) {
+	st.AdvanceOffsetTo(c, c.Offset+1)
+}
+
+// AdvanceOffsetTo moves the next offset the transaction records for c's
+// partition to next, unless it is there already.
+func (st *State) AdvanceOffsetTo(c message.Coordinates, next int64) {
 	k := message.Coordinates{Topic: c.Topic, Partition: c.Partition}
-	if c.Offset+1 > st.Offsets[k] {
-		st.Offsets[k] = c.Offset + 1
+	if next > st.Offsets[k] {
+		st.Offsets[k] = next
 	}
 }
 

@@ -1,6 +1,7 @@
 package state
 
 import (
+	"strconv"
 	"testing"
 	"time"
 
@@ -114,5 +115,45 @@ func TestWrittenCacheKeepsForgetsAndEmptiesWhenFull(t *testing.T) {
 	}
 	if _, ok := c.Message(1_000_010); !ok || len(c.byID) != writtenMax-1 {
 		t.Errorf("after emptying, %d kept, want the last commit's %d", len(c.byID), writtenMax-1)
+	}
+}
+
+// TestAccountCacheBounded: committed transactions that touch more distinct
+// accounts than AccountIDsMax (one tenant naming a new subject in every
+// record) leave the cache at or under its bounds, and every kept state it
+// still holds is one it can reach by the account's key.
+func TestAccountCacheBounded(t *testing.T) {
+	t.Parallel()
+	shared := &Shared{}
+	const perBatch = 1000
+	total := AccountIDsMax + AccountIDsMax/2
+	now := time.Now()
+	for start := 0; start < total; start += perBatch {
+		st := New(shared, nil, 1, now, now, PeriodLocks{})
+		st.accountsByKey = true
+		for i := start; i < start+perBatch; i++ {
+			a := &Account{ID: int64(i + 1), Key: AccountKey{Tenant: "t", Subject: "s-" + strconv.Itoa(i), Currency: "EUR"}, EntryID: int64(i + 1)}
+			st.Accounts[a.Key] = a
+			st.AccountsByID[a.ID] = a
+		}
+		shared.Accounts.Learn(st, now)
+		c := &shared.Accounts
+		if len(c.IDs) > AccountIDsMax || len(c.Kept) > keptStatesMax {
+			t.Fatalf("after %d accounts: %d ids (bound %d), %d kept states (bound %d)",
+				start+perBatch, len(c.IDs), AccountIDsMax, len(c.Kept), keptStatesMax)
+		}
+	}
+	c := &shared.Accounts
+	byID := make(map[int64]bool, len(c.IDs))
+	for _, id := range c.IDs {
+		byID[id] = true
+	}
+	for id := range c.Kept {
+		if !byID[id] {
+			t.Fatalf("kept state of account %d, whose key the cache no longer knows", id)
+		}
+	}
+	if len(c.IDs) < AccountIDsMax/2 {
+		t.Errorf("%d ids left: the bound should drop an eighth, not most", len(c.IDs))
 	}
 }

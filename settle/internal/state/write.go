@@ -37,6 +37,9 @@ func (dl DeadLetterRow) OutboxHeaders(truncated bool) []byte {
 		record.Header{Key: "dlq_attempts", Value: []byte(strconv.Itoa(dl.Attempts))},
 		record.Header{Key: "version", Value: []byte(strconv.Itoa(message.SchemaVersionOutput))},
 	)
+	if b := dl.In.Batch; b != nil {
+		hs = append(hs, record.Header{Key: message.DeadLetterSourceNextOffsetHeader, Value: strconv.AppendInt(nil, b.NextOffset, 10)})
+	}
 	if truncated {
 		hs = append(hs, record.Header{Key: message.DeadLetterValueTruncatedHeader, Value: strconv.AppendInt(nil, int64(len(dl.In.Value)), 10)})
 	}
