@@ -407,12 +407,26 @@ func (h *handler) fail(w http.ResponseWriter, r *http.Request, err error, asJSON
 		h.log.Error("analyst request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	}
 	if asJSON {
-		writeJSON(w, code, map[string]string{"error": err.Error()})
+		writeJSON(w, code, map[string]string{"error": publicError(err)})
 		return
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(code)
-	h.render(w, "error", map[string]any{"Title": http.StatusText(code), "Code": code, "Error": err.Error()})
+	h.render(w, "error", map[string]any{"Title": http.StatusText(code), "Code": code, "Error": publicError(err)})
+}
+
+// publicError is what a response says of err: its text when it is the
+// client's to fix (a 4xx, whose messages this package writes), a fixed
+// sentence for a 5xx, whose text may be the database's (its SQL, its
+// names) and is for the service log.
+func publicError(err error) string {
+	switch status(err) {
+	case http.StatusInternalServerError:
+		return "internal error: the service log has the details; try again, and report it if it persists"
+	case http.StatusGatewayTimeout:
+		return "the read took longer than the request timeout: narrow the filters and try again"
+	}
+	return err.Error()
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

@@ -49,10 +49,11 @@ type routeMux struct {
 
 func newRouteMux() *routeMux { return &routeMux{ServeMux: http.NewServeMux()} }
 
-// Handle registers a handler and remembers its pattern.
+// Handle registers a handler, behind the parameter check, and remembers
+// its pattern.
 func (m *routeMux) Handle(pattern string, h http.Handler) {
 	m.patterns = append(m.patterns, pattern)
-	m.ServeMux.Handle(pattern, h)
+	m.ServeMux.Handle(pattern, checkParams(pattern, h))
 }
 
 // HandleFunc registers a handler function and remembers its pattern.
