@@ -148,12 +148,10 @@ var pages = template.Must(template.New("").Funcs(template.FuncMap{
 		return t.UTC().Format("2006-01-02 15:04:05Z")
 	},
 	"pretty": func(b []byte) string {
-		var v any
-		if json.Unmarshal(b, &v) != nil {
-			return string(b)
+		if out, ok := indentJSON(b); ok {
+			return out
 		}
-		out, _ := json.MarshalIndent(v, "", "  ")
-		return string(out)
+		return string(b)
 	},
 	"q": url.QueryEscape,
 	"pct": func(n, max int64) int64 {
@@ -427,6 +425,18 @@ func publicError(err error) string {
 		return "the read took longer than the request timeout: narrow the filters and try again"
 	}
 	return err.Error()
+}
+
+// indentJSON indents JSON token by token, as its bytes say: no decoding,
+// so a number keeps every digit (no float64 round trip: 12345678901234567890
+// stays itself) and a duplicate key stays where it is. ok is false when b
+// is not JSON.
+func indentJSON(b []byte) (out string, ok bool) {
+	var buf bytes.Buffer
+	if json.Indent(&buf, b, "", "  ") != nil {
+		return "", false
+	}
+	return buf.String(), true
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
