@@ -37,6 +37,7 @@ import (
 // Store is what the analyst surface needs of the settlement store.
 type Store interface {
 	ListCases(ctx context.Context, f inspect.CaseFilter) (*inspect.CasePage, error)
+	CountCasesUpTo(ctx context.Context, f inspect.CaseFilter, rowsMax int) (int64, error)
 	CountCases(ctx context.Context, tenant, period string) ([]inspect.CaseCount, error)
 	Case(ctx context.Context, id int64) (*inspect.Case, error)
 	Resolve(ctx context.Context, req settle.ResolveRequest) (*settle.Resolution, error)
@@ -83,8 +84,13 @@ type Config struct {
 	// Logger gets failures of requests. nil = slog.Default().
 	Logger *slog.Logger
 
-	// RequestTimeout bounds one request's database work. 0 = 10 s.
+	// RequestTimeout bounds one request's database work; an export's,
+	// each of its reads. 0 = 10 s.
 	RequestTimeout time.Duration
+
+	// ExportRowsMax is the most cases one CSV export holds; one that would
+	// hold more is refused before its first byte. 0 = CaseExportRowsMax.
+	ExportRowsMax int
 
 	// Replayer produces dead letters back to their source topic for the
 	// dead-letter page's replay. nil = the page shows what a replay would
@@ -101,8 +107,8 @@ func (c Config) Validate() error {
 	if c.Store == nil {
 		return errors.New("analyst: Store is required")
 	}
-	if c.RequestTimeout < 0 {
-		return errors.New("analyst: RequestTimeout must not be negative")
+	if c.RequestTimeout < 0 || c.ExportRowsMax < 0 {
+		return errors.New("analyst: RequestTimeout and ExportRowsMax must not be negative")
 	}
 	for tok, name := range c.Tokens {
 		if tok == "" || name == "" {
@@ -193,6 +199,9 @@ func Handler(cfg Config) http.Handler {
 func newHandler(cfg Config) (http.Handler, *routeMux) {
 	if cfg.RequestTimeout == 0 {
 		cfg.RequestTimeout = 10 * time.Second
+	}
+	if cfg.ExportRowsMax == 0 {
+		cfg.ExportRowsMax = CaseExportRowsMax
 	}
 	h := &handler{cfg: cfg, log: cfg.Logger, hosts: map[string]bool{}}
 	if h.log == nil {
@@ -393,6 +402,8 @@ func status(err error) int {
 		return http.StatusNotFound
 	case errors.Is(err, settle.ErrCaseClosed), errors.As(err, &re):
 		return http.StatusConflict
+	case errors.Is(err, errExportTooLarge):
+		return http.StatusUnprocessableEntity
 	case errors.Is(err, context.DeadlineExceeded):
 		return http.StatusGatewayTimeout
 	}
