@@ -30,6 +30,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/inspect"
 )
@@ -51,6 +53,12 @@ type Store interface {
 // and its resolutions (settle).
 func StoreOf(s *settle.Store) Store {
 	return settleStore{inspect.New(s), s}
+}
+
+// StoreOn is StoreOf with its reads over readPool, a pool of its own on
+// the same database; resolutions still go through s.
+func StoreOn(s *settle.Store, readPool *pgxpool.Pool) Store {
+	return settleStore{inspect.NewOn(s, readPool), s}
 }
 
 type (
@@ -88,6 +96,12 @@ type Config struct {
 	// each of its reads. 0 = 10 s.
 	RequestTimeout time.Duration
 
+	// ReadsMax is the most reads of the page and the API that run at once
+	// (each holds one database connection at most); more are answered
+	// 503 with Retry-After. An export holds its slot while it streams.
+	// 0 = ReadsMaxDefault.
+	ReadsMax int
+
 	// ExportRowsMax is the most cases one CSV export holds; one that would
 	// hold more is refused before its first byte. 0 = CaseExportRowsMax.
 	ExportRowsMax int
@@ -107,8 +121,8 @@ func (c Config) Validate() error {
 	if c.Store == nil {
 		return errors.New("analyst: Store is required")
 	}
-	if c.RequestTimeout < 0 || c.ExportRowsMax < 0 {
-		return errors.New("analyst: RequestTimeout and ExportRowsMax must not be negative")
+	if c.RequestTimeout < 0 || c.ExportRowsMax < 0 || c.ReadsMax < 0 {
+		return errors.New("analyst: RequestTimeout, ReadsMax and ExportRowsMax must not be negative")
 	}
 	for tok, name := range c.Tokens {
 		if tok == "" || name == "" {
@@ -174,6 +188,7 @@ type handler struct {
 	log    *slog.Logger
 	tokens []namedToken // Config.Tokens, hashed
 	hosts  map[string]bool
+	reads  chan struct{} // a slot per running read: limitReads
 }
 
 // namedToken is a bearer token by its SHA-256: every comparison is of 32
@@ -203,7 +218,10 @@ func newHandler(cfg Config) (http.Handler, *routeMux) {
 	if cfg.ExportRowsMax == 0 {
 		cfg.ExportRowsMax = CaseExportRowsMax
 	}
-	h := &handler{cfg: cfg, log: cfg.Logger, hosts: map[string]bool{}}
+	if cfg.ReadsMax == 0 {
+		cfg.ReadsMax = ReadsMaxDefault
+	}
+	h := &handler{cfg: cfg, log: cfg.Logger, hosts: map[string]bool{}, reads: make(chan struct{}, cfg.ReadsMax)}
 	if h.log == nil {
 		h.log = slog.Default()
 	}
@@ -226,7 +244,7 @@ func newHandler(cfg Config) (http.Handler, *routeMux) {
 	// Sec-Fetch-Site or Origin must name this origin. Clients that send
 	// neither (curl, the CLI) are not browsers and are let through.
 	csrf := http.NewCrossOriginProtection()
-	return h.checkHost(h.auth(csrf.Handler(securityHeaders(mux)))), mux
+	return h.checkHost(h.auth(csrf.Handler(securityHeaders(h.limitReads(mux))))), mux
 }
 
 func securityHeaders(next http.Handler) http.Handler {
