@@ -237,7 +237,9 @@ func newHandler(cfg Config) (http.Handler, *routeMux) {
 		h.hosts[name+":"+port] = true
 	}
 	h.pages = h.withTimes(pages)
-	mux := newRouteMux()
+	mux := newRouteMux(func(w http.ResponseWriter, r *http.Request, err error) {
+		h.fail(w, r, err, strings.HasPrefix(r.URL.Path, "/api/"))
+	})
 	h.routes(mux)
 
 	// Cross-origin POSTs from a browser (forms on other sites) are refused:
@@ -420,6 +422,8 @@ func status(err error) int {
 		return http.StatusNotFound
 	case errors.Is(err, settle.ErrCaseClosed), errors.As(err, &re):
 		return http.StatusConflict
+	case errors.Is(err, errBusy):
+		return http.StatusServiceUnavailable
 	case errors.Is(err, errExportTooLarge):
 		return http.StatusUnprocessableEntity
 	case errors.Is(err, context.DeadlineExceeded):

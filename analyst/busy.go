@@ -1,6 +1,7 @@
 package analyst
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -33,7 +34,9 @@ func (h *handler) limitReads(next http.Handler) http.Handler {
 		case h.reads <- struct{}{}:
 			t.Stop()
 		case <-t.C:
-			busy(w, r, cap(h.reads))
+			w.Header().Set("Retry-After", "1")
+			h.fail(w, r, fmt.Errorf("%w: %d reads of the analysts' page and API are running, the most at once; retry in a second",
+				errBusy, cap(h.reads)), strings.HasPrefix(r.URL.Path, "/api/"))
 			return
 		case <-r.Context().Done():
 			t.Stop()
@@ -44,13 +47,5 @@ func (h *handler) limitReads(next http.Handler) http.Handler {
 	})
 }
 
-// busy answers 503 with Retry-After: the reads' slots are all taken.
-func busy(w http.ResponseWriter, r *http.Request, readsMax int) {
-	msg := fmt.Sprintf("busy: %d reads of the analysts' page and API are running, the most at once; retry in a second", readsMax)
-	w.Header().Set("Retry-After", "1")
-	if strings.HasPrefix(r.URL.Path, "/api/") {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": msg})
-		return
-	}
-	http.Error(w, msg, http.StatusServiceUnavailable)
-}
+// errBusy is the answer when the reads' slots are all taken: retry.
+var errBusy = errors.New("busy")

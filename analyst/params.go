@@ -33,27 +33,29 @@ func wildcards(pattern string) []string {
 	return names
 }
 
-// checkParams answers 400, naming the parameter, when a path value, a
-// query parameter's name or value is not text the database can hold. Every route is registered through
-// it, so no handler sees such bytes. (Form and JSON bodies are checked
-// where they are read: resolveInput.request.)
-func checkParams(pattern string, next http.Handler) http.Handler {
+// checkParams refuses with 400 (through refuse, in the route's kind: the
+// error page, or JSON under /api/), naming the parameter, a path value or
+// a query parameter's name or value that is not text the database can
+// hold. Every route is registered through it, so no handler sees such
+// bytes. (Form and JSON bodies are checked where they are read:
+// resolveInput.request.)
+func checkParams(pattern string, next http.Handler, refuse func(http.ResponseWriter, *http.Request, error)) http.Handler {
 	names := wildcards(pattern)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		for _, n := range names {
 			if why := badText(r.PathValue(n)); why != "" {
-				badParam(w, r, fmt.Sprintf("path parameter %s %s", n, why))
+				refuse(w, r, badParam(fmt.Sprintf("path parameter %s %s", n, why)))
 				return
 			}
 		}
 		for k, vs := range r.URL.Query() {
 			if why := badText(k); why != "" {
-				badParam(w, r, fmt.Sprintf("query parameter name %q %s", k, why))
+				refuse(w, r, badParam(fmt.Sprintf("query parameter name %q %s", k, why)))
 				return
 			}
 			for _, v := range vs {
 				if why := badText(v); why != "" {
-					badParam(w, r, fmt.Sprintf("query parameter %s %s", k, why))
+					refuse(w, r, badParam(fmt.Sprintf("query parameter %s %s", k, why)))
 					return
 				}
 			}
@@ -62,13 +64,7 @@ func checkParams(pattern string, next http.Handler) http.Handler {
 	})
 }
 
-// badParam answers 400 in the route's kind: JSON under /api/, text
-// elsewhere.
-func badParam(w http.ResponseWriter, r *http.Request, msg string) {
-	msg = "bad request: " + msg + "; send UTF-8 text without NUL bytes"
-	if strings.HasPrefix(r.URL.Path, "/api/") {
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": msg})
-		return
-	}
-	http.Error(w, msg, http.StatusBadRequest)
+// badParam is the error of a parameter the database cannot hold.
+func badParam(msg string) error {
+	return fmt.Errorf("%w: %s; send UTF-8 text without NUL bytes", errBadRequest, msg)
 }
