@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/settlehq/settle/analyst"
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/inspect"
@@ -27,7 +29,15 @@ import (
 // manyCases settles n pairs of records that conflict: n open cases.
 func manyCases(t *testing.T, n int) *settle.Store {
 	t.Helper()
-	s := settletest.NewStore(t, settle.Config{})
+	s, _ := manyCasesAt(t, n)
+	return s
+}
+
+// manyCasesAt is manyCases, with the URL of the database.
+func manyCasesAt(t *testing.T, n int) (*settle.Store, string) {
+	t.Helper()
+	url := settletest.NewDatabase(t)
+	s := settletest.NewStoreOn(t, url, settle.Config{})
 	at := "2026-11-03T10:00:00Z"
 	var ins []message.Input
 	ins = append(ins, message.Input{Value: []byte(`{"tenant_id":"acme","account_period":"2026-11","record_id":"g-1","kind":"grant","subject":"cust-1","amount":"1000000","currency":"USD","occurred_at":"` + at + `"}`)})
@@ -46,7 +56,7 @@ func manyCases(t *testing.T, n int) *settle.Store {
 			t.Fatal(err)
 		}
 	}
-	return s
+	return s, url
 }
 
 // smallBuffers serves with a small socket send buffer, so a slow reader
@@ -111,13 +121,15 @@ func (s failingPages) ListCases(ctx context.Context, f inspect.CaseFilter) (*ins
 // reader slower than the request timeout (0.5 s here) and the server's
 // write timeout (1 s) arrives whole, every row with its 20 fields, because
 // the timeout bounds each read, not the export, and the export extends its
-// write deadline page by page; and when the store fails after the first page, the connection is
-// aborted: a Go client's read of the body fails and curl exits non-zero,
-// rather than both getting a short CSV that ends properly.
+// write deadline page by page. When the export's database session is
+// terminated (pg_terminate_backend) after its first bytes, or the store
+// fails after the first page, the connection is aborted: a Go client's
+// read of the body fails and curl exits non-zero, rather than both getting
+// a short CSV that ends properly.
 func TestExportCompletesOrFailsVisibly(t *testing.T) {
 	t.Parallel()
 	const cases = 3000
-	s := manyCases(t, cases)
+	s, url := manyCasesAt(t, cases)
 
 	t.Run("slow reader", func(t *testing.T) {
 		const timeout = 500 * time.Millisecond
@@ -145,6 +157,41 @@ func TestExportCompletesOrFailsVisibly(t *testing.T) {
 		}
 		if time.Since(start) < 3*timeout {
 			t.Errorf("read in %s: not slower than the request timeout, the test proves nothing", time.Since(start))
+		}
+	})
+
+	t.Run("connection terminated", func(t *testing.T) {
+		// The export reads over a pool of one connection, never pinged
+		// before use, so the read after the kill meets the dead session.
+		cfg, err := pgxpool.ParseConfig(url + "&application_name=settle-export-test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.MaxConns = 1
+		cfg.ShouldPing = func(context.Context, pgxpool.ShouldPingParams) bool { return false }
+		pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(pool.Close)
+		srv := exportServer(t, analyst.Config{Store: analyst.StoreOn(s, pool)})
+		resp, err := slowClient.Get(srv.URL + "/cases.csv")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		first := make([]byte, 4096)
+		if _, err := io.ReadFull(resp.Body, first); err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("%d, first bytes: %v", resp.StatusCode, err)
+		}
+		var killed int
+		if err := settletest.PoolOn(t, url, 1).QueryRow(context.Background(), `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+			WHERE datname = current_database() AND application_name = 'settle-export-test'`).Scan(&killed); err != nil || killed != 1 {
+			t.Fatalf("terminated %d of the export's sessions: %v", killed, err)
+		}
+		body, err := slowRead(resp.Body, time.Millisecond)
+		if err == nil {
+			t.Errorf("the export's session was terminated, and the body ended properly after %d bytes", len(first)+len(body))
 		}
 	})
 
