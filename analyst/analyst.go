@@ -30,6 +30,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/inspect"
 )
@@ -37,6 +39,7 @@ import (
 // Store is what the analyst surface needs of the settlement store.
 type Store interface {
 	ListCases(ctx context.Context, f inspect.CaseFilter) (*inspect.CasePage, error)
+	CountCasesUpTo(ctx context.Context, f inspect.CaseFilter, rowsMax int) (int64, error)
 	CountCases(ctx context.Context, tenant, period string) ([]inspect.CaseCount, error)
 	Case(ctx context.Context, id int64) (*inspect.Case, error)
 	Resolve(ctx context.Context, req settle.ResolveRequest) (*settle.Resolution, error)
@@ -50,6 +53,12 @@ type Store interface {
 // and its resolutions (settle).
 func StoreOf(s *settle.Store) Store {
 	return settleStore{inspect.New(s), s}
+}
+
+// StoreOn is StoreOf with its reads over readPool, a pool of its own on
+// the same database; resolutions still go through s.
+func StoreOn(s *settle.Store, readPool *pgxpool.Pool) Store {
+	return settleStore{inspect.NewOn(s, readPool), s}
 }
 
 type (
@@ -83,8 +92,19 @@ type Config struct {
 	// Logger gets failures of requests. nil = slog.Default().
 	Logger *slog.Logger
 
-	// RequestTimeout bounds one request's database work. 0 = 10 s.
+	// RequestTimeout bounds one request's database work; an export's,
+	// each of its reads. 0 = 10 s.
 	RequestTimeout time.Duration
+
+	// ReadsMax is the most reads of the page and the API that run at once
+	// (each holds one database connection at most); more are answered
+	// 503 with Retry-After. An export holds its slot while it streams.
+	// 0 = ReadsMaxDefault.
+	ReadsMax int
+
+	// ExportRowsMax is the most cases one CSV export holds; one that would
+	// hold more is refused before its first byte. 0 = CaseExportRowsMax.
+	ExportRowsMax int
 
 	// Replayer produces dead letters back to their source topic for the
 	// dead-letter page's replay. nil = the page shows what a replay would
@@ -101,8 +121,8 @@ func (c Config) Validate() error {
 	if c.Store == nil {
 		return errors.New("analyst: Store is required")
 	}
-	if c.RequestTimeout < 0 {
-		return errors.New("analyst: RequestTimeout must not be negative")
+	if c.RequestTimeout < 0 || c.ExportRowsMax < 0 || c.ReadsMax < 0 {
+		return errors.New("analyst: RequestTimeout, ReadsMax and ExportRowsMax must not be negative")
 	}
 	for tok, name := range c.Tokens {
 		if tok == "" || name == "" {
@@ -148,12 +168,10 @@ var pages = template.Must(template.New("").Funcs(template.FuncMap{
 		return t.UTC().Format("2006-01-02 15:04:05Z")
 	},
 	"pretty": func(b []byte) string {
-		var v any
-		if json.Unmarshal(b, &v) != nil {
-			return string(b)
+		if out, ok := indentJSON(b); ok {
+			return out
 		}
-		out, _ := json.MarshalIndent(v, "", "  ")
-		return string(out)
+		return string(b)
 	},
 	"q": url.QueryEscape,
 	"pct": func(n, max int64) int64 {
@@ -170,6 +188,7 @@ type handler struct {
 	log    *slog.Logger
 	tokens []namedToken // Config.Tokens, hashed
 	hosts  map[string]bool
+	reads  chan struct{} // a slot per running read: limitReads
 }
 
 // namedToken is a bearer token by its SHA-256: every comparison is of 32
@@ -196,7 +215,13 @@ func newHandler(cfg Config) (http.Handler, *routeMux) {
 	if cfg.RequestTimeout == 0 {
 		cfg.RequestTimeout = 10 * time.Second
 	}
-	h := &handler{cfg: cfg, log: cfg.Logger, hosts: map[string]bool{}}
+	if cfg.ExportRowsMax == 0 {
+		cfg.ExportRowsMax = CaseExportRowsMax
+	}
+	if cfg.ReadsMax == 0 {
+		cfg.ReadsMax = ReadsMaxDefault
+	}
+	h := &handler{cfg: cfg, log: cfg.Logger, hosts: map[string]bool{}, reads: make(chan struct{}, cfg.ReadsMax)}
 	if h.log == nil {
 		h.log = slog.Default()
 	}
@@ -212,14 +237,16 @@ func newHandler(cfg Config) (http.Handler, *routeMux) {
 		h.hosts[name+":"+port] = true
 	}
 	h.pages = h.withTimes(pages)
-	mux := newRouteMux()
+	mux := newRouteMux(func(w http.ResponseWriter, r *http.Request, err error) {
+		h.fail(w, r, err, strings.HasPrefix(r.URL.Path, "/api/"))
+	})
 	h.routes(mux)
 
 	// Cross-origin POSTs from a browser (forms on other sites) are refused:
 	// Sec-Fetch-Site or Origin must name this origin. Clients that send
 	// neither (curl, the CLI) are not browsers and are let through.
 	csrf := http.NewCrossOriginProtection()
-	return h.checkHost(h.auth(csrf.Handler(securityHeaders(mux)))), mux
+	return h.checkHost(h.auth(csrf.Handler(securityHeaders(h.limitReads(mux))))), mux
 }
 
 func securityHeaders(next http.Handler) http.Handler {
@@ -395,6 +422,10 @@ func status(err error) int {
 		return http.StatusNotFound
 	case errors.Is(err, settle.ErrCaseClosed), errors.As(err, &re):
 		return http.StatusConflict
+	case errors.Is(err, errBusy):
+		return http.StatusServiceUnavailable
+	case errors.Is(err, errExportTooLarge):
+		return http.StatusUnprocessableEntity
 	case errors.Is(err, context.DeadlineExceeded):
 		return http.StatusGatewayTimeout
 	}
@@ -407,12 +438,38 @@ func (h *handler) fail(w http.ResponseWriter, r *http.Request, err error, asJSON
 		h.log.Error("analyst request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	}
 	if asJSON {
-		writeJSON(w, code, map[string]string{"error": err.Error()})
+		writeJSON(w, code, map[string]string{"error": publicError(err)})
 		return
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(code)
-	h.render(w, "error", map[string]any{"Title": http.StatusText(code), "Code": code, "Error": err.Error()})
+	h.render(w, "error", map[string]any{"Title": http.StatusText(code), "Code": code, "Error": publicError(err)})
+}
+
+// publicError is what a response says of err: its text when it is the
+// client's to fix (a 4xx, whose messages this package writes), a fixed
+// sentence for a 5xx, whose text may be the database's (its SQL, its
+// names) and is for the service log.
+func publicError(err error) string {
+	switch status(err) {
+	case http.StatusInternalServerError:
+		return "internal error: the service log has the details; try again, and report it if it persists"
+	case http.StatusGatewayTimeout:
+		return "the read took longer than the request timeout: narrow the filters and try again"
+	}
+	return err.Error()
+}
+
+// indentJSON indents JSON token by token, as its bytes say: no decoding,
+// so a number keeps every digit (no float64 round trip: 12345678901234567890
+// stays itself) and a duplicate key stays where it is. ok is false when b
+// is not JSON.
+func indentJSON(b []byte) (out string, ok bool) {
+	var buf bytes.Buffer
+	if json.Indent(&buf, b, "", "  ") != nil {
+		return "", false
+	}
+	return buf.String(), true
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

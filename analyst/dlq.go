@@ -53,11 +53,8 @@ func showBytes(b []byte) shownBytes {
 	s := shownBytes{Len: len(b), Hex: hexDump(b)}
 	if utf8.Valid(b) {
 		s.Text = string(b)
-		var v any
-		if json.Unmarshal(b, &v) == nil {
-			if out, err := json.MarshalIndent(v, "", "  "); err == nil {
-				s.Text, s.JSON = string(out), true
-			}
+		if out, ok := indentJSON(b); ok {
+			s.Text, s.JSON = out, true
 		}
 	}
 	return s

@@ -227,6 +227,11 @@ func (in resolveInput) request(id int64) (settle.ResolveRequest, error) {
 	case in.Decision == "reject" && in.Amount != "":
 		return settle.ResolveRequest{}, fmt.Errorf("%w: an amount goes with accept only", errBadRequest)
 	}
+	for _, f := range []struct{ name, v string }{{"reason", in.Reason}, {"by", in.By}, {"amount", in.Amount}} {
+		if why := badText(f.v); why != "" {
+			return settle.ResolveRequest{}, fmt.Errorf("%w: %s %s; send UTF-8 text without NUL bytes", errBadRequest, f.name, why)
+		}
+	}
 	return settle.ResolveRequest{CaseID: id, Decision: in.Decision, Amount: in.Amount, Reason: in.Reason, By: in.By}, nil
 }
 
@@ -305,7 +310,7 @@ func (h *handler) resolveForm(w http.ResponseWriter, r *http.Request) {
 		if code == http.StatusInternalServerError {
 			h.log.Error("resolve case", "case", id, "err", err)
 		}
-		h.showCase(w, r, code, err.Error(), r.PostForm)
+		h.showCase(w, r, code, publicError(err), r.PostForm)
 		return
 	}
 	if msg := resolvedOtherwise(res, req); msg != "" {

@@ -45,14 +45,18 @@ var openAPI []byte
 type routeMux struct {
 	*http.ServeMux
 	patterns []string
+	refuse   func(http.ResponseWriter, *http.Request, error) // answers a bad parameter
 }
 
-func newRouteMux() *routeMux { return &routeMux{ServeMux: http.NewServeMux()} }
+func newRouteMux(refuse func(http.ResponseWriter, *http.Request, error)) *routeMux {
+	return &routeMux{ServeMux: http.NewServeMux(), refuse: refuse}
+}
 
-// Handle registers a handler and remembers its pattern.
+// Handle registers a handler, behind the parameter check, and remembers
+// its pattern.
 func (m *routeMux) Handle(pattern string, h http.Handler) {
 	m.patterns = append(m.patterns, pattern)
-	m.ServeMux.Handle(pattern, h)
+	m.ServeMux.Handle(pattern, checkParams(pattern, h, m.refuse))
 }
 
 // HandleFunc registers a handler function and remembers its pattern.

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/settlehq/settle/analyst"
@@ -81,7 +82,15 @@ type Config struct {
 	// token: whoever reaches the port reads and resolves every case.
 	AdminInsecure bool
 
-	// Analyst configures the analysts' page. Left zero, Store is Store,
+	// ReadPool is the pool the analysts' page and API read over, a pool of
+	// their own on Store's database, so that their reads cannot take the
+	// connections settling and the records API need. nil = Store's pool
+	// (Analyst.ReadsMax still bounds how many of its connections the
+	// reads hold). The caller opens and closes it.
+	ReadPool *pgxpool.Pool
+
+	// Analyst configures the analysts' page. Left zero, Store is Store
+	// (its reads over ReadPool), ReadsMax is ReadPool's size,
 	// Logger is Logger and Replayer replays with the service's own
 	// producer. Its Hosts are answered besides the bound listener's own
 	// addresses.
@@ -191,6 +200,12 @@ func (c Config) withDefaults() Config {
 
 	if c.Analyst.Store == nil && c.Store != nil {
 		c.Analyst.Store = analyst.StoreOf(c.Store)
+		if c.ReadPool != nil {
+			c.Analyst.Store = analyst.StoreOn(c.Store, c.ReadPool)
+		}
+	}
+	if c.Analyst.ReadsMax == 0 && c.ReadPool != nil {
+		c.Analyst.ReadsMax = int(c.ReadPool.Config().MaxConns)
 	}
 	if c.Analyst.Logger == nil {
 		c.Analyst.Logger = c.Logger

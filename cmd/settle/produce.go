@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"golang.org/x/text/unicode/norm"
 
 	"github.com/settlehq/settle/record"
 )
@@ -166,7 +167,14 @@ func produceLines(ctx context.Context, cl *kgo.Client, topic string, in io.Reade
 		}
 		value := append([]byte(nil), b...)
 		if o.Decoder != nil {
-			if _, err := o.Decoder.Decode(value, nil); err != nil {
+			rec, err := o.Decoder.Decode(value, nil)
+			if err == nil && o.Warn != nil {
+				for _, w := range notNFC(rec) {
+					fmt.Fprintf(o.Warn, "line %d: warning: %s; published as is: ids are compared byte for byte, so it is another "+
+						"identity than the same text in NFC (write ids in NFC, as most systems do)\n", line, w)
+				}
+			}
+			if err != nil {
 				n.invalid = append(n.invalid, line)
 				reason := "invalid"
 				var de *record.DecodeError
@@ -213,6 +221,23 @@ func produceLines(ctx context.Context, cl *kgo.Client, topic string, in io.Reade
 		return n, fmt.Errorf("line %d: %w (raise --line-bytes-max for longer lines)", line+1, err)
 	}
 	return n, nil
+}
+
+// notNFC says which of r's identifiers are not in Unicode Normalization
+// Form C. settle compares ids as opaque bytes (docs/CONTRACT.md): "é" as
+// one code point and as "e" with a combining accent are two records, two
+// charges. It does not normalise (that would merge ids a producer keeps
+// apart); it warns, since the same text spelled two ways is usually a
+// mistake upstream.
+func notNFC(r record.Record) []string {
+	var out []string
+	for _, f := range []struct{ name, v string }{{"tenant_id", r.TenantID}, {"record_id", r.RecordID}, {"subject", r.Subject},
+		{"corrects", r.Corrects}, {"hold_id", r.HoldID}} {
+		if !norm.NFC.IsNormalString(f.v) {
+			out = append(out, fmt.Sprintf("%s %+q is not in Unicode NFC (its NFC form is %+q)", f.name, f.v, norm.NFC.String(f.v)))
+		}
+	}
+	return out
 }
 
 // recordKey is the key producers give a usage record: tenant_id/subject

@@ -25,6 +25,8 @@ type runCmd struct {
 	telemetryFlags `embed:""`
 	edgeFlags      `embed:""`
 
+	ReadPoolMaxConns int32 `name:"read-pool-max-conns" hidden:"" env:"SETTLE_READ_POOL_MAX_CONNS" default:"4" help:"Connections of the analysts' page and API, a pool of their own beside --pool-max-conns; as many reads run at once, more are answered 503 with Retry-After."`
+
 	OwnerURL string `name:"owner-url" env:"SETTLE_OWNER_URL" help:"Schema owner's URL: migrate before starting (else a schema behind is refused)."`
 
 	CPUProfile string `name:"cpuprofile" env:"SETTLE_CPUPROFILE" hidden:"" help:"Write a CPU profile (pprof) of the service to this file until it stops (settle bench --only edge passes the environment on to the settle run it drives)."`
@@ -71,6 +73,9 @@ func (c *runCmd) run(a *app) error {
 	// Settings are checked before anything connects, so a mistake is
 	// reported at once with the flag to fix.
 	var err error
+	if c.ReadPoolMaxConns < 1 {
+		return usageError{fmt.Sprintf("--read-pool-max-conns %d: want at least 1", c.ReadPoolMaxConns)}
+	}
 	if c.serviceFlags.admin, err = c.adminFlags.settings(); err != nil {
 		return err
 	}
@@ -114,6 +119,19 @@ func (c *runCmd) run(a *app) error {
 	cfg, err := c.serviceFlags.config(a, store, c.Brokers, c.topicFlags)
 	if err != nil {
 		return err
+	}
+	if c.AdminAddr != "" {
+		// The analysts' reads get a pool of their own, so that a crowd of
+		// them cannot hold the connections settling and the records API
+		// need. It keeps the idle-in-transaction guard: no read holds a
+		// transaction open while it streams (an export reads page by page,
+		// a statement each).
+		rf := c.databaseFlags
+		rf.PoolMaxConns = c.ReadPoolMaxConns
+		if cfg.ReadPool, err = rf.pool(a.ctx); err != nil {
+			return err
+		}
+		defer cfg.ReadPool.Close()
 	}
 	cfg.SweepInterval, cfg.OrphanAfter = c.SweepInterval, c.OrphanAfter
 	cfg.PruneInterval, cfg.PruneDeadLettersAfter = c.PruneInterval, c.PruneDLQAfter

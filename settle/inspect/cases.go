@@ -142,6 +142,23 @@ func (s *Store) ListCases(ctx context.Context, f CaseFilter) (*CasePage, error) 
 	return page, nil
 }
 
+// CountCasesUpTo counts the cases f selects (its cursor and limit aside),
+// no further than rowsMax: what an export checks against its cap before
+// its first byte.
+func (s *Store) CountCasesUpTo(ctx context.Context, f CaseFilter, rowsMax int) (int64, error) {
+	f.After, f.Limit = "", 0
+	if err := f.Validate(); err != nil {
+		return 0, err
+	}
+	p := caseListParams(f, 0)
+	n, err := db.On(db.Planned(s.pool)).ConflictCaseListCount(ctx, db.ConflictCaseListCountParams{Status: p.Status, Tenant: p.Tenant,
+		Reason: p.Reason, Period: p.Period, OpenedBefore: p.OpenedBefore, OpenedAfter: p.OpenedAfter, RowsMax: int64(rowsMax)})
+	if err != nil {
+		return 0, dberr.Wrap("count cases", err)
+	}
+	return n, nil
+}
+
 // caseList runs the listing for f and a page of limit rows on conn,
 // planned with its values, so the unused filters fold away and the queue
 // index is chosen.

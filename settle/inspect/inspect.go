@@ -27,7 +27,13 @@ type Store struct {
 // New returns the read side over the database of s, with its settings
 // (topic names, the decoder a source export is read with).
 func New(s *settle.Store) *Store {
-	return &Store{pool: s.Pool(), cfg: s.Config(), dec: s.Decoder()}
+	return NewOn(s, s.Pool())
+}
+
+// NewOn is New reading over pool, a pool of its own on the same database:
+// the analysts' reads, kept off the connections settling needs.
+func NewOn(s *settle.Store, pool *pgxpool.Pool) *Store {
+	return &Store{pool: pool, cfg: s.Config(), dec: s.Decoder()}
 }
 
 // The queries are the .sql files in sql/, run through the methods sqlc
