@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/settlehq/settle/fingerprint"
 	"github.com/settlehq/settle/internal/workload"
 	"github.com/settlehq/settle/record"
 )
@@ -39,7 +40,7 @@ func decodeForBaseline(dec *record.Decoder, g *workload.Record) (baselineRecord,
 	if err != nil {
 		return baselineRecord{}, err
 	}
-	canon := record.Canonical(&rec)
+	canon := fingerprint.Canonical(&rec)
 	amount := rec.Amount
 	if amount == "" {
 		amount = "0"
@@ -47,7 +48,7 @@ func decodeForBaseline(dec *record.Decoder, g *workload.Record) (baselineRecord,
 	id := rec.Identity()
 	resp, _ := json.Marshal(map[string]any{"version": 1, "outcome": "settled", "identity": id, "kind": rec.Kind,
 		"subject": rec.Subject, "currency": rec.Currency, "entries": []map[string]string{{"bucket": "balance", "amount": "-" + amount}}})
-	return baselineRecord{id: id, fp: int64(record.Sum(canon)), canonical: canon, response: resp,
+	return baselineRecord{id: id, fp: int64(fingerprint.Sum(canon)), canonical: canon, response: resp,
 		account: rec.TenantID + "/" + rec.Subject + "/" + rec.Currency, amount: amount, key: g.Key, isNew: g.New()}, nil
 }
 

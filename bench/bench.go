@@ -18,6 +18,7 @@ import (
 type Report struct {
 	Started   time.Time          `json:"started"`
 	Machine   Machine            `json:"machine"`
+	Build     Build              `json:"build"` // what the end-to-end figures are of (the service runs in-process)
 	Config    ReportConfig       `json:"config"`
 	EndToEnd  *RunResult         `json:"end_to_end,omitempty"`
 	HalfRate  *RunResult         `json:"half_rate_latency,omitempty"`
@@ -83,7 +84,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := os.MkdirAll(cfg.OutDir, 0o755); err != nil {
 		return nil, err
 	}
-	rep := &Report{Started: time.Now().UTC(), Config: ReportConfig{Workload: cfg.Workload, BatchSize: cfg.BatchSize,
+	rep := &Report{Started: time.Now().UTC(), Build: thisBuild(), Config: ReportConfig{Workload: cfg.Workload, BatchSize: cfg.BatchSize,
 		Writers: cfg.Writers, PoolConns: cfg.PoolConns, LanesMax: cfg.LanesMax, BrokerProc: len(cfg.BrokerArgv) > 0, HashParts: cfg.HashPartitions}}
 	var err error
 	if rep.Machine, err = describeMachine(ctx, cfg.ServerURL); err != nil {
@@ -266,7 +267,12 @@ func (r *runner) growth(ctx context.Context) {
 
 // edge loads the HTTP edge of a service process.
 func (r *runner) edge(ctx context.Context) {
-	res, err := r.cfg.runEdgeOf(ctx, r.cfg.EdgeBinary, "")
+	bin, err := serviceBinary(r.rep.Build.Path, r.cfg.EdgeBinary)
+	if err != nil {
+		r.fail("edge", err)
+		return
+	}
+	res, err := r.cfg.runEdge(ctx, bin, "")
 	if err != nil {
 		r.fail("edge", err)
 		return

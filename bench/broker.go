@@ -81,7 +81,7 @@ func startBroker(ctx context.Context, argv []string) (*broker, error) {
 
 // ServeBroker runs an in-process kfake broker on loopback, writes
 // "brokers HOST:PORT" to out, and serves until stdin closes or ctx ends:
-// `settle bench --broker-only`, the child process of a bench.
+// `settle-bench --broker-only`, the child process of a bench.
 func ServeBroker(ctx context.Context, stdin io.Reader, out io.Writer) error {
 	c, err := kfake.NewCluster(kfake.NumBrokers(1))
 	if err != nil {

@@ -12,18 +12,6 @@ import (
 	"strings"
 )
 
-// runEdgeOf is runEdge of binary, "" meaning this executable.
-func (c *Config) runEdgeOf(ctx context.Context, binary, tag string) (*EdgeResult, error) {
-	if binary == "" {
-		exe, err := os.Executable()
-		if err != nil {
-			return nil, fmt.Errorf("find own executable for the edge run: %w", err)
-		}
-		binary = exe
-	}
-	return c.runEdge(ctx, binary, tag)
-}
-
 func (c *Config) logEdge(r *EdgeResult) {
 	s, h := r.Saturation, r.HalfRate
 	fmt.Fprintf(c.Log, "bench edge %-8s %8.0f requests/s (%d clients, p99 %.1f ms)  half rate %.0f/s p50 %.1f p99 %.1f ms  service %.3f cpu-s/1k  postgres %.3f cpu-s/1k  host idle %.0f%%  checks ok\n",
@@ -31,12 +19,16 @@ func (c *Config) logEdge(r *EdgeResult) {
 		s.ServiceCPUPer1k, s.PGCPUPer1k, 100*s.HostIdleShare)
 }
 
-// Comparison is a `settle bench --compare` run: each selected part run
+// Comparison is a `settle-bench --compare` run: each selected part run
 // with this build (New) and the other binary (Old) alternately, the
-// medians of each metric and their ratios, new over old.
+// medians of each metric and their ratios, new over old. New and Old run
+// the end-to-end part (the service in-process in them); NewEdge and
+// OldEdge are the settle binaries the edge part drives.
 type Comparison struct {
 	New     string                  `json:"new"`
 	Old     string                  `json:"old"`
+	NewEdge string                  `json:"new_edge,omitempty"`
+	OldEdge string                  `json:"old_edge,omitempty"`
 	Rounds  int                     `json:"rounds"`
 	Samples map[string][2][]float64 `json:"samples"` // metric -> new runs, old runs, in run order
 	Medians map[string][2]float64   `json:"medians"`
@@ -57,28 +49,36 @@ func Compare(ctx context.Context, cfg Config) (*Comparison, error) {
 	if cfg.CompareBinary == "" {
 		return nil, errors.New("bench: compare needs the other binary")
 	}
-	self, err := os.Executable()
-	if err != nil {
-		return nil, fmt.Errorf("find own executable: %w", err)
+	self := thisBuild()
+	sides := [2]side{{bench: []string{self.Path}}}
+	if !cfg.Skip.Edge {
+		var err error
+		if sides[0].service, err = serviceBinary(self.Path, cfg.EdgeBinary); err != nil {
+			return nil, err
+		}
+	}
+	var err error
+	if sides[1], err = compareSide(ctx, cfg.CompareBinary, !cfg.Skip.Edge); err != nil {
+		return nil, err
 	}
 	if err := os.MkdirAll(cfg.OutDir, 0o755); err != nil {
 		return nil, err
 	}
-	cmp := &Comparison{New: self, Old: cfg.CompareBinary, Rounds: cfg.CompareRounds, Samples: map[string][2][]float64{}}
+	cmp := &Comparison{New: self.String(), Old: cfg.CompareBinary, NewEdge: sides[0].service, OldEdge: sides[1].service,
+		Rounds: cfg.CompareRounds, Samples: map[string][2][]float64{}}
 	add := func(metric string, side int, v float64) {
 		s := cmp.Samples[metric]
 		s[side] = append(s[side], v)
 		cmp.Samples[metric] = s
 	}
-	bins := [2]string{self, cfg.CompareBinary}
 	for round := range cfg.CompareRounds {
 		for _, side := range roundOrder(round) {
-			bin := bins[side]
+			sd := sides[side]
 			tag := fmt.Sprintf("-%s-%d", []string{"new", "old"}[side], round)
 			if !cfg.Skip.Edge {
-				r, err := cfg.runEdge(ctx, bin, tag)
+				r, err := cfg.runEdge(ctx, sd.service, tag)
 				if err != nil {
-					return cmp, fmt.Errorf("edge run of %s (round %d): %w", bin, round+1, err)
+					return cmp, fmt.Errorf("edge run of %s (round %d): %w", sd.service, round+1, err)
 				}
 				cfg.logEdge(r)
 				add("edge_requests_per_sec", side, r.Saturation.RecordsPerSec)
@@ -89,11 +89,11 @@ func Compare(ctx context.Context, cfg Config) (*Comparison, error) {
 				add("edge_host_idle_share", side, r.Saturation.HostIdleShare)
 			}
 			if !cfg.Skip.EndToEnd {
-				e, err := cfg.runE2EOf(ctx, bin, filepath.Join(cfg.OutDir, "e2e"+tag))
+				e, err := cfg.runE2EOf(ctx, sd.bench, filepath.Join(cfg.OutDir, "e2e"+tag))
 				if err != nil {
-					return cmp, fmt.Errorf("e2e run of %s (round %d): %w", bin, round+1, err)
+					return cmp, fmt.Errorf("e2e run of %s (round %d): %w", sd.bench[0], round+1, err)
 				}
-				fmt.Fprintf(cfg.Log, "bench e2e %-8s %8.0f records/s  checks ok\n", filepath.Base(bin), e.RecordsPerSec)
+				fmt.Fprintf(cfg.Log, "bench e2e %-8s %8.0f records/s  checks ok\n", filepath.Base(sd.bench[0]), e.RecordsPerSec)
 				add("e2e_records_per_sec", side, e.RecordsPerSec)
 				add("e2e_service_cpu_s_per_1k", side, e.ServiceCPUPer1k)
 				add("e2e_postgres_cpu_s_per_1k", side, e.PGCPUPer1k)
@@ -128,13 +128,14 @@ func roundOrder(round int) [2]int {
 	return [2]int{0, 1}
 }
 
-// runE2EOf runs binary's own `settle bench --only e2e` (any release has
-// it) with cfg.CompareArgs and returns the end-to-end run of its
-// bench.json (every release since c4af162 writes records/s, CPU, WAL and
-// peak RSS there). That bench fails, and so this run, when its
-// exactly-once checks fail.
-func (c *Config) runE2EOf(ctx context.Context, binary, out string) (*RunResult, error) {
-	args := append([]string{"bench", "--only", "e2e", "--database-url", c.ServerURL, "--out", out}, c.CompareArgs...)
+// runE2EOf runs a bench program's `--only e2e` (argv: a settle-bench, or
+// `settle bench` of a release before it) with cfg.CompareArgs and returns
+// the end-to-end run of its bench.json (every release since c4af162 writes
+// records/s, CPU, WAL and peak RSS there). That bench fails, and so this
+// run, when its exactly-once checks fail.
+func (c *Config) runE2EOf(ctx context.Context, argv []string, out string) (*RunResult, error) {
+	binary := argv[0]
+	args := append(append(argv[1:len(argv):len(argv)], "--only", "e2e", "--database-url", c.ServerURL, "--out", out), c.CompareArgs...)
 	cmd := exec.CommandContext(ctx, binary, args...)
 	b, err := cmd.CombinedOutput()
 	if err != nil {
@@ -173,7 +174,11 @@ func median(xs []float64) float64 {
 
 func (c *Comparison) markdown() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "\nnew: %s\nold: %s\n%d rounds, each binary first in every other one (new, old; old, new; ...); medians:\n\n", c.New, c.Old, c.Rounds)
+	fmt.Fprintf(&b, "\nnew: %s\nold: %s\n", c.New, c.Old)
+	if c.NewEdge != "" {
+		fmt.Fprintf(&b, "edge: the settle run of %s (new) and %s (old)\n", c.NewEdge, c.OldEdge)
+	}
+	fmt.Fprintf(&b, "%d rounds, each binary first in every other one (new, old; old, new; ...); medians:\n\n", c.Rounds)
 	b.WriteString("| metric | new | old | new / old | runs (new; old) |\n|---|---:|---:|---:|---|\n")
 	metrics := make([]string, 0, len(c.Medians))
 	for m := range c.Medians {

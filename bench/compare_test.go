@@ -33,7 +33,7 @@ func TestCompareReadsTheOtherRun(t *testing.T) {
 	c := &Config{ServerURL: "postgres://unused"}
 	bin := fakeBench(t, `{"end_to_end": {"records_per_sec": 12000, "service_cpu_s_per_1k": 0.03,
 		"postgres_cpu_s_per_1k": 0.06, "wal_bytes_per_record": 2212.5, "peak_rss_bytes": 419430400, "checks": {"violations": []}}}`)
-	e, err := c.runE2EOf(context.Background(), bin, filepath.Join(t.TempDir(), "e2e"))
+	e, err := c.runE2EOf(context.Background(), []string{bin, "bench"}, filepath.Join(t.TempDir(), "e2e"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +44,7 @@ func TestCompareReadsTheOtherRun(t *testing.T) {
 		`{"end_to_end": {"records_per_sec": 1, "checks": {"violations": ["2 ledger rows for one identity"]}}}`: "exactly-once checks failed",
 		`{"end_to_end": {"records_per_sec": 1}}`: "no end-to-end run with checks",
 	} {
-		if _, err := c.runE2EOf(context.Background(), fakeBench(t, report), filepath.Join(t.TempDir(), "e2e")); err == nil || !strings.Contains(err.Error(), want) {
+		if _, err := c.runE2EOf(context.Background(), []string{fakeBench(t, report)}, filepath.Join(t.TempDir(), "e2e")); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("report %s: %v, want an error saying %q", report, err, want)
 		}
 	}
@@ -64,5 +64,39 @@ func TestRoundOrderAlternatesWhoGoesFirst(t *testing.T) {
 	}
 	if first[0] != 3 || first[1] != 3 {
 		t.Errorf("in 6 rounds the new binary went first %d times and the old %d, want 3 and 3", first[0], first[1])
+	}
+}
+
+// TestCompareSideOfEitherKind: --compare OLD takes a settle release that
+// still has `settle bench` (its end-to-end part runs as OLD bench ...,
+// its edge part drives OLD itself) and a settle-bench, which has no
+// command (its end-to-end part runs as OLD ..., its edge part drives the
+// settle beside it, and a missing one is an error that says what to give).
+func TestCompareSideOfEitherKind(t *testing.T) {
+	t.Parallel()
+	script := func(dir, name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte("#!/bin/sh\n"+body+"\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	ctx := context.Background()
+	release := script(t.TempDir(), "settle", `[ "$1" = bench ] && exit 0; exit 2`)
+	s, err := compareSide(ctx, release, true)
+	if err != nil || strings.Join(s.bench, " ") != release+" bench" || s.service != release {
+		t.Fatalf("a release with settle bench: %+v, %v", s, err)
+	}
+	dir := t.TempDir()
+	benchProgram := script(dir, "settle-bench", `echo "settle-bench: unexpected argument $1" >&2; exit 2`)
+	if _, err := compareSide(ctx, benchProgram, true); err == nil || !strings.Contains(err.Error(), "--edge-binary") {
+		t.Fatalf("a settle-bench with no settle beside it, edge part on: %v, want an error naming --edge-binary", err)
+	}
+	if s, err := compareSide(ctx, benchProgram, false); err != nil || strings.Join(s.bench, " ") != benchProgram || s.service != "" {
+		t.Fatalf("a settle-bench, edge part off: %+v, %v", s, err)
+	}
+	settle := script(dir, "settle", "exit 0")
+	if s, err := compareSide(ctx, benchProgram, true); err != nil || strings.Join(s.bench, " ") != benchProgram || s.service != settle {
+		t.Fatalf("a settle-bench with settle beside it: %+v, %v", s, err)
 	}
 }

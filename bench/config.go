@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// Config configures one `settle bench` invocation. The zero value of every
+// Config configures one `settle-bench` invocation. The zero value of every
 // field but ServerURL is a documented default.
 type Config struct {
 	// ServerURL is an admin URL of the PostgreSQL server; every run creates
@@ -28,7 +28,7 @@ type Config struct {
 	LanesMax  int   // the service's consumer.Config.LanesMax; 0 = the service's default
 
 	// BrokerArgv, when set, starts the Kafka-protocol broker as this child
-	// process (`settle bench --broker-only`), so the service's memory is
+	// process (`settle-bench --broker-only`), so the service's memory is
 	// measured without the broker's copy of every record. Empty: in-process.
 	BrokerArgv []string
 
@@ -37,8 +37,8 @@ type Config struct {
 		EndToEnd, Latency, Core, PerRecord, Batched, Pipeline, Copy, Sweep, Growth, Scale, Edge bool
 	}
 
-	// The edge run: a `settle run` process (EdgeBinary; "" = this
-	// executable) driven over HTTP by EdgeClients clients (0 = 64), for
+	// The edge run: a `settle run` process (EdgeBinary; "" = the settle
+	// beside this executable) driven over HTTP by EdgeClients clients (0 = 64), for
 	// EdgeDuration at saturation and as long again at half that rate
 	// (0 = 10s each).
 	EdgeBinary   string
@@ -51,7 +51,7 @@ type Config struct {
 	CompareBinary string
 	CompareRounds int
 	// CompareArgs are the bench flags the e2e part of a comparison passes
-	// to each binary's own `settle bench`.
+	// to each side's own bench (settle-bench, or `settle bench` before it).
 	CompareArgs []string
 
 	PerRecordRecords int           // records of the per-record baseline; 0 = min(Records, 100,000)

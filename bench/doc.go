@@ -13,6 +13,11 @@
 // delivery per input record, every settlement published once); a run that
 // breaks one fails, however fast it was.
 //
+// It is the library of cmd/settle-bench. The service's packages run
+// in-process here, so the end-to-end figures are of that binary's build
+// (Report.Build names it); the edge part drives a settle binary's
+// `settle run` over HTTP.
+//
 // It only drives the public APIs of settle, consumer and relay, and keeps
 // its own SQL (baseline tables, checks) in sql/*.sql. It must never be
 // imported by the service.

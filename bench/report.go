@@ -74,11 +74,12 @@ func (r *Report) markdown() string {
 // writeSetting writes the title, the machine and the workload.
 func (r *Report) writeSetting(b *strings.Builder) {
 	w := r.Config.Workload
-	fmt.Fprintf(b, "# settle bench, %s\n\n", r.Started.Format("2006-01-02 15:04 UTC"))
+	fmt.Fprintf(b, "# settle-bench, %s\n\n", r.Started.Format("2006-01-02 15:04 UTC"))
 	fmt.Fprintf(b, "Machine: %d CPUs, %d MiB, %s; %s\n\n", r.Machine.CPUs, r.Machine.MemoryMiB, r.Machine.GoVersion, r.Machine.PostgreSQL)
 	for _, k := range slices.Sorted(maps.Keys(r.Machine.PGSettings)) {
 		fmt.Fprintf(b, "%s=%s ", k, r.Machine.PGSettings[k])
 	}
+	fmt.Fprintf(b, "\n\nThe service of the end-to-end, latency, scale and core-only runs: in-process in %s. The edge's: the settle run of the binary named under the table.", r.Build)
 	fmt.Fprintf(b, "\n\nWorkload: %d records, %d tenants, %d subjects, %d partitions; duplicates %.2f, conflicts %.2f, corrections %.2f, refunds %.2f, holds %.2f; batch %d, core writers %d, pool %d, broker in a child process: %v; per-tenant tables hash-partitioned: %d (0 = plain)\n\n",
 		w.Records, w.Tenants, w.Subjects, w.Partitions, w.Mix.Duplicates, w.Mix.Conflicts, w.Mix.Corrections, w.Mix.Refunds, w.Mix.Holds,
 		r.Config.BatchSize, r.Config.Writers, r.Config.PoolConns, r.Config.BrokerProc, r.Config.HashParts)

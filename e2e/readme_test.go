@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/settlehq/settle/fingerprint"
 	"github.com/settlehq/settle/internal/proctest"
 	"github.com/settlehq/settle/record"
 )
@@ -141,7 +142,7 @@ func TestReadmeRecordsDecode(t *testing.T) {
 		block = block[:strings.Index(block, "```")]
 		for i, line := range strings.Split(strings.TrimSpace(block), "\n") {
 			n++
-			if d := dec.Prepare([]byte(line), nil); d.Err != nil {
+			if d := fingerprint.Prepare(dec, []byte(line), nil); d.Err != nil {
 				t.Errorf("README.md, a JSON block's line %d is not a record settle takes: %v\n%s", i+1, d.Err, line)
 			}
 		}

@@ -1,10 +1,11 @@
 // Package record turns the bytes of one input record into a validated
-// Record, its scoped Identity and its versioned canonical form with an xxhash
-// fingerprint.
+// Record and its scoped Identity; package fingerprint, above it, takes a
+// Record to its versioned canonical form and hash.
 //
 // It owns the input grammar of CONTRACT.md section 2 and nothing else: it
-// knows nothing of Kafka, SQL or money movements, and it never uses floating
-// point. Every other package depends on it; it depends on none of them.
+// knows nothing of Kafka, SQL, money movements or canonical forms, and it
+// never uses floating point. Every other package depends on it; it depends
+// on none of them.
 package record
 
 import (

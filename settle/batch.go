@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/settlehq/settle/fingerprint"
 	"github.com/settlehq/settle/internal/backoff"
 	"github.com/settlehq/settle/internal/crashpoint"
 	"github.com/settlehq/settle/settle/dberr"
@@ -106,7 +107,7 @@ func (s *Store) withRetries(ctx context.Context, records int, attempt func(n int
 func (s *Store) Decode(ins []message.Input) []message.Input {
 	for i := range ins {
 		if ins[i].Decoded == nil && !ins[i].Undecoded() {
-			p := s.shared.Decoder.Prepare(ins[i].Value, ins[i].Headers)
+			p := fingerprint.Prepare(s.shared.Decoder, ins[i].Value, ins[i].Headers)
 			ins[i].Decoded = &p
 		}
 	}

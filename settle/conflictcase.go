@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/settlehq/settle/fingerprint"
 	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/settle/dberr"
 	"github.com/settlehq/settle/settle/internal/db"
@@ -26,7 +27,7 @@ type ConflictCase struct {
 	// first sent) and the one refused. Incoming's fingerprint identifies
 	// the case.
 	Stored, Incoming []byte
-	Diff             []record.FieldDiff
+	Diff             []fingerprint.FieldDiff
 	Detail           string
 	// Source names where the refused record came from.
 	Source message.Coordinates
@@ -42,7 +43,7 @@ const conflictCaseOpenRoundsMax = 4
 // own. It settles nothing.
 func (s *Store) OpenConflictCase(ctx context.Context, c ConflictCase) (int64, error) {
 	what := "open conflict case " + c.Identity.String()
-	one := []caseToOpen{{ConflictCase: c, fp: record.Sum(c.Incoming)}}
+	one := []caseToOpen{{ConflictCase: c, fp: fingerprint.Sum(c.Incoming)}}
 	for range conflictCaseOpenRoundsMax {
 		ids, err := openCases(ctx, s.pool, one)
 		if errors.Is(err, state.ErrLostRace) {
@@ -63,7 +64,7 @@ func caseOf(d *state.Item, reason string, priorID int64, stored, incoming []byte
 	c := caseToOpen{ConflictCase: ConflictCase{Identity: d.ID, Reason: reason, IdentityID: priorID, Stored: stored,
 		Incoming: incoming, Detail: detail, Source: d.In.Coordinates()}, fp: d.FP}
 	if stored != nil {
-		diff, err := record.Diff(stored, incoming)
+		diff, err := fingerprint.Diff(stored, incoming)
 		if err != nil {
 			return c, fmt.Errorf("%s: diff: %w", d.ID, err)
 		}

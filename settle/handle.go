@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/settlehq/settle/fingerprint"
 	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/settle/internal/db"
 	"github.com/settlehq/settle/settle/internal/state"
@@ -50,7 +51,7 @@ func (st *txState) handle(ctx context.Context, d *state.Item) (message.Result, e
 		return st.repeat(d, prior.ID, prior.Version, prior.Canonical, prior.FP, prior.Response, res)
 	}
 	if w, ok := st.WaitingByID[d.ID]; ok && w.Status != "applied" {
-		return st.repeat(d, 0, record.CanonicalVersion, w.Canonical, w.FP, w.Response, res)
+		return st.repeat(d, 0, fingerprint.CanonicalVersion, w.Canonical, w.FP, w.Response, res)
 	}
 	r, err := st.process(ctx, d)
 	if err != nil {
@@ -225,14 +226,14 @@ func (st *txState) waitingResponse(d *state.Item, t state.RecKey) []byte {
 // openPendingCases).
 func (st *txState) repeat(d *state.Item, priorID int64, version int, canonical []byte, fp uint64, response []byte, res message.Result) (message.Result, error) {
 	incoming := d.Canonical
-	if version != record.CanonicalVersion {
+	if version != fingerprint.CanonicalVersion {
 		var err error
-		if incoming, err = record.CanonicalAt(version, &d.Rec); err != nil {
+		if incoming, err = fingerprint.CanonicalAt(version, &d.Rec); err != nil {
 			return res, fmt.Errorf("%s: canonical version %d: %w", d.ID, version, err)
 		}
 	}
 	same := string(incoming) == string(canonical)
-	if version == record.CanonicalVersion && (d.FP == fp) != same {
+	if version == fingerprint.CanonicalVersion && (d.FP == fp) != same {
 		// The hash is a filter; the bytes decide. Equal bytes with
 		// different hashes would be a defect in Sum.
 		panic(fmt.Sprintf("settle: %s: fingerprint %x vs %x disagrees with canonical bytes", d.ID, d.FP, fp))

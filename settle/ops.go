@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/settlehq/settle/corrections"
+	"github.com/settlehq/settle/fingerprint"
 	"github.com/settlehq/settle/internal/money"
 	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/settle/internal/state"
@@ -327,8 +328,8 @@ func (st *txState) expireIfDue(ctx context.Context, h *state.Hold) error {
 	}
 	key := record.Identity{TenantID: h.Key.TenantID, AccountPeriod: h.Key.AccountPeriod, RecordID: h.Key.RecordID, Operation: record.KindExpire}
 	rec := record.Record{TenantID: key.TenantID, AccountPeriod: key.AccountPeriod, RecordID: key.RecordID, Kind: record.KindExpire, Subject: h.Account.Key.Subject, OccurredAt: *h.ExpiresAt}
-	canonical := record.Canonical(&rec)
-	d := &state.Item{In: &message.Input{Topic: "", Partition: 0, Offset: 0}, ID: key, Canonical: canonical, FP: record.Sum(canonical), Rec: rec}
+	canonical := fingerprint.Canonical(&rec)
+	d := &state.Item{In: &message.Input{Topic: "", Partition: 0, Offset: 0}, ID: key, Canonical: canonical, FP: fingerprint.Sum(canonical), Rec: rec}
 	eff := st.settled(d, id, h.Account, &message.Links{Hold: h.SettlementID}, message.Entry{Bucket: bucketHeld, Amount: h.Remaining.Neg().String()})
 	eff.targetID = h.IdentityID
 	h.Status, h.Remaining, h.ClosedBy, h.Dirty = "expired", money.Dec{}, id, true

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/settlehq/settle/fingerprint"
 	"github.com/settlehq/settle/internal/money"
 	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/settle/internal/db"
@@ -227,6 +228,6 @@ func (st *txState) resolutionRecord(ctx context.Context, req ResolveRequest, key
 	d.Rec.Subject, d.Rec.Currency, d.Rec.FinalizationVersion = ch.RootSubject, ch.RootCurrency, ch.Rules.Version
 	d.Canonical, _ = json.Marshal(map[string]any{"case_id": req.CaseID, "decision": req.Decision, "amount": amount,
 		"corrects": target.Record, "corrects_period": target.Period})
-	d.FP = record.Sum(d.Canonical)
+	d.FP = fingerprint.Sum(d.Canonical)
 	return d, nil
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/settlehq/settle/fingerprint"
 	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/settle/message"
 )
@@ -133,18 +134,18 @@ func TestExpireCanonicalForm(t *testing.T) {
 	if err := s.Pool().QueryRow(ctx, `SELECT canonical FROM identities WHERE operation = 'expire'`).Scan(&canonical); err != nil {
 		t.Fatal(err)
 	}
-	want := record.Canonical(&record.Record{TenantID: "acme", AccountPeriod: "2026-11", RecordID: id, Kind: record.KindExpire})
+	want := fingerprint.Canonical(&record.Record{TenantID: "acme", AccountPeriod: "2026-11", RecordID: id, Kind: record.KindExpire})
 	if string(canonical) != string(want) {
 		t.Errorf("stored canonical %s, want %s", canonical, want)
 	}
-	fields, err := record.CanonicalFields(canonical)
+	fields, err := fingerprint.CanonicalFields(canonical)
 	if err != nil {
 		t.Fatalf("CanonicalFields(%s): %v", canonical, err)
 	}
 	if fields["record_id"] != id {
 		t.Errorf("record_id read back as %q, want %q", fields["record_id"], id)
 	}
-	if _, err := record.Diff(canonical, want); err != nil {
+	if _, err := fingerprint.Diff(canonical, want); err != nil {
 		t.Errorf("Diff: %v", err)
 	}
 }

@@ -1,6 +1,7 @@
 package settle
 
 import (
+	"github.com/settlehq/settle/fingerprint"
 	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/settle/internal/db"
 	"github.com/settlehq/settle/settle/internal/state"
@@ -64,7 +65,7 @@ func (st *txState) claim(d *state.Item, idNum int64, eff *effect) []byte {
 	body := resp.AppendJSON(make([]byte, 0, 640))
 	st.Need.Add(state.RecordLock(d.ID.TenantID, d.ID.AccountPeriod, d.ID.RecordID), false)
 	id := &state.IdentityRow{
-		ID: idNum, Key: d.ID, FP: d.FP, Version: record.CanonicalVersion, Canonical: d.Canonical,
+		ID: idNum, Key: d.ID, FP: d.FP, Version: fingerprint.CanonicalVersion, Canonical: d.Canonical,
 		Outcome: resp.Outcome, Reason: resp.Reason, Response: body, Subject: d.Rec.Subject, Currency: d.Rec.Currency,
 		RootID: eff.rootID, TargetID: eff.targetID, IsNew: true, Item: d,
 	}

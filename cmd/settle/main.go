@@ -18,11 +18,12 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"strings"
 	"syscall"
 
 	"github.com/alecthomas/kong"
+
+	"github.com/settlehq/settle/service"
 )
 
 // Exit codes (CONTRACT.md section 6).
@@ -49,7 +50,6 @@ type cli struct {
 	Conflicts conflictsCmd `cmd:"" help:"Analysts' conflict cases: list, show, diff, resolve, export."`
 	Explain   explainCmd   `cmd:"" help:"The whole history of one record."`
 	Dlq       dlqCmd       `cmd:"" help:"Inspect and replay dead letters."`
-	Bench     benchCmd     `cmd:"" help:"Measure throughput and latency (BENCHMARKS.md)."`
 	Reconcile reconcileCmd `cmd:"" help:"Check invariants and topics; exit 3 on findings."`
 	Prune     pruneCmd     `cmd:"" help:"Remove operational history (published outbox, closed periods' repeated deliveries); --dry-run counts."`
 }
@@ -76,16 +76,6 @@ type exitError struct {
 
 func (e exitError) Error() string { return e.err.Error() }
 func (e exitError) Unwrap() error { return e.err }
-
-// tuneGC trades memory for CPU up to a soft limit (see --memory-limit-mib),
-// unless the environment already tunes the garbage collector.
-func tuneGC(limitMiB int64) {
-	if limitMiB <= 0 || os.Getenv("GOMEMLIMIT") != "" || os.Getenv("GOGC") != "" {
-		return
-	}
-	debug.SetMemoryLimit(limitMiB << 20)
-	debug.SetGCPercent(400)
-}
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -126,7 +116,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "settle: %v; %s\n", err, helpHint(err))
 		return exitUsage
 	}
-	tuneGC(c.MemoryLimitMiB)
+	service.TuneGC(c.MemoryLimitMiB)
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(c.LogLevel))
 	a := &app{ctx: ctx, stdout: stdout, stderr: stderr,

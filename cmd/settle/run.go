@@ -8,6 +8,7 @@ import (
 
 	"github.com/settlehq/settle/analyst"
 	"github.com/settlehq/settle/consumer"
+	"github.com/settlehq/settle/internal/cpuprofile"
 	"github.com/settlehq/settle/relay"
 	"github.com/settlehq/settle/service"
 	"github.com/settlehq/settle/settle"
@@ -29,7 +30,7 @@ type runCmd struct {
 
 	OwnerURL string `name:"owner-url" env:"SETTLE_OWNER_URL" help:"Schema owner's URL: migrate before starting (else a schema behind is refused)."`
 
-	CPUProfile string `name:"cpuprofile" env:"SETTLE_CPUPROFILE" hidden:"" help:"Write a CPU profile (pprof) of the service to this file until it stops (settle bench --only edge passes the environment on to the settle run it drives)."`
+	CPUProfile string `name:"cpuprofile" env:"SETTLE_CPUPROFILE" hidden:"" help:"Write a CPU profile (pprof) of the service to this file until it stops (settle-bench --only edge passes the environment on to the settle run it drives)."`
 }
 
 // serviceFlags configure the long-running pipeline.
@@ -54,7 +55,7 @@ type serviceFlags struct {
 
 // Run runs the service until SIGINT or SIGTERM.
 func (c *runCmd) Run(a *app) (err error) {
-	stopProfile, err := startCPUProfile(c.CPUProfile)
+	stopProfile, err := cpuprofile.Start(c.CPUProfile)
 	if err != nil {
 		return err
 	}

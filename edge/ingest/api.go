@@ -32,6 +32,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/settlehq/settle/fingerprint"
 	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/settle/idempotency"
 	"github.com/settlehq/settle/settle/message"
@@ -429,11 +430,11 @@ func (a *API) split(body []byte) ([]json.RawMessage, bool, *apiError) {
 // decode validates every record before anything is claimed, so that a
 // client can fix a request and resend it under the same key. What it
 // decodes is what settles: the records are not decoded again.
-func (a *API) decode(raws []json.RawMessage, tenant string) ([]*record.Decoded, *apiError) {
-	recs := make([]*record.Decoded, len(raws))
+func (a *API) decode(raws []json.RawMessage, tenant string) ([]*fingerprint.Decoded, *apiError) {
+	recs := make([]*fingerprint.Decoded, len(raws))
 	var bad []RecordError
 	for i, raw := range raws {
-		p := a.dec.Prepare(raw, nil)
+		p := fingerprint.Prepare(a.dec, raw, nil)
 		if de := p.Err; de != nil {
 			bad = append(bad, RecordError{Index: i, Reason: de.Reason, Field: de.Field, Message: de.Error()})
 			continue

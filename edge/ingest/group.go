@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/settlehq/settle/record"
+	"github.com/settlehq/settle/fingerprint"
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/idempotency"
 	"github.com/settlehq/settle/settle/message"
@@ -35,7 +35,7 @@ type pending struct {
 	hash        []byte
 	canon       [][]byte
 	raws        []json.RawMessage
-	recs        []*record.Decoded
+	recs        []*fingerprint.Decoded
 	batch       bool
 	takeOver    *idempotency.Claim // a key an earlier version left in progress
 

@@ -12,7 +12,7 @@ package layout
 // here fails the test: place a new package on its floor first.
 var Floors = map[string]int{
 	// The ground: the input grammar, exact decimals, small tools, the
-	// schema. They import no package of settle's (kafkahdr: record only).
+	// schema. They import no package of settle's.
 	"record":              0,
 	"internal/money":      0,
 	"internal/crashpoint": 0,
@@ -22,69 +22,78 @@ var Floors = map[string]int{
 	"internal/kafkatest":  0,
 	"internal/jsontest":   0,
 	"internal/workload":   0,
+	"internal/cpuprofile": 0,
 	"telemetry":           0,
 	"settle/schema":       0,
 	"settle/dberr":        0,
 	"internal/kafkalog":   0,
 	"internal/kafkaerr":   0,
-	"internal/kafkahdr":   1,
-	"internal/proctest":   1,
-	"corrections":         1,
-	"settle/message":      1,
+
+	// A record's versioned canonical form and its hash, above the grammar
+	// that decodes it.
+	"fingerprint": 1,
+
+	// kafkahdr: record only.
+	"internal/kafkahdr": 2,
+	"internal/proctest": 2,
+	"corrections":       2,
+	"settle/message":    2,
 
 	// The typed queries over settle's tables (generated; imported only by
 	// settle and its rooms), and the command that migrates the scratch
 	// database they are generated against.
-	"settle/internal/db":         1,
-	"settle/internal/db/migrate": 1,
+	"settle/internal/db":         2,
+	"settle/internal/db/migrate": 2,
 
 	// What one transaction attempt knows and how it reads and writes it:
 	// the rows it loaded and locked, the rows its decisions staged.
-	"settle/internal/state": 2,
+	"settle/internal/state": 3,
 
 	// The settling transaction: its decisions, its frame and its retries.
-	"settle": 3,
+	"settle": 4,
 
 	// What reads what the transaction wrote, in its vocabulary, and the
 	// rows worked through around it: the outbox the relay publishes, the
 	// Idempotency-Keys the HTTP edge claims before it, the webhook
 	// deliveries after it, the operational history pruned.
-	"settle/inspect":     4,
-	"settle/outbox":      4,
-	"settle/reconcile":   4,
-	"settle/settletest":  4,
-	"settle/idempotency": 4,
-	"settle/webhooks":    4,
-	"settle/retention":   4,
+	"settle/inspect":     5,
+	"settle/outbox":      5,
+	"settle/reconcile":   5,
+	"settle/settletest":  5,
+	"settle/idempotency": 5,
+	"settle/webhooks":    5,
+	"settle/retention":   5,
 
 	// The pipeline's parts and the analysts' surface, side by side: none
 	// imports another.
-	"consumer":      5,
-	"relay":         5,
-	"edge/ingest":   5,
-	"edge/webhook":  5,
-	"analyst":       5,
-	"sourcefile":    5,
-	"e2e/faults":    5,
-	"edge/edgetest": 5,
+	"consumer":      6,
+	"relay":         6,
+	"edge/ingest":   6,
+	"edge/webhook":  6,
+	"analyst":       6,
+	"sourcefile":    6,
+	"e2e/faults":    6,
+	"edge/edgetest": 6,
 
 	// What assembles the parts: the running service, and the benchmark
 	// that runs it under load.
-	"service": 6,
-	"bench":   7,
+	"service": 7,
+	"bench":   8,
 
-	// The binary: flags and environment to packages.
-	"cmd/settle": 8,
+	// The binaries: flags and environment to packages. The service's,
+	// and the benchmark's apart from it.
+	"cmd/settle":       9,
+	"cmd/settle-bench": 9,
 
-	// Tests only, and files checked offline.
+	// Tests only. (deploy/, the deployment files' offline checks, is a
+	// module of its own and imports only what any program could.)
 	"e2e":             TestsFloor,
-	"deploy":          TestsFloor,
 	"internal/layout": TestsFloor,
 }
 
 // TestsFloor is the floor of packages that are tests only: they may import
 // anything, test support included.
-const TestsFloor = 9
+const TestsFloor = 10
 
 // TestSupport are packages that production code must never import: per-test
 // databases, brokers, processes and addresses, the fault harness, the

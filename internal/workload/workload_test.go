@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// benchMix is `settle bench`'s default mix.
+// benchMix is settle-bench's default mix.
 var benchMix = Mix{Duplicates: 0.30, Conflicts: 0.01, Corrections: 0.05, Refunds: 0.05, Holds: 0.05}
 
 func mustNew(t testing.TB, cfg Config) *Workload {
@@ -20,7 +20,7 @@ func mustNew(t testing.TB, cfg Config) *Workload {
 	return w
 }
 
-// TestBenchStreamUnchanged pins the records `settle bench` generates: the
+// TestBenchStreamUnchanged pins the records settle-bench generates: the
 // hashes are those of the generator the benchmark had before it used this
 // package, so figures measured before and after compare like for like. A
 // change to the stream of a benchmark mix (any share below at zero, Source

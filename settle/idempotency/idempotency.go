@@ -37,6 +37,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/settlehq/settle/fingerprint"
 	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/dberr"
@@ -143,9 +144,9 @@ func sameCanonicals(a, b [][]byte) bool {
 // Conflict is one record of a request that reused an Idempotency-Key with
 // a different body.
 type Conflict struct {
-	Index  int                `json:"index"`
-	CaseID int64              `json:"case_id,omitempty"`
-	Diff   []record.FieldDiff `json:"diff"`
+	Index  int                     `json:"index"`
+	CaseID int64                   `json:"case_id,omitempty"`
+	Diff   []fingerprint.FieldDiff `json:"diff"`
 }
 
 // OpenConflictCases opens (or joins) a fingerprint_mismatch case for each
@@ -168,23 +169,23 @@ func (s *Store) OpenConflictCases(ctx context.Context, keyID int64, stored, inco
 		if bytes.Equal(st, in) {
 			continue
 		}
-		inFields, err := record.CanonicalFields(in)
+		inFields, err := fingerprint.CanonicalFields(in)
 		if err != nil {
 			return nil, fmt.Errorf("key conflict %d record %d: %w", keyID, i, err)
 		}
 		k := Conflict{Index: i}
 		if st == nil {
 			for f, v := range inFields {
-				k.Diff = append(k.Diff, record.FieldDiff{Field: f, Incoming: v})
+				k.Diff = append(k.Diff, fingerprint.FieldDiff{Field: f, Incoming: v})
 			}
 			out = append(out, k)
 			continue
 		}
-		stFields, err := record.CanonicalFields(st)
+		stFields, err := fingerprint.CanonicalFields(st)
 		if err != nil {
 			return nil, fmt.Errorf("key conflict %d record %d: %w", keyID, i, err)
 		}
-		if k.Diff, err = record.Diff(st, in); err != nil {
+		if k.Diff, err = fingerprint.Diff(st, in); err != nil {
 			return nil, fmt.Errorf("key conflict %d record %d: %w", keyID, i, err)
 		}
 		if id := identityOf(stFields); id == identityOf(inFields) {
@@ -206,7 +207,7 @@ func identityOf(f map[string]string) record.Identity {
 // conflictDetail is the detail of every case of a reused key.
 const conflictDetail = "an Idempotency-Key was reused with a different request body: nothing was settled for it"
 
-func (s *Store) openConflictCase(ctx context.Context, keyID int64, index int, id record.Identity, stored, incoming []byte, diff []record.FieldDiff) (int64, error) {
+func (s *Store) openConflictCase(ctx context.Context, keyID int64, index int, id record.Identity, stored, incoming []byte, diff []fingerprint.FieldDiff) (int64, error) {
 	prior, err := db.On(s.pool).IdempotencyIdentityLookup(ctx, db.IdempotencyIdentityLookupParams{TenantID: id.TenantID,
 		AccountPeriod: id.AccountPeriod, RecordID: id.RecordID, Operation: string(id.Operation)})
 	if err != nil {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/settlehq/settle/record"
+	"github.com/settlehq/settle/fingerprint"
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/dberr"
 	"github.com/settlehq/settle/settle/internal/db"
@@ -121,8 +121,8 @@ func readCase(ctx context.Context, q *db.Queries, id int64) (*Case, error) {
 			c.Differing = append(c.Differing, f.Field)
 		}
 	}
-	in, _ := record.CanonicalFields(incoming)
-	st, _ := record.CanonicalFields(stored)
+	in, _ := fingerprint.CanonicalFields(incoming)
+	st, _ := fingerprint.CanonicalFields(stored)
 	c.Subject, c.Currency, c.IncomingAmount, c.StoredAmount = in["subject"], in["currency"], in["amount"], st["amount"]
 	if c.Chain, err = readCaseChain(ctx, q, c, in); err != nil {
 		return nil, dberr.Wrap(what, err)
@@ -195,13 +195,13 @@ func deliveries[R deliveryRow](rows []R, err error) ([]Delivery, error) {
 // the ones that differ. A rule-based case has no stored form: its fields
 // are the incoming ones and none differ.
 func sideBySide(stored, incoming []byte) ([]CaseField, error) {
-	in, err := record.CanonicalFields(incoming)
+	in, err := fingerprint.CanonicalFields(incoming)
 	if err != nil {
 		return nil, fmt.Errorf("incoming payload: %w", err)
 	}
 	var st map[string]string
 	if stored != nil {
-		if st, err = record.CanonicalFields(stored); err != nil {
+		if st, err = fingerprint.CanonicalFields(stored); err != nil {
 			return nil, fmt.Errorf("stored payload: %w", err)
 		}
 	}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/settlehq/settle/fingerprint"
 	"github.com/settlehq/settle/internal/money"
 	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/settle/internal/db"
@@ -264,8 +265,8 @@ func (c *sourceCheck) run(ctx context.Context, src SourceLines) error {
 			continue
 		}
 		inScope++
-		canonical := record.Canonical(r)
-		h, fp := identityHash(r.Identity()), record.Sum(canonical)
+		canonical := fingerprint.Canonical(r)
+		h, fp := identityHash(r.Identity()), fingerprint.Sum(canonical)
 		if prev, ok := c.seen[h]; ok {
 			if prev == fp {
 				c.r.Duplicates++

@@ -9,6 +9,7 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 
+	"github.com/settlehq/settle/fingerprint"
 	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/settle/internal/db"
 	"github.com/settlehq/settle/settle/message"
@@ -221,12 +222,12 @@ func (c *sourceCheck) compareStored(f SourceFinding, r *record.Record, st *store
 		c.add(f)
 		return nil
 	}
-	incoming, err := record.CanonicalAt(st.version, r)
+	incoming, err := fingerprint.CanonicalAt(st.version, r)
 	if err != nil {
 		return fmt.Errorf("%s: %w", r.Identity(), err)
 	}
 	if !bytes.Equal(incoming, st.canonical) {
-		ds, err := record.Diff(st.canonical, incoming)
+		ds, err := fingerprint.Diff(st.canonical, incoming)
 		if err != nil {
 			return fmt.Errorf("%s: %w", r.Identity(), err)
 		}

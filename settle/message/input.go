@@ -3,6 +3,7 @@ package message
 import (
 	"time"
 
+	"github.com/settlehq/settle/fingerprint"
 	"github.com/settlehq/settle/record"
 )
 
@@ -19,7 +20,7 @@ type Input struct {
 	// Decoded is Value and Headers decoded (record.Decoder.Prepare, or
 	// Store.Decode): callers decode, settle settles. Settle refuses an
 	// input without it, unless Exhausted is set.
-	Decoded *record.Decoded
+	Decoded *fingerprint.Decoded
 
 	// Exhausted, when set, dead-letters the record as transient_exhausted
 	// instead of settling it: the caller retried it past its limit.

@@ -69,7 +69,7 @@ func upgradeKeepsAccountState(t *testing.T, url string) {
 		UPDATE accounts a SET balance = x.balance, held = x.held, seq = x.seq, chain_head = x.chain_head
 		  FROM account_states x WHERE x.id = a.id;
 		DROP VIEW account_states;
-		DROP FUNCTION settle_kept(text[], bigint[], bigint[], boolean[]), settle_reserve(regclass, integer);
+		DROP FUNCTION settle_kept(text[], bigint[], bigint[], boolean[]);
 		ALTER TABLE ledger_entries DROP COLUMN seq, DROP COLUMN balance_after, DROP COLUMN held_after;
 		ALTER TABLE ledger_entries ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (START WITH 1000);
 		GRANT UPDATE (balance, held, seq, chain_head, updated_at) ON accounts TO settle_app;

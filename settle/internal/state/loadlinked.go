@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/settlehq/settle/fingerprint"
 	"github.com/settlehq/settle/internal/money"
 	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/settle/internal/db"
@@ -136,7 +137,7 @@ func readChainRoots(res *db.ChainRootBatchResults, pending []pendingChain) ([]pe
 		}
 		ch := Chain{RootID: row.ID, RootSubject: row.Subject, RootCurrency: row.Currency, RootSettlement: row.SettlementID}
 		accountID := row.AccountID
-		fields, err := record.CanonicalFields(row.Canonical)
+		fields, err := fingerprint.CanonicalFields(row.Canonical)
 		if err != nil {
 			return nil, fmt.Errorf("chain root %d: %w", ch.RootID, err)
 		}

@@ -3,6 +3,7 @@ package state
 import (
 	"fmt"
 
+	"github.com/settlehq/settle/fingerprint"
 	"github.com/settlehq/settle/internal/money"
 	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/settle/internal/db"
@@ -121,7 +122,7 @@ func (st *State) readWaiting(res *db.WaitingLookupBatchResults) ([]*Waiting, err
 			return nil, fmt.Errorf("waiting operation %s: headers: %w", id, err)
 		}
 		// A waiting operation is stored as the bytes it arrived with.
-		p := st.Shared.Decoder.Prepare(in.Value, in.Headers)
+		p := fingerprint.Prepare(st.Shared.Decoder, in.Value, in.Headers)
 		d := ItemOf(&in, &p)
 		if d.Err != nil {
 			return nil, fmt.Errorf("waiting operation %s no longer decodes: %w", id, d.Err)

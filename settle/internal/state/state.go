@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/settlehq/settle/corrections"
+	"github.com/settlehq/settle/fingerprint"
 	"github.com/settlehq/settle/internal/money"
 	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/settle/dberr"
@@ -44,7 +45,7 @@ type Item struct {
 }
 
 // ItemOf is an input with its decoding, as the transaction works on it.
-func ItemOf(in *message.Input, p *record.Decoded) Item {
+func ItemOf(in *message.Input, p *fingerprint.Decoded) Item {
 	d := Item{In: in}
 	if in.Undecoded() || p == nil {
 		return d

@@ -1,4 +1,4 @@
-package record
+package fingerprint
 
 import (
 	"bytes"
@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/settlehq/settle/record"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/golden.json with the current canonical forms and fingerprints")
@@ -31,14 +33,14 @@ type goldenVector struct {
 	Fingerprint string          `json:"fingerprint"`
 }
 
-func (v *goldenVector) input() ([]byte, []Header) {
+func (v *goldenVector) input() ([]byte, []record.Header) {
 	value := []byte(v.Value)
 	if v.ValueText != nil {
 		value = []byte(*v.ValueText)
 	}
-	var headers []Header
+	var headers []record.Header
 	for _, h := range v.Headers {
-		headers = append(headers, Header{Key: h[0], Value: []byte(h[1])})
+		headers = append(headers, record.Header{Key: h[0], Value: []byte(h[1])})
 	}
 	return value, headers
 }
@@ -63,7 +65,7 @@ func TestGolden(t *testing.T) {
 	}
 	d := newTestDecoder(t)
 	canon := map[string]string{}
-	kinds := map[Kind]bool{}
+	kinds := map[record.Kind]bool{}
 	for i := range vs {
 		v := &vs[i]
 		value, headers := v.input()
@@ -98,7 +100,7 @@ func TestGolden(t *testing.T) {
 			t.Errorf("%s: canonical differs from %s's:\n%s\n%s", v.Name, v.SameAs, canon[v.Name], other)
 		}
 	}
-	for _, k := range Kinds {
+	for _, k := range record.Kinds {
 		if !kinds[k] {
 			t.Errorf("no golden vector of kind %s", k)
 		}
@@ -118,9 +120,9 @@ func TestGolden(t *testing.T) {
 	}
 }
 
-func newTestDecoder(t testing.TB) *Decoder {
+func newTestDecoder(t testing.TB) *record.Decoder {
 	t.Helper()
-	d, err := NewDecoder(Config{})
+	d, err := record.NewDecoder(record.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

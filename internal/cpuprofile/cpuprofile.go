@@ -1,4 +1,7 @@
-package main
+// Package cpuprofile writes a CPU profile (pprof) of the process to a file:
+// `settle run --cpuprofile` (the service) and `settle-bench --cpuprofile`
+// (the whole bench). It must hold nothing else.
+package cpuprofile
 
 import (
 	"fmt"
@@ -7,11 +10,11 @@ import (
 	"runtime/pprof"
 )
 
-// startCPUProfile writes a CPU profile (pprof) of the process to path until
+// Start writes a CPU profile (pprof) of the process to path until
 // the returned stop is called (deferred: defer stop(&err)); stop sets *errp,
 // if it holds no error yet, when the profile was not written whole. An
 // empty path profiles nothing.
-func startCPUProfile(path string) (stop func(errp *error), err error) {
+func Start(path string) (stop func(errp *error), err error) {
 	if path == "" {
 		return func(*error) {}, nil
 	}

@@ -1,4 +1,4 @@
-package record
+package fingerprint
 
 import (
 	"bytes"
@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"testing"
+
+	"github.com/settlehq/settle/record"
 )
 
 const goldenMadePath = "testdata/golden_made.json"
@@ -17,10 +19,10 @@ type madeVector struct {
 	Name   string `json:"name"`
 	Note   string `json:"note,omitempty"`
 	Record struct {
-		TenantID      string `json:"tenant_id"`
-		AccountPeriod string `json:"account_period"`
-		RecordID      string `json:"record_id"`
-		Kind          Kind   `json:"kind"`
+		TenantID      string      `json:"tenant_id"`
+		AccountPeriod string      `json:"account_period"`
+		RecordID      string      `json:"record_id"`
+		Kind          record.Kind `json:"kind"`
 	} `json:"record"`
 	Canonical   string `json:"canonical"`
 	Fingerprint string `json:"fingerprint"`
@@ -43,7 +45,7 @@ func TestGoldenMade(t *testing.T) {
 	}
 	for i := range vs {
 		v := &vs[i]
-		r := Record{TenantID: v.Record.TenantID, AccountPeriod: v.Record.AccountPeriod, RecordID: v.Record.RecordID, Kind: v.Record.Kind}
+		r := record.Record{TenantID: v.Record.TenantID, AccountPeriod: v.Record.AccountPeriod, RecordID: v.Record.RecordID, Kind: v.Record.Kind}
 		c := Canonical(&r)
 		fp := fmt.Sprintf("%016x", Sum(c))
 		if *update {

@@ -1,4 +1,4 @@
-package record
+package fingerprint
 
 import (
 	"fmt"
@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/cespare/xxhash/v2"
+
+	"github.com/settlehq/settle/record"
 )
 
 // CanonicalVersion is the version of the canonical form Canonical writes.
@@ -31,56 +33,56 @@ const CanonicalVersion = 1
 // input's field names and forms, the canonical form of a kind other than
 // refund, reclaim and hold_release is itself a valid input record that
 // decodes to the same canonical form.
-func Canonical(r *Record) []byte {
+func Canonical(r *record.Record) []byte {
 	b := make([]byte, 0, 384)
 	b = append(b, '{')
 	w := canonWriter{b: b}
 	material := materialFields(r.Kind)
-	has := func(f int) bool { return material&(1<<f) != 0 }
+	has := func(f record.Field) bool { return material.Has(f) }
 
 	// Keys in bytewise order.
 	w.str("account_period", r.AccountPeriod)
-	if has(fAmount) {
+	if has(record.FieldAmount) {
 		w.str("amount", r.Amount)
 	}
-	if has(fCorrects) {
+	if has(record.FieldCorrects) {
 		w.str("corrects", r.Corrects)
 		if r.CorrectsPeriod != "" && r.CorrectsPeriod != r.AccountPeriod {
 			w.str("corrects_period", r.CorrectsPeriod)
 		}
 	}
-	if has(fCurrency) {
+	if has(record.FieldCurrency) {
 		w.str("currency", r.Currency)
 	}
-	if has(fExpiresAt) && !r.ExpiresAt.IsZero() {
+	if has(record.FieldExpiresAt) && !r.ExpiresAt.IsZero() {
 		w.time("expires_at", r.ExpiresAt)
 	}
-	if has(fFinalizationVersion) && r.FinalizationVersion != 0 {
+	if has(record.FieldFinalizationVersion) && r.FinalizationVersion != 0 {
 		w.key("finalization_version")
 		w.b = strconv.AppendInt(w.b, r.FinalizationVersion, 10)
 	}
-	if has(fHoldID) && r.HoldID != "" {
+	if has(record.FieldHoldID) && r.HoldID != "" {
 		w.str("hold_id", r.HoldID)
 		if r.HoldPeriod != "" && r.HoldPeriod != r.AccountPeriod {
 			w.str("hold_period", r.HoldPeriod)
 		}
 	}
 	w.str("kind", string(r.Kind))
-	if has(fMeter) {
+	if has(record.FieldMeter) {
 		w.str("meter", r.Meter)
 	}
-	if has(fOccurredAt) {
+	if has(record.FieldOccurredAt) {
 		w.time("occurred_at", r.OccurredAt)
 	}
-	if has(fQuantity) {
+	if has(record.FieldQuantity) {
 		w.str("quantity", r.Quantity)
 	}
 	w.str("record_id", r.RecordID)
-	if has(fSubject) {
+	if has(record.FieldSubject) {
 		w.str("subject", r.Subject)
 	}
 	w.str("tenant_id", r.TenantID)
-	if has(fUnit) {
+	if has(record.FieldUnit) {
 		w.str("unit", r.Unit)
 	}
 	return append(w.b, '}')
@@ -90,13 +92,12 @@ func Canonical(r *Record) []byte {
 // fields the kind takes, less provenance; for operations on another record
 // (refund, reclaim, hold_release, and the expire settle makes), only the
 // identity.
-func materialFields(k Kind) uint32 {
+func materialFields(k record.Kind) record.FieldSet {
 	switch k {
-	case KindRefund, KindReclaim, KindHoldRelease, KindExpire:
-		return 1<<fTenantID | 1<<fAccountPeriod | 1<<fRecordID | 1<<fKind
+	case record.KindRefund, record.KindReclaim, record.KindHoldRelease, record.KindExpire:
+		return 1<<record.FieldTenantID | 1<<record.FieldAccountPeriod | 1<<record.FieldRecordID | 1<<record.FieldKind
 	}
-	required, optional := kindFields(k)
-	return (required | optional) &^ bitProvenance
+	return k.Fields() &^ (1<<record.FieldSource | 1<<record.FieldAttributes)
 }
 
 type canonWriter struct {
@@ -143,7 +144,7 @@ func (w *canonWriter) time(k string, t time.Time) {
 // CanonicalAt returns the canonical form of r in the given version, so that
 // an incoming record can be compared with a stored one in the stored
 // record's version. Only version 1 exists.
-func CanonicalAt(version int, r *Record) ([]byte, error) {
+func CanonicalAt(version int, r *record.Record) ([]byte, error) {
 	switch version {
 	case 1:
 		return Canonical(r), nil
@@ -159,21 +160,7 @@ func Sum(canonical []byte) uint64 { return xxhash.Sum64(canonical) }
 // is a flat JSON object), strings decoded and numbers as their JSON text.
 // It serves analysts' diffs, not validation.
 func CanonicalFields(canonical []byte) (map[string]string, error) {
-	sc := scanner{s: string(canonical)}
-	m := make(map[string]string, 16)
-	err := sc.object("", func(key string) *DecodeError {
-		v, err := sc.value(key, 1)
-		if err == nil {
-			m[key] = v.text
-		}
-		return err
-	})
-	if err == nil {
-		sc.skipSpace()
-		if sc.pos != len(sc.s) {
-			err = sc.syntaxError("unexpected data after the JSON object")
-		}
-	}
+	m, err := record.FlatFields(canonical)
 	if err != nil {
 		return nil, fmt.Errorf("fingerprint: canonical form: %w", err)
 	}
@@ -213,4 +200,47 @@ func Diff(stored, incoming []byte) ([]FieldDiff, error) {
 	}
 	sort.Slice(diffs, func(i, j int) bool { return diffs[i].Field < diffs[j].Field })
 	return diffs, nil
+}
+
+// appendRFC3339 appends t in UTC as YYYY-MM-DDTHH:MM:SS[.F]Z, with the
+// fraction only when it is not zero and without trailing zeros: the one
+// canonical text of an instant.
+func appendRFC3339(b []byte, t time.Time) []byte {
+	t = t.UTC()
+	year, month, day := t.Date()
+	hour, minute, sec := t.Clock()
+	b = appendInt(b, year, 4)
+	b = append(b, '-')
+	b = appendInt(b, int(month), 2)
+	b = append(b, '-')
+	b = appendInt(b, day, 2)
+	b = append(b, 'T')
+	b = appendInt(b, hour, 2)
+	b = append(b, ':')
+	b = appendInt(b, minute, 2)
+	b = append(b, ':')
+	b = appendInt(b, sec, 2)
+	if ns := t.Nanosecond(); ns != 0 {
+		digits := 9
+		for ns%10 == 0 {
+			ns /= 10
+			digits--
+		}
+		b = append(b, '.')
+		b = appendInt(b, ns, digits)
+	}
+	return append(b, 'Z')
+}
+
+// appendInt appends a non-negative v zero-padded to width digits.
+func appendInt(b []byte, v, width int) []byte {
+	var buf [20]byte
+	i := len(buf)
+	for v > 0 || width > 0 {
+		i--
+		buf[i] = byte('0' + v%10)
+		v /= 10
+		width--
+	}
+	return append(b, buf[i:]...)
 }

@@ -6,7 +6,7 @@ import (
 	"github.com/alecthomas/kong"
 )
 
-// TestCompareArgsCarryTheRun: the flags --compare gives both binaries'
+// TestCompareArgsCarryTheRun: the flags --compare gives both sides'
 // end-to-end runs parse back into the run asked for (records, broker,
 // batch size, the whole workload mix and its seed), so the two binaries
 // settle the same records.
@@ -14,19 +14,19 @@ func TestCompareArgsCarryTheRun(t *testing.T) {
 	t.Parallel()
 	parse := func(args ...string) benchCmd {
 		t.Helper()
-		var c cli
-		k, err := kong.New(&c, kong.Name("settle"), kong.Exit(func(int) { t.Fatalf("settle %v: exited", args) }))
+		var c benchCmd
+		k, err := newParser(&c, kong.Exit(func(int) { t.Fatalf("settle-bench %v: exited", args) }))
 		if err != nil {
 			t.Fatal(err)
 		}
 		if _, err := k.Parse(args); err != nil {
-			t.Fatalf("settle %v: %v", args, err)
+			t.Fatalf("settle-bench %v: %v", args, err)
 		}
-		return c.Bench
+		return c
 	}
-	asked := parse("bench", "--records", "5000", "--broker", "inproc", "--batch-size", "500", "--duplicates", "0.1",
+	asked := parse("--records", "5000", "--broker", "inproc", "--batch-size", "500", "--duplicates", "0.1",
 		"--conflicts", "0.2", "--corrections", "0.03", "--refunds", "0.04", "--holds", "0.06", "--seed", "7")
-	got := parse(append([]string{"bench"}, asked.compareArgs()...)...)
+	got := parse(asked.compareArgs()...)
 	type run struct {
 		records, batch                                     int
 		broker                                             string

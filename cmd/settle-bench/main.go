@@ -1,14 +1,95 @@
+// Command settle-bench is settle's benchmark: workload, end-to-end and
+// core-only runs, the baselines, the exactly-once checks, the report and
+// its plots (package bench). It is a program of its own so that the service
+// binary, cmd/settle, links none of it (plots, the workload generator).
+//
+// The end-to-end, latency, scale and core-only figures are of the service's
+// packages as built into this binary, run in-process (the report names the
+// binary, its commit and its profile-guided build); the edge figures are of
+// a settle binary's `settle run`, driven over HTTP (--edge-binary).
+// default.pgo here is the same profile as cmd/settle's (a link to it), so
+// the service's packages are built alike in both binaries.
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
+	"os/signal"
 	"strconv"
+	"syscall"
 	"time"
 
+	"github.com/alecthomas/kong"
+
 	"github.com/settlehq/settle/bench"
+	"github.com/settlehq/settle/internal/cpuprofile"
 	"github.com/settlehq/settle/internal/workload"
+	"github.com/settlehq/settle/service"
 )
+
+// Exit codes, as settle's (CONTRACT.md section 6).
+const (
+	exitOK      = 0
+	exitFailure = 1
+	exitUsage   = 2
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run parses args and runs the benchmark, returning the exit code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	var c benchCmd
+	exited, exitCode := false, 0
+	parser, err := newParser(&c, kong.Writers(stdout, stderr), kong.Exit(func(code int) { exited, exitCode = true, code }))
+	if err != nil {
+		fmt.Fprintf(stderr, "settle-bench: %v\n", err)
+		return exitFailure
+	}
+	_, err = parser.Parse(args)
+	if exited { // --help
+		if exitCode != 0 {
+			return exitUsage
+		}
+		return exitOK
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "settle-bench: %v; see settle-bench --help\n", err)
+		return exitUsage
+	}
+	service.TuneGC(c.MemoryLimitMiB)
+	err = c.run(ctx, stdout, stderr)
+	if err == nil {
+		return exitOK
+	}
+	fmt.Fprintf(stderr, "settle-bench: %v\n", err)
+	if errors.As(err, new(usageError)) {
+		return exitUsage
+	}
+	return exitFailure
+}
+
+// newParser is settle-bench's command line.
+func newParser(c *benchCmd, opts ...kong.Option) (*kong.Kong, error) {
+	return kong.New(c, append([]kong.Option{
+		kong.Name("settle-bench"),
+		kong.Description("Measure settle's throughput and latency (BENCHMARKS.md): every run on a fresh database, each ending with the exactly-once checks."),
+		kong.UsageOnError(),
+		kong.ConfigureHelp(kong.HelpOptions{Compact: true}),
+	}, opts...)...)
+}
+
+// usageError is a mistake in how the bench was called: exit code 2.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
 
 // benchCmd is the benchmark: workload, end-to-end and core-only runs, the
 // baselines, the exactly-once checks, the report and its plots.
@@ -32,7 +113,7 @@ type benchCmd struct {
 	Holds       float64 `name:"holds" hidden:"" default:"0.05" help:"Share of holds."`
 	Seed        uint64  `name:"seed" hidden:"" default:"1" help:"Workload seed."`
 
-	Broker           string        `name:"broker" hidden:"" default:"auto" enum:"auto,process,inproc" help:"Where the broker runs: process (a child 'settle bench --broker-only', so the service's memory is its own), inproc, or auto (process above 100,000 records)."`
+	Broker           string        `name:"broker" hidden:"" default:"auto" enum:"auto,process,inproc" help:"Where the broker runs: process (a child 'settle-bench --broker-only', so the service's memory is its own), inproc, or auto (process above 100,000 records)."`
 	PerRecordRecords int           `name:"per-record-records" hidden:"" default:"100000" help:"Records of the per-record baseline (it is slow)."`
 	LatencyDuration  time.Duration `name:"latency-duration" default:"15s" help:"Length of the half-rate latency run."`
 	LatencyRate      float64       `name:"latency-rate" hidden:"" help:"Records/s offered in the latency run instead of half the end-to-end rate (5000 when end-to-end is not run)."`
@@ -45,22 +126,24 @@ type benchCmd struct {
 	ScalePartitions  []int         `name:"scale-partitions" hidden:"" default:"3,6,12,24" sep:"," help:"Partitions of the scale grid."`
 	ScaleInstances   []int         `name:"scale-instances" hidden:"" default:"1,2,3" sep:"," help:"Service instances (one consumer group; each its own pool, consumer and relay) of the scale grid."`
 	Only             []string      `name:"only" sep:"," enum:"e2e,latency,core,per-record,batched,pipeline,copy,sweep,growth,scale,edge" help:"Run only these parts (default: all): e2e,latency,core,per-record,batched,pipeline,copy,sweep,growth,scale,edge."`
-	EdgeBinary       string        `name:"edge-binary" hidden:"" help:"The settle binary whose 'settle run' the edge part drives over HTTP (default: this one)."`
+	EdgeBinary       string        `name:"edge-binary" help:"The settle binary whose 'settle run' the edge part drives over HTTP (default: the settle beside this program)."`
 	EdgeClients      int           `name:"edge-clients" hidden:"" default:"64" help:"Concurrent HTTP clients of the edge part."`
 	EdgeDuration     time.Duration `name:"edge-duration" hidden:"" default:"10s" help:"Length of the edge part's saturation run, and of its half-rate run."`
-	Compare          string        `name:"compare" placeholder:"OLD_BINARY" help:"Run the selected parts (edge and e2e; default both) with this binary and OLD_BINARY alternately (--compare-rounds pairs) and print the medians and their ratios."`
+	Compare          string        `name:"compare" placeholder:"OLD_BINARY" help:"Run the selected parts (edge and e2e; default both) with this build and OLD_BINARY (a settle-bench, or a settle release that has 'settle bench') alternately (--compare-rounds pairs) and print the medians and their ratios."`
 	CompareRounds    int           `name:"compare-rounds" hidden:"" default:"3" help:"Alternating pairs of runs of --compare."`
 	Out              string        `name:"out" default:"bench-out" help:"Directory for bench.json, bench.md and the PNG plots."`
 
 	CPUProfile string `name:"cpuprofile" hidden:"" help:"Write a CPU profile (pprof) of the whole bench to this file."`
 
 	BrokerOnly bool `name:"broker-only" hidden:"" help:"Serve the Kafka-protocol broker until stdin closes (the bench's child process)."`
+
+	MemoryLimitMiB int64 `name:"memory-limit-mib" env:"SETTLE_MEMORY_LIMIT_MIB" default:"384" hidden:"" help:"Soft memory limit of the process in MiB, as settle's: the service runs in-process here under the garbage collector settings it runs with. 0 = Go's defaults."`
 }
 
-// Run runs the benchmark.
-func (c *benchCmd) Run(a *app) (err error) {
+// run runs the benchmark.
+func (c *benchCmd) run(ctx context.Context, stdout, stderr io.Writer) (err error) {
 	if c.BrokerOnly {
-		return bench.ServeBroker(a.ctx, os.Stdin, a.stdout)
+		return bench.ServeBroker(ctx, os.Stdin, stdout)
 	}
 	cfg := bench.Config{
 		ServerURL: c.DatabaseURL, Keep: c.Keep, HashPartitions: c.HashParts,
@@ -73,14 +156,14 @@ func (c *benchCmd) Run(a *app) (err error) {
 		EdgeBinary: c.EdgeBinary, EdgeClients: c.EdgeClients, EdgeDuration: c.EdgeDuration,
 		CompareBinary: c.Compare, CompareRounds: c.CompareRounds,
 		CompareArgs: c.compareArgs(),
-		OutDir:      c.Out, Log: a.stderr,
+		OutDir:      c.Out, Log: stderr,
 	}
 	if c.Broker == "process" || (c.Broker == "auto" && c.Records > 100_000) {
 		exe, err := os.Executable()
 		if err != nil {
 			return fmt.Errorf("find own executable for the broker process: %w", err)
 		}
-		cfg.BrokerArgv = []string{exe, "bench", "--broker-only", "--partitions", strconv.Itoa(c.Partitions)}
+		cfg.BrokerArgv = []string{exe, "--broker-only", "--partitions", strconv.Itoa(c.Partitions)}
 	}
 	if len(c.Only) > 0 {
 		on := map[string]bool{}
@@ -95,7 +178,7 @@ func (c *benchCmd) Run(a *app) (err error) {
 	if err := cfg.Validate(); err != nil {
 		return usageError{err.Error()}
 	}
-	stopProfile, err := startCPUProfile(c.CPUProfile)
+	stopProfile, err := cpuprofile.Start(c.CPUProfile)
 	if err != nil {
 		return err
 	}
@@ -107,22 +190,23 @@ func (c *benchCmd) Run(a *app) (err error) {
 		if cfg.Skip.Edge && cfg.Skip.EndToEnd {
 			return usageError{"--compare runs the edge and e2e parts: give --only edge, --only e2e or both"}
 		}
-		_, err := bench.Compare(a.ctx, cfg)
+		_, err := bench.Compare(ctx, cfg)
 		if err == nil {
-			fmt.Fprintf(a.stdout, "report: %s/compare.md, %s/compare.json\n", c.Out, c.Out)
+			fmt.Fprintf(stdout, "report: %s/compare.md, %s/compare.json\n", c.Out, c.Out)
 		}
 		return err
 	}
-	rep, err := bench.Run(a.ctx, cfg)
+	rep, err := bench.Run(ctx, cfg)
 	if rep != nil {
-		fmt.Fprintf(a.stdout, "report: %s/bench.md, %s/bench.json, plots %v\n", c.Out, c.Out, rep.Plots)
+		fmt.Fprintf(stdout, "report: %s/bench.md, %s/bench.json, plots %v\n", c.Out, c.Out, rep.Plots)
 	}
 	return err
 }
 
-// compareArgs are the flags both binaries of a comparison get for their
+// compareArgs are the flags both sides of a comparison get for their
 // end-to-end runs: the same records, broker, batch size and workload mix.
-// Every release since c4af162 takes them.
+// Every settle-bench takes them, and `settle bench` of every release since
+// c4af162 before it.
 func (c *benchCmd) compareArgs() []string {
 	f := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
 	return []string{"--records", strconv.Itoa(c.Records), "--broker", c.Broker, "--batch-size", strconv.Itoa(c.BatchSize),

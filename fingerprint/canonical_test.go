@@ -1,4 +1,4 @@
-package record
+package fingerprint
 
 import (
 	"bytes"
@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/settlehq/settle/record"
 )
 
 // decodeCanonical decodes a canonical form as an input record. Refund,
@@ -15,13 +17,24 @@ import (
 // occurred_at are required inputs for every kind, so for them the record's
 // own subject and time are added: the canonical form is then still decoded
 // field for field.
-func decodeCanonical(d *Decoder, c []byte, r *Record) (Record, error) {
+func decodeCanonical(d *record.Decoder, c []byte, r *record.Record) (record.Record, error) {
 	switch r.Kind {
-	case KindRefund, KindReclaim, KindHoldRelease:
+	case record.KindRefund, record.KindReclaim, record.KindHoldRelease:
 		extra := `{"subject":` + jsonString(r.Subject) + `,"occurred_at":"` + string(appendRFC3339(nil, r.OccurredAt)) + `",`
 		c = append([]byte(extra), c[1:]...)
 	}
 	return d.Decode(c, nil)
+}
+
+// usageJSON is a valid usage record.
+const usageJSON = `{"tenant_id":"acme","account_period":"2026-11","record_id":"u-1","kind":"usage","subject":"acct-42","amount":"40","currency":"USD","meter":"gpu_seconds","quantity":"3600","unit":"s","occurred_at":"2026-11-05T11:04:05Z","finalization_version":1}`
+
+// with replaces one field of usageJSON (old is the exact `"key":value` text).
+func with(old, new string) string {
+	if !strings.Contains(usageJSON, old) {
+		panic("usageJSON has no " + old)
+	}
+	return strings.Replace(usageJSON, old, new, 1)
 }
 
 func jsonString(s string) string {
@@ -146,7 +159,7 @@ func TestDiff(t *testing.T) {
 	if err != nil || fields["finalization_version"] != "1" || fields["occurred_at"] != "2026-11-05T11:04:05Z" || len(fields) != 12 {
 		t.Errorf("CanonicalFields = %v, %v", fields, err)
 	}
-	var de *DecodeError
+	var de *record.DecodeError
 	if _, err := CanonicalFields([]byte(`{"a":1} x`)); !errors.As(err, &de) {
 		t.Errorf("CanonicalFields with trailing data: %v", err)
 	}
