@@ -85,6 +85,7 @@ func result(t *testing.T, r reply) RecordResult {
 // Two requests with one key in one group behave as if they came one after
 // the other: the second is busy (same body) or a key conflict (another
 // body), never executed; the others of the group are not disturbed.
+// Seen failing when both requests acquired the key.
 func TestGroupDuplicateKeys(t *testing.T) {
 	t.Parallel()
 	reqs := []*groupReq{
