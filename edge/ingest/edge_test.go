@@ -470,6 +470,8 @@ func TestBatchOneResultPerRecord(t *testing.T) {
 // mismatch (no response) and a record that waits for its target (a
 // response no identity holds, kept in the row). The replay and the stored
 // answer put back together are the first answer byte for byte.
+// Seen failing with a quote one byte off, and with a duplicate quoting the
+// wrong identity.
 func TestKeyRowQuotesIdentities(t *testing.T) {
 	t.Parallel()
 	s, srv := newAPI(t, Config{}, nil)
