@@ -462,7 +462,7 @@ func outcomeCounts(ctx context.Context, store *settle.Store) (map[string]int64, 
 // asBench runs f with the profiler label bench=part: f's goroutines, and
 // the Kafka client goroutines they start, are the bench's own work (making
 // load, reading the topics back), which a CPU profile of the bench can
-// then leave out of the service's (docs/experiments/service-cpu-by-part.bash).
+// then leave out of the service's (BENCHMARKS.md, "Where the time goes").
 func asBench(ctx context.Context, part string, f func(context.Context)) {
 	pprof.Do(ctx, pprof.Labels("bench", part), f)
 }

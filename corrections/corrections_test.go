@@ -10,6 +10,11 @@ func charged(amount string, version int64) Chain {
 	return Chain{NetCharge: money.MustParse(amount), Version: version}
 }
 
+// TestCorrectOrdering: a correction applies the difference of its total to
+// the chain's: a later version applies, an earlier one is refused
+// superseded, the same version with another total is quarantined
+// version_conflict, a reversal needs no version; two corrections end the
+// same in either order.
 func TestCorrectOrdering(t *testing.T) {
 	c := charged("40", 2)
 	for _, tc := range []struct {

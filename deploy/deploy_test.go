@@ -61,6 +61,8 @@ func knownEnv(t *testing.T) map[string]bool {
 
 // TestCompose loads compose.yaml with the compose-spec loader (the one
 // docker compose uses), offline, and checks the topology.
+// The analysts' token comes from SETTLE_ADMIN_TOKEN in the environment, with
+// no literal, default or insecure setting: without it the load fails.
 func TestCompose(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -220,6 +222,8 @@ type triggerAuthentication struct {
 // types, strictly, and checks that they fit together: selectors, probes,
 // ports, the ConfigMap and Secret they reference, the KEDA target and
 // group, least privilege and a grace period longer than the shutdown.
+// SETTLE_ADMIN_TOKEN comes from a secretKeyRef, never the ConfigMap or a
+// command line.
 func TestKubernetesManifests(t *testing.T) {
 	t.Parallel()
 	var (

@@ -8,6 +8,10 @@ import (
 	"github.com/cockroachdb/apd/v3"
 )
 
+// TestNormalizeDecimal: every spelling of one amount (40, 40.0, 4E1,
+// 400e-1, 0040.00) normalizes to one form; amounts past the integer or
+// fraction digits allowed, negative, signed, empty or not ASCII digits are
+// refused with what is wrong.
 func TestNormalizeDecimal(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {

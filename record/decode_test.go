@@ -225,6 +225,8 @@ func TestDecodeTenants(t *testing.T) {
 	}
 }
 
+// TestConfigValidate: the decoder refuses a negative or huge record size
+// limit and bad tenant names, and a record over its limit is too_large.
 func TestConfigValidate(t *testing.T) {
 	t.Parallel()
 	for _, c := range []Config{{RecordBytesMax: -1}, {RecordBytesMax: 1 << 30}, {Tenants: []string{"bad tenant"}}, {Tenants: []string{""}}} {

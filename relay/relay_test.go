@@ -317,6 +317,9 @@ func TestRelayRoundTakesWhatItsLingerGathers(t *testing.T) {
 // while it published stops when asked, within its flush timeout and the
 // wait for answers, and leaves the rows it could not publish for the next
 // leader.
+//
+// Fails against the produce that waited for every answer (not stopped
+// within 20 s): the command in TestProduceEndsWithItsContext's comment.
 func TestRelayStopsWhileTheBrokerIsGone(t *testing.T) {
 	t.Parallel()
 	k := kafkatest.NewCluster(t, 1)
@@ -371,6 +374,10 @@ func (p *produceInFlight) OnBrokerRead(_ kgo.BrokerMetadata, key int16, _ int, _
 // has to send again (refused, or lost with its connection) never has a
 // later batch of its key taken before it. A settlement, then a round of
 // 60 of three accounts, the broker holding each produce 30 ms.
+//
+// Fails against the relay that produced a round's rows as they came (5
+// requests in flight):
+// git show 3b70617:relay/relay.go > relay/relay.go && mv relay/part_test.go /tmp/ && go test -run TestRelaySendsOneRequestAtATime ./relay; mv /tmp/part_test.go relay/ && git checkout relay/relay.go
 func TestRelaySendsOneRequestAtATime(t *testing.T) {
 	t.Parallel()
 	k := kafkatest.NewCluster(t, 1)

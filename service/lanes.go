@@ -24,7 +24,7 @@ func LoopbackHost(host string) bool {
 // lanes are capped at the cores Go may use (at least two, so that one
 // transaction's round trips overlap another's work). A PostgreSQL elsewhere
 // has cores of its own, and a lane per partition keeps its transactions
-// coming: 0, no cap. BENCHMARKS.md, "Lanes", has the measurements.
+// coming: 0, no cap. BENCHMARKS.md, "Other figures", has the measurements.
 func lanesMaxFor(host string) int {
 	if strings.HasPrefix(host, "/") || LoopbackHost(host) {
 		return max(2, runtime.GOMAXPROCS(0))

@@ -14,6 +14,8 @@ import (
 // mismatch against an identity the batch itself claimed opens one too; each
 // result names the case its delivery row names, and a redelivery of the
 // batch answers with the same cases.
+// Seen failing with the results' or the delivery rows' case ids left unset,
+// and with the ids read back in the wrong order.
 func TestMismatchesOfABatchOpenCasesTogether(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)

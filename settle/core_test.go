@@ -13,6 +13,10 @@ import (
 	"github.com/settlehq/settle/settle/settletest"
 )
 
+// TestSettleUsageDuplicateConflict: a usage settles; a repeat with the same
+// fingerprint (other source, attributes, or amount spelt 40.0) is a
+// duplicate; a changed amount is quarantined fingerprint_mismatch; another
+// record id with the amount 4E1 settles on its own.
 func TestSettleUsageDuplicateConflict(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)
@@ -82,6 +86,9 @@ func TestSettleUsageDuplicateConflict(t *testing.T) {
 	checkInvariants(t, pool)
 }
 
+// TestAppendOnlyEnforcedByDatabase: UPDATE, DELETE and TRUNCATE of ledger
+// rows, identities, delivery_repeats and outbox rows are refused by the
+// database itself, whoever sends them: history is append-only.
 func TestAppendOnlyEnforcedByDatabase(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)

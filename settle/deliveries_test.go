@@ -16,6 +16,8 @@ import (
 // deliveries view still shows one delivery per input record, and a
 // redelivery of every one of those coordinates is recognised: it repeats
 // its stored result, writes no row and moves no balance.
+// Seen failing with the identity branch of the redelivery check removed:
+// the redeliveries became duplicates.
 func TestFirstDeliveryWrittenOnce(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)

@@ -145,6 +145,7 @@ func TestMalformedRecordsAreDeadLettered(t *testing.T) {
 // UTF-8), and a refund with it waits for its target. The rows holding
 // its headers could not be written (jsonb refuses \u0000), and the
 // consumer paused every partition on the record for good.
+// Seen failing without key_bytes, and without the error text made valid.
 func TestHeaderKeyWithNUL(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)

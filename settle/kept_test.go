@@ -116,6 +116,7 @@ func TestCollisionContendsOnlyMovedAccounts(t *testing.T) {
 // stale under each other and within a process: every usage is charged
 // once, each account's sequence runs 1..n without a gap, and its hash
 // chain and balance reconcile.
+// Seen failing with ledger ids drawn past the kept state's.
 func TestTwoProcessesShareAccounts(t *testing.T) {
 	t.Parallel()
 	url := settletest.NewDatabase(t)

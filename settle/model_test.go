@@ -924,6 +924,9 @@ func (o outcomeAt) String() string {
 	return o.outcome + ":" + o.reason
 }
 
+// TestModel: random sequences of every kind (seeded, shrunk on failure)
+// settled through Store.Settle give exactly the results and balances of an
+// independent in-memory model of the contract.
 func TestModel(t *testing.T) {
 	t.Parallel()
 	testModel(t, newStore(t), *modelSequences)
@@ -933,6 +936,8 @@ func TestModel(t *testing.T) {
 // tables are PARTITION BY HASH (tenant_id) (schema.Partition): the key rules
 // of a database distributed by tenant. A third of the sequences keeps the
 // default run short; the outcomes and invariants checked are the same.
+// A key without the tenant fails the layout's build (seen with
+// deliveries_pkey on its coordinates alone).
 func TestModelPartitioned(t *testing.T) {
 	t.Parallel()
 	s := settletest.NewStoreOn(t, settletest.NewPartitionedDatabase(t), settle.Config{})

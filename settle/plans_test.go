@@ -134,6 +134,8 @@ func TestLookupPlansFollowGrowth(t *testing.T) {
 // cheaper than the generic one, so without plan_cache_mode =
 // force_generic_plan (db.ProbesOnly) it planned most statements of every such
 // batch again (a quarter of the edge's statement time).
+// 30 batches of 2 records: 0 custom plans; without db.ProbesOnly's
+// plan_cache_mode, 290: fails.
 func TestSmallBatchesPlanOnce(t *testing.T) {
 	const batches = 30
 	ctx := context.Background()

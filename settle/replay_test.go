@@ -238,6 +238,8 @@ func trialsFor(name string) int {
 	return 50
 }
 
+// TestReplaySettleExactlyOnce: under each delivery scenario, settle gives
+// every identity exactly one effect and loses none.
 func TestReplaySettleExactlyOnce(t *testing.T) {
 	for _, sc := range scenarios {
 		t.Run(sc.name, func(t *testing.T) {

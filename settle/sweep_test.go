@@ -10,6 +10,11 @@ import (
 	"github.com/settlehq/settle/settle/message"
 )
 
+// TestOrphansAndAutoResolve: a refund and a capture whose targets never came
+// wait; past the orphan timeout the sweep charges the capture as plain usage
+// and opens an orphan case for the refund, once; redeliveries answer with
+// those outcomes; when the target arrives the refund applies and its case
+// resolves itself.
 func TestOrphansAndAutoResolve(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)
@@ -69,6 +74,9 @@ func TestOrphansAndAutoResolve(t *testing.T) {
 	checkInvariants(t, s.Pool())
 }
 
+// TestHoldExpiry: a hold the funds cannot cover is refused; an expired hold
+// is released (one expire settlement) in the transaction of the next hold
+// that needs its funds, and the sweep releases holds nobody looks at, once.
 func TestHoldExpiry(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)

@@ -13,17 +13,6 @@ import (
 	"github.com/settlehq/settle/settle/settletest"
 )
 
-// TestWALPerTable measures the WAL the settling transaction writes per
-// input record, by table and index (pg_walinspect), and holds it under
-// walPerRecordMax: a row or index added to every record's write shows here.
-// With -v it prints the table of BENCHMARKS.md ("WAL per record"):
-//
-//	go test -count=1 -v -run TestWALPerTable ./settle/
-//
-// 20,000 records of the benchmark's mix (30% duplicates, 10,000 accounts)
-// are settled first so that the accounts exist, then a CHECKPOINT, then
-// 20,000 more are measured. Full-page images follow the checkpoint, so they
-// are reported apart.
 // walPerRecordMax is the ceiling of TestWALPerTable: 1,241 B measured (runs
 // move by about 10 B: pruning and page splits), with 5% of room, so a change
 // of more than that fails here and a smaller one shows in the -v table. It
@@ -31,6 +20,17 @@ import (
 // (schema 15) it measured 1,341; the write path of c4af162 wrote 2,089.
 const walPerRecordMax = 1_300
 
+// TestWALPerTable measures the WAL the settling transaction writes per
+// input record, by table and index (pg_walinspect), and holds it under
+// walPerRecordMax: a row or index added to every record's write shows here.
+// With -v it prints the figures of BENCHMARKS.md ("WAL per record"):
+//
+//	go test -count=1 -v -run TestWALPerTable ./settle/
+//
+// 20,000 records of the benchmark's mix (30% duplicates, 10,000 accounts)
+// are settled first so that the accounts exist, then a CHECKPOINT, then
+// 20,000 more are measured. Full-page images follow the checkpoint, so they
+// are reported apart.
 func TestWALPerTable(t *testing.T) {
 	const n = 20_000
 	ctx := context.Background()

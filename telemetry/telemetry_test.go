@@ -12,6 +12,8 @@ import (
 	"github.com/settlehq/settle/telemetry"
 )
 
+// TestConfigValidate: an OTLP endpoint that is not an http(s) URL and a
+// sample ratio outside 0..1 are refused with what to give instead.
 func TestConfigValidate(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {

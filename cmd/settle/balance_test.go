@@ -11,6 +11,11 @@ import (
 	"github.com/settlehq/settle/settle/message"
 )
 
+// TestBalanceAndPeriodClose: settle balance gives an account's balance and
+// available amount (JSON and text); period close makes a later record of
+// the period settle flagged late; closing it again exits 0 saying it was
+// already closed (it failed on the insert's "no rows": seen failing); a bad
+// period exits 2.
 func TestBalanceAndPeriodClose(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

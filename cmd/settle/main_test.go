@@ -23,6 +23,8 @@ func runArgs(t *testing.T, args ...string) (int, string) {
 	return code, out.String()
 }
 
+// TestExitCodes: help exits 0, a bad command, flag or file exits 2 (the
+// exit codes of CONTRACT.md section 6).
 func TestExitCodes(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -41,6 +43,8 @@ func TestExitCodes(t *testing.T) {
 	}
 }
 
+// TestFlagBeatsEnvBeatsDefault: a flag beats its environment variable,
+// which beats the default.
 func TestFlagBeatsEnvBeatsDefault(t *testing.T) {
 	parse := func(args ...string) cli {
 		t.Helper()
@@ -69,6 +73,9 @@ func TestFlagBeatsEnvBeatsDefault(t *testing.T) {
 	}
 }
 
+// TestRecordKey: settle produce keys a record tenant_id/subject (a
+// CloudEvent's tenantid too), as producers do, and leaves a record without
+// them unkeyed.
 func TestRecordKey(t *testing.T) {
 	t.Parallel()
 	for in, want := range map[string]string{

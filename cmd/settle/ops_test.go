@@ -90,6 +90,8 @@ func produce(t *testing.T, brokers []string, opts []kgo.Opt, values ...[]byte) {
 // exposes every named series after a run (the retries from the outage
 // included) and that /readyz turns 503 while PostgreSQL is unreachable and
 // 200 again when it comes back, with the record produced meanwhile settled.
+// settle_ready is 0 while the database is away with nothing to settle (it
+// stayed 1: seen failing).
 func TestMetricsAndReadiness(t *testing.T) {
 	t.Parallel()
 	broker, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.GroupMinSessionTimeout(100*time.Millisecond),

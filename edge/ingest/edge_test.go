@@ -167,6 +167,7 @@ func TestCrashBeforeCommitThenRetry(t *testing.T) {
 // stall outlasts the settle timeout, so its transaction is rolled back and
 // its request answered 503; the next retry settles once, and the key
 // keeps that retry's answer.
+// With every key treated as locked it hangs until cut off.
 func TestStalledAttemptHoldsItsKey(t *testing.T) {
 	t.Parallel()
 	inside, release := make(chan struct{}), make(chan struct{})
@@ -274,6 +275,7 @@ func TestConcurrentCallbacksOneAccountSum(t *testing.T) {
 
 // A repeat while the first request is still in flight is answered 409 busy
 // with Retry-After, and never executed a second time.
+// With every key treated as locked it hangs until cut off.
 func TestBusyWhileInFlight(t *testing.T) {
 	t.Parallel()
 	inside, release := make(chan struct{}), make(chan struct{})
@@ -468,6 +470,8 @@ func TestBatchOneResultPerRecord(t *testing.T) {
 // mismatch (no response) and a record that waits for its target (a
 // response no identity holds, kept in the row). The replay and the stored
 // answer put back together are the first answer byte for byte.
+// Seen failing with a quote one byte off, and with a duplicate quoting the
+// wrong identity.
 func TestKeyRowQuotesIdentities(t *testing.T) {
 	t.Parallel()
 	s, srv := newAPI(t, Config{}, nil)
@@ -542,6 +546,7 @@ func TestHistoryDoesNotChange(t *testing.T) {
 // locked by another session) is answered 503 unavailable with Retry-After
 // within the settle timeout, not held until the lock goes; once it goes,
 // the same request settles.
+// It hung until the lock went: seen failing.
 func TestContendedKeysAnswerUnavailable(t *testing.T) {
 	t.Parallel()
 	s, srv := newAPI(t, Config{SettleTimeout: 300 * time.Millisecond}, nil)

@@ -85,6 +85,7 @@ func result(t *testing.T, r reply) RecordResult {
 // Two requests with one key in one group behave as if they came one after
 // the other: the second is busy (same body) or a key conflict (another
 // body), never executed; the others of the group are not disturbed.
+// Seen failing when both requests acquired the key.
 func TestGroupDuplicateKeys(t *testing.T) {
 	t.Parallel()
 	reqs := []*groupReq{
@@ -140,6 +141,7 @@ func TestGroupDuplicateKeys(t *testing.T) {
 // record (same identity, other amount) gets the conflict outcome as if it
 // came second, a request that does not validate is refused alone before
 // the group, and every other request gets its own records' results.
+// Seen failing when results were not split per request.
 func TestGroupRecordConflict(t *testing.T) {
 	t.Parallel()
 	batch := fmt.Sprintf("[%s,%s]", usage("acme", "u-e1", "eve", "1"), usage("acme", "u-e2", "eve", "2"))

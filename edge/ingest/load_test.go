@@ -21,8 +21,8 @@ import (
 // time (SETTLE_EDGE_LOAD_REQUESTS, default 3000; SETTLE_EDGE_LOAD_SECONDS,
 // default 6). It asserts zero double effects, that every 200 is the key's
 // stored answer, and that every other answer is an honest busy or
-// unavailable; it prints throughput and latency (BENCHMARKS.md, "HTTP
-// edge: the in-process load test").
+// unavailable; it prints throughput and latency (BENCHMARKS.md, "Other
+// figures").
 func TestLoad(t *testing.T) {
 	requestsMax := int64(envInt("SETTLE_EDGE_LOAD_REQUESTS", 3000))
 	duration := time.Duration(envInt("SETTLE_EDGE_LOAD_SECONDS", 6)) * time.Second

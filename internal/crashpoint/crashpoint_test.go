@@ -9,6 +9,8 @@ import (
 	"testing"
 )
 
+// TestArmParses: SETTLE_CRASH_AT's grammar (name, name@n, name%p, lists)
+// is accepted, and an unknown point, @0 or a probability over 1 refused.
 func TestArmParses(t *testing.T) {
 	for _, tc := range []struct {
 		spec string

@@ -56,6 +56,9 @@ func countRows(t *testing.T, ctx context.Context, c *Cluster) int {
 	return n
 }
 
+// TestLifecycle: a private cluster starts on a socket directory, keeps its
+// address and its data across an immediate restart (crash recovery, which
+// cuts the connections) and a clean one, and refuses connections once killed.
 func TestLifecycle(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -129,6 +132,8 @@ func TestLifecycle(t *testing.T) {
 	}
 }
 
+// TestTCPAndOwnDir: a private cluster in a directory the caller names
+// listens on loopback TCP.
 func TestTCPAndOwnDir(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -170,6 +175,8 @@ func TestTCPAndOwnDir(t *testing.T) {
 	}
 }
 
+// TestStartFailureQuotesLog: a cluster that cannot start reports the tail of
+// the server's log in its error.
 func TestStartFailureQuotesLog(t *testing.T) {
 	t.Parallel()
 	if _, err := FindBinaries(); err != nil {

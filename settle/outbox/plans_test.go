@@ -21,6 +21,8 @@ import (
 // of probed on its own, the generic plan found it through
 // identities_scope_key on the tenant alone and read the tenant's every
 // identity for each row.
+// At most 5 identity tuples read per message (202 for 200 measured); with
+// the identity joined beside the outbox, 4,020,503: fails.
 func TestPendingPlanFollowsGrowth(t *testing.T) {
 	t.Parallel()
 	const grown, queued = 20_000, 200

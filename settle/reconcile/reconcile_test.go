@@ -162,6 +162,9 @@ func TestReconcileClean(t *testing.T) {
 
 // TestReconcileFindsInjectedDiscrepancies: each discrepancy injected behind
 // the service's back is found, with its class, and nothing else is.
+// Seen failing with the one-row-per-bucket rule removed, with the gap query
+// stopping one offset short, and with the refund and closing-identity
+// checks removed from reconcile_references.sql.
 func TestReconcileFindsInjectedDiscrepancies(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -448,6 +451,8 @@ func TestReconcileCleanAfterPrune(t *testing.T) {
 // TestReconcileGapCheckAfterPruneOfOutboxOnly: a prune that removed no
 // delivery row (only published outbox rows) leaves the gap check on
 // (any prune at all turned it off for good).
+// After a prune recorded as having removed a repeat, the gap check is
+// skipped, saying why.
 func TestReconcileGapCheckAfterPruneOfOutboxOnly(t *testing.T) {
 	t.Parallel()
 	s, source, published := reconcileFixture(t)
@@ -484,6 +489,7 @@ func skipped(r *reconcile.Report, check string) string {
 // Idempotency-Key, against the keys stored — a key done with those bytes
 // passes; another answer, a key still in progress and a key never stored
 // are each a finding; Count counts the keys by status.
+// Seen failing with the bytes comparison removed.
 func TestReconcileKeyAnswers(t *testing.T) {
 	t.Parallel()
 	s, _, _ := reconcileFixture(t)
@@ -518,6 +524,7 @@ func TestReconcileKeyAnswers(t *testing.T) {
 // TestReconcileTopicsOnly: with TopicsOnly only the comparisons with the
 // topics run — a forged settlement on the topic is found, a balance off its
 // rows (a database check) is not looked at.
+// Seen failing when the database checks ran anyway.
 func TestReconcileTopicsOnly(t *testing.T) {
 	t.Parallel()
 	s, source, published := reconcileFixture(t)

@@ -17,6 +17,7 @@ import (
 // that started from the same state. The column has no default to fall
 // back on, and a row of the same id on another account is no conflict.
 // On both layouts.
+// Seen failing with the identity left on the column.
 func TestLedgerKeyFencesWriters(t *testing.T) {
 	t.Parallel()
 	for name, url := range map[string]string{"plain": settletest.NewDatabase(t), "partitioned": settletest.NewPartitionedDatabase(t)} {

@@ -19,6 +19,7 @@ import (
 // says so: dberr.ErrClaimLost, wrapped with the delivery, the settlement
 // and the attempt it was about. Claims outside their bounds are refused
 // before any SQL runs.
+// Seen failing with the fence's no-row check removed.
 func TestFencedWritesNameTheDelivery(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

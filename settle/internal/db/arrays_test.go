@@ -75,7 +75,7 @@ func TestArraysEncodeAsPgx(t *testing.T) { // not parallel: AllocsPerRun
 
 // BenchmarkArrays: a batch's text and bigint arrays (1,000 elements) by
 // pgx's generic plan and by db's (the figures in arrays.go and in
-// BENCHMARKS.md, "What each change bought").
+// `git show aba77c0:BENCHMARKS.md`, "What each change bought").
 func BenchmarkArrays(b *testing.B) {
 	cases := arrayCases()
 	for _, fast := range []bool{false, true} {
@@ -97,6 +97,8 @@ func BenchmarkArrays(b *testing.B) {
 
 // TestArraysRoundTrip: PostgreSQL reads the arrays a settling transaction
 // binds as they were meant, NULL elements as NULL.
+// Seen failing with the header's NULL flag never set and with a lower bound
+// of 0.
 func TestArraysRoundTrip(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

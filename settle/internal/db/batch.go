@@ -884,7 +884,7 @@ type IdempotencyLookupManyRow struct {
 // in progress. A done key's answer is put back together from the
 // identities it quotes (settle_key_answer, migration 0020), called only
 // for a key that quotes one: a PL/pgSQL call for each of a group's new
-// keys cost ≈ 2 µs a key (docs/experiments/key-answer-call.bash: pgbench
+// keys cost ≈ 2 µs a key (docs/experiments/key-answer-call.bash in the tree of aba77c0: pgbench
 // -M prepared of this statement over ten absent keys with the call bare
 // and with this CASE, alternating: 0.152 and 0.145 ms against 0.127 and
 // 0.126; 0.145-0.158 against 0.127-0.136 on a later host).

@@ -87,6 +87,9 @@ func TestPipelineReadsInOrder(t *testing.T) {
 	}
 }
 
+// TestName: a statement is named by its sqlc name in snake case, and one
+// without a name is "a statement", so that an error says which statement
+// failed.
 func TestName(t *testing.T) {
 	for sql, want := range map[string]string{
 		"-- name: AccountReadByID :batchmany\nSELECT 1": "account_read_by_id",

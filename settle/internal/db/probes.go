@@ -8,7 +8,7 @@ import "strings"
 // autovacuum analyses them, and a plan made while a table was small stays
 // in the statement cache as it grows: without these settings a write of
 // Idempotency-Key answers scanned idempotency_keys whole for every group
-// (BENCHMARKS.md, "What the edge's figures come from").
+// (`git show aba77c0:BENCHMARKS.md`, "What the edge's figures come from").
 //
 // Their plans are the cached generic ones, made once per statement and
 // connection, never planned again for the values: a small batch (a group
