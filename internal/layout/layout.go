@@ -27,14 +27,15 @@ var Floors = map[string]int{
 	"settle/schema":       0,
 	"settle/dberr":        0,
 	"internal/kafkalog":   0,
-	"internal/kafkaerr":   0,
 
 	// A record's versioned canonical form and its hash, above the grammar
 	// that decodes it.
 	"fingerprint": 1,
 
-	// kafkahdr: record only.
+	// kafkahdr: record only. outlet: the service's one way out to Kafka
+	// (every record it produces, one retry and one refusal policy).
 	"internal/kafkahdr": 2,
+	"outlet":            2,
 	"internal/proctest": 2,
 	"corrections":       2,
 	"settle/message":    2,
