@@ -9,6 +9,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/settlehq/settle/settle/message"
 )
 
 // Broker is an in-process kfake cluster on loopback with the pipeline's
@@ -29,8 +31,8 @@ func NewBroker(t testing.TB, n int, extra ...kfake.Opt) *Broker {
 	opts := append([]kfake.Opt{
 		kfake.NumBrokers(n),
 		kfake.GroupMinSessionTimeout(100 * time.Millisecond),
-		kfake.SeedTopics(UsagePartitions, "usage"),
-		kfake.SeedTopics(1, "usage.results", "usage.dlq", "settlements"),
+		kfake.SeedTopics(UsagePartitions, message.TopicUsage),
+		kfake.SeedTopics(1, message.TopicResults, message.TopicDeadLetters, message.TopicSettlements),
 	}, extra...)
 	c, err := kfake.NewCluster(opts...)
 	if err != nil {

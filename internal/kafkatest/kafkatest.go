@@ -16,6 +16,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/settlehq/settle/settle/message"
 )
 
 // Cluster is a running in-process broker.
@@ -31,7 +33,7 @@ type Cluster struct {
 func NewCluster(t testing.TB, usagePartitions int32) *Cluster {
 	t.Helper()
 	opts := []kfake.Opt{kfake.NumBrokers(1), kfake.GroupMinSessionTimeout(100 * time.Millisecond)}
-	opts = append(opts, kfake.SeedTopics(usagePartitions, "usage"), kfake.SeedTopics(1, "usage.results", "usage.dlq", "settlements"))
+	opts = append(opts, kfake.SeedTopics(usagePartitions, message.TopicUsage), kfake.SeedTopics(1, message.TopicResults, message.TopicDeadLetters, message.TopicSettlements))
 	c, err := kfake.NewCluster(opts...)
 	if err != nil {
 		t.Fatalf("kafkatest: start kfake: %v", err)
