@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -12,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/settlehq/settle/internal/loopback"
 )
 
 // serviceProc is one `settle run` process of an edge run: any settle binary
@@ -69,11 +70,11 @@ func startService(ctx context.Context, a procArgs) (*serviceProc, error) {
 			return nil, fmt.Errorf("%s run has no --%s: it cannot serve the records API this bench drives", a.binary, need)
 		}
 	}
-	apiAddr, err := freeAddr()
+	apiAddr, err := loopback.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
-	adminAddr, err := freeAddr()
+	adminAddr, err := loopback.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
@@ -163,15 +164,6 @@ func (p *serviceProc) stop() error {
 		return fmt.Errorf("settle run: %w", p.waitErr)
 	}
 	return nil
-}
-
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("find a free loopback port: %w", err)
-	}
-	defer func() { _ = ln.Close() }()
-	return ln.Addr().String(), nil
 }
 
 func tail(b []byte, n int) string {
