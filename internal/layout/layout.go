@@ -18,6 +18,7 @@ var Floors = map[string]int{
 	"internal/crashpoint": 0,
 	"internal/backoff":    0,
 	"internal/loopback":   0,
+	"internal/child":      0,
 	"internal/kafkaread":  0,
 	"internal/jsontest":   0,
 	"internal/workload":   0,
