@@ -40,7 +40,11 @@ func (s *Send) retry(ctx context.Context, abandon <-chan struct{}, failed []fail
 				again, outage = append(again, f.i), f.err
 				continue
 			}
-			switch err := s.alone(ctx, f.i); {
+			switch replaced, err := s.alone(ctx, f.i); {
+			case err == nil && replaced:
+				// What took its place is another record (a result without
+				// its key): it has no place in the key's order.
+				s.out[f.i], st[f.i] = nil, posTaken
 			case err == nil:
 				s.out[f.i], st[f.i] = nil, posResent
 			case RefusedForGood(err) != "":
@@ -87,29 +91,29 @@ func (s *Send) retry(ctx context.Context, abandon <-chan struct{}, failed []fail
 
 // alone produces position i's record in a batch of its own, so that the
 // broker's answer is about it; refused, it asks the owner's Refused what
-// takes its place and produces that. It returns nil when the broker took
-// it (or its replacement), a *RefusedError when it is left, or the error a
-// retry may cure.
-func (s *Send) alone(ctx context.Context, i int) error {
+// takes its place and produces that. It returns whether a replacement was
+// produced, and nil when the broker took what it produced last, a
+// *RefusedError when the record is left, or the error a retry may cure.
+func (s *Send) alone(ctx context.Context, i int) (replaced bool, err error) {
 	rec := s.recs[i]
 	for n := 0; ; n++ {
 		one := fresh(rec)
 		s.recs[i] = one
 		fs := s.o.start(ctx, []*kgo.Record{one}).wait(s.o)
 		if len(fs) == 0 {
-			return nil
+			return n > 0, nil
 		}
 		err := fs[0].err
 		reason := RefusedForGood(err)
 		if reason == "" {
-			return err
+			return n > 0, err
 		}
 		var instead *kgo.Record
 		if s.o.cfg.Refused != nil && n < refusalsMax {
 			instead = s.o.cfg.Refused(rec, reason, err)
 		}
 		if instead == nil {
-			return &RefusedError{Reason: reason, Err: err}
+			return n > 0, &RefusedError{Reason: reason, Err: err}
 		}
 		rec = instead
 	}
