@@ -304,7 +304,7 @@ func (r *Relay) flush(ctx context.Context, p producer, lease *outbox.Lease) erro
 // after it go on.
 //
 // The round's rows go to the client in parts (partEnd), each flushed and
-// answered before the next (produce): a partition's rows
+// answered before the next (outlet.Outlet.Produce): a partition's rows
 // of one part are one batch, which the broker takes or refuses whole, so
 // no later row of a key reaches the topic while an earlier one is still to
 // be sent again alone.
