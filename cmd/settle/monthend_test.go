@@ -92,3 +92,45 @@ func TestMonthEndCommands(t *testing.T) {
 		t.Errorf("statement with a bad period: exit %d, want %d", code, exitUsage)
 	}
 }
+
+// TestReconcileSourceChainsByOperation: a correction whose own record_id
+// is another usage's (r-1 usage 100; r-2 usage 200; r-1 correction of r-2
+// to 250) settles to a balance of -350, and reconcile --source of exactly
+// those three records agrees: its chains resolve their targets by kind, as
+// the settling path does (docs/CONTRACT.md, "Targets resolve by kind"),
+// never by record_id alone.
+func TestReconcileSourceChainsByOperation(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	recs := []string{
+		acmeRecord(`"record_id":"r-1","kind":"usage","amount":"100","currency":"USD","meter":"m","quantity":"1","unit":"s","finalization_version":1`),
+		acmeRecord(`"record_id":"r-2","kind":"usage","amount":"200","currency":"USD","meter":"m","quantity":"1","unit":"s","finalization_version":1`),
+		acmeRecord(`"record_id":"r-1","kind":"correction","corrects":"r-2","amount":"250","currency":"USD","meter":"m","quantity":"1","unit":"s","finalization_version":2`),
+	}
+	url, _ := settledDatabase(t, recs...)
+	var out, errOut bytes.Buffer
+	if code := run(ctx, []string{"balance", "acme", "cust-1", "--json", "--database-url", url}, &out, &errOut); code != exitOK {
+		t.Fatalf("balance: exit %d: %s", code, errOut.String())
+	}
+	var accounts []inspect.AccountView
+	if err := json.Unmarshal(out.Bytes(), &accounts); err != nil {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	if len(accounts) != 1 || accounts[0].Balance != "-350" {
+		t.Fatalf("balance = %+v, want -350", accounts)
+	}
+	src := filepath.Join(t.TempDir(), "source.jsonl")
+	if err := os.WriteFile(src, []byte(strings.Join(recs, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	code := run(ctx, []string{"reconcile", "--tenant", "acme", "--period", "2026-11", "--database-url", url, "--source", src, "--json"}, &out, &errOut)
+	var rep inspect.SourceReport
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("exit %d: %v: %s\n%s", code, err, out.String(), errOut.String())
+	}
+	if code != exitOK || len(rep.Findings) != 0 || len(rep.Totals) != 1 || rep.Totals[0].Source != "350" || rep.Totals[0].Settle != "350" {
+		t.Errorf("reconcile --source of exactly what was settled: exit %d, findings %+v, totals %+v; want exit 0, none, 350 on both sides",
+			code, rep.Findings, rep.Totals)
+	}
+}

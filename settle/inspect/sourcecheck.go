@@ -185,7 +185,7 @@ type sourceCheck struct {
 	chunk     []SourceLine
 	periods   map[string]*SourcePeriod
 	dead      map[record.Identity]deadLetterRef
-	nodes     map[uint64]*chainNode
+	nodes     map[uint64]*recordNode
 	matchedOK int64 // source identities settle has settled (for the extra check)
 }
 
@@ -214,7 +214,7 @@ func (s *Store) CheckSource(ctx context.Context, in SourceCheckInput, src Source
 		r: &SourceReport{TenantID: in.TenantID, From: in.From, To: in.To, Periods: []SourcePeriod{},
 			Totals: []SourceTotal{}, Findings: []SourceFinding{}, Counts: map[string]int{}},
 		seen: map[uint64]uint64{}, periods: map[string]*SourcePeriod{}, dead: map[record.Identity]deadLetterRef{},
-		nodes: map[uint64]*chainNode{}}
+		nodes: map[uint64]*recordNode{}}
 	for _, op := range in.Operations {
 		c.ops[op] = true
 	}
