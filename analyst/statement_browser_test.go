@@ -107,16 +107,17 @@ func TestBrowserStatement(t *testing.T) {
 		}
 	}
 	// cust-1: 100 granted, 30 for u-1 after its correction, 7 refunded and
-	// reclaimed, 12 captured from a hold of 20, 5 granted late.
+	// reclaimed, 12 captured from a hold of 20 (the other 8 released by the
+	// capture), 5 granted late.
 	lines := strings.Join(accounts[0].Lines, "; ")
 	for _, want := range []string{"grant  100", "charge gpu_seconds -52", "correction gpu_seconds 10", "charge storage_gb -7",
-		"refund  7", "reclaim  -7", "hold_placed  20", "hold_captured  -20"} {
+		"refund  7", "reclaim  -7", "hold_placed  20", "hold_captured  -12", "hold_released_at_capture  -8"} {
 		if !strings.Contains(lines, want) {
 			t.Errorf("cust-1 lines %q lack %q", lines, want)
 		}
 	}
-	if len(accounts[0].Lines) != 8 {
-		t.Errorf("cust-1 has %d on-time lines, want 8 (the late grant apart): %q", len(accounts[0].Lines), lines)
+	if len(accounts[0].Lines) != 9 {
+		t.Errorf("cust-1 has %d on-time lines, want 9 (the late grant apart): %q", len(accounts[0].Lines), lines)
 	}
 	if strings.Join(accounts[0].Late, ";") != "grant 5" || accounts[0].Closing != "56" {
 		t.Errorf("cust-1 late lines %v, closing %s: want grant 5 apart and closing 56", accounts[0].Late, accounts[0].Closing)

@@ -26,16 +26,22 @@ const (
 	LineReclaim      = "reclaim"       // a refund taken back
 	LineGrant        = "grant"         // credits added
 	LineHoldPlaced   = "hold_placed"   // reserved (held bucket)
-	LineHoldCaptured = "hold_captured" // released by the usage that captured it
-	LineHoldReleased = "hold_released" // released by a hold_release
-	LineHoldExpired  = "hold_expired"  // released by expiry
+	LineHoldCaptured = "hold_captured" // taken by the usage that captured it: up to its charge
+	// LineHoldCaptureReleased is what a capture released: the hold's
+	// remainder beyond the usage's charge.
+	LineHoldCaptureReleased = "hold_released_at_capture"
+	LineHoldReleased        = "hold_released" // released by a hold_release
+	LineHoldExpired         = "hold_expired"  // released by expiry
 )
 
-// lineCategory names what an operation's rows in a bucket are.
-func lineCategory(operation, bucket string) string {
+// lineCategory names what an operation's rows in a bucket are; part splits
+// a capture's held row (statement_lines.sql).
+func lineCategory(operation, bucket, part string) string {
 	switch {
 	case operation == "usage" && bucket == "balance":
 		return LineCharge
+	case operation == "usage" && part == "released":
+		return LineHoldCaptureReleased
 	case operation == "usage":
 		return LineHoldCaptured
 	case operation == "correction" || operation == "reversal":
@@ -240,12 +246,12 @@ func (b *statementBuild) readLines(ctx context.Context, q *db.Queries, in Statem
 		if x == nil {
 			continue // not possible: the account has rows in the period
 		}
-		l.Category = lineCategory(l.Operation, l.Bucket)
+		l.Category = lineCategory(l.Operation, l.Bucket, r.Part)
 		a := &b.all[x.i]
 		if b.lineIndex[id] == nil {
 			b.lineIndex[id] = map[[4]string]int{}
 		}
-		b.lineIndex[id][lineKey(l.Operation, l.Bucket, l.Meter, l.Late)] = len(a.Lines)
+		b.lineIndex[id][lineKey(l.Operation, l.Category, l.Meter, l.Late)] = len(a.Lines)
 		a.Lines = append(a.Lines, l)
 	}
 	return nil
@@ -296,12 +302,13 @@ func closeAccount(a *StatementAccount, x *stmtAccount) {
 	}
 }
 
-func lineKey(op, bucket, meter string, late bool) [4]string {
+// lineKey names a line of an account: the category says the bucket.
+func lineKey(op, category, meter string, late bool) [4]string {
 	l := ""
 	if late {
 		l = "late"
 	}
-	return [4]string{op, bucket, meter, l}
+	return [4]string{op, category, meter, l}
 }
 
 // stmtAccount is an account's sums outside the period while its
@@ -330,7 +337,7 @@ func statementRows(ctx context.Context, q *db.Queries, in StatementInput, byID m
 		if x == nil {
 			continue
 		}
-		li, ok := lineIndex[id][lineKey(row.Operation, row.Bucket, row.Meter, row.Late)]
+		li, ok := lineIndex[id][lineKey(row.Operation, lineCategory(row.Operation, row.Bucket, row.Part), row.Meter, row.Late)]
 		if !ok {
 			return fmt.Errorf("rows: ledger row %d has no line (the snapshot changed?)", r.ID)
 		}

@@ -2,9 +2,11 @@ package inspect_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/settlehq/settle/internal/money"
+	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/inspect"
 	"github.com/settlehq/settle/settle/message"
 	"github.com/settlehq/settle/settle/settletest"
@@ -93,11 +95,13 @@ func TestStatementTiesToBalances(t *testing.T) {
 		return out
 	}
 	c0 := lines("cust-0")
+	// cust-0's hold of 50 is captured by a usage of 30: 30 captured, the
+	// other 20 released by the capture (and 20 by its hold_release).
 	// cust-0: gpu_seconds usage j = 0, 2, ..., 12 (1+3+...+13 = 49) and
 	// the capture's 30; storage_gb j = 1, 3, ..., 13 (2+4+...+14 = 56).
 	want := map[string]string{
 		"charge gpu_seconds": "-79", "charge storage_gb": "-56", "grant ": "1000", "grant  late": "5",
-		"hold_placed ": "70", "hold_captured ": "-50", "hold_released ": "-20",
+		"hold_placed ": "70", "hold_captured ": "-30", "hold_released_at_capture ": "-20", "hold_released ": "-20",
 	}
 	for k, amount := range want {
 		if l, ok := c0[k]; !ok || money.MustParse(l.Amount).String() != amount {
@@ -120,5 +124,61 @@ func TestStatementTiesToBalances(t *testing.T) {
 	}
 	if byKey["cust-7"].Currency != "EUR" {
 		t.Errorf("cust-7 currency %s", byKey["cust-7"].Currency)
+	}
+}
+
+// TestStatementPartialCapture: grant 1,000, hold 300, a usage of 100 on
+// the hold reads as a charge of 100, 100 of the hold captured and the
+// other 200 released by the capture; a usage of 80 on a hold of 50 reads
+// as a charge of 80 with the hold captured in full and nothing released.
+// Each line is the sum of the ledger rows listed under it, and the
+// statement still ties to the balance and held amount.
+func TestStatementPartialCapture(t *testing.T) {
+	t.Parallel()
+	s := settletest.NewStore(t, settle.Config{})
+	hold := func(id, subject, amount string) map[string]any {
+		return settletest.Rec("record_id", id, "kind", "hold", "subject", subject, "amount", amount, "meter", nil, "quantity", nil, "unit", nil, "finalization_version", nil)
+	}
+	settletest.MustSettle(t, s, settletest.Batch(0, 0,
+		settletest.Grant("g-1", "cust-1", "1000"), hold("h-1", "cust-1", "300"),
+		settletest.Grant("g-2", "cust-2", "1000"), hold("h-2", "cust-2", "50")))
+	rs := settletest.MustSettle(t, s, settletest.Batch(0, 4,
+		settletest.Rec("record_id", "u-1", "subject", "cust-1", "amount", "100", "hold_id", "h-1"),
+		settletest.Rec("record_id", "u-2", "subject", "cust-2", "amount", "80", "hold_id", "h-2")))
+	for _, r := range rs {
+		if r.Outcome != message.OutcomeSettled {
+			t.Fatalf("capture: %+v", r)
+		}
+	}
+	st, err := inspect.New(s).Statement(context.Background(), inspect.StatementInput{TenantID: "acme", Period: "2026-11", Rows: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]map[string]string{
+		"cust-1": {inspect.LineGrant: "1000", inspect.LineCharge: "-100", inspect.LineHoldPlaced: "300",
+			inspect.LineHoldCaptured: "-100", inspect.LineHoldCaptureReleased: "-200"},
+		"cust-2": {inspect.LineGrant: "1000", inspect.LineCharge: "-80", inspect.LineHoldPlaced: "50", inspect.LineHoldCaptured: "-50"},
+	}
+	if len(st.Accounts) != 2 || !st.Ties() {
+		t.Fatalf("statement: %+v", st)
+	}
+	for _, a := range st.Accounts {
+		got := map[string]string{}
+		for _, l := range a.Lines {
+			got[l.Category] = money.MustParse(l.Amount).String()
+			rows := money.Dec{}
+			for _, r := range l.LedgerRows {
+				rows = rows.Add(money.MustParse(r.Amount))
+			}
+			if rows.Cmp(money.MustParse(l.Amount)) != 0 || int64(len(l.LedgerRows)) != l.Rows {
+				t.Errorf("%s %s: amount %s over %d rows; its rows %+v", a.Subject, l.Category, l.Amount, l.Rows, l.LedgerRows)
+			}
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want[a.Subject]) {
+			t.Errorf("%s: lines %v, want %v", a.Subject, got, want[a.Subject])
+		}
+		if a.ClosingHeld != "0" {
+			t.Errorf("%s: closing held %s, want 0", a.Subject, a.ClosingHeld)
+		}
 	}
 }
