@@ -8,7 +8,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/settlehq/settle/settle/inspect"
 )
@@ -132,5 +136,65 @@ func TestReconcileSourceChainsByOperation(t *testing.T) {
 	if code != exitOK || len(rep.Findings) != 0 || len(rep.Totals) != 1 || rep.Totals[0].Source != "350" || rep.Totals[0].Settle != "350" {
 		t.Errorf("reconcile --source of exactly what was settled: exit %d, findings %+v, totals %+v; want exit 0, none, 350 on both sides",
 			code, rep.Findings, rep.Totals)
+	}
+}
+
+// TestReadCommandsOutliveIdleTimeout: a read-side command's snapshot that
+// waits idle (here reconcile --source while its file stalls) is never
+// ended by the settling path's idle_in_transaction_session_timeout, even
+// when the URL lowers it to 300 ms; a settling pool opened from the same
+// URL still has its transaction ended.
+func TestReadCommandsOutliveIdleTimeout(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	recs := []string{
+		acmeRecord(`"record_id":"u-1","kind":"usage","amount":"3","currency":"USD","meter":"m","quantity":"1","unit":"s","finalization_version":1`),
+		acmeRecord(`"record_id":"u-2","kind":"usage","amount":"4","currency":"USD","meter":"m","quantity":"1","unit":"s","finalization_version":1`),
+	}
+	url, _ := settledDatabase(t, recs...)
+	sep := "?"
+	if strings.Contains(url, "?") {
+		sep = "&"
+	}
+	url += sep + "idle_in_transaction_session_timeout=300"
+	const stall = 1500 * time.Millisecond
+
+	settling, err := databaseFlags{DatabaseURL: url, PoolMaxConns: 1}.pool(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer settling.Close()
+	tx, err := settling.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := tx.QueryRow(ctx, "SELECT 1").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(stall)
+	if err := tx.QueryRow(ctx, "SELECT 1").Scan(&n); err == nil {
+		t.Errorf("the settling pool's transaction outlived its idle timeout")
+	}
+	_ = tx.Rollback(ctx)
+
+	fifo := filepath.Join(t.TempDir(), "source.jsonl")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		f, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+		if err != nil {
+			return
+		}
+		defer f.Close()
+		_, _ = f.WriteString(recs[0] + "\n")
+		time.Sleep(stall) // the check's snapshot is open and idle meanwhile
+		_, _ = f.WriteString(recs[1] + "\n")
+	}()
+	var out, errOut bytes.Buffer
+	code := run(ctx, []string{"reconcile", "--tenant", "acme", "--period", "2026-11", "--database-url", url, "--source", fifo}, &out, &errOut)
+	if code != exitOK || !strings.Contains(out.String(), "agree") {
+		t.Errorf("reconcile --source over a stalling file: exit %d\n%s\n%s", code, out.String(), errOut.String())
 	}
 }

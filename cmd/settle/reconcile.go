@@ -59,7 +59,7 @@ func (c *reconcileCmd) Run(a *app) error {
 	if err != nil {
 		return err
 	}
-	store, closeStore, err := c.openStore(a)
+	store, closeStore, err := c.openReadStore(a)
 	if err != nil {
 		return err
 	}

@@ -54,7 +54,7 @@ func (c *reconcileCmd) runSource(a *app) error {
 	if err != nil {
 		return usageError{fmt.Sprintf("--source %s: %v", c.Source, err)}
 	}
-	store, closeStore, err := c.openStore(a)
+	store, closeStore, err := c.openReadStore(a)
 	if err != nil {
 		return err
 	}

@@ -30,7 +30,7 @@ func (c *statementCmd) Run(a *app) error {
 	if c.JSON && c.CSV {
 		return usageError{"--json and --csv: choose one"}
 	}
-	store, closeDB, err := c.openStore(a)
+	store, closeDB, err := c.openReadStore(a)
 	if err != nil {
 		return err
 	}
