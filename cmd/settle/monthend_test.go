@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/settlehq/settle/settle/inspect"
+	"github.com/settlehq/settle/settle/reconcile"
 )
 
 // TestMonthEndCommands: settle reconcile --source exits 0 on an export of
@@ -54,11 +55,11 @@ func TestMonthEndCommands(t *testing.T) {
 	if code := run(ctx, args("--source", bad, "--json"), &out, &errOut); code != exitMismatch {
 		t.Fatalf("reconcile --source of a changed export: exit %d, want %d\n%s", code, exitMismatch, errOut.String())
 	}
-	var rep inspect.SourceReport
+	var rep reconcile.SourceReport
 	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
 		t.Fatalf("%v: %s", err, out.String())
 	}
-	if rep.Counts[inspect.ClassSourceDifferent] != 1 || rep.Counts[inspect.ClassSourceNetDiffers] != 1 || len(rep.Counts) != 2 {
+	if rep.Counts[reconcile.ClassSourceDifferent] != 1 || rep.Counts[reconcile.ClassSourceNetDiffers] != 1 || len(rep.Counts) != 2 {
 		t.Errorf("report counts %v, want one different and one net charge difference", rep.Counts)
 	}
 	if code := run(ctx, args("--source", good, "--to", "2026-10"), &out, &errOut); code != exitUsage {
@@ -129,7 +130,7 @@ func TestReconcileSourceChainsByOperation(t *testing.T) {
 	}
 	out.Reset()
 	code := run(ctx, []string{"reconcile", "--tenant", "acme", "--period", "2026-11", "--database-url", url, "--source", src, "--json"}, &out, &errOut)
-	var rep inspect.SourceReport
+	var rep reconcile.SourceReport
 	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
 		t.Fatalf("exit %d: %v: %s\n%s", code, err, out.String(), errOut.String())
 	}

@@ -64,7 +64,6 @@ var Floors = map[string]int{
 	"edge/ingest":   5,
 	"edge/webhook":  5,
 	"analyst":       5,
-	"sourcefile":    5,
 	"e2e/faults":    5,
 	"edge/edgetest": 5,
 

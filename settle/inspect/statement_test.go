@@ -21,30 +21,30 @@ import (
 // sum of the ledger rows listed under it.
 func TestStatementTiesToBalances(t *testing.T) {
 	t.Parallel()
-	m := newMonth(t)
+	m := settletest.NewMonth(t)
 	ctx := context.Background()
 	october := settletest.Grant("g-oct", "cust-1", "7")
 	october["account_period"] = "2026-10"
 	december := settletest.Grant("g-dec", "cust-2", "11")
 	december["account_period"] = "2026-12"
-	settletest.MustSettle(t, m.s, settletest.Batch(2, 0, october, december))
-	if _, err := m.s.ClosePeriod(ctx, "acme", "2026-11", "fin"); err != nil {
+	settletest.MustSettle(t, m.Store, settletest.Batch(2, 0, october, december))
+	if _, err := m.Store.ClosePeriod(ctx, "acme", "2026-11", "fin"); err != nil {
 		t.Fatal(err)
 	}
 	late := settletest.Grant("g-late", "cust-0", "5")
-	if rs := settletest.MustSettle(t, m.s, settletest.Batch(2, 2, late)); rs[0].Outcome != message.OutcomeSettled {
+	if rs := settletest.MustSettle(t, m.Store, settletest.Batch(2, 2, late)); rs[0].Outcome != message.OutcomeSettled {
 		t.Fatalf("late grant: %+v", rs[0])
 	}
 
-	st, err := inspect.New(m.s).Statement(ctx, inspect.StatementInput{TenantID: "acme", Period: "2026-11", Rows: true})
+	st, err := inspect.New(m.Store).Statement(ctx, inspect.StatementInput{TenantID: "acme", Period: "2026-11", Rows: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	views, err := inspect.New(m.s).Balances(ctx, "acme", "", 1)
+	views, err := inspect.New(m.Store).Balances(ctx, "acme", "", 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(st.Accounts) != monthSubjects || len(views) != monthSubjects || st.ClosedAt == nil || !st.Ties() {
+	if len(st.Accounts) != settletest.MonthSubjects || len(views) != settletest.MonthSubjects || st.ClosedAt == nil || !st.Ties() {
 		t.Fatalf("statement: %d accounts (balances %d), closed %v, ties %v", len(st.Accounts), len(views), st.ClosedAt, st.Ties())
 	}
 	byKey := map[string]inspect.StatementAccount{}

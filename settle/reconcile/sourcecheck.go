@@ -1,4 +1,4 @@
-package inspect
+package reconcile
 
 // Month end: a source system's own export of its final records, compared
 // with what settle holds, by scoped identity (settle reconcile --source).
@@ -19,11 +19,11 @@ import (
 	"sort"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/settlehq/settle/internal/money"
 	"github.com/settlehq/settle/record"
+	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/internal/db"
+	"github.com/settlehq/settle/settle/schema"
 )
 
 // Limits of a source check.
@@ -175,7 +175,7 @@ func (r *SourceReport) Agrees() bool {
 }
 
 type sourceCheck struct {
-	s   *Store
+	dec *record.Decoder
 	q   *db.Queries // over the check's READ ONLY transaction
 	in  SourceCheckInput
 	ops map[string]bool
@@ -192,15 +192,15 @@ type sourceCheck struct {
 // CheckSource compares a source export of one tenant and period range
 // with what settle holds, by scoped identity, and reports per period what
 // is missing, extra and different, the chains whose charge differs, and
-// the totals on both sides. It reads through the read side only: one
-// REPEATABLE READ, READ ONLY transaction under ReaderRole, so the whole
-// report is of one snapshot and the check cannot write.
-func (s *Store) CheckSource(ctx context.Context, in SourceCheckInput, src SourceLines) (*SourceReport, error) {
+// the totals on both sides. It only reads: one REPEATABLE READ, READ ONLY
+// transaction under schema.ReaderRole, so the whole report is of one
+// snapshot and the check cannot write.
+func CheckSource(ctx context.Context, store *settle.Store, in SourceCheckInput, src SourceLines) (*SourceReport, error) {
 	if in.To == "" {
 		in.To = in.From
 	}
-	if in.TenantID == "" || !validPeriod(in.From) || !validPeriod(in.To) || in.To < in.From {
-		return nil, fmt.Errorf("%w: a source check needs a tenant and a period range YYYY-MM to YYYY-MM (got %q, %q to %q)", ErrBadFilter, in.TenantID, in.From, in.To)
+	if in.TenantID == "" || !record.ValidPeriod(in.From) || !record.ValidPeriod(in.To) || in.To < in.From {
+		return nil, fmt.Errorf("a source check needs a tenant and a period range YYYY-MM to YYYY-MM (got %q, %q to %q)", in.TenantID, in.From, in.To)
 	}
 	if in.Operations == nil {
 		for _, k := range record.Kinds {
@@ -210,7 +210,7 @@ func (s *Store) CheckSource(ctx context.Context, in SourceCheckInput, src Source
 	if in.ProgressEvery == 0 {
 		in.ProgressEvery = 100_000
 	}
-	c := &sourceCheck{s: s, in: in, ops: map[string]bool{},
+	c := &sourceCheck{dec: store.Decoder(), in: in, ops: map[string]bool{},
 		r: &SourceReport{TenantID: in.TenantID, From: in.From, To: in.To, Periods: []SourcePeriod{},
 			Totals: []SourceTotal{}, Findings: []SourceFinding{}, Counts: map[string]int{}},
 		seen: map[uint64]uint64{}, periods: map[string]*SourcePeriod{}, dead: map[record.Identity]deadLetterRef{},
@@ -219,11 +219,17 @@ func (s *Store) CheckSource(ctx context.Context, in SourceCheckInput, src Source
 		c.ops[op] = true
 	}
 	what := fmt.Sprintf("check source tenant=%s periods=%s..%s", in.TenantID, in.From, in.To)
-	err := s.readOnly(ctx, what, func(tx pgx.Tx) error {
-		c.q = db.On(tx)
-		return c.run(ctx, src)
-	})
+	ck := &checker{pool: store.Pool(), cfg: store.Config()}
+	tx, err := ck.begin(ctx)
 	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	if _, err := tx.Exec(ctx, "SET LOCAL ROLE "+schema.ReaderRole); err != nil {
+		return nil, fmt.Errorf("%s: take on role %s (the login must be a member of it, or of settle_app; run settle migrate): %w", what, schema.ReaderRole, err)
+	}
+	c.q = db.On(tx)
+	if err := c.run(ctx, src); err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	return c.r, nil

@@ -1,4 +1,4 @@
-package inspect
+package reconcile
 
 import (
 	"bytes"
@@ -61,7 +61,7 @@ func (c *sourceCheck) loadDeadLetters(ctx context.Context) error {
 
 func (c *sourceCheck) deadLetterIdentity(value []byte, hs []record.Header) (record.Identity, bool) {
 	var id record.Identity
-	if rec, err := c.s.dec.Decode(value, hs); err == nil {
+	if rec, err := c.dec.Decode(value, hs); err == nil {
 		id = rec.Identity()
 	} else {
 		// Out of form for settle: read what it says it is, loosely.
