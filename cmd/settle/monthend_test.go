@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/settlehq/settle/internal/kafkatest"
 	"github.com/settlehq/settle/settle/inspect"
 	"github.com/settlehq/settle/settle/reconcile"
 )
@@ -198,4 +199,33 @@ func TestReadCommandsOutliveIdleTimeout(t *testing.T) {
 	if code != exitOK || !strings.Contains(out.String(), "agree") {
 		t.Errorf("reconcile --source over a stalling file: exit %d\n%s\n%s", code, out.String(), errOut.String())
 	}
+}
+
+// TestReconcileGroupWithoutOffsets: reconcile against brokers for a
+// consumer group with no committed offsets (a mistyped --group) reports
+// the offsets check as not checked, naming the group, never as a pass.
+func TestReconcileGroupWithoutOffsets(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url, _ := settledDatabase(t, acmeRecord(`"record_id":"g","kind":"grant","amount":"100","currency":"USD"`))
+	k := kafkatest.NewCluster(t, 1)
+	var out, errOut bytes.Buffer
+	code := run(ctx, []string{"reconcile", "--database-url", url, "--brokers", strings.Join(k.Brokers, ","), "--group", "setle", "--json"}, &out, &errOut)
+	var rep reconcile.Report
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("exit %d: %v: %s\n%s", code, err, out.String(), errOut.String())
+	}
+	for _, c := range rep.Checks {
+		if c.Name == "kafka_offsets_not_ahead" {
+			if !strings.Contains(c.Skipped, `"setle" has no committed offsets`) {
+				t.Errorf("the offsets check of a group without offsets: %+v, want not checked, naming the group", c)
+			}
+			out.Reset()
+			if run(ctx, []string{"reconcile", "--database-url", url, "--brokers", strings.Join(k.Brokers, ","), "--group", "setle"}, &out, &errOut); !strings.Contains(out.String(), "not checked: consumer group") {
+				t.Errorf("text report:\n%s", out.String())
+			}
+			return
+		}
+	}
+	t.Errorf("no offsets check in %+v", rep.Checks)
 }

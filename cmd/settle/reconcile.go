@@ -107,7 +107,7 @@ func printReport(a *app, r *reconcile.Report) error {
 	for _, c := range r.Checks {
 		n := fmt.Sprint(c.Findings)
 		if c.Skipped != "" {
-			n = "skipped: " + c.Skipped
+			n = "not checked: " + c.Skipped
 		}
 		fmt.Fprintf(tw, "%s\t%s\n", c.Name, n)
 	}
