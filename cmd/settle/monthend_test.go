@@ -229,3 +229,30 @@ func TestReconcileGroupWithoutOffsets(t *testing.T) {
 	}
 	t.Errorf("no offsets check in %+v", rep.Checks)
 }
+
+// TestReconcileListsOnlyChecksAUserCanRun: settle reconcile of a database
+// alone lists the checks a user can run (run, or not checked with why),
+// never those only a program can give input to (a model of the input, a
+// finished run's end offsets, the HTTP edge's answers).
+func TestReconcileListsOnlyChecksAUserCanRun(t *testing.T) {
+	t.Parallel()
+	url, _ := settledDatabase(t, acmeRecord(`"record_id":"g","kind":"grant","amount":"100","currency":"USD"`))
+	var out, errOut bytes.Buffer
+	if code := run(context.Background(), []string{"reconcile", "--database-url", url, "--json"}, &out, &errOut); code != exitOK {
+		t.Fatalf("reconcile: exit %d\n%s\n%s", code, out.String(), errOut.String())
+	}
+	var rep reconcile.Report
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range rep.Checks {
+		switch c.Name {
+		case "every_record_delivered", "every_record_has_a_result", "accounts_match_model", "identities_match_model",
+			"delivery_outcomes_match_model", "keys_answered_as_stored":
+			t.Errorf("reconcile lists %s (%s), which no user can run", c.Name, c.Skipped)
+		}
+	}
+	if len(rep.Checks) == 0 {
+		t.Error("no checks listed")
+	}
+}
