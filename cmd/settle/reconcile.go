@@ -129,4 +129,3 @@ func printReport(a *app, r *reconcile.Report) error {
 	}
 	return nil
 }
-
