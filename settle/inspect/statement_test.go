@@ -2,8 +2,11 @@ package inspect_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/settlehq/settle/internal/money"
 	"github.com/settlehq/settle/settle"
@@ -180,5 +183,81 @@ func TestStatementPartialCapture(t *testing.T) {
 		if a.ClosingHeld != "0" {
 			t.Errorf("%s: closing held %s, want 0", a.Subject, a.ClosingHeld)
 		}
+	}
+}
+
+// TestStatementReadsTopToBottom: an account with a grant, charges on two
+// meters, a correction, a reversal, a refund, a refund-then-reclaim, a
+// partial capture, a release and an expiry has its lines in the order a
+// controller reads them (charges by meter, corrections, reversals,
+// refunds, reclaims, grants, holds placed, captured, released at capture,
+// released, expired), each operation under its own name; they sum to its
+// closing balance and held amount; a line whose rows are not contiguous
+// does not show them as a range; and a listing of more rows than the limit
+// is refused, from the lines' counts, before any row is read.
+func TestStatementReadsTopToBottom(t *testing.T) {
+	t.Parallel()
+	s := settletest.NewStore(t, settle.Config{})
+	ctx := context.Background()
+	use := func(id, amount, meter string, kv ...any) map[string]any {
+		return settletest.Rec(append([]any{"record_id", id, "amount", amount, "meter", meter, "quantity", amount}, kv...)...)
+	}
+	hold := func(id, amount string, kv ...any) map[string]any {
+		return settletest.Rec(append([]any{"record_id", id, "kind", "hold", "amount", amount, "meter", nil, "quantity", nil, "unit", nil, "finalization_version", nil}, kv...)...)
+	}
+	expires := time.Now().Add(time.Second)
+	settletest.MustSettle(t, s, settletest.Batch(0, 0,
+		settletest.Grant("g-1", "cust-1", "1000"),
+		use("u-1", "100", "gpu_seconds"), use("u-2", "50", "storage_gb"), use("u-3", "30", "gpu_seconds"), use("u-4", "20", "gpu_seconds"),
+		hold("h-1", "300"), hold("h-2", "40"), hold("h-3", "25", "expires_at", expires.UTC().Format(time.RFC3339Nano))))
+	rs := settletest.MustSettle(t, s, settletest.Batch(0, 8,
+		use("c-1", "80", "gpu_seconds", "kind", "correction", "corrects", "u-1", "finalization_version", 2),
+		settletest.Rec("record_id", "rv-1", "kind", "reversal", "corrects", "u-2", "amount", nil, "meter", nil, "quantity", nil, "unit", nil, "finalization_version", nil),
+		settletest.Signal("refund", "u-3", "cust-1"), settletest.Signal("reclaim", "u-3", "cust-1"), settletest.Signal("refund", "u-4", "cust-1"),
+		use("u-5", "100", "gpu_seconds", "hold_id", "h-1"), settletest.Signal("hold_release", "h-2", "cust-1")))
+	for _, r := range rs {
+		if r.Outcome != message.OutcomeSettled {
+			t.Fatalf("setup: %+v", r)
+		}
+	}
+	time.Sleep(time.Until(expires) + 100*time.Millisecond)
+	if n, err := s.ExpireHolds(ctx); err != nil || n != 1 {
+		t.Fatalf("expire holds: %d, %v", n, err)
+	}
+	st, err := inspect.New(s).Statement(ctx, inspect.StatementInput{TenantID: "acme", Period: "2026-11", Rows: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Accounts) != 1 || !st.Ties() {
+		t.Fatalf("statement: %+v", st)
+	}
+	a := st.Accounts[0]
+	var got []string
+	sum, held := money.Dec{}, money.Dec{}
+	for _, l := range a.Lines {
+		got = append(got, fmt.Sprintf("%s %s %s", l.Category, l.Meter, money.MustParse(l.Amount)))
+		if l.Bucket == "held" {
+			held = held.Add(money.MustParse(l.Amount))
+		} else {
+			sum = sum.Add(money.MustParse(l.Amount))
+		}
+		if l.Category == inspect.LineCharge && l.Meter == "gpu_seconds" && strings.HasPrefix(l.RowSpan(), "rows ") {
+			t.Errorf("charge gpu_seconds: rows %d over ids %d-%d shown as %q, a range that hides gaps", l.Rows, l.FirstRowID, l.LastRowID, l.RowSpan())
+		}
+	}
+	want := []string{
+		"charge gpu_seconds -250", "charge storage_gb -50", "correction gpu_seconds 20", "reversal  50", "refund  50", "reclaim  -30",
+		"grant  1000", "hold_placed  365", "hold_captured  -100", "hold_released_at_capture  -200", "hold_released  -40", "hold_expired  -25",
+	}
+	if strings.Join(got, "; ") != strings.Join(want, "; ") {
+		t.Errorf("lines\n got %s\nwant %s", strings.Join(got, "; "), strings.Join(want, "; "))
+	}
+	if sum.String() != "790" || a.ClosingBalance != "790" || held.String() != "0" || a.ClosingHeld != "0" || a.Balance != "790" || a.Held != "0" {
+		t.Errorf("lines sum to %s, held %s; closing %s, held %s; balance %s, held %s: want 790 and 0 throughout",
+			sum, held, a.ClosingBalance, a.ClosingHeld, a.Balance, a.Held)
+	}
+	_, err = inspect.New(s).Statement(ctx, inspect.WithRowsMax(inspect.StatementInput{TenantID: "acme", Period: "2026-11", Rows: true}, 5))
+	if !errors.Is(err, inspect.ErrBadFilter) || !strings.Contains(err.Error(), "has 18 ledger rows, more than the 5") {
+		t.Errorf("a listing over the limit: %v, want refused from the lines' count of 18 rows", err)
 	}
 }
