@@ -305,16 +305,16 @@ func (c *sourceCheck) settleTotals(ctx context.Context, totals sourceTotals, byK
 		t.settle = t.settle.Add(net)
 		t.settleChains++
 	}
-	var after int64
+	after := c.scanStart()
 	for {
-		roots, err := c.q.SourceSettledScan(ctx, db.SourceSettledScanParams{TenantID: c.in.TenantID, FromPeriod: c.in.From,
-			ToPeriod: c.in.To, Operations: []string{string(record.KindUsage)}, AfterID: after, PageRows: sourcePageRowsMax})
+		after.Operations, after.PageRows = []string{string(record.KindUsage)}, sourcePageRowsMax
+		roots, err := c.settledPage(ctx, after)
 		if err != nil {
 			return err
 		}
 		var periods, recs []string
 		for _, r := range roots {
-			after = r.ID
+			after.AfterPeriod, after.AfterRecordID, after.AfterOperation = r.AccountPeriod, r.RecordID, r.Operation
 			if known := byKey[[2]string{r.AccountPeriod, r.RecordID}]; known != nil && known.settled {
 				add(r.AccountPeriod, r.Currency, known.settleNet)
 				continue

@@ -7,7 +7,8 @@ package reconcile
 // never by the file: the export is read once, a chunk of identities at a
 // time (looked up in one query with arrays); per identity only a 16-byte
 // entry (its hash and fingerprint) stays, and per chain member a small node
-// for the net charge check. Settle's side is read once, keyset-ordered, for
+// for the net charge check (about 400 bytes live per usage in all;
+// docs/operations.md, "Memory"). Settle's side is read once, paged by key, for
 // what the source lacks.
 
 import (
@@ -18,6 +19,8 @@ import (
 	"slices"
 	"sort"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/settlehq/settle/internal/money"
 	"github.com/settlehq/settle/record"
@@ -177,6 +180,7 @@ func (r *SourceReport) Agrees() bool {
 type sourceCheck struct {
 	dec *record.Decoder
 	q   *db.Queries // over the check's READ ONLY transaction
+	tx  pgx.Tx
 	in  SourceCheckInput
 	ops map[string]bool
 	r   *SourceReport
@@ -228,7 +232,7 @@ func CheckSource(ctx context.Context, store *settle.Store, in SourceCheckInput, 
 	if _, err := tx.Exec(ctx, "SET LOCAL ROLE "+schema.ReaderRole); err != nil {
 		return nil, fmt.Errorf("%s: take on role %s (the login must be a member of it, or of settle_app; run settle migrate): %w", what, schema.ReaderRole, err)
 	}
-	c.q = db.On(tx)
+	c.q, c.tx = db.On(tx), tx
 	if err := c.run(ctx, src); err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
