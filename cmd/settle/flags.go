@@ -30,16 +30,12 @@ func (f databaseFlags) pool(ctx context.Context) (*pgxpool.Pool, error) {
 	return f.openPool(ctx, true)
 }
 
-// readPool opens a pool for commands that only read (reconcile, statement,
-// explain, exports): their snapshot may wait idle for as long as the
-// reader takes (a source file streaming, a slow terminal), and holds no
-// lock a settling transaction waits on, so no idle-in-transaction timeout
-// ends it, whatever the URL, the database or the role set. The command's
-// own context ends it.
-func (f databaseFlags) readPool(ctx context.Context) (*pgxpool.Pool, error) {
-	return f.openPool(ctx, false)
-}
-
+// openPool opens a pool: for the settling path (settling), or for
+// commands that only read (reconcile, statement, explain, exports), whose
+// snapshot may wait idle for as long as the reader takes (a source file
+// streaming, a slow terminal) and holds no lock a settling transaction
+// waits on, so no idle-in-transaction timeout ends it, whatever the URL,
+// the database or the role set; the command's own context ends it.
 func (f databaseFlags) openPool(ctx context.Context, settling bool) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(f.DatabaseURL)
 	if err != nil {

@@ -21,7 +21,7 @@ func (f storeFlags) openStore(a *app) (*settle.Store, func(), error) {
 }
 
 // openReadStore opens the store for a command that only reads: over a pool
-// no idle-in-transaction timeout ends (databaseFlags.readPool).
+// no idle-in-transaction timeout ends (databaseFlags.openPool).
 func (f storeFlags) openReadStore(a *app) (*settle.Store, func(), error) {
 	return f.open(a, false)
 }

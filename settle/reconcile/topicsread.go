@@ -44,7 +44,7 @@ var ErrBrokers = errors.New("brokers")
 func ReadTopics(ctx context.Context, t TopicsToRead, in *Input) error {
 	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(t.Brokers...)}, t.Opts...)...)
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrBrokers, err)
+		return fmt.Errorf("%w: %w", ErrBrokers, err)
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
