@@ -18,8 +18,8 @@ import (
 
 // TestBrowserStatement drives the statement page in headless chromium:
 // ask for a tenant's period, read each account's lines and closing, and
-// find them equal to the balances, with the record settled after the
-// period closed shown apart as late.
+// find them equal to the balances, in the order a controller reads them,
+// with the record settled after the period closed shown apart as late.
 func TestBrowserStatement(t *testing.T) {
 	t.Parallel()
 	path := chromium(t)
@@ -115,6 +115,14 @@ func TestBrowserStatement(t *testing.T) {
 		if !strings.Contains(lines, want) {
 			t.Errorf("cust-1 lines %q lack %q", lines, want)
 		}
+	}
+	// In the order a controller reads them, top to bottom.
+	var order []string
+	for _, l := range accounts[0].Lines {
+		order = append(order, strings.Join(strings.Fields(l)[:len(strings.Fields(l))-1], " "))
+	}
+	if got, want := strings.Join(order, "; "), "charge gpu_seconds; charge storage_gb; correction gpu_seconds; refund; reclaim; grant; hold_placed; hold_captured; hold_released_at_capture"; got != want {
+		t.Errorf("cust-1's lines in the order\n %s\nwant\n %s", got, want)
 	}
 	if len(accounts[0].Lines) != 9 {
 		t.Errorf("cust-1 has %d on-time lines, want 9 (the late grant apart): %q", len(accounts[0].Lines), lines)
