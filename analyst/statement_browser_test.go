@@ -18,8 +18,8 @@ import (
 
 // TestBrowserStatement drives the statement page in headless chromium:
 // ask for a tenant's period, read each account's lines and closing, and
-// find them equal to the balances, with the record settled after the
-// period closed shown apart as late.
+// find them equal to the balances, in the order a controller reads them,
+// with the record settled after the period closed shown apart as late.
 func TestBrowserStatement(t *testing.T) {
 	t.Parallel()
 	path := chromium(t)
@@ -107,16 +107,25 @@ func TestBrowserStatement(t *testing.T) {
 		}
 	}
 	// cust-1: 100 granted, 30 for u-1 after its correction, 7 refunded and
-	// reclaimed, 12 captured from a hold of 20, 5 granted late.
+	// reclaimed, 12 captured from a hold of 20 (the other 8 released by the
+	// capture), 5 granted late.
 	lines := strings.Join(accounts[0].Lines, "; ")
 	for _, want := range []string{"grant  100", "charge gpu_seconds -52", "correction gpu_seconds 10", "charge storage_gb -7",
-		"refund  7", "reclaim  -7", "hold_placed  20", "hold_captured  -20"} {
+		"refund  7", "reclaim  -7", "hold_placed  20", "hold_captured  -12", "hold_released_at_capture  -8"} {
 		if !strings.Contains(lines, want) {
 			t.Errorf("cust-1 lines %q lack %q", lines, want)
 		}
 	}
-	if len(accounts[0].Lines) != 8 {
-		t.Errorf("cust-1 has %d on-time lines, want 8 (the late grant apart): %q", len(accounts[0].Lines), lines)
+	// In the order a controller reads them, top to bottom.
+	var order []string
+	for _, l := range accounts[0].Lines {
+		order = append(order, strings.Join(strings.Fields(l)[:len(strings.Fields(l))-1], " "))
+	}
+	if got, want := strings.Join(order, "; "), "charge gpu_seconds; charge storage_gb; correction gpu_seconds; refund; reclaim; grant; hold_placed; hold_captured; hold_released_at_capture"; got != want {
+		t.Errorf("cust-1's lines in the order\n %s\nwant\n %s", got, want)
+	}
+	if len(accounts[0].Lines) != 9 {
+		t.Errorf("cust-1 has %d on-time lines, want 9 (the late grant apart): %q", len(accounts[0].Lines), lines)
 	}
 	if strings.Join(accounts[0].Late, ";") != "grant 5" || accounts[0].Closing != "56" {
 		t.Errorf("cust-1 late lines %v, closing %s: want grant 5 apart and closing 56", accounts[0].Late, accounts[0].Closing)

@@ -10,6 +10,7 @@ package corrections
 
 import (
 	"github.com/settlehq/settle/internal/money"
+	"github.com/settlehq/settle/record"
 )
 
 // Chain is the state of one chain.
@@ -130,4 +131,58 @@ func ReclaimChain(c Chain) Decision {
 	next := c
 	next.Reclaimed = true
 	return Decision{Verdict: Apply, Delta: c.Refund.Neg(), WritesRow: true, Next: next}
+}
+
+// Target is how the records at the record_id an operation names resolve.
+type Target int
+
+// The resolutions of a target.
+const (
+	TargetMissing Target = iota // nothing there yet: the operation waits
+	TargetFound                 // one chain
+	TargetInvalid               // a record of the wrong kind, or members of more than one chain: invalid_link
+)
+
+// ChainTarget resolves the chain a correction, reversal, refund or reclaim
+// names, the way the contract resolves targets by kind: the usage,
+// correction or reversal with that record_id, each standing for its
+// chain's root. Feed it every record at the named (tenant, period,
+// record_id) that counts (the settling path leaves out quarantined ones);
+// a record of another kind there makes the link invalid, and so do members
+// of two chains. Refunds, reclaims and releases share their target's
+// record_id and are operations on it, never targets: they are skipped.
+//
+// The settling path and month end's source check both resolve through it,
+// so a source export's chains are the chains settle settles.
+type ChainTarget struct {
+	root    int64
+	invalid bool
+}
+
+// Add counts one record at the named record_id: its kind and the id of its
+// chain's root (0 when it is in no chain).
+func (t *ChainTarget) Add(kind record.Kind, root int64) {
+	switch kind {
+	case record.KindRefund, record.KindReclaim, record.KindHoldRelease, record.KindExpire:
+		return
+	case record.KindUsage, record.KindCorrection, record.KindReversal:
+		if root == 0 || (t.root != 0 && t.root != root) {
+			t.invalid = true
+		}
+		t.root = root
+	default:
+		t.invalid = true
+	}
+}
+
+// Resolve says what the records added resolve to, and the chain's root
+// when found.
+func (t *ChainTarget) Resolve() (int64, Target) {
+	switch {
+	case t.invalid:
+		return 0, TargetInvalid
+	case t.root == 0:
+		return 0, TargetMissing
+	}
+	return t.root, TargetFound
 }

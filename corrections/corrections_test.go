@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/settlehq/settle/internal/money"
+	"github.com/settlehq/settle/record"
 )
 
 func charged(amount string, version int64) Chain {
@@ -96,5 +97,40 @@ func TestRefundThenRecover(t *testing.T) {
 	c := RefundChain(charged("40", 1)).Next
 	if d := Correct(c, money.MustParse("10"), 2); d.Reason != ReasonTargetRefunded {
 		t.Errorf("correction of a refunded chain: %q", d.Reason)
+	}
+}
+
+// TestChainTarget: a target resolves by kind, as the contract says: the
+// usage, correction or reversal at a record_id stand for their chain; a
+// record of another kind there, or members of two chains, is invalid;
+// refunds, reclaims and releases at it are operations on it, not targets.
+func TestChainTarget(t *testing.T) {
+	type add struct {
+		kind record.Kind
+		root int64
+	}
+	cases := []struct {
+		name string
+		adds []add
+		root int64
+		want Target
+	}{
+		{"nothing", nil, 0, TargetMissing},
+		{"a usage", []add{{record.KindUsage, 7}}, 7, TargetFound},
+		{"a usage and its refund", []add{{record.KindRefund, 0}, {record.KindUsage, 7}, {record.KindReclaim, 0}}, 7, TargetFound},
+		{"a correction of another chain", []add{{record.KindCorrection, 9}}, 9, TargetFound},
+		{"members of two chains", []add{{record.KindUsage, 7}, {record.KindCorrection, 9}}, 0, TargetInvalid},
+		{"a hold", []add{{record.KindHold, 0}}, 0, TargetInvalid},
+		{"a usage and a grant", []add{{record.KindUsage, 7}, {record.KindGrant, 0}}, 0, TargetInvalid},
+		{"a member without a chain", []add{{record.KindUsage, 0}}, 0, TargetInvalid},
+	}
+	for _, c := range cases {
+		var ct ChainTarget
+		for _, a := range c.adds {
+			ct.Add(a.kind, a.root)
+		}
+		if root, got := ct.Resolve(); root != c.root || got != c.want {
+			t.Errorf("%s: %d, %v; want %d, %v", c.name, root, got, c.root, c.want)
+		}
 	}
 }

@@ -373,6 +373,10 @@ func validCurrency(s string) bool {
 	return true
 }
 
+// ValidPeriod reports whether s is an account_period: YYYY-MM with a month
+// from 01 to 12.
+func ValidPeriod(s string) bool { return validPeriod(s) }
+
 // validPeriod checks YYYY-MM with a month from 01 to 12.
 func validPeriod(s string) bool {
 	if len(s) != 7 || s[4] != '-' {

@@ -48,35 +48,27 @@ func (st *txState) apply(ctx context.Context, d *state.Item, id int64) (*effect,
 }
 
 // resolved is the result of looking up an operation's target.
-type resolved int
+type resolved = corrections.Target
 
 const (
-	targetMissing resolved = iota // not settled yet: wait
-	targetFound
-	targetInvalid // wrong kind, or candidates in more than one chain
+	targetMissing = corrections.TargetMissing // not settled yet: wait
+	targetFound   = corrections.TargetFound
+	targetInvalid = corrections.TargetInvalid // wrong kind, or candidates in more than one chain
 )
 
 // resolveChain finds the chain a correction, reversal, refund or reclaim
-// names: a usage, correction or reversal with that record_id (refused ones
-// count, quarantined ones do not).
+// names, by corrections.ChainTarget over the records with that record_id
+// (refused ones count, quarantined ones do not).
 func (st *txState) resolveChain(k state.RecKey) (*state.Chain, resolved) {
-	var root int64
+	var t corrections.ChainTarget
 	for _, id := range st.ByRecord[k] {
-		if id.Outcome == message.OutcomeQuarantined {
-			continue
-		}
-		switch id.Key.Operation {
-		case record.KindUsage, record.KindCorrection, record.KindReversal:
-			if id.RootID == 0 || (root != 0 && root != id.RootID) {
-				return nil, targetInvalid
-			}
-			root = id.RootID
-		default:
-			return nil, targetInvalid
+		if id.Outcome != message.OutcomeQuarantined {
+			t.Add(id.Key.Operation, id.RootID)
 		}
 	}
-	if root == 0 {
-		return nil, targetMissing
+	root, res := t.Resolve()
+	if res != targetFound {
+		return nil, res
 	}
 	ch := st.Chains[root]
 	if ch == nil {

@@ -19,7 +19,7 @@ type balanceCmd struct {
 
 // Run prints the balances.
 func (c *balanceCmd) Run(a *app) error {
-	store, closeDB, err := c.openStore(a)
+	store, closeDB, err := c.openReadStore(a)
 	if err != nil {
 		return err
 	}

@@ -306,7 +306,7 @@ func (c *conflictsExportCmd) Run(a *app) (err error) {
 	if err != nil {
 		return err
 	}
-	store, done, err := c.openStore(a)
+	store, done, err := c.openReadStore(a)
 	if err != nil {
 		return err
 	}

@@ -23,7 +23,7 @@ func (c *explainCmd) Run(a *app) error {
 	if err := checkPeriod("period", c.Period); err != nil {
 		return err
 	}
-	store, done, err := c.openStore(a)
+	store, done, err := c.openReadStore(a)
 	if err != nil {
 		return err
 	}

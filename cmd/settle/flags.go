@@ -24,8 +24,19 @@ type databaseFlags struct {
 	PoolMaxConns int32  `name:"pool-max-conns" hidden:"" env:"SETTLE_POOL_MAX_CONNS" default:"16" help:"Most connections the service opens."`
 }
 
-// pool opens a connection pool and checks that the server answers.
+// pool opens the settling path's connection pool and checks that the
+// server answers.
 func (f databaseFlags) pool(ctx context.Context) (*pgxpool.Pool, error) {
+	return f.openPool(ctx, true)
+}
+
+// openPool opens a pool: for the settling path (settling), or for
+// commands that only read (reconcile, statement, explain, exports), whose
+// snapshot may wait idle for as long as the reader takes (a source file
+// streaming, a slow terminal) and holds no lock a settling transaction
+// waits on, so no idle-in-transaction timeout ends it, whatever the URL,
+// the database or the role set; the command's own context ends it.
+func (f databaseFlags) openPool(ctx context.Context, settling bool) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(f.DatabaseURL)
 	if err != nil {
 		return nil, usageError{fmt.Sprintf("--database-url: %v", err)}
@@ -38,8 +49,11 @@ func (f databaseFlags) pool(ctx context.Context) (*pgxpool.Pool, error) {
 	// waits on: PostgreSQL ends such a session, and the transaction rolls
 	// back (it never committed, so nothing is lost). Unless the URL says
 	// otherwise.
-	if _, set := cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"]; !set {
-		cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = "30000"
+	const idle = "idle_in_transaction_session_timeout"
+	if _, set := cfg.ConnConfig.RuntimeParams[idle]; !settling {
+		cfg.ConnConfig.RuntimeParams[idle] = "0"
+	} else if !set {
+		cfg.ConnConfig.RuntimeParams[idle] = "30000"
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

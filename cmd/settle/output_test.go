@@ -4,7 +4,6 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/settlehq/settle/settle/inspect"
 	"github.com/settlehq/settle/settle/reconcile"
 )
 
@@ -27,7 +26,7 @@ func TestReportWriteErrorFails(t *testing.T) {
 	if err := printReport(a, r); !errors.Is(err, errFull) {
 		t.Errorf("printReport to a full stdout: %v, want %v", err, errFull)
 	}
-	sr := &inspect.SourceReport{}
+	sr := &reconcile.SourceReport{}
 	if err := printSourceReport(a, sr); !errors.Is(err, errFull) {
 		t.Errorf("printSourceReport to a full stdout: %v, want %v", err, errFull)
 	}

@@ -2,19 +2,14 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"text/tabwriter"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/settlehq/settle/internal/kafkahdr"
 	"github.com/settlehq/settle/record"
-	"github.com/settlehq/settle/settle/message"
 	"github.com/settlehq/settle/settle/reconcile"
 )
 
@@ -59,7 +54,7 @@ func (c *reconcileCmd) Run(a *app) error {
 	if err != nil {
 		return err
 	}
-	store, closeStore, err := c.openStore(a)
+	store, closeStore, err := c.openReadStore(a)
 	if err != nil {
 		return err
 	}
@@ -67,7 +62,18 @@ func (c *reconcileCmd) Run(a *app) error {
 	in := reconcile.Input{TenantID: c.Tenant, Period: c.Period, OutboxGrace: c.OutboxGrace,
 		Group: c.Group, SourceTopic: c.Topic}
 	if len(c.Brokers) > 0 {
-		if err := c.readKafka(a, kopts, &in); err != nil {
+		dec, err := record.NewDecoder(record.Config{RecordBytesMax: c.RecordBytes})
+		if err != nil {
+			return usageError{err.Error()}
+		}
+		ctx, cancel := context.WithTimeout(a.ctx, c.ReadTimeout)
+		defer cancel()
+		err = reconcile.ReadTopics(ctx, reconcile.TopicsToRead{Brokers: c.Brokers, Opts: append([]kgo.Opt{kafkaLogger(a)}, kopts...),
+			Group: c.Group, TenantID: c.Tenant, Period: c.Period, UsageTopic: c.Topic, SettlementsTopic: c.SettlementsTopic, Decoder: dec}, &in)
+		if errors.Is(err, reconcile.ErrBrokers) {
+			return usageError{fmt.Sprintf("--brokers: %v", err)}
+		}
+		if err != nil {
 			return err
 		}
 	}
@@ -101,7 +107,7 @@ func printReport(a *app, r *reconcile.Report) error {
 	for _, c := range r.Checks {
 		n := fmt.Sprint(c.Findings)
 		if c.Skipped != "" {
-			n = "skipped: " + c.Skipped
+			n = "not checked: " + c.Skipped
 		}
 		fmt.Fprintf(tw, "%s\t%s\n", c.Name, n)
 	}
@@ -122,137 +128,4 @@ func printReport(a *app, r *reconcile.Report) error {
 		return fmt.Errorf("write the report: %w", err)
 	}
 	return nil
-}
-
-// readKafka fills in the group's Kafka offsets and, for a tenant and
-// period, the usage and settlements topics' records of it.
-func (c *reconcileCmd) readKafka(a *app, kopts []kgo.Opt, in *reconcile.Input) error {
-	ctx, cancel := context.WithTimeout(a.ctx, c.ReadTimeout)
-	defer cancel()
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.Brokers...), kafkaLogger(a)}, kopts...)...)
-	if err != nil {
-		return usageError{fmt.Sprintf("--brokers: %v", err)}
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	offs, err := adm.FetchOffsets(ctx, c.Group)
-	if err != nil && !errors.Is(err, kerr.GroupIDNotFound) {
-		return fmt.Errorf("fetch the offsets of group %s from %v: %w", c.Group, c.Brokers, err)
-	}
-	in.KafkaOffsets = map[string]map[int32]int64{}
-	offs.Each(func(o kadm.OffsetResponse) {
-		if o.Err == nil && o.At >= 0 {
-			if in.KafkaOffsets[o.Topic] == nil {
-				in.KafkaOffsets[o.Topic] = map[int32]int64{}
-			}
-			in.KafkaOffsets[o.Topic][o.Partition] = o.At
-		}
-	})
-	if c.Tenant == "" || c.Period == "" {
-		return nil
-	}
-	dec, err := record.NewDecoder(record.Config{RecordBytesMax: c.RecordBytes})
-	if err != nil {
-		return usageError{err.Error()}
-	}
-	starts, err := readTopic(ctx, adm, c.Brokers, kopts, c.Topic, func(r *kgo.Record) {
-		rec, err := dec.Decode(r.Value, kafkahdr.FromKafka(r.Headers))
-		if err != nil || rec.TenantID != c.Tenant || rec.AccountPeriod != c.Period {
-			return // a dead letter, or another tenant's or period's
-		}
-		in.Source = append(in.Source, reconcile.SourceRecord{Source: message.Coordinates{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset},
-			RecordID: rec.RecordID, Operation: string(rec.Kind)})
-	})
-	if err != nil {
-		return err
-	}
-	in.SourceRead, in.SourceStart = true, starts
-	_, err = readTopic(ctx, adm, c.Brokers, kopts, c.SettlementsTopic, func(r *kgo.Record) {
-		var resp message.Response
-		if json.Unmarshal(r.Value, &resp) != nil || resp.Identity.TenantID != c.Tenant || resp.Identity.AccountPeriod != c.Period {
-			return
-		}
-		header := ""
-		for _, h := range r.Headers {
-			if h.Key == "settlement_id" {
-				header = string(h.Value)
-			}
-		}
-		in.Published = append(in.Published, reconcile.PublishedSettlement{SettlementID: resp.SettlementID,
-			RecordID: resp.Identity.RecordID, Operation: resp.Identity.Operation,
-			Source:             message.Coordinates{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset},
-			HeaderSettlementID: header, Sequence: resp.Sequence})
-	})
-	if err != nil {
-		return err
-	}
-	in.PublishedRead = true
-	return nil
-}
-
-// readTopic reads topic from its start to the end offsets listed when it
-// begins, calling fn for every record, and returns each partition's start
-// offset (records before it left by retention).
-func readTopic(ctx context.Context, adm *kadm.Client, brokers []string, kopts []kgo.Opt, topic string, fn func(*kgo.Record)) (map[int32]int64, error) {
-	ends, err := adm.ListEndOffsets(ctx, topic)
-	if err != nil {
-		return nil, fmt.Errorf("list end offsets of %s: %w", topic, err)
-	}
-	startsL, err := adm.ListStartOffsets(ctx, topic)
-	if err != nil {
-		return nil, fmt.Errorf("list start offsets of %s: %w", topic, err)
-	}
-	starts := map[int32]int64{}
-	consume := map[int32]kgo.Offset{}
-	remaining := map[int32]int64{}
-	var listErr error
-	ends.Each(func(o kadm.ListedOffset) {
-		if o.Err != nil {
-			listErr = fmt.Errorf("end offset of %s/%d: %w", topic, o.Partition, o.Err)
-			return
-		}
-		s, _ := startsL.Lookup(topic, o.Partition)
-		starts[o.Partition] = s.Offset
-		if o.Offset > s.Offset {
-			consume[o.Partition] = kgo.NewOffset().At(s.Offset)
-			remaining[o.Partition] = o.Offset
-		}
-	})
-	if listErr != nil {
-		return nil, listErr
-	}
-	if len(ends) == 0 {
-		return nil, fmt.Errorf("topic %s: not found (check --topic / --settlements-topic)", topic)
-	}
-	if len(consume) == 0 {
-		return starts, nil
-	}
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: consume})}, kopts...)...)
-	if err != nil {
-		return nil, err
-	}
-	defer cl.Close()
-	for len(remaining) > 0 {
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("read %s: %w (raise --read-timeout)", topic, ctx.Err())
-		}
-		var ferr error
-		fs.EachError(func(_ string, p int32, err error) { ferr = fmt.Errorf("read %s/%d: %w", topic, p, err) })
-		if ferr != nil {
-			return nil, ferr
-		}
-		fs.EachRecord(func(r *kgo.Record) {
-			end, ok := remaining[r.Partition]
-			if !ok || r.Offset >= end {
-				return
-			}
-			fn(r)
-			if r.Offset+1 >= end {
-				delete(remaining, r.Partition)
-			}
-		})
-	}
-	return starts, nil
 }

@@ -10,8 +10,7 @@ import (
 	"time"
 
 	"github.com/settlehq/settle/record"
-	"github.com/settlehq/settle/settle/inspect"
-	"github.com/settlehq/settle/sourcefile"
+	"github.com/settlehq/settle/settle/reconcile"
 )
 
 // sourceProgressLines is how often (in lines) the progress line is
@@ -50,19 +49,19 @@ func (c *reconcileCmd) runSource(a *app) error {
 	if err != nil {
 		return usageError{err.Error()}
 	}
-	src, err := sourcefile.New(in, c.SourceFormat, dec, max(c.RecordBytes*2, 1<<20))
+	src, err := reconcile.NewSourceReader(in, c.SourceFormat, dec, max(c.RecordBytes*2, 1<<20))
 	if err != nil {
 		return usageError{fmt.Sprintf("--source %s: %v", c.Source, err)}
 	}
-	store, closeStore, err := c.openStore(a)
+	store, closeStore, err := c.openReadStore(a)
 	if err != nil {
 		return err
 	}
 	defer closeStore()
 	start := time.Now()
-	report, err := inspect.New(store).CheckSource(a.ctx, inspect.SourceCheckInput{TenantID: c.Tenant, From: c.Period, To: c.To,
+	report, err := reconcile.CheckSource(a.ctx, store, reconcile.SourceCheckInput{TenantID: c.Tenant, From: c.Period, To: c.To,
 		Operations: c.Operations, ProgressEvery: sourceProgressLines,
-		Progress: func(p inspect.SourceProgress) {
+		Progress: func(p reconcile.SourceProgress) {
 			end := "\r"
 			if p.Done {
 				end = "\n"
@@ -81,7 +80,7 @@ func (c *reconcileCmd) runSource(a *app) error {
 		fmt.Errorf("the source and settle disagree: %d findings", n))
 }
 
-func printSourceReport(a *app, r *inspect.SourceReport) error {
+func printSourceReport(a *app, r *reconcile.SourceReport) error {
 	to := r.To
 	fmt.Fprintf(a.stdout, "tenant %s, periods %s to %s: %d lines, %d out of scope, %d repeated\n\n", r.TenantID, r.From, to, r.Lines, r.OutOfScope, r.Duplicates)
 	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
@@ -124,7 +123,7 @@ func printSourceReport(a *app, r *inspect.SourceReport) error {
 		return fmt.Errorf("write the report: %w", err)
 	}
 	if r.Truncated {
-		fmt.Fprintf(a.stdout, "(only the first %d findings are listed; counts: %v)\n", inspect.SourceFindingsMax, r.Counts)
+		fmt.Fprintf(a.stdout, "(only the first %d findings are listed; counts: %v)\n", reconcile.SourceFindingsMax, r.Counts)
 	}
 	return nil
 }

@@ -30,7 +30,7 @@ func (c *statementCmd) Run(a *app) error {
 	if c.JSON && c.CSV {
 		return usageError{"--json and --csv: choose one"}
 	}
-	store, closeDB, err := c.openStore(a)
+	store, closeDB, err := c.openReadStore(a)
 	if err != nil {
 		return err
 	}
@@ -80,7 +80,7 @@ func printStatement(a *app, st *inspect.Statement, rows bool) error {
 			if l.Meter != "" {
 				name += " " + l.Meter
 			}
-			fmt.Fprintf(w, "  %s\t%s %s\t%d rows (%d-%d), %d settlements\tsequence %d-%d\n", name, l.Bucket, l.Amount, l.Rows, l.FirstRowID, l.LastRowID, l.Settlements, l.FirstSequence, l.LastSequence)
+			fmt.Fprintf(w, "  %s\t%s %s\t%s, %d settlements\tsequence %d-%d\n", name, l.Bucket, l.Amount, l.RowSpan(), l.Settlements, l.FirstSequence, l.LastSequence)
 			if rows {
 				for _, r := range l.LedgerRows {
 					fmt.Fprintf(w, "    row %d\t%s\t%s seq %d\t%s\n", r.ID, r.Amount, r.RecordID, r.Sequence, r.At.UTC().Format(time.RFC3339))

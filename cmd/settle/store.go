@@ -13,10 +13,22 @@ type storeFlags struct {
 	topicFlags    `embed:""`
 }
 
-// openStore opens the store over its own small pool; close() ends it.
+// openStore opens the store over its own small pool, with the settling
+// path's idle-in-transaction timeout, for commands that write; close()
+// ends it.
 func (f storeFlags) openStore(a *app) (*settle.Store, func(), error) {
+	return f.open(a, true)
+}
+
+// openReadStore opens the store for a command that only reads: over a pool
+// no idle-in-transaction timeout ends (databaseFlags.openPool).
+func (f storeFlags) openReadStore(a *app) (*settle.Store, func(), error) {
+	return f.open(a, false)
+}
+
+func (f storeFlags) open(a *app, settling bool) (*settle.Store, func(), error) {
 	f.PoolMaxConns = min(f.PoolMaxConns, 4)
-	pool, err := f.pool(a.ctx)
+	pool, err := f.openPool(a.ctx, settling)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -81,7 +81,6 @@ var Floors = map[string]int{
 	"edge/ingest":   6,
 	"edge/webhook":  6,
 	"analyst":       6,
-	"sourcefile":    6,
 	"e2e/faults":    6,
 	"edge/edgetest": 6,
 

@@ -12,6 +12,12 @@ import (
 // CaseListPlan exposes the listing's EXPLAIN to the plan test.
 var CaseListPlan = (*Store).caseListPlan
 
+// WithRowsMax lowers in's limit on listed rows, for the test of the limit.
+func WithRowsMax(in StatementInput, n int) StatementInput {
+	in.rowsMax = n
+	return in
+}
+
 // ReadOnlyTx exposes the read side's transaction to the test that proves
 // it cannot write.
 var ReadOnlyTx = (*Store).readOnly

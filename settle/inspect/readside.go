@@ -7,11 +7,12 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/settlehq/settle/settle/dberr"
+	"github.com/settlehq/settle/settle/schema"
 )
 
-// ReaderRole is the PostgreSQL role the month-end reads run under
-// (migration 0005): SELECT on settle's tables and nothing else.
-const ReaderRole = "settle_reader"
+// ReaderRole is the PostgreSQL role the read side runs under
+// (schema.ReaderRole).
+const ReaderRole = schema.ReaderRole
 
 // readOnly runs fn in one REPEATABLE READ, READ ONLY transaction under
 // ReaderRole, and always rolls it back. Two locks on one door: the

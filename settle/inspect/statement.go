@@ -1,9 +1,11 @@
 package inspect
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -20,26 +22,35 @@ const StatementRowsMax = 200_000
 // Statement line categories: what a group of ledger rows is for.
 const (
 	LineCharge       = "charge"        // usage, balance bucket
-	LineCorrection   = "correction"    // correction or reversal
+	LineCorrection   = "correction"    // a correction: the chain's new total
+	LineReversal     = "reversal"      // a correction to zero
 	LineResolution   = "resolution"    // an analyst's accepted case
 	LineRefund       = "refund"        // a chain's net charge returned
 	LineReclaim      = "reclaim"       // a refund taken back
 	LineGrant        = "grant"         // credits added
 	LineHoldPlaced   = "hold_placed"   // reserved (held bucket)
-	LineHoldCaptured = "hold_captured" // released by the usage that captured it
-	LineHoldReleased = "hold_released" // released by a hold_release
-	LineHoldExpired  = "hold_expired"  // released by expiry
+	LineHoldCaptured = "hold_captured" // taken by the usage that captured it: up to its charge
+	// LineHoldCaptureReleased is what a capture released: the hold's
+	// remainder beyond the usage's charge.
+	LineHoldCaptureReleased = "hold_released_at_capture"
+	LineHoldReleased        = "hold_released" // released by a hold_release
+	LineHoldExpired         = "hold_expired"  // released by expiry
 )
 
-// lineCategory names what an operation's rows in a bucket are.
-func lineCategory(operation, bucket string) string {
+// lineCategory names what an operation's rows in a bucket are; part splits
+// a capture's held row (statement_lines.sql).
+func lineCategory(operation, bucket, part string) string {
 	switch {
 	case operation == "usage" && bucket == "balance":
 		return LineCharge
+	case operation == "usage" && part == "released":
+		return LineHoldCaptureReleased
 	case operation == "usage":
 		return LineHoldCaptured
-	case operation == "correction" || operation == "reversal":
+	case operation == "correction":
 		return LineCorrection
+	case operation == "reversal":
+		return LineReversal
 	case operation == string(settle.OperationResolution):
 		return LineResolution
 	case operation == "refund":
@@ -58,6 +69,44 @@ func lineCategory(operation, bucket string) string {
 	return operation
 }
 
+// lineOrder is the order a controller reads an account's lines in, top to
+// bottom, between the opening and the closing: charges (by meter),
+// corrections, reversals, analysts' resolutions, refunds, reclaims,
+// grants, then holds placed, captured, released at capture, released and
+// expired. The period's on-time lines come first, the late ones after.
+var lineOrder = map[string]int{
+	LineCharge: 0, LineCorrection: 1, LineReversal: 2, LineResolution: 3, LineRefund: 4, LineReclaim: 5, LineGrant: 6,
+	LineHoldPlaced: 7, LineHoldCaptured: 8, LineHoldCaptureReleased: 9, LineHoldReleased: 10, LineHoldExpired: 11,
+}
+
+// sortLines puts an account's lines in lineOrder.
+func sortLines(ls []StatementLine) {
+	sort.SliceStable(ls, func(i, j int) bool {
+		a, b := ls[i], ls[j]
+		if a.Late != b.Late {
+			return !a.Late
+		}
+		if lineOrder[a.Category] != lineOrder[b.Category] {
+			return lineOrder[a.Category] < lineOrder[b.Category]
+		}
+		return a.Meter < b.Meter
+	})
+}
+
+// RowSpan says which ledger rows are behind a line without listing them:
+// their id range when they are every row in it ("12-18"), else how many
+// lie within it, so that a range never hides gaps (StatementInput.Rows
+// lists them).
+func (l StatementLine) RowSpan() string {
+	switch {
+	case l.FirstRowID == l.LastRowID:
+		return fmt.Sprintf("row %d", l.FirstRowID)
+	case l.LastRowID-l.FirstRowID+1 == l.Rows:
+		return fmt.Sprintf("rows %d-%d", l.FirstRowID, l.LastRowID)
+	}
+	return fmt.Sprintf("%d rows among ids %d to %d", l.Rows, l.FirstRowID, l.LastRowID)
+}
+
 // StatementInput names a statement: a tenant's period, for one subject or
 // all of them.
 type StatementInput struct {
@@ -67,6 +116,8 @@ type StatementInput struct {
 	// Rows lists every ledger row of the period under its line (at most
 	// StatementRowsMax).
 	Rows bool
+
+	rowsMax int // 0 = StatementRowsMax; tests lower it
 }
 
 // Statement is what each account of a tenant owes or holds for one period:
@@ -177,6 +228,19 @@ func statementTx(ctx context.Context, q *db.Queries, in StatementInput, st *Stat
 	if err := b.readLines(ctx, q, in); err != nil {
 		return fmt.Errorf("lines: %w", err)
 	}
+	// The lines count their rows: a listing over the limit is refused
+	// before it is read.
+	if in.Rows {
+		var n int64
+		for _, a := range b.all {
+			for _, l := range a.Lines {
+				n += l.Rows
+			}
+		}
+		if rowsMax := cmp.Or(in.rowsMax, StatementRowsMax); n > int64(rowsMax) {
+			return fmt.Errorf("%w: the period has %d ledger rows, more than the %d a statement lists: take the statement without its rows, or one subject at a time", ErrBadFilter, n, rowsMax)
+		}
+	}
 	if err := b.readSequences(ctx, q, in); err != nil {
 		return fmt.Errorf("sequences: %w", err)
 	}
@@ -240,13 +304,17 @@ func (b *statementBuild) readLines(ctx context.Context, q *db.Queries, in Statem
 		if x == nil {
 			continue // not possible: the account has rows in the period
 		}
-		l.Category = lineCategory(l.Operation, l.Bucket)
+		l.Category = lineCategory(l.Operation, l.Bucket, r.Part)
 		a := &b.all[x.i]
-		if b.lineIndex[id] == nil {
-			b.lineIndex[id] = map[[4]string]int{}
-		}
-		b.lineIndex[id][lineKey(l.Operation, l.Bucket, l.Meter, l.Late)] = len(a.Lines)
 		a.Lines = append(a.Lines, l)
+	}
+	for _, id := range b.order {
+		a := &b.all[b.byID[id].i]
+		sortLines(a.Lines)
+		b.lineIndex[id] = make(map[[4]string]int, len(a.Lines))
+		for i, l := range a.Lines {
+			b.lineIndex[id][lineKey(l.Operation, l.Category, l.Meter, l.Late)] = i
+		}
 	}
 	return nil
 }
@@ -296,12 +364,13 @@ func closeAccount(a *StatementAccount, x *stmtAccount) {
 	}
 }
 
-func lineKey(op, bucket, meter string, late bool) [4]string {
+// lineKey names a line of an account: the category says the bucket.
+func lineKey(op, category, meter string, late bool) [4]string {
 	l := ""
 	if late {
 		l = "late"
 	}
-	return [4]string{op, bucket, meter, l}
+	return [4]string{op, category, meter, l}
 }
 
 // stmtAccount is an account's sums outside the period while its
@@ -330,7 +399,7 @@ func statementRows(ctx context.Context, q *db.Queries, in StatementInput, byID m
 		if x == nil {
 			continue
 		}
-		li, ok := lineIndex[id][lineKey(row.Operation, row.Bucket, row.Meter, row.Late)]
+		li, ok := lineIndex[id][lineKey(row.Operation, lineCategory(row.Operation, row.Bucket, row.Part), row.Meter, row.Late)]
 		if !ok {
 			return fmt.Errorf("rows: ledger row %d has no line (the snapshot changed?)", r.ID)
 		}

@@ -26,6 +26,10 @@ var migrationFiles embed.FS
 // once (pg_advisory_xact_lock; an arbitrary constant, "settle" in ASCII).
 const migrationLockKey = 0x736574746c65
 
+// ReaderRole is the PostgreSQL role the read side and month end run under
+// (migration 0005): SELECT on settle's tables and nothing else.
+const ReaderRole = "settle_reader"
+
 type migration struct {
 	version int
 	name    string

@@ -12,20 +12,22 @@ import (
 const sourceSettledScan = `-- name: SourceSettledScan :many
 SELECT i.id, i.account_period, i.record_id, i.operation, coalesce(i.settlement_id, '') AS settlement_id, i.subject, i.currency
   FROM identities i
- WHERE i.tenant_id = $1 AND i.account_period >= $2 AND i.account_period <= $3
-   AND i.operation = ANY ($4::text[]) AND i.outcome = 'settled'
-   AND i.id > $5
- ORDER BY i.id
- LIMIT $6
+ WHERE i.tenant_id = $1
+   AND (i.account_period, i.record_id, i.operation) > ($2::text, $3::text, $4::text)
+   AND i.account_period <= $5
+   AND array_position($6::text[], i.operation) IS NOT NULL AND i.outcome = 'settled'
+ ORDER BY i.tenant_id, i.account_period, i.record_id, i.operation
+ LIMIT $7
 `
 
 type SourceSettledScanParams struct {
-	TenantID   string
-	FromPeriod string
-	ToPeriod   string
-	Operations []string
-	AfterID    int64
-	PageRows   int64
+	TenantID       string
+	AfterPeriod    string
+	AfterRecordID  string
+	AfterOperation string
+	ToPeriod       string
+	Operations     []string
+	PageRows       int64
 }
 
 type SourceSettledScanRow struct {
@@ -39,15 +41,24 @@ type SourceSettledScanRow struct {
 }
 
 // One page of the settled identities of a tenant's period range (from_period
-// to to_period) and operations, keyset-paged on id: settle's side of a
-// source export, read once, to find what the source lacks.
+// to to_period) and operations: settle's side of a source export, read once,
+// to find what the source lacks. Paged by the identity's key, after the
+// last page's (after_period, after_record_id, after_operation; the first
+// page starts after (from_period, ”, ”)), in the order of the key's
+// unique index (identities_scope_key), so each page is one range of that
+// index, whatever the planner's statistics say: ordered by id, a page of a
+// freshly loaded, un-analysed tenant read every identity of the tenant.
+// The operations are a filter, not an index condition: "operation = ANY"
+// on the index's last column makes PostgreSQL (before 17) scan it as
+// several ranges, unordered, and sort the whole remainder each page.
 func (q *Queries) SourceSettledScan(ctx context.Context, arg SourceSettledScanParams) ([]SourceSettledScanRow, error) {
 	rows, err := q.db.Query(ctx, sourceSettledScan,
 		arg.TenantID,
-		arg.FromPeriod,
+		arg.AfterPeriod,
+		arg.AfterRecordID,
+		arg.AfterOperation,
 		arg.ToPeriod,
 		arg.Operations,
-		arg.AfterID,
 		arg.PageRows,
 	)
 	if err != nil {

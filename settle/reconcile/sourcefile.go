@@ -1,13 +1,13 @@
-// Package sourcefile reads a source system's export of its records (the
-// metering system's final usage records, for month end) in the input
-// grammar: JSON lines, CSV with a header naming the contract's fields, or
-// CloudEvents (structured, one per line, or a JSON batch array). Every
+package reconcile
+
+// Reading a source system's export of its records (the metering system's
+// final usage records, for month end) in the input grammar: JSON lines,
+// CSV with a header naming the contract's fields, or CloudEvents (structured, one per line, or a JSON batch array). Every
 // record goes through the same record.Decoder as the usage topic's,
 // so identities and canonical forms are settle's own.
 //
 // It reads a stream once, one record at a time, and holds one record in
 // memory: exports of millions of lines are fine. It knows nothing of SQL.
-package sourcefile
 
 import (
 	"bufio"
@@ -20,19 +20,18 @@ import (
 	"strings"
 
 	"github.com/settlehq/settle/record"
-	"github.com/settlehq/settle/settle/inspect"
 )
 
-// Formats.
+// Source export formats.
 const (
-	FormatAuto        = "auto"        // '[' a CloudEvents batch, '{' JSON lines, else CSV
-	FormatJSONLines   = "jsonl"       // one record (or structured CloudEvent) per line
-	FormatCSV         = "csv"         // a header row of field names, then one record per row
-	FormatCloudEvents = "cloudevents" // structured CloudEvents, one per line or a JSON array
+	SourceFormatAuto        = "auto"        // '[' a CloudEvents batch, '{' JSON lines, else CSV
+	SourceFormatJSONLines   = "jsonl"       // one record (or structured CloudEvent) per line
+	SourceFormatCSV         = "csv"         // a header row of field names, then one record per row
+	SourceFormatCloudEvents = "cloudevents" // structured CloudEvents, one per line or a JSON array
 )
 
-// Formats lists the accepted formats.
-var Formats = []string{FormatAuto, FormatJSONLines, FormatCSV, FormatCloudEvents}
+// SourceFormats lists the accepted formats.
+var SourceFormats = []string{SourceFormatAuto, SourceFormatJSONLines, SourceFormatCSV, SourceFormatCloudEvents}
 
 // csvFields are the columns a CSV header may name: the input record's
 // fields (CONTRACT.md section 2).
@@ -43,13 +42,13 @@ var csvFields = map[string]bool{
 	"expires_at": true, "source": true, "attributes": true,
 }
 
-// Reader yields the records of one export; it implements inspect.SourceLines.
-type Reader struct {
+// SourceReader yields the records of one export; it implements SourceLines.
+type SourceReader struct {
 	dec      *record.Decoder
 	br       *bufio.Reader
 	lineMax  int
 	line     int64
-	next     func() (inspect.SourceLine, error)
+	next     func() (SourceLine, error)
 	csv      *csv.Reader
 	header   []string
 	batch    *json.Decoder
@@ -57,22 +56,22 @@ type Reader struct {
 	finished bool
 }
 
-// New returns a Reader of r in format, decoding with dec. lineBytesMax
+// NewSourceReader returns a SourceReader of r in format, decoding with dec. lineBytesMax
 // bounds one line (a longer one is reported too_large and skipped); 0 =
 // 1 MiB.
-func New(r io.Reader, format string, dec *record.Decoder, lineBytesMax int) (*Reader, error) {
+func NewSourceReader(r io.Reader, format string, dec *record.Decoder, lineBytesMax int) (*SourceReader, error) {
 	if lineBytesMax == 0 {
 		lineBytesMax = 1 << 20
 	}
-	rd := &Reader{dec: dec, br: bufio.NewReaderSize(r, 64<<10), lineMax: lineBytesMax}
-	if format == FormatAuto {
+	rd := &SourceReader{dec: dec, br: bufio.NewReaderSize(r, 64<<10), lineMax: lineBytesMax}
+	if format == SourceFormatAuto {
 		format = rd.sniff()
 	}
 	switch format {
-	case FormatJSONLines:
+	case SourceFormatJSONLines:
 		rd.next = rd.nextLine
-	case FormatCloudEvents:
-		if rd.sniff() == FormatCloudEvents {
+	case SourceFormatCloudEvents:
+		if rd.sniff() == SourceFormatCloudEvents {
 			if err := rd.startBatch(); err != nil {
 				return nil, err
 			}
@@ -80,50 +79,50 @@ func New(r io.Reader, format string, dec *record.Decoder, lineBytesMax int) (*Re
 		} else {
 			rd.next = rd.nextLine
 		}
-	case FormatCSV:
+	case SourceFormatCSV:
 		if err := rd.startCSV(); err != nil {
 			return nil, err
 		}
 		rd.next = rd.nextCSV
 	default:
-		return nil, fmt.Errorf("source format %q: want one of %s", format, strings.Join(Formats, ", "))
+		return nil, fmt.Errorf("source format %q: want one of %s", format, strings.Join(SourceFormats, ", "))
 	}
 	return rd, nil
 }
 
 // sniff looks at the first byte that is not white space.
-func (rd *Reader) sniff() string {
+func (rd *SourceReader) sniff() string {
 	for n := 1; ; n++ {
 		b, err := rd.br.Peek(n)
 		if len(b) < n || err != nil {
-			return FormatJSONLines // empty: nothing to read either way
+			return SourceFormatJSONLines // empty: nothing to read either way
 		}
 		switch b[n-1] {
 		case ' ', '\t', '\r', '\n':
 			continue
 		case '[':
-			return FormatCloudEvents
+			return SourceFormatCloudEvents
 		case '{':
-			return FormatJSONLines
+			return SourceFormatJSONLines
 		}
-		return FormatCSV
+		return SourceFormatCSV
 	}
 }
 
 // Next returns the next record; io.EOF at the end.
-func (rd *Reader) Next() (inspect.SourceLine, error) { return rd.next() }
+func (rd *SourceReader) Next() (SourceLine, error) { return rd.next() }
 
-func (rd *Reader) decode(value []byte) inspect.SourceLine {
+func (rd *SourceReader) decode(value []byte) SourceLine {
 	rec, err := rd.dec.Decode(value, nil)
 	if err != nil {
-		return inspect.SourceLine{Line: rd.line, Err: err}
+		return SourceLine{Line: rd.line, Err: err}
 	}
-	return inspect.SourceLine{Line: rd.line, Record: rec}
+	return SourceLine{Line: rd.line, Record: rec}
 }
 
 // nextLine reads one JSON line, skipping blank ones, never holding more
 // than lineMax bytes of it.
-func (rd *Reader) nextLine() (inspect.SourceLine, error) {
+func (rd *SourceReader) nextLine() (SourceLine, error) {
 	for {
 		rd.scratch.Reset()
 		tooLong := false
@@ -138,16 +137,16 @@ func (rd *Reader) nextLine() (inspect.SourceLine, error) {
 				continue
 			}
 			if err != nil && !errors.Is(err, io.EOF) {
-				return inspect.SourceLine{}, fmt.Errorf("line %d: %w", rd.line+1, err)
+				return SourceLine{}, fmt.Errorf("line %d: %w", rd.line+1, err)
 			}
 			if errors.Is(err, io.EOF) && rd.scratch.Len() == 0 && !tooLong && len(chunk) == 0 {
-				return inspect.SourceLine{}, io.EOF
+				return SourceLine{}, io.EOF
 			}
 			break
 		}
 		rd.line++
 		if tooLong {
-			return inspect.SourceLine{Line: rd.line, Err: &record.DecodeError{Reason: record.ReasonTooLarge, Field: "record",
+			return SourceLine{Line: rd.line, Err: &record.DecodeError{Reason: record.ReasonTooLarge, Field: "record",
 				Msg: fmt.Sprintf("line is longer than %d bytes", rd.lineMax)}}, nil
 		}
 		b := bytes.TrimSpace(rd.scratch.Bytes())
@@ -158,7 +157,7 @@ func (rd *Reader) nextLine() (inspect.SourceLine, error) {
 	}
 }
 
-func (rd *Reader) startBatch() error {
+func (rd *SourceReader) startBatch() error {
 	rd.batch = json.NewDecoder(rd.br)
 	tok, err := rd.batch.Token()
 	if err != nil {
@@ -170,20 +169,20 @@ func (rd *Reader) startBatch() error {
 	return nil
 }
 
-func (rd *Reader) nextBatch() (inspect.SourceLine, error) {
+func (rd *SourceReader) nextBatch() (SourceLine, error) {
 	if rd.finished || !rd.batch.More() {
 		rd.finished = true
-		return inspect.SourceLine{}, io.EOF
+		return SourceLine{}, io.EOF
 	}
 	var raw json.RawMessage
 	if err := rd.batch.Decode(&raw); err != nil {
-		return inspect.SourceLine{}, fmt.Errorf("cloudevents batch element %d: %w", rd.line+1, err)
+		return SourceLine{}, fmt.Errorf("cloudevents batch element %d: %w", rd.line+1, err)
 	}
 	rd.line++ // the element's position in the array
 	return rd.decode(raw), nil
 }
 
-func (rd *Reader) startCSV() error {
+func (rd *SourceReader) startCSV() error {
 	rd.csv = csv.NewReader(rd.br)
 	rd.csv.ReuseRecord = true
 	rd.csv.FieldsPerRecord = -1
@@ -209,21 +208,21 @@ func (rd *Reader) startCSV() error {
 // nextCSV maps one row to the record's JSON fields and decodes it like a
 // JSON line: an empty cell is an absent field, finalization_version is a
 // JSON integer and attributes a JSON object when they are written as one.
-func (rd *Reader) nextCSV() (inspect.SourceLine, error) {
+func (rd *SourceReader) nextCSV() (SourceLine, error) {
 	row, err := rd.csv.Read()
 	if errors.Is(err, io.EOF) {
-		return inspect.SourceLine{}, io.EOF
+		return SourceLine{}, io.EOF
 	}
 	rd.line++
 	if err != nil {
 		var pe *csv.ParseError
 		if errors.As(err, &pe) {
-			return inspect.SourceLine{Line: rd.line, Err: &record.DecodeError{Reason: record.ReasonInvalidField, Field: "record", Msg: err.Error()}}, nil
+			return SourceLine{Line: rd.line, Err: &record.DecodeError{Reason: record.ReasonInvalidField, Field: "record", Msg: err.Error()}}, nil
 		}
-		return inspect.SourceLine{}, fmt.Errorf("csv line %d: %w", rd.line, err)
+		return SourceLine{}, fmt.Errorf("csv line %d: %w", rd.line, err)
 	}
 	if len(row) != len(rd.header) {
-		return inspect.SourceLine{Line: rd.line, Err: &record.DecodeError{Reason: record.ReasonInvalidField, Field: "record",
+		return SourceLine{Line: rd.line, Err: &record.DecodeError{Reason: record.ReasonInvalidField, Field: "record",
 			Msg: fmt.Sprintf("row has %d cells, the header %d", len(row), len(rd.header))}}, nil
 	}
 	rd.scratch.Reset()

@@ -1,4 +1,4 @@
-package inspect
+package reconcile
 
 import (
 	"context"
@@ -7,24 +7,36 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 
+	"github.com/settlehq/settle/corrections"
 	"github.com/settlehq/settle/internal/money"
 	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/settle/internal/db"
 )
 
-// chainNode is a source usage, correction or reversal, by the hash of its
-// (period, record_id): what its chain needs.
-type chainNode struct {
-	parent    uint64 // the member it corrects; 0 for a usage
+// recordNode is what the source holds at one (period, record_id): the
+// chain members there by operation, and whether a record of another kind
+// (a hold or grant: never a chain target) or a refund or reclaim of it is
+// there. A correction, refund or reclaim names a recordNode; which chain
+// that resolves to is corrections.ChainTarget's to say, as on the settling
+// path.
+type recordNode struct {
+	usage, correction, reversal *chainMember
+	other                       bool // a record there of a kind no chain operation may target
+	refund, reclaim             bool
+}
+
+// chainMember is a source usage, correction or reversal: what its chain
+// needs.
+type chainMember struct {
+	target    uint64 // the recordNode it corrects; 0 for a usage
 	line      int64
 	version   int64  // 0 for a reversal without one
 	amount    string // "" for a reversal
 	reversal  bool
 	root      *chainRoot // set for a usage
-	refund    bool
-	reclaim   bool
 	resolved  *chainRoot
 	resolving bool
+	done      bool // resolved (to resolved, or to nothing)
 }
 
 // chainRoot is a source chain's root usage and its final state.
@@ -53,65 +65,90 @@ func (c *chainRoot) expected() money.Dec {
 	return money.MustParse(c.amount)
 }
 
-// memberHash names a chain member: a usage, correction or reversal by
-// (period, record_id), the way a correction, refund or reclaim names it.
-func memberHash(period, recordID string) uint64 {
+// recordHash names a record key: (period, record_id), the way a
+// correction, refund or reclaim names its target.
+func recordHash(period, recordID string) uint64 {
 	d := xxhash.New()
 	d.WriteString(period)
 	d.Write([]byte{0})
 	d.WriteString(recordID)
-	return d.Sum64() | 1 // never 0: 0 is "no parent"
+	return d.Sum64() | 1 // never 0: 0 is "no target"
 }
 
 // chainMember remembers what the net charge check needs of a record.
 func (c *sourceCheck) chainMember(l *SourceLine) {
 	r := &l.Record
-	node := func(h uint64) *chainNode {
-		n := c.nodes[h]
-		if n == nil {
-			n = &chainNode{}
-			c.nodes[h] = n
-		}
-		return n
+	n := c.nodes[recordHash(r.AccountPeriod, r.RecordID)]
+	if n == nil {
+		n = &recordNode{}
+		c.nodes[recordHash(r.AccountPeriod, r.RecordID)] = n
 	}
 	switch r.Kind {
 	case record.KindUsage:
-		n := node(memberHash(r.AccountPeriod, r.RecordID))
-		n.version, n.amount, n.line = r.FinalizationVersion, r.Amount, l.Line
-		n.root = &chainRoot{period: r.AccountPeriod, recordID: r.RecordID, currency: r.Currency, line: l.Line}
-	case record.KindCorrection, record.KindReversal:
-		n := node(memberHash(r.AccountPeriod, r.RecordID))
-		n.parent, n.version, n.amount, n.line = memberHash(r.TargetPeriod(), r.Corrects), r.FinalizationVersion, r.Amount, l.Line
-		n.reversal = r.Kind == record.KindReversal
+		n.usage = &chainMember{version: r.FinalizationVersion, amount: r.Amount, line: l.Line,
+			root: &chainRoot{period: r.AccountPeriod, recordID: r.RecordID, currency: r.Currency, line: l.Line}}
+	case record.KindCorrection:
+		n.correction = &chainMember{target: recordHash(r.TargetPeriod(), r.Corrects), version: r.FinalizationVersion, amount: r.Amount, line: l.Line}
+	case record.KindReversal:
+		n.reversal = &chainMember{target: recordHash(r.TargetPeriod(), r.Corrects), version: r.FinalizationVersion, line: l.Line, reversal: true}
 	case record.KindRefund:
-		node(memberHash(r.AccountPeriod, r.RecordID)).refund = true
+		n.refund = true
 	case record.KindReclaim:
-		node(memberHash(r.AccountPeriod, r.RecordID)).reclaim = true
+		n.reclaim = true
+	case record.KindHold, record.KindGrant:
+		n.other = true
 	}
 }
 
-// resolve finds the root of a source chain member.
-func (c *sourceCheck) resolve(n *chainNode) *chainRoot {
-	var path []*chainNode
-	for depth := 0; n != nil && depth < sourceChainDepthMax; depth++ {
-		if n.resolved != nil || n.root != nil {
-			r := n.resolved
-			if r == nil {
-				r = n.root
-			}
-			for _, p := range path {
-				p.resolved = r
-			}
+// resolveTarget is the chain the records at a recordNode resolve to, by
+// corrections.ChainTarget; nil when there is none (not in the source, a
+// record of the wrong kind, members of two chains, a cycle).
+func (c *sourceCheck) resolveTarget(h uint64, depth int) *chainRoot {
+	n := c.nodes[h]
+	if n == nil {
+		return nil
+	}
+	var t corrections.ChainTarget
+	var found [3]*chainRoot
+	for i, m := range [3]*chainMember{n.usage, n.correction, n.reversal} {
+		if m == nil {
+			continue
+		}
+		var id int64
+		if found[i] = c.resolve(m, depth+1); found[i] != nil {
+			id = found[i].line // a root's line names it: unique, never 0
+		}
+		t.Add([3]record.Kind{record.KindUsage, record.KindCorrection, record.KindReversal}[i], id)
+	}
+	if n.other {
+		t.Add(record.KindHold, 0)
+	}
+	id, res := t.Resolve()
+	if res != corrections.TargetFound {
+		return nil
+	}
+	for _, r := range found {
+		if r != nil && r.line == id {
 			return r
 		}
-		if n.resolving || n.parent == 0 {
-			return nil // a cycle, or a refund target that is not in the source
-		}
-		n.resolving = true
-		path = append(path, n)
-		n = c.nodes[n.parent]
 	}
 	return nil
+}
+
+// resolve finds the root of a source chain member.
+func (c *sourceCheck) resolve(m *chainMember, depth int) *chainRoot {
+	switch {
+	case m.root != nil:
+		return m.root
+	case m.done:
+		return m.resolved
+	case m.resolving || depth > sourceChainDepthMax:
+		return nil // a cycle, or a chain too deep to follow
+	}
+	m.resolving = true
+	m.resolved = c.resolveTarget(m.target, depth)
+	m.resolving, m.done = false, true
+	return m.resolved
 }
 
 // compareChains works out each source chain's final charge and compares
@@ -121,8 +158,8 @@ func (c *sourceCheck) compareChains(ctx context.Context) error {
 	c.finalStates()
 	roots := make([]*chainRoot, 0, len(c.nodes))
 	for _, n := range c.nodes {
-		if n.root != nil {
-			roots = append(roots, n.root)
+		if n.usage != nil {
+			roots = append(roots, n.usage.root)
 		}
 	}
 	sort.Slice(roots, func(i, j int) bool { return roots[i].line < roots[j].line })
@@ -158,25 +195,35 @@ func (c *sourceCheck) compareChains(ctx context.Context) error {
 // amount, whether the chain was reversed without a version, refunded or
 // reclaimed.
 func (c *sourceCheck) finalStates() {
-	for _, n := range c.nodes {
-		root := c.resolve(n)
-		if root == nil || (n.amount == "" && !n.reversal && n.root == nil) {
-			if root != nil { // a refund or reclaim target only
+	for h, n := range c.nodes {
+		if n.refund || n.reclaim {
+			if root := c.resolveTarget(h, 0); root != nil {
 				root.refund, root.reclaim = root.refund || n.refund, root.reclaim || n.reclaim
 			}
-			continue
 		}
-		root.refund, root.reclaim = root.refund || n.refund, root.reclaim || n.reclaim
-		switch {
-		case n.reversal && n.version == 0:
-			root.versionless = true
-		// The highest version is final; of two with one version (settle
-		// quarantines the later one version_conflict) the first in the
-		// file.
-		case root.amount == "" || n.version > root.version || (n.version == root.version && n.line < root.winLine):
-			root.version, root.amount, root.winLine = n.version, n.amount, n.line
-			if n.reversal {
-				root.amount = "0"
+		for _, m := range []*chainMember{n.correction, n.reversal} {
+			if m == nil {
+				continue
+			}
+			root := c.resolve(m, 0)
+			switch {
+			case root == nil:
+			case m.reversal && m.version == 0:
+				root.versionless = true
+			// The highest version is final; of two with one version
+			// (settle quarantines the later one version_conflict) the
+			// first in the file.
+			case root.amount == "" || m.version > root.version || (m.version == root.version && m.line < root.winLine):
+				root.version, root.amount, root.winLine = m.version, m.amount, m.line
+				if m.reversal {
+					root.amount = "0"
+				}
+			}
+		}
+		if u := n.usage; u != nil {
+			root := u.root
+			if root.amount == "" || u.version > root.version || (u.version == root.version && u.line < root.winLine) {
+				root.version, root.amount, root.winLine = u.version, u.amount, u.line
 			}
 		}
 	}
@@ -258,16 +305,16 @@ func (c *sourceCheck) settleTotals(ctx context.Context, totals sourceTotals, byK
 		t.settle = t.settle.Add(net)
 		t.settleChains++
 	}
-	var after int64
+	after := c.scanStart()
 	for {
-		roots, err := c.q.SourceSettledScan(ctx, db.SourceSettledScanParams{TenantID: c.in.TenantID, FromPeriod: c.in.From,
-			ToPeriod: c.in.To, Operations: []string{string(record.KindUsage)}, AfterID: after, PageRows: sourcePageRowsMax})
+		after.Operations, after.PageRows = []string{string(record.KindUsage)}, sourcePageRowsMax
+		roots, err := c.settledPage(ctx, after)
 		if err != nil {
 			return err
 		}
 		var periods, recs []string
 		for _, r := range roots {
-			after = r.ID
+			after.AfterPeriod, after.AfterRecordID, after.AfterOperation = r.AccountPeriod, r.RecordID, r.Operation
 			if known := byKey[[2]string{r.AccountPeriod, r.RecordID}]; known != nil && known.settled {
 				add(r.AccountPeriod, r.Currency, known.settleNet)
 				continue

@@ -1,4 +1,4 @@
-package inspect
+package reconcile
 
 import (
 	"bytes"
@@ -62,7 +62,7 @@ func (c *sourceCheck) loadDeadLetters(ctx context.Context) error {
 
 func (c *sourceCheck) deadLetterIdentity(value []byte, hs []record.Header) (record.Identity, bool) {
 	var id record.Identity
-	if rec, err := c.s.dec.Decode(value, hs); err == nil {
+	if rec, err := c.dec.Decode(value, hs); err == nil {
 		id = rec.Identity()
 	} else {
 		// Out of form for settle: read what it says it is, loosely.
@@ -258,16 +258,48 @@ func (c *sourceCheck) compareStored(f SourceFinding, r *record.Record, st *store
 
 // scanExtra reads settle's settled identities of the scope once, in id
 // order, and reports those the source lacks.
+// settledScanPlan is what the settled-identities scan's page runs under:
+// with sorts priced out, PostgreSQL reads the page as one ordered range of
+// identities_scope_key and stops at the page's end. Left to its
+// statistics, on a tenant just loaded and not yet analysed it estimates a
+// page at one row and reads every remaining identity of the range through
+// a bitmap and sorts them, page after page: quadratic in the tenant.
+const settledScanPlan = "SET LOCAL enable_sort = off"
+
+// settledPage reads one page of the settled-identities scan
+// (settledScanPlan), and restores the planner's setting for the check's
+// other queries.
+func (c *sourceCheck) settledPage(ctx context.Context, p db.SourceSettledScanParams) ([]db.SourceSettledScanRow, error) {
+	if _, err := c.tx.Exec(ctx, settledScanPlan); err != nil {
+		return nil, err
+	}
+	rows, err := c.q.SourceSettledScan(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := c.tx.Exec(ctx, "RESET enable_sort"); err != nil {
+		return nil, err
+	}
+	return rows, nil
+}
+
+// scanStart is the first page of the settled-identities scan: after the
+// key (from, "", ""), which every identity of the range follows.
+func (c *sourceCheck) scanStart() db.SourceSettledScanParams {
+	return db.SourceSettledScanParams{TenantID: c.in.TenantID, AfterPeriod: c.in.From, ToPeriod: c.in.To}
+}
+
 func (c *sourceCheck) scanExtra(ctx context.Context) error {
-	var after, total, extra int64
+	var total, extra int64
+	after := c.scanStart()
 	for {
-		rows, err := c.q.SourceSettledScan(ctx, db.SourceSettledScanParams{TenantID: c.in.TenantID, FromPeriod: c.in.From,
-			ToPeriod: c.in.To, Operations: c.in.Operations, AfterID: after, PageRows: sourcePageRowsMax})
+		after.Operations, after.PageRows = c.in.Operations, sourcePageRowsMax
+		rows, err := c.settledPage(ctx, after)
 		if err != nil {
 			return err
 		}
 		for _, r := range rows {
-			after, total = r.ID, total+1
+			after.AfterPeriod, after.AfterRecordID, after.AfterOperation, total = r.AccountPeriod, r.RecordID, r.Operation, total+1
 			key := record.Identity{TenantID: c.in.TenantID, AccountPeriod: r.AccountPeriod, RecordID: r.RecordID, Operation: record.Kind(r.Operation)}
 			if _, ok := c.seen[identityHash(key)]; ok {
 				continue

@@ -1,4 +1,4 @@
-package inspect
+package reconcile
 
 // Month end: a source system's own export of its final records, compared
 // with what settle holds, by scoped identity (settle reconcile --source).
@@ -7,7 +7,8 @@ package inspect
 // never by the file: the export is read once, a chunk of identities at a
 // time (looked up in one query with arrays); per identity only a 16-byte
 // entry (its hash and fingerprint) stays, and per chain member a small node
-// for the net charge check. Settle's side is read once, keyset-ordered, for
+// for the net charge check (about 400 bytes live per usage in all;
+// docs/operations.md, "Memory"). Settle's side is read once, paged by key, for
 // what the source lacks.
 
 import (
@@ -24,7 +25,9 @@ import (
 	"github.com/settlehq/settle/fingerprint"
 	"github.com/settlehq/settle/internal/money"
 	"github.com/settlehq/settle/record"
+	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/internal/db"
+	"github.com/settlehq/settle/settle/schema"
 )
 
 // Limits of a source check.
@@ -176,8 +179,9 @@ func (r *SourceReport) Agrees() bool {
 }
 
 type sourceCheck struct {
-	s   *Store
+	dec *record.Decoder
 	q   *db.Queries // over the check's READ ONLY transaction
+	tx  pgx.Tx
 	in  SourceCheckInput
 	ops map[string]bool
 	r   *SourceReport
@@ -186,22 +190,22 @@ type sourceCheck struct {
 	chunk     []SourceLine
 	periods   map[string]*SourcePeriod
 	dead      map[record.Identity]deadLetterRef
-	nodes     map[uint64]*chainNode
+	nodes     map[uint64]*recordNode
 	matchedOK int64 // source identities settle has settled (for the extra check)
 }
 
 // CheckSource compares a source export of one tenant and period range
 // with what settle holds, by scoped identity, and reports per period what
 // is missing, extra and different, the chains whose charge differs, and
-// the totals on both sides. It reads through the read side only: one
-// REPEATABLE READ, READ ONLY transaction under ReaderRole, so the whole
-// report is of one snapshot and the check cannot write.
-func (s *Store) CheckSource(ctx context.Context, in SourceCheckInput, src SourceLines) (*SourceReport, error) {
+// the totals on both sides. It only reads: one REPEATABLE READ, READ ONLY
+// transaction under schema.ReaderRole, so the whole report is of one
+// snapshot and the check cannot write.
+func CheckSource(ctx context.Context, store *settle.Store, in SourceCheckInput, src SourceLines) (*SourceReport, error) {
 	if in.To == "" {
 		in.To = in.From
 	}
-	if in.TenantID == "" || !validPeriod(in.From) || !validPeriod(in.To) || in.To < in.From {
-		return nil, fmt.Errorf("%w: a source check needs a tenant and a period range YYYY-MM to YYYY-MM (got %q, %q to %q)", ErrBadFilter, in.TenantID, in.From, in.To)
+	if in.TenantID == "" || !record.ValidPeriod(in.From) || !record.ValidPeriod(in.To) || in.To < in.From {
+		return nil, fmt.Errorf("a source check needs a tenant and a period range YYYY-MM to YYYY-MM (got %q, %q to %q)", in.TenantID, in.From, in.To)
 	}
 	if in.Operations == nil {
 		for _, k := range record.Kinds {
@@ -211,20 +215,26 @@ func (s *Store) CheckSource(ctx context.Context, in SourceCheckInput, src Source
 	if in.ProgressEvery == 0 {
 		in.ProgressEvery = 100_000
 	}
-	c := &sourceCheck{s: s, in: in, ops: map[string]bool{},
+	c := &sourceCheck{dec: store.Decoder(), in: in, ops: map[string]bool{},
 		r: &SourceReport{TenantID: in.TenantID, From: in.From, To: in.To, Periods: []SourcePeriod{},
 			Totals: []SourceTotal{}, Findings: []SourceFinding{}, Counts: map[string]int{}},
 		seen: map[uint64]uint64{}, periods: map[string]*SourcePeriod{}, dead: map[record.Identity]deadLetterRef{},
-		nodes: map[uint64]*chainNode{}}
+		nodes: map[uint64]*recordNode{}}
 	for _, op := range in.Operations {
 		c.ops[op] = true
 	}
 	what := fmt.Sprintf("check source tenant=%s periods=%s..%s", in.TenantID, in.From, in.To)
-	err := s.readOnly(ctx, what, func(tx pgx.Tx) error {
-		c.q = db.On(tx)
-		return c.run(ctx, src)
-	})
+	ck := &checker{pool: store.Pool(), cfg: store.Config()}
+	tx, err := ck.begin(ctx)
 	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	if _, err := tx.Exec(ctx, "SET LOCAL ROLE "+schema.ReaderRole); err != nil {
+		return nil, fmt.Errorf("%s: take on role %s (the login must be a member of it, or of settle_app; run settle migrate): %w", what, schema.ReaderRole, err)
+	}
+	c.q, c.tx = db.On(tx), tx
+	if err := c.run(ctx, src); err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	return c.r, nil
