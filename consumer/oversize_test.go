@@ -157,7 +157,7 @@ func TestResultRefusedForItsKey(t *testing.T) {
 //
 // Fails against the consumer that published every result of a refused
 // batch without its key and headers (2 of 3 results without their key):
-// git checkout 40477a1~1 -- consumer/ internal/kafkaerr && git checkout HEAD -- consumer/oversize_test.go && go test -run TestRefusedResultsNeighbours ./consumer; git checkout HEAD -- consumer/ && rm -r internal/kafkaerr
+// git checkout 40477a1~1 -- consumer/ internal/kafkaerr && git checkout HEAD -- consumer/oversize_test.go && go test -run TestRefusedResultsNeighbours ./consumer; git checkout HEAD -- consumer/ && git rm -rq internal/kafkaerr
 func TestRefusedResultsNeighboursKeepTheirKeys(t *testing.T) {
 	t.Parallel()
 	k := kafkatest.NewCluster(t, 1)
