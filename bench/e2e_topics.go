@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/settlehq/settle/internal/kafkaread"
 	"github.com/settlehq/settle/settle/message"
 )
 
@@ -96,56 +96,34 @@ func (l *latencyReader) steadySentAt(id string) (time.Time, bool) {
 	return t, ok && from != 0 && t.UnixNano() >= from
 }
 
-// readTopics reads the settlements and results topics from the start until
-// they have been quiet for a second, and counts distinct settlement ids and
-// distinct input coordinates with a result.
+// readTopics reads the settlements and results topics to their ends
+// (kafkaread.ToEnd; check runs once the outbox is empty and every record's
+// offset is committed, after its result) and counts distinct settlement ids
+// and distinct input coordinates with a result.
 func readTopics(ctx context.Context, brokers []string, tp topics) (TopicCheck, error) {
 	var tc TopicCheck
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(tp.settlements, tp.results),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(200*time.Millisecond))
+	ids := map[string]struct{}{}
+	_, err := kafkaread.ToEnd(ctx, brokers, nil, tp.settlements, func(r *kgo.Record) {
+		tc.SettlementMessages++
+		var m settlementMsg
+		if json.Unmarshal(r.Value, &m) == nil {
+			ids[m.SettlementID] = struct{}{}
+		}
+	})
 	if err != nil {
 		return tc, err
 	}
-	defer cl.Close()
-	ids := map[string]struct{}{}
 	coords := map[[2]int64]struct{}{}
-	for {
-		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		fs := cl.PollFetches(pctx)
-		cancel()
-		if ctx.Err() != nil {
-			return tc, ctx.Err()
+	_, err = kafkaread.ToEnd(ctx, brokers, nil, tp.results, func(r *kgo.Record) {
+		var res struct {
+			Source message.Coordinates `json:"source"`
 		}
-		n := 0
-		fs.EachRecord(func(r *kgo.Record) {
-			n++
-			if r.Topic == tp.settlements {
-				tc.SettlementMessages++
-				var m settlementMsg
-				if json.Unmarshal(r.Value, &m) == nil {
-					ids[m.SettlementID] = struct{}{}
-				}
-				return
-			}
-			var res struct {
-				Source message.Coordinates `json:"source"`
-			}
-			if json.Unmarshal(r.Value, &res) == nil {
-				coords[[2]int64{int64(res.Source.Partition), res.Source.Offset}] = struct{}{}
-			}
-		})
-		if n == 0 {
-			var fe error
-			fs.EachError(func(_ string, _ int32, err error) {
-				if !errors.Is(err, context.DeadlineExceeded) {
-					fe = err
-				}
-			})
-			if fe != nil {
-				return tc, fe
-			}
-			break
+		if json.Unmarshal(r.Value, &res) == nil {
+			coords[[2]int64{int64(res.Source.Partition), res.Source.Offset}] = struct{}{}
 		}
+	})
+	if err != nil {
+		return tc, err
 	}
 	tc.DistinctSettlementIDs, tc.ResultCoordinates = int64(len(ids)), int64(len(coords))
 	return tc, nil

@@ -4,25 +4,23 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
+
+	"github.com/settlehq/settle/internal/child"
+	"github.com/settlehq/settle/internal/loopback"
 )
 
 // serviceProc is one `settle run` process of an edge run: any settle binary
 // (this build, or an older one to compare with) serving the records API on
 // loopback.
 type serviceProc struct {
-	cmd     *exec.Cmd
-	log     *os.File
-	apiURL  string
-	exited  chan struct{}
-	waitErr error
+	*child.Process
+	apiURL string
 }
 
 // procArgs is what an edge run asks of `settle run`.
@@ -69,11 +67,11 @@ func startService(ctx context.Context, a procArgs) (*serviceProc, error) {
 			return nil, fmt.Errorf("%s run has no --%s: it cannot serve the records API this bench drives", a.binary, need)
 		}
 	}
-	apiAddr, err := freeAddr()
+	apiAddr, err := loopback.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
-	adminAddr, err := freeAddr()
+	adminAddr, err := loopback.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
@@ -90,18 +88,11 @@ func startService(ctx context.Context, a procArgs) (*serviceProc, error) {
 			args = append(args, "--"+o[0], o[1])
 		}
 	}
-	logf, err := os.Create(a.logPath)
+	c, err := child.Start(child.Options{Name: "settle run", Bin: a.binary, Args: args, LogPath: a.logPath})
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(a.binary, args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		_ = logf.Close()
-		return nil, fmt.Errorf("start %s run: %w", a.binary, err)
-	}
-	p := &serviceProc{cmd: cmd, log: logf, apiURL: "http://" + apiAddr, exited: make(chan struct{})}
-	go func() { p.waitErr = cmd.Wait(); close(p.exited) }()
+	p := &serviceProc{Process: c, apiURL: "http://" + apiAddr}
 	if err := p.waitReady(ctx, "http://"+adminAddr+"/readyz", 60*time.Second); err != nil {
 		_ = p.stop() // the start failed: that error is the one to report
 		return nil, fmt.Errorf("%w (log %s)", err, a.logPath)
@@ -121,8 +112,8 @@ func (p *serviceProc) waitReady(ctx context.Context, url string, timeout time.Du
 			}
 		}
 		select {
-		case <-p.exited:
-			return fmt.Errorf("settle run exited before it was ready: %w", p.waitErr)
+		case <-p.Done():
+			return fmt.Errorf("settle run exited before it was ready: %w", p.Err())
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(100 * time.Millisecond):
@@ -133,7 +124,7 @@ func (p *serviceProc) waitReady(ctx context.Context, url string, timeout time.Du
 
 // cpu is the CPU time the process has used so far (Linux /proc).
 func (p *serviceProc) cpu() time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.Pid()))
 	if err != nil {
 		return 0
 	}
@@ -150,28 +141,10 @@ func (p *serviceProc) cpu() time.Duration {
 // stop ends the process as an operator would (SIGTERM), killing it when it
 // does not stop in time. It reports a process that did not exit cleanly.
 func (p *serviceProc) stop() error {
-	defer func() { _ = p.log.Close() }() // the log is the child's, written by it
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.exited:
-	case <-time.After(40 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.exited
-		return fmt.Errorf("settle run did not stop within 40s of SIGTERM")
-	}
-	if p.waitErr != nil {
-		return fmt.Errorf("settle run: %w", p.waitErr)
+	if err := p.Stop(40 * time.Second); err != nil {
+		return fmt.Errorf("settle run: %w", err)
 	}
 	return nil
-}
-
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("find a free loopback port: %w", err)
-	}
-	defer func() { _ = ln.Close() }()
-	return ln.Addr().String(), nil
 }
 
 func tail(b []byte, n int) string {

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/settlehq/settle/internal/backoff"
+	"github.com/settlehq/settle/settle/message"
 	"github.com/settlehq/settle/telemetry"
 )
 
@@ -100,8 +101,8 @@ type Config struct {
 
 func (c *Config) setDefaults() {
 	c.Group = cmp.Or(c.Group, "settle")
-	c.Topic = cmp.Or(c.Topic, "usage")
-	c.ResultsTopic = cmp.Or(c.ResultsTopic, "usage.results")
+	c.Topic = cmp.Or(c.Topic, message.TopicUsage)
+	c.ResultsTopic = cmp.Or(c.ResultsTopic, message.TopicResults)
 	c.PollRecordsMax = cmp.Or(c.PollRecordsMax, 50_000)
 	c.RecordAttemptsMax = cmp.Or(c.RecordAttemptsMax, 5)
 	c.BackoffMin = cmp.Or(c.BackoffMin, 100*time.Millisecond)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/settlehq/settle/internal/backoff"
 	"github.com/settlehq/settle/internal/crashpoint"
+	"github.com/settlehq/settle/outlet"
 	"github.com/settlehq/settle/settle/message"
 )
 
@@ -29,7 +30,8 @@ type Consumer struct {
 	dbDown      atomic.Bool // the last settle attempt found the database unavailable
 	brokerDown  atomic.Bool // the last publish attempt failed
 	running     atomic.Bool
-	commitsLost atomic.Int64 // commits whose outcome is unknown
+	out         *outlet.Outlet // the results' way out, on the client of the running member (Run)
+	commitsLost atomic.Int64   // commits whose outcome is unknown
 
 	// commits tracks the owned partitions and the commits owed to Kafka
 	// after a failed one (retried while idle).
@@ -107,6 +109,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("consumer: create kafka client: %w", err)
 	}
+	c.out = c.newOutlet(cl)
 	workCtx, stopWork := c.drainContext(ctx)
 	defer stopWork()
 	// A stop, like a rebalance, ends the poll after the batch in hand.

@@ -3,6 +3,8 @@ package consumer_test
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"strconv"
 	"strings"
@@ -143,5 +145,45 @@ func TestResultRefusedForItsKey(t *testing.T) {
 	}
 	if len(ms) != 3 || refused != 1 {
 		t.Fatalf("%d results (want 3), %d of them without their key (want 1)", len(ms), refused)
+	}
+}
+
+// TestRefusedResultsNeighboursKeepTheirKeys: a result over the results
+// topic's limit (its input's 60 KB key; the topic takes 50 KB) is produced
+// in one batch with its neighbours, which the broker refuses whole. Only
+// the refused result goes out without its key (settle_refused); the
+// results beside it keep their keys and partitions, so no key's results
+// change order.
+//
+// Fails against the consumer that published every result of a refused
+// batch without its key and headers (2 of 3 results without their key):
+// git checkout 40477a1~1 -- consumer/ internal/kafkaerr && git checkout HEAD -- consumer/oversize_test.go && go test -run TestRefusedResultsNeighbours ./consumer; git checkout HEAD -- consumer/ && git rm -rq internal/kafkaerr
+func TestRefusedResultsNeighboursKeepTheirKeys(t *testing.T) {
+	t.Parallel()
+	k := kafkatest.NewCluster(t, 1)
+	k.SetTopicConfig(t, "usage.results", "max.message.bytes", "50000")
+	s := settletest.NewStore(t, settle.Config{})
+	grant := func(id, key string) *kgo.Record {
+		r := rec(0, usage("record_id", id, "kind", "grant", "amount", "5",
+			"meter", nil, "quantity", nil, "unit", nil, "finalization_version", nil))
+		r.Key = []byte(key)
+		return r
+	}
+	noise := make([]byte, 30_000) // 60 KB as hex: past the limit however it is compressed
+	_, _ = rand.Read(noise)
+	k.Produce(t, grant("before", "acme/before"), grant("big-key", hex.EncodeToString(noise)), grant("after", "acme/after"))
+	_, stop := runConsumer(t, s, consumerConfig(t, k, "neighbours"))
+	defer stop()
+
+	ms := k.Read(t, "usage.results", 3, 20*time.Second)
+	if len(ms) != 3 {
+		t.Fatalf("%d results, want 3", len(ms))
+	}
+	for _, m := range ms {
+		big := bytes.Contains(m.Value, []byte(`"big-key"`))
+		refused := kafkatest.Header(m, consumer.HeaderRefused)
+		if big != (refused == "message_too_large") || big != (m.Key == nil) {
+			t.Errorf("result %.60s...: key %q, settle_refused %q; only the big key's result goes without its key", m.Value, m.Key, refused)
+		}
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -14,8 +13,8 @@ import (
 
 	"github.com/settlehq/settle/internal/backoff"
 	"github.com/settlehq/settle/internal/crashpoint"
-	"github.com/settlehq/settle/internal/kafkaerr"
 	"github.com/settlehq/settle/internal/kafkahdr"
+	"github.com/settlehq/settle/outlet"
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/dberr"
 	"github.com/settlehq/settle/settle/message"
@@ -93,7 +92,7 @@ func (c *Consumer) handleLane(ctx context.Context, abandon <-chan struct{}, cl *
 	// progress over each; false when one could not be published.
 	drain := func() bool {
 		for i, p := range inflight {
-			if err := c.awaitPublish(ctx, abandon, cl, p); err != nil {
+			if err := c.awaitPublish(ctx, abandon, p); err != nil {
 				for _, q := range inflight[i:] {
 					endSpans(q.spans, nil, err)
 				}
@@ -130,7 +129,7 @@ func (c *Consumer) handleLane(ctx context.Context, abandon <-chan struct{}, cl *
 		// results covers a prefix of ins even on error: publish it, so the
 		// partitions' progress is kept.
 		if len(results) > 0 {
-			p := c.publishAsync(ctx, cl, results, spans...)
+			p := c.publishAsync(ctx, results, spans...)
 			p.spans, p.err = spans, err
 			p.progress = l.progressOver(recs[:len(results)])
 			inflight = append(inflight, p)
@@ -316,10 +315,7 @@ type batchPublish struct {
 	spans    []trace.Span
 	progress []progress // where the batch takes its partitions
 	err      error      // why the records after results did not settle
-
-	wg     sync.WaitGroup
-	mu     sync.Mutex
-	failed []failedResult
+	send     *outlet.Send
 }
 
 // HeaderRefused is the one header of a result published without its
@@ -327,21 +323,15 @@ type batchPublish struct {
 // broker's reason (message_too_large).
 const HeaderRefused = "settle_refused"
 
-// failedResult is a result the broker did not take, and why.
-type failedResult struct {
-	rec *kgo.Record
-	err error
-}
-
 // resultBytesGuess is the room publishAsync makes for a result's JSON.
 const resultBytesGuess = 1024
 
 // publishAsync starts producing one message per result to the results
-// topic, keyed like the input record; awaitPublish collects the
-// acknowledgements. A waiting result is not produced here: the settling
-// transaction put it in the outbox, ahead of the final result a later
-// transaction writes, and the relay publishes both in that order.
-func (c *Consumer) publishAsync(ctx context.Context, cl *kgo.Client, results []message.Result, spans ...trace.Span) *batchPublish {
+// topic, keyed like the input record, through the outlet; awaitPublish
+// collects the acknowledgements. A waiting result is not produced here:
+// the settling transaction put it in the outbox, ahead of the final result
+// a later transaction writes, and the relay publishes both in that order.
+func (c *Consumer) publishAsync(ctx context.Context, results []message.Result, spans ...trace.Span) *batchPublish {
 	p := &batchPublish{results: results}
 	recs := make([]*kgo.Record, 0, len(results))
 	// One buffer holds the batch's values, each a slice of it: a result is
@@ -360,83 +350,58 @@ func (c *Consumer) publishAsync(ctx context.Context, cl *kgo.Client, results []m
 		}
 		recs = append(recs, r)
 	}
-	pctx, cancel := context.WithTimeout(ctx, c.cfg.ProduceTimeout)
-	p.wg.Add(len(recs))
-	go func() { p.wg.Wait(); cancel() }()
-	for _, r := range recs {
-		cl.Produce(pctx, r, func(r *kgo.Record, err error) {
-			if err != nil {
-				p.mu.Lock()
-				p.failed = append(p.failed, failedResult{r, err})
-				p.mu.Unlock()
-			}
-			p.wg.Done()
-		})
-	}
+	p.send = c.out.Start(ctx, recs...)
 	return p
 }
 
-// awaitPublish waits for a batch's acknowledgements and produces what
-// failed again, with backoff, while the broker is unavailable. A retry may
-// publish a result twice; results are idempotent repeats. A result the
-// broker refuses for good (the input's key or headers made it too large)
-// is published without them, its header settle_refused naming why; should
-// that be refused too, it is logged as an error and left: one record
-// must not stop its partition.
-func (c *Consumer) awaitPublish(ctx context.Context, abandon <-chan struct{}, cl *kgo.Client, p *batchPublish) error {
-	p.wg.Wait()
-	var pending []*kgo.Record
-	var lastErr error
-	again := func(f failedResult) {
-		reason := kafkaerr.RefusedForGood(f.err)
-		switch {
-		case reason == "":
-			// A fresh record: a failed one carries the old attempt's state.
-			pending = append(pending, &kgo.Record{Topic: f.rec.Topic, Key: f.rec.Key, Value: f.rec.Value, Headers: f.rec.Headers})
-			lastErr = f.err
-		case len(f.rec.Headers) == 1 && f.rec.Headers[0].Key == HeaderRefused:
-			c.log.Error("the broker refuses a result even without its key and headers; it is not on the results topic",
-				"topic", f.rec.Topic, "bytes", len(f.rec.Value), "err", f.err)
-		default:
-			c.log.Warn("the broker refuses a result for good; publishing it without its key and headers",
-				"topic", f.rec.Topic, "key_bytes", len(f.rec.Key), "headers", len(f.rec.Headers), "err", f.err)
-			pending = append(pending, &kgo.Record{Topic: f.rec.Topic, Value: f.rec.Value,
-				Headers: []kgo.RecordHeader{{Key: HeaderRefused, Value: []byte(reason)}}})
-			lastErr = f.err
-		}
-	}
-	for _, f := range p.failed {
-		again(f)
-	}
-	b := backoff.New(c.cfg.retryPolicy())
-	for len(pending) > 0 {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		c.cfg.Metrics.Retry(ctx, telemetry.CauseBroker)
-		if !c.brokerDown.Swap(true) {
-			c.log.Warn("publishing results failed; pausing and retrying", "topic", c.cfg.ResultsTopic, "failed", len(pending), "err", lastErr)
-		}
-		if !b.Wait(ctx, abandon) {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			return errAbandoned
-		}
-		pctx, cancel := context.WithTimeout(ctx, c.cfg.ProduceTimeout)
-		prs := cl.ProduceSync(pctx, pending...)
-		cancel()
-		pending = pending[:0:0]
-		for _, pr := range prs {
-			if pr.Err != nil {
-				again(failedResult{pr.Record, pr.Err})
-			}
-		}
+// awaitPublish waits for a batch's acknowledgements; the outlet produces
+// what failed again, with the consumer's backoff, while the broker is
+// unavailable. A retry may publish a result twice; results are idempotent
+// repeats. A result the broker refuses for good is refusedResult's.
+func (c *Consumer) awaitPublish(ctx context.Context, abandon <-chan struct{}, p *batchPublish) error {
+	switch err := p.send.Wait(ctx, abandon); {
+	case errors.Is(err, outlet.ErrAbandoned):
+		return errAbandoned
+	case err != nil:
+		return err
 	}
 	if c.brokerDown.Swap(false) {
 		c.log.Info("broker available again; resuming")
 	}
 	return nil
+}
+
+// newOutlet is the consumer's way out for its results, on cl: the consumer's
+// backoff between attempts, each bounded by ProduceTimeout.
+func (c *Consumer) newOutlet(cl *kgo.Client) *outlet.Outlet {
+	return outlet.New(cl, outlet.Config{
+		Retry:          c.cfg.retryPolicy(),
+		AttemptTimeout: c.cfg.ProduceTimeout,
+		Refused:        c.refusedResult,
+		Retrying: func(left int, err error) {
+			c.cfg.Metrics.Retry(context.Background(), telemetry.CauseBroker)
+			if !c.brokerDown.Swap(true) {
+				c.log.Warn("publishing results failed; pausing and retrying", "topic", c.cfg.ResultsTopic, "failed", left, "err", err)
+			}
+		},
+	})
+}
+
+// refusedResult is the consumer's policy for a result the broker refuses
+// for good on its own (the input's key or headers made it too large): it
+// is published without them, its header settle_refused naming why; should
+// that be refused too, it is logged as an error and left: one record must
+// not stop its partition.
+func (c *Consumer) refusedResult(rec *kgo.Record, reason string, err error) *kgo.Record {
+	if len(rec.Headers) == 1 && rec.Headers[0].Key == HeaderRefused {
+		c.log.Error("the broker refuses a result even without its key and headers; it is not on the results topic",
+			"topic", rec.Topic, "bytes", len(rec.Value), "err", err)
+		return nil
+	}
+	c.log.Warn("the broker refuses a result for good; publishing it without its key and headers",
+		"topic", rec.Topic, "key_bytes", len(rec.Key), "headers", len(rec.Headers), "err", err)
+	return &kgo.Record{Topic: rec.Topic, Value: rec.Value,
+		Headers: []kgo.RecordHeader{{Key: HeaderRefused, Value: []byte(reason)}}}
 }
 
 // txResult names a settling transaction's result for the latency metric.

@@ -220,7 +220,7 @@ func (c *Consumer) skipBatch(ctx context.Context, abandon <-chan struct{}, cl *k
 		retry(err)
 		return
 	}
-	if err := c.awaitPublish(ctx, abandon, cl, c.publishAsync(ctx, cl, results)); err != nil {
+	if err := c.awaitPublish(ctx, abandon, c.publishAsync(ctx, results)); err != nil {
 		// Settled: the result is repeated from PostgreSQL when the
 		// batch is read again.
 		retry(err)

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/settlehq/settle/internal/kafkaread"
 	"github.com/settlehq/settle/internal/kafkatest"
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/message"
@@ -205,46 +206,16 @@ func readAll(ctx context.Context, t *testing.T, brokers []string, topic string) 
 	return out
 }
 
-// readAllEnds is readAll, and the end offsets it read to, by partition.
+// readAllEnds is readAll, and the end offsets it read to, by partition
+// (kafkaread.ToEnd).
 func readAllEnds(ctx context.Context, t *testing.T, brokers []string, topic string) ([]*kgo.Record, map[int32]int64) {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxBytes(64<<20))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
-	if err != nil {
-		t.Fatalf("end offsets of %s: %v", topic, err)
-	}
-	left := map[int32]int64{} // partition -> end offset not yet reached
-	endsOf := map[int32]int64{}
-	ends.Each(func(o kadm.ListedOffset) {
-		if o.Err != nil {
-			t.Fatalf("end offset of %s/%d: %v", topic, o.Partition, o.Err)
-		}
-		endsOf[o.Partition] = o.Offset
-		if o.Offset > 0 {
-			left[o.Partition] = o.Offset
-		}
-	})
 	var out []*kgo.Record
-	for len(left) > 0 {
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatalf("read %s: %d records read, partitions not finished: %v", topic, len(out), left)
-		}
-		fs.EachRecord(func(r *kgo.Record) {
-			if end, ok := left[r.Partition]; ok {
-				out = append(out, r)
-				if r.Offset+1 >= end {
-					delete(left, r.Partition)
-				}
-			}
-		})
+	o, err := kafkaread.ToEnd(ctx, brokers, []kgo.Opt{kgo.FetchMaxBytes(64 << 20)}, topic, func(r *kgo.Record) { out = append(out, r) })
+	if err != nil {
+		t.Fatalf("read %s: %d records read: %v", topic, len(out), err)
 	}
-	return out, endsOf
+	return out, o.Ends
 }
 
 // waitSettled waits until n deliveries exist, or fails after timeout.

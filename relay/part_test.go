@@ -1,15 +1,10 @@
 package relay
 
 import (
-	"context"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/settlehq/settle/internal/kafkaerr"
-	"github.com/settlehq/settle/internal/kafkatest"
 )
 
 // TestPartsFitABatch: partEnd cuts a round so that a part's bytes stay
@@ -47,41 +42,5 @@ func TestPartsFitABatch(t *testing.T) {
 	}
 	if want := []int{4, 3, 1, 3, 1}; !slices.Equal(got, want) {
 		t.Errorf("parts of %v records, want %v", got, want)
-	}
-}
-
-// TestProduceEndsWithItsContext: a stopping relay's produce returns once
-// its context ended and the broker stays silent, with the record it could
-// not publish left for a retry, even when the broker is gone (its client
-// retries such a record without end, and aborting waits for it).
-//
-// Fails against the produce that waited for every answer (not returned
-// after 30 s):
-// git show a379e08:relay/relay.go > relay/relay.go && go test -run 'TestProduceEnds|TestRelayStops' ./relay; git checkout relay/relay.go
-func TestProduceEndsWithItsContext(t *testing.T) {
-	t.Parallel()
-	k := kafkatest.NewCluster(t, 1)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(k.Brokers...), kgo.ManualFlushing())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	first := &kgo.Record{Topic: "settlements", Value: []byte("a")}
-	if err := produce(context.Background(), cl, first)[first]; err != nil {
-		t.Fatalf("before the broker went: %v", err)
-	}
-	k.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-	defer cancel()
-	rec := &kgo.Record{Topic: "settlements", Value: []byte("b")}
-	done := make(chan error, 1)
-	go func() { done <- produce(ctx, cl, rec)[rec] }()
-	select {
-	case err := <-done:
-		if err == nil || kafkaerr.RefusedForGood(err) != "" {
-			t.Errorf("the record the broker did not take: %v, want it left for a retry", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("produce has not returned 30 s after its context ended")
 	}
 }

@@ -30,7 +30,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -39,8 +38,8 @@ import (
 
 	"github.com/settlehq/settle/internal/backoff"
 	"github.com/settlehq/settle/internal/crashpoint"
-	"github.com/settlehq/settle/internal/kafkaerr"
 	"github.com/settlehq/settle/internal/kafkahdr"
+	"github.com/settlehq/settle/outlet"
 	"github.com/settlehq/settle/settle/outbox"
 	"github.com/settlehq/settle/telemetry"
 )
@@ -195,7 +194,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	if !ok {
 		return errors.New("relay: the Kafka client does not say its batch limit (kgo.ProducerBatchMaxBytesFn)")
 	}
-	p := producer{cl, batchMax}
+	p := producer{outlet.New(cl, outlet.Config{Attempts: 1}), batchMax}
 
 	// Unjittered: a failed lead costs each replica one lease query per
 	// wait, too little load for replicas retrying in step to matter.
@@ -305,7 +304,7 @@ func (r *Relay) flush(ctx context.Context, p producer, lease *outbox.Lease) erro
 // after it go on.
 //
 // The round's rows go to the client in parts (partEnd), each flushed and
-// answered before the next (produce): a partition's rows
+// answered before the next (outlet.Outlet.Produce): a partition's rows
 // of one part are one batch, which the broker takes or refuses whole, so
 // no later row of a key reaches the topic while an earlier one is still to
 // be sent again alone.
@@ -327,7 +326,7 @@ func (r *Relay) round(ctx context.Context, p producer, lease *outbox.Lease) (int
 	o := outcome{held: map[string]bool{}}
 	for lo := 0; lo < len(msgs); {
 		hi := partEnd(recs, lo, p.batchMax)
-		r.publishPart(ctx, p.cl, msgs[lo:hi], recs[lo:hi], results[lo:hi], &o)
+		r.publishPart(ctx, p.out, msgs[lo:hi], recs[lo:hi], results[lo:hi], &o)
 		lo = hi
 	}
 	endSpans(spans, results)
@@ -342,7 +341,7 @@ func (r *Relay) round(ctx context.Context, p producer, lease *outbox.Lease) (int
 // producer is the relay's Kafka client and its batch limit per topic
 // (kgo.ProducerBatchMaxBytesFn), which cuts a round into parts (partEnd).
 type producer struct {
-	cl       *kgo.Client
+	out      *outlet.Outlet
 	batchMax func(topic string) int32
 }
 
@@ -357,43 +356,40 @@ type outcome struct {
 // heldKey is what holds a row back: its topic and key.
 func heldKey(m outbox.Message) string { return m.Topic + "\x00" + string(m.Key) }
 
-// publishPart produces one part of a round, then sends alone each row its
-// batch's refusal failed, and records in o and results what became of
-// every row. A row whose key has an earlier row left for a retry is not
-// sent, or, when that row failed in this very part, not counted: it goes
-// again after it.
-func (r *Relay) publishPart(ctx context.Context, cl *kgo.Client, msgs []outbox.Message, recs []*kgo.Record, results []error, o *outcome) {
-	send := recs
+// publishPart produces one part of a round through the outlet (one
+// attempt: the outbox row is the retry) and records in o and results what
+// became of every row: published, parked (refused for good on its own), or
+// left for a retry. A row whose key has an earlier row left for a retry in
+// an earlier part is not sent; within the part, the outlet holds such a row
+// back (outlet.ErrHeldBack), so it goes again after it.
+func (r *Relay) publishPart(ctx context.Context, out *outlet.Outlet, msgs []outbox.Message, recs []*kgo.Record, results []error, o *outcome) {
+	send, at := recs, []int(nil)
 	if len(o.held) > 0 {
 		send = make([]*kgo.Record, 0, len(recs))
 		for i, m := range msgs {
-			if !o.held[heldKey(m)] {
-				send = append(send, recs[i])
+			if o.held[heldKey(m)] {
+				results[i] = outlet.ErrHeldBack
+				continue
 			}
+			send, at = append(send, recs[i]), append(at, i)
 		}
 	}
-	sent := produce(ctx, cl, send...)
-	for i, m := range msgs {
-		if len(o.held) > 0 && o.held[heldKey(m)] {
-			results[i] = errHeldBack
-			continue
+	s, _ := out.Produce(ctx, send...) // each row's outcome is read below
+	for j := range send {
+		i := j
+		if at != nil {
+			i = at[j]
 		}
-		err, alone := sent[recs[i]], false
-		if err != nil && kafkaerr.RefusedForGood(err) != "" {
-			// The broker refuses a whole batch for one record it will not
-			// take, and a part's records of a partition are one batch:
-			// alone, a row shows whether it is that record or only stood
-			// next to it, and goes out before the rows behind it.
-			err, alone = produceAlone(ctx, cl, recs[i]), true
-		}
+		m, err := msgs[i], s.Outcome(j)
 		results[i] = err
-		switch reason := kafkaerr.RefusedForGood(err); {
+		var refused *outlet.RefusedError
+		switch {
 		case err == nil:
 			o.published = append(o.published, m)
-		case reason != "" && alone:
-			o.parks = append(o.parks, outbox.Park{ID: m.ID, Reason: reason, Error: err.Error()})
+		case errors.As(err, &refused):
+			o.parks = append(o.parks, outbox.Park{ID: m.ID, Reason: refused.Reason, Error: refused.Err.Error()})
 			r.log.Warn("outbox row refused for good by the broker; parked", "outbox_row", m.ID, "topic", m.Topic,
-				"value_bytes", len(m.Value), "reason", reason, "err", err)
+				"value_bytes", len(m.Value), "reason", refused.Reason, "err", refused.Err)
 		default:
 			o.held[heldKey(m)] = true
 			if o.failure == nil {
@@ -452,79 +448,4 @@ func partEnd(recs []*kgo.Record, lo int, batchMax func(string) int32) int {
 		}
 	}
 	return len(recs)
-}
-
-// errHeldBack is the result of a record not produced because an earlier
-// row of its key is left for a retry.
-var errHeldBack = errors.New("held back behind an earlier row of its key")
-
-// produce hands recs to the client, flushes them (the relay's client
-// flushes by hand) and returns each record's outcome once the broker
-// answered for every one: nil when it took the record.
-//
-// When ctx ends first (the relay is stopping), the records the flush has
-// not sent are failed (kgo.ErrAborting), and a record still unanswered
-// unansweredWait later (its request in flight to a broker that does not
-// answer, or retried against one that is gone) counts as errUnanswered:
-// left for a retry, so the next leader publishes it, once more if the
-// broker did take it. A stop is bounded by its context, not by the broker.
-func produce(ctx context.Context, cl *kgo.Client, recs ...*kgo.Record) map[*kgo.Record]error {
-	var (
-		mu   sync.Mutex
-		out  = make(map[*kgo.Record]error, len(recs))
-		left = len(recs)
-		all  = make(chan struct{})
-	)
-	if left == 0 {
-		close(all)
-	}
-	for _, rec := range recs {
-		cl.Produce(ctx, rec, func(rec *kgo.Record, err error) {
-			mu.Lock()
-			defer mu.Unlock()
-			if left == 0 {
-				return // produce has returned, counting it errUnanswered
-			}
-			out[rec] = err
-			if left--; left == 0 {
-				close(all)
-			}
-		})
-	}
-	if err := cl.Flush(ctx); err != nil {
-		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), unansweredWait)
-		defer cancel()
-		_ = cl.AbortBufferedRecords(actx) // returns when actx ends if a request stays unanswered
-		select {
-		case <-all:
-		case <-actx.Done():
-		}
-	} else {
-		<-all
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	for _, rec := range recs {
-		if _, ok := out[rec]; !ok {
-			out[rec] = errUnanswered
-		}
-	}
-	left = 0 // a late answer leaves out alone now
-	return out
-}
-
-// unansweredWait is how long a stopping relay's produce waits, once its
-// context ended, for the broker to answer what it had sent.
-const unansweredWait = 2 * time.Second
-
-// errUnanswered is the outcome of a record the broker did not answer for
-// before a stopping relay gave up on it.
-var errUnanswered = errors.New("no answer from the broker before the relay stopped")
-
-// produceAlone publishes one record on its own: in a batch of its own, so
-// the broker's answer is about it alone. It is a copy, as a record handed
-// to the producer once is not reused.
-func produceAlone(ctx context.Context, cl *kgo.Client, rec *kgo.Record) error {
-	one := &kgo.Record{Topic: rec.Topic, Key: rec.Key, Value: rec.Value, Headers: rec.Headers}
-	return produce(ctx, cl, one)[one]
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/settlehq/settle/edge/ingest"
 	"github.com/settlehq/settle/edge/webhook"
 	"github.com/settlehq/settle/settle/idempotency"
+	"github.com/settlehq/settle/settle/message"
 	"github.com/settlehq/settle/settle/webhooks"
 )
 
@@ -73,7 +74,7 @@ func (s *Service) startEdge(ctx context.Context) (stop func(), err error) {
 // subscription stays until the schema's owner removes it, and its
 // deliveries wait for a service with the URL.
 func (s *Service) warnUnsentWebhooks(ctx context.Context) {
-	topic := cmp.Or(s.cfg.Webhook.Topic, "settlements")
+	topic := cmp.Or(s.cfg.Webhook.Topic, message.TopicSettlements)
 	since, waiting, ok, err := webhooks.New(s.cfg.Store).Subscription(ctx, topic)
 	if err != nil || !ok {
 		return // a read that failed says nothing worth stopping for

@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/settlehq/settle/internal/kafkahdr"
+	"github.com/settlehq/settle/outlet"
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/inspect"
 	"github.com/settlehq/settle/settle/message"
@@ -30,18 +31,20 @@ func replayRecord(d inspect.DeadLetter) *kgo.Record {
 	return r
 }
 
-// ProduceDeadLetters produces ds back to their source topics on cl and
-// returns where each landed, in the order of ds: a batch_too_large letter
-// as its batch's records, one by one (produceBatchLetter), landed where
-// its first did. ProduceSync gives its results in the order the broker
-// acknowledged them, not the order of its arguments: each result is
-// matched to its dead letter by its record. On an error it returns the
-// coordinates of the dead letters before the first that failed.
+// ProduceDeadLetters produces ds back to their source topics on cl,
+// through the outlet, and returns where each landed, in the order of ds: a
+// batch_too_large letter as its batch's records, one by one
+// (produceBatchLetter), landed where its first did. A replay makes one
+// attempt (the client's own retries within ctx): a record the broker does
+// not take, refused for good or not, is the operator's error, and its dead
+// letter stays. On an error it returns the coordinates of the dead letters
+// before the first that failed.
 func ProduceDeadLetters(ctx context.Context, cl *kgo.Client, ds []inspect.DeadLetter) ([]message.Coordinates, error) {
+	o := outlet.New(cl, outlet.Config{Attempts: 1})
 	out := make([]message.Coordinates, 0, len(ds))
 	for start := 0; start < len(ds); {
 		if ds[start].Reason == message.ReasonBatchTooLarge {
-			to, err := produceBatchLetter(ctx, cl, ds[start])
+			to, err := produceBatchLetter(ctx, o, ds[start])
 			if err != nil {
 				return out, fmt.Errorf("replay dead letter %d (a record batch) to %s: %w (%d replayed before it)", ds[start].ID, ds[start].Source.Topic, err, len(out))
 			}
@@ -52,7 +55,7 @@ func ProduceDeadLetters(ctx context.Context, cl *kgo.Client, ds []inspect.DeadLe
 		for end < len(ds) && ds[end].Reason != message.ReasonBatchTooLarge {
 			end++
 		}
-		to, err := produceRecords(ctx, cl, ds[start:end])
+		to, err := produceRecords(ctx, o, ds[start:end])
 		out = append(out, to...)
 		if err != nil {
 			return out, fmt.Errorf("%w (%d replayed before it)", err, len(out))
@@ -64,25 +67,19 @@ func ProduceDeadLetters(ctx context.Context, cl *kgo.Client, ds []inspect.DeadLe
 
 // produceRecords produces ds, dead letters of one record each, back to
 // their source topics, as ProduceDeadLetters does.
-func produceRecords(ctx context.Context, cl *kgo.Client, ds []inspect.DeadLetter) ([]message.Coordinates, error) {
+func produceRecords(ctx context.Context, o *outlet.Outlet, ds []inspect.DeadLetter) ([]message.Coordinates, error) {
 	recs := make([]*kgo.Record, len(ds))
-	index := make(map[*kgo.Record]int, len(ds))
 	for i, d := range ds {
 		recs[i] = replayRecord(d)
-		index[recs[i]] = i
 	}
-	errs := make([]error, len(ds))
+	s, _ := o.Produce(ctx, recs...) // each record's outcome is read below
 	out := make([]message.Coordinates, len(ds))
-	for _, res := range cl.ProduceSync(ctx, recs...) {
-		i := index[res.Record]
-		if errs[i] = res.Err; res.Err == nil {
-			out[i] = message.Coordinates{Topic: res.Record.Topic, Partition: res.Record.Partition, Offset: res.Record.Offset}
-		}
-	}
-	for i, err := range errs {
-		if err != nil {
+	for i := range ds {
+		if err := s.Outcome(i); err != nil {
 			return out[:i], fmt.Errorf("replay dead letter %d to %s: %w", ds[i].ID, ds[i].Source.Topic, err)
 		}
+		r := s.Record(i)
+		out[i] = message.Coordinates{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}
 	}
 	return out, nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/settlehq/settle/outlet"
 	"github.com/settlehq/settle/settle/inspect"
 	"github.com/settlehq/settle/settle/message"
 )
@@ -40,7 +41,7 @@ const (
 
 // produceBatchLetter produces the records of d, a batch_too_large dead
 // letter, to d's source topic and returns where the first went.
-func produceBatchLetter(ctx context.Context, cl *kgo.Client, d inspect.DeadLetter) (message.Coordinates, error) {
+func produceBatchLetter(ctx context.Context, o *outlet.Outlet, d inspect.DeadLetter) (message.Coordinates, error) {
 	var first *message.Coordinates
 	var chunk []*kgo.Record
 	size := 0
@@ -48,12 +49,14 @@ func produceBatchLetter(ctx context.Context, cl *kgo.Client, d inspect.DeadLette
 		if len(chunk) == 0 {
 			return nil
 		}
-		res := cl.ProduceSync(ctx, chunk...)
-		if err := res.FirstErr(); err != nil {
-			return err
+		s, _ := o.Produce(ctx, chunk...) // each record's outcome is read here
+		for i := range chunk {
+			if err := s.Outcome(i); err != nil {
+				return err
+			}
 		}
 		if first == nil {
-			r := chunk[0]
+			r := s.Record(0)
 			first = &message.Coordinates{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}
 		}
 		chunk, size = chunk[:0], 0

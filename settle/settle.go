@@ -36,6 +36,7 @@ import (
 	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/settle/internal/db"
 	"github.com/settlehq/settle/settle/internal/state"
+	"github.com/settlehq/settle/settle/message"
 	"github.com/settlehq/settle/settle/schema"
 )
 
@@ -88,13 +89,13 @@ func (c *Config) setDefaults() {
 		c.ContentionRetriesMax = 100
 	}
 	if c.SettlementsTopic == "" {
-		c.SettlementsTopic = "settlements"
+		c.SettlementsTopic = message.TopicSettlements
 	}
 	if c.ResultsTopic == "" {
-		c.ResultsTopic = "usage.results"
+		c.ResultsTopic = message.TopicResults
 	}
 	if c.DeadLetterTopic == "" {
-		c.DeadLetterTopic = "usage.dlq"
+		c.DeadLetterTopic = message.TopicDeadLetters
 	}
 	if c.DeadLetterValueBytesMax == 0 {
 		c.DeadLetterValueBytesMax = DeadLetterValueBytesMaxDefault

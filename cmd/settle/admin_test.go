@@ -13,8 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kfake"
-
+	"github.com/settlehq/settle/internal/kafkatest"
 	"github.com/settlehq/settle/internal/testnet"
 	"github.com/settlehq/settle/settle/inspect"
 	"github.com/settlehq/settle/settle/message"
@@ -109,10 +108,7 @@ func newAdminService(t *testing.T, extra ...string) *adminService {
 	if rs[1].CaseID == 0 || rs[3].CaseID == 0 {
 		t.Fatalf("fixture: no cases: %+v", rs)
 	}
-	broker, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "usage", "usage.results", "usage.dlq", "settlements"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	broker := kafkatest.NewCluster(t, 1)
 	t.Cleanup(broker.Close)
 	admin := testnet.FreeAddr(t)
 	args := append([]string{"run", "--database-url", d.url, "--brokers", strings.Join(broker.ListenAddrs(), ","),

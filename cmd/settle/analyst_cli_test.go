@@ -14,11 +14,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/settlehq/settle/analyst"
 	"github.com/settlehq/settle/internal/kafkahdr"
+	"github.com/settlehq/settle/internal/kafkatest"
 	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/service"
 	"github.com/settlehq/settle/settle"
@@ -222,10 +222,7 @@ func TestConflictsCLI(t *testing.T) {
 func TestDLQReplayTwice(t *testing.T) {
 	t.Parallel()
 	d := newAnalystDB(t)
-	broker, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "usage"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	broker := kafkatest.NewCluster(t, 1)
 	defer broker.Close()
 	brokers := strings.Join(broker.ListenAddrs(), ",")
 

@@ -58,7 +58,7 @@ func (c *devCmd) Run(a *app) error {
 	}
 	_ = probe.Close() // a probe: the service binds the port for good
 	broker, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(port),
-		kfake.SeedTopics(6, "usage"), kfake.SeedTopics(1, "usage.results", "usage.dlq", "settlements"))
+		kfake.SeedTopics(6, message.TopicUsage), kfake.SeedTopics(1, message.TopicResults, message.TopicDeadLetters, message.TopicSettlements))
 	if err != nil {
 		return fmt.Errorf("start the embedded Kafka broker on %s: %w (is the port taken? use --kafka-addr)", c.KafkaAddr, err)
 	}
@@ -98,7 +98,7 @@ func (c *devCmd) Run(a *app) error {
 		return err
 	}
 	defer pool.Close()
-	topics := topicFlags{Topic: "usage", ResultsTopic: "usage.results", SettlementsTopic: "settlements", DeadLetterTopic: "usage.dlq"}
+	topics := topicFlags{Topic: message.TopicUsage, ResultsTopic: message.TopicResults, SettlementsTopic: message.TopicSettlements, DeadLetterTopic: message.TopicDeadLetters}
 	store, err := settle.Open(a.ctx, pool, settleFlags{}.config(topics))
 	if err != nil {
 		return err
@@ -272,7 +272,7 @@ func (c *devCmd) sample(a *app, brokers []string, records []sampleRecord, path s
 // them by line number.
 func (c *devCmd) sampleResults(a *app, brokers []string, lineAt map[message.Coordinates]int, want int) (map[int]message.Result, error) {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kafkaLogger(a),
-		kgo.ConsumeTopics("usage.results"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+		kgo.ConsumeTopics(message.TopicResults), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
 		return nil, err
 	}

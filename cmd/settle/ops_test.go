@@ -26,6 +26,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
+	"github.com/settlehq/settle/internal/kafkatest"
 	"github.com/settlehq/settle/internal/testnet"
 	"github.com/settlehq/settle/settle/settletest"
 	"github.com/settlehq/settle/telemetry"
@@ -94,11 +95,7 @@ func produce(t *testing.T, brokers []string, opts []kgo.Opt, values ...[]byte) {
 // stayed 1: seen failing).
 func TestMetricsAndReadiness(t *testing.T) {
 	t.Parallel()
-	broker, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.GroupMinSessionTimeout(100*time.Millisecond),
-		kfake.SeedTopics(2, "usage"), kfake.SeedTopics(1, "usage.results", "usage.dlq", "settlements"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	broker := kafkatest.NewCluster(t, 2)
 	t.Cleanup(broker.Close)
 	brokers := broker.ListenAddrs()
 	dbURL := settletest.NewDatabase(t)
@@ -201,12 +198,7 @@ func TestSASLAndTLSSecretsNeverLogged(t *testing.T) {
 	const saslPassword, dbPassword = "sasl-Pa55-w0rd-xyz", "db-S3cret-pw-abc"
 	dir := t.TempDir()
 	caFile, serverTLS := selfSignedCA(t, dir)
-	broker, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.GroupMinSessionTimeout(100*time.Millisecond),
-		kfake.EnableSASL(), kfake.Superuser("SCRAM-SHA-512", "settle", saslPassword), kfake.TLS(serverTLS),
-		kfake.SeedTopics(1, "usage", "usage.results", "usage.dlq", "settlements"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	broker := kafkatest.NewCluster(t, 1, kfake.EnableSASL(), kfake.Superuser("SCRAM-SHA-512", "settle", saslPassword), kfake.TLS(serverTLS))
 	t.Cleanup(broker.Close)
 	brokers := broker.ListenAddrs()
 	// Trust authentication ignores the password, but it is in the URL the

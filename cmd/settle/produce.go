@@ -10,13 +10,13 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/text/unicode/norm"
 
+	"github.com/settlehq/settle/outlet"
 	"github.com/settlehq/settle/record"
 )
 
@@ -145,7 +145,6 @@ type produceOptions struct {
 type produceCounts struct {
 	published, failed, unkeyed atomic.Int64
 	invalid                    []int // line numbers the Decoder refused
-	mu                         sync.Mutex
 	lastErr                    error
 }
 
@@ -155,6 +154,37 @@ func produceLines(ctx context.Context, cl *kgo.Client, topic string, in io.Reade
 	n := &produceCounts{}
 	if o.Timeout <= 0 {
 		o.Timeout = 30 * time.Second
+	}
+	// The outlet's policy for the lines: one attempt each (the client's
+	// own retries within the timeout); what the broker does not take is
+	// counted failed, and the error is the operator's.
+	out := outlet.New(cl, outlet.Config{Attempts: 1, AttemptTimeout: o.Timeout})
+	var (
+		chunk      []*kgo.Record
+		lines      []int
+		unanswered error // an attempt the brokers did not answer within the timeout
+	)
+	flush := func() {
+		if len(chunk) == 0 {
+			return
+		}
+		s, _ := out.Produce(ctx, chunk...) // each line's outcome is read here
+		for i, at := range lines {
+			err := s.Outcome(i)
+			if o.Acked != nil {
+				o.Acked(at, s.Record(i), err)
+			}
+			if err == nil {
+				n.published.Add(1)
+				continue
+			}
+			n.failed.Add(1)
+			n.lastErr = err
+			if errors.Is(err, outlet.ErrUnanswered) {
+				unanswered = err
+			}
+		}
+		chunk, lines = nil, nil
 	}
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 64<<10), o.LineBytesMax)
@@ -197,31 +227,24 @@ func produceLines(ctx context.Context, cl *kgo.Client, topic string, in io.Reade
 		if key == nil {
 			n.unkeyed.Add(1)
 		}
-		at := line
-		cl.Produce(ctx, &kgo.Record{Topic: topic, Key: key, Value: value}, func(r *kgo.Record, err error) {
-			if o.Acked != nil {
-				o.Acked(at, r, err)
-			}
-			if err != nil {
-				n.failed.Add(1)
-				n.mu.Lock()
-				n.lastErr = err
-				n.mu.Unlock()
-				return
-			}
-			n.published.Add(1)
-		})
+		chunk, lines = append(chunk, &kgo.Record{Topic: topic, Key: key, Value: value}), append(lines, line)
+		if len(chunk) == produceChunkRecords {
+			flush()
+		}
 	}
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.Timeout)
-	defer cancel()
-	if err := cl.Flush(fctx); err != nil {
-		return n, fmt.Errorf("the brokers did not acknowledge every record within %s: %w", o.Timeout, err)
+	flush()
+	if unanswered != nil {
+		return n, fmt.Errorf("the brokers did not acknowledge every record within %s: %w", o.Timeout, unanswered)
 	}
 	if err := sc.Err(); err != nil {
 		return n, fmt.Errorf("line %d: %w (raise --line-bytes-max for longer lines)", line+1, err)
 	}
 	return n, nil
 }
+
+// produceChunkRecords is how many lines produceLines hands to the outlet
+// before it waits for their answers.
+const produceChunkRecords = 1000
 
 // notNFC says which of r's identifiers are not in Unicode Normalization
 // Form C. settle compares ids as opaque bytes (docs/CONTRACT.md): "é" as

@@ -9,9 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kfake"
-
 	"github.com/settlehq/settle/analyst"
+	"github.com/settlehq/settle/internal/kafkatest"
 	"github.com/settlehq/settle/internal/testnet"
 	"github.com/settlehq/settle/settle/inspect"
 	"github.com/settlehq/settle/settle/message"
@@ -40,10 +39,7 @@ func TestPageReplaysDeadLetters(t *testing.T) {
 	if err != nil || len(dead) != n {
 		t.Fatalf("dead letters: %d, %v", len(dead), err)
 	}
-	broker, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.GroupMinSessionTimeout(100*time.Millisecond), kfake.SeedTopics(4, "usage"), kfake.SeedTopics(1, "usage.results", "usage.dlq", "settlements"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	broker := kafkatest.NewCluster(t, 4)
 	defer broker.Close()
 	admin := testnet.FreeAddr(t)
 	out, _ := startService(t, "run", "--database-url", d.url, "--brokers", strings.Join(broker.ListenAddrs(), ","),

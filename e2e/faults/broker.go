@@ -9,6 +9,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/settlehq/settle/internal/kafkatest"
 )
 
 // Broker is an in-process kfake cluster on loopback with the pipeline's
@@ -26,17 +28,9 @@ const UsagePartitions = 6
 // (e.g. kfake.DataDir for a restartable broker) are appended.
 func NewBroker(t testing.TB, n int, extra ...kfake.Opt) *Broker {
 	t.Helper()
-	opts := append([]kfake.Opt{
-		kfake.NumBrokers(n),
-		kfake.GroupMinSessionTimeout(100 * time.Millisecond),
-		kfake.SeedTopics(UsagePartitions, "usage"),
-		kfake.SeedTopics(1, "usage.results", "usage.dlq", "settlements"),
-	}, extra...)
-	c, err := kfake.NewCluster(opts...)
-	if err != nil {
-		t.Fatalf("start kfake: %v", err)
-	}
-	b := &Broker{Cluster: c, Brokers: c.ListenAddrs(), opts: opts}
+	k := kafkatest.NewCluster(t, UsagePartitions, append([]kfake.Opt{kfake.NumBrokers(n)}, extra...)...)
+	c := k.Cluster
+	b := &Broker{Cluster: c, Brokers: k.Brokers, opts: k.Opts}
 	capRebalanceTimeout(c)
 	t.Cleanup(func() { b.Cluster.Close() })
 	return b

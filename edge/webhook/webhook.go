@@ -31,6 +31,7 @@ import (
 
 	"github.com/settlehq/settle/internal/backoff"
 	"github.com/settlehq/settle/settle/dberr"
+	"github.com/settlehq/settle/settle/message"
 	"github.com/settlehq/settle/settle/webhooks"
 )
 
@@ -113,7 +114,7 @@ type Config struct {
 }
 
 func (c *Config) setDefaults() {
-	c.Topic = cmp.Or(c.Topic, "settlements")
+	c.Topic = cmp.Or(c.Topic, message.TopicSettlements)
 	c.Workers = cmp.Or(c.Workers, 4)
 	c.ClaimRecordsMax = cmp.Or(c.ClaimRecordsMax, 16)
 	c.Lease = cmp.Or(c.Lease, 30*time.Second)

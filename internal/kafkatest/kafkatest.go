@@ -16,28 +16,36 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/settlehq/settle/settle/message"
 )
 
 // Cluster is a running in-process broker.
 type Cluster struct {
 	*kfake.Cluster
 	Brokers []string
+	// Opts are the options it was started with: kfake.NewCluster(Opts...)
+	// starts it again (with kfake.DataDir, on the data it left).
+	Opts []kfake.Opt
 }
 
 // NewCluster starts a one-broker cluster on a free loopback port with the
 // pipeline's topics (usage with usagePartitions partitions) and a minimum
-// group session timeout short enough for tests (~1 s session timeouts). It
-// is closed at cleanup.
-func NewCluster(t testing.TB, usagePartitions int32) *Cluster {
+// group session timeout short enough for tests (~1 s session timeouts);
+// extra options (more brokers, TLS, SASL, a data directory) apply after
+// those. It is closed at cleanup. It is the one way a test starts a broker.
+func NewCluster(t testing.TB, usagePartitions int32, extra ...kfake.Opt) *Cluster {
 	t.Helper()
-	opts := []kfake.Opt{kfake.NumBrokers(1), kfake.GroupMinSessionTimeout(100 * time.Millisecond)}
-	opts = append(opts, kfake.SeedTopics(usagePartitions, "usage"), kfake.SeedTopics(1, "usage.results", "usage.dlq", "settlements"))
+	opts := []kfake.Opt{kfake.NumBrokers(1), kfake.GroupMinSessionTimeout(100 * time.Millisecond),
+		kfake.SeedTopics(usagePartitions, message.TopicUsage),
+		kfake.SeedTopics(1, message.TopicResults, message.TopicDeadLetters, message.TopicSettlements)}
+	opts = append(opts, extra...)
 	c, err := kfake.NewCluster(opts...)
 	if err != nil {
 		t.Fatalf("kafkatest: start kfake: %v", err)
 	}
 	t.Cleanup(c.Close)
-	return &Cluster{Cluster: c, Brokers: c.ListenAddrs()}
+	return &Cluster{Cluster: c, Brokers: c.ListenAddrs(), Opts: opts}
 }
 
 // Produce publishes records synchronously, to the partition each names.

@@ -5,13 +5,14 @@ package pgcluster
 
 import (
 	"fmt"
-	"net"
 	"os"
 	"os/user"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
+
+	"github.com/settlehq/settle/internal/loopback"
 )
 
 // serverUser decides who runs the server programs: nobody special unless we
@@ -34,21 +35,14 @@ func serverUser() (*runAs, error) {
 	return &runAs{name: u.Username, uid: uint32(uid), gid: uint32(gid)}, nil
 }
 
-// freePort asks the kernel for an unused loopback port. The port is free
-// only at the moment we close the listener; Start retries on the rare race.
+// freePort is a free loopback port. The port is free only at the moment
+// it was checked; Start retries on the rare race.
 func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := loopback.FreePort()
 	if err != nil {
-		return 0, fmt.Errorf("pgcluster: pick a free port: %w", err)
+		return 0, fmt.Errorf("pgcluster: %w", err)
 	}
-	a, ok := l.Addr().(*net.TCPAddr)
-	if err := l.Close(); err != nil {
-		return 0, fmt.Errorf("pgcluster: pick a free port: close %s: %w", l.Addr(), err)
-	}
-	if !ok {
-		return 0, fmt.Errorf("pgcluster: pick a free port: %s is not a TCP address", l.Addr())
-	}
-	return a.Port, nil
+	return p, nil
 }
 
 // tempBase is where Start creates temporary cluster directories: the usual

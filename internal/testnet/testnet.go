@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/settlehq/settle/internal/loopback"
 )
 
 // Background runs run (a service's Run loop) in a goroutine until the
@@ -43,37 +45,15 @@ func Background(t testing.TB, run func(context.Context) error) (stop func()) {
 }
 
 // FreeAddr returns a loopback address nothing listens on right now, and
-// that no earlier call of this test process returned: the kernel may hand
-// a port it just freed out again, so two calls in a row (an admin and an
-// API address for one child process) could get the same one. (Another
-// process may take it before the caller does; tests live with that.)
+// that no earlier call of this test process returned (loopback.FreeAddr).
 func FreeAddr(t testing.TB) string {
 	t.Helper()
-	given.Lock()
-	defer given.Unlock()
-	for range 100 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := ln.Addr().String()
-		if err := ln.Close(); err != nil {
-			t.Fatalf("free address %s: %v", addr, err)
-		}
-		if !given.addrs[addr] {
-			given.addrs[addr] = true
-			return addr
-		}
+	addr, err := loopback.FreeAddr()
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatal("free address: the kernel gave 100 ports this process had already handed out")
-	return ""
+	return addr
 }
-
-// given holds the addresses FreeAddr has returned.
-var given = struct {
-	sync.Mutex
-	addrs map[string]bool
-}{addrs: map[string]bool{}}
 
 // Proxy forwards TCP connections from Addr to a target until Cut: Cut
 // closes every connection and refuses new ones; Restore accepts again.

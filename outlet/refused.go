@@ -1,8 +1,4 @@
-// Package kafkaerr tells the broker's answers a retry may cure from those
-// it never will, for the two producers of the service: the relay (which
-// parks such a message) and the consumer (which publishes such a result
-// without its key and headers).
-package kafkaerr
+package outlet
 
 import (
 	"errors"
@@ -16,6 +12,10 @@ import (
 // anything a retry may cure (an outage, a timeout, a stopped client,
 // missing permissions, a topic still being created).
 func RefusedForGood(err error) string {
+	var re *RefusedError
+	if errors.As(err, &re) {
+		return re.Reason
+	}
 	var ke *kerr.Error
 	if err == nil || !errors.As(err, &ke) {
 		return ""
@@ -26,3 +26,15 @@ func RefusedForGood(err error) string {
 	}
 	return ""
 }
+
+// RefusedError is the outcome of a record the broker refused for good on
+// its own (in a batch of its own) and that the owner's Refused put nothing
+// in place of: the owner keeps it another way (the relay parks its row) or
+// reports it.
+type RefusedError struct {
+	Reason string // the broker's error, lower case: "message_too_large"
+	Err    error  // the broker's answer
+}
+
+func (e *RefusedError) Error() string { return "refused for good by the broker: " + e.Err.Error() }
+func (e *RefusedError) Unwrap() error { return e.Err }
