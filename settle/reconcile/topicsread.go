@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/settlehq/settle/internal/kafkahdr"
+	"github.com/settlehq/settle/internal/kafkaread"
 	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/settle/message"
 )
@@ -69,7 +70,7 @@ func ReadTopics(ctx context.Context, t TopicsToRead, in *Input) error {
 	if t.TenantID == "" || t.Period == "" {
 		return nil
 	}
-	starts, err := readTopic(ctx, adm, t.Brokers, t.Opts, t.UsageTopic, func(r *kgo.Record) {
+	starts, err := readTopic(ctx, t.Brokers, t.Opts, t.UsageTopic, func(r *kgo.Record) {
 		rec, err := t.Decoder.Decode(r.Value, kafkahdr.FromKafka(r.Headers))
 		if err != nil || rec.TenantID != t.TenantID || rec.AccountPeriod != t.Period {
 			return // a dead letter, or another tenant's or period's
@@ -81,7 +82,7 @@ func ReadTopics(ctx context.Context, t TopicsToRead, in *Input) error {
 		return err
 	}
 	in.SourceRead, in.SourceStart = true, starts
-	_, err = readTopic(ctx, adm, t.Brokers, t.Opts, t.SettlementsTopic, func(r *kgo.Record) {
+	_, err = readTopic(ctx, t.Brokers, t.Opts, t.SettlementsTopic, func(r *kgo.Record) {
 		var resp message.Response
 		if json.Unmarshal(r.Value, &resp) != nil || resp.Identity.TenantID != t.TenantID || resp.Identity.AccountPeriod != t.Period {
 			return
@@ -104,69 +105,18 @@ func ReadTopics(ctx context.Context, t TopicsToRead, in *Input) error {
 	return nil
 }
 
-// readTopic reads topic from its start to the end offsets listed when it
-// begins, calling fn for every record, and returns each partition's start
-// offset (records before it left by retention).
-func readTopic(ctx context.Context, adm *kadm.Client, brokers []string, kopts []kgo.Opt, topic string, fn func(*kgo.Record)) (map[int32]int64, error) {
-	ends, err := adm.ListEndOffsets(ctx, topic)
-	if err != nil {
-		return nil, fmt.Errorf("list end offsets of %s: %w", topic, err)
-	}
-	startsL, err := adm.ListStartOffsets(ctx, topic)
-	if err != nil {
-		return nil, fmt.Errorf("list start offsets of %s: %w", topic, err)
-	}
-	starts := map[int32]int64{}
-	consume := map[int32]kgo.Offset{}
-	remaining := map[int32]int64{}
-	var listErr error
-	ends.Each(func(o kadm.ListedOffset) {
-		if o.Err != nil {
-			listErr = fmt.Errorf("end offset of %s/%d: %w", topic, o.Partition, o.Err)
-			return
-		}
-		s, _ := startsL.Lookup(topic, o.Partition)
-		starts[o.Partition] = s.Offset
-		if o.Offset > s.Offset {
-			consume[o.Partition] = kgo.NewOffset().At(s.Offset)
-			remaining[o.Partition] = o.Offset
-		}
-	})
-	if listErr != nil {
-		return nil, listErr
-	}
-	if len(ends) == 0 {
-		return nil, fmt.Errorf("topic %s: not found (check --topic / --settlements-topic)", topic)
-	}
-	if len(consume) == 0 {
-		return starts, nil
-	}
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: consume})}, kopts...)...)
-	if err != nil {
+// readTopic reads topic whole (kafkaread.ToEnd), calling fn for every
+// record, and returns each partition's start offset (records before it
+// left by retention); its errors say which flag to look at.
+func readTopic(ctx context.Context, brokers []string, kopts []kgo.Opt, topic string, fn func(*kgo.Record)) (map[int32]int64, error) {
+	o, err := kafkaread.ToEnd(ctx, brokers, kopts, topic, fn)
+	switch {
+	case errors.Is(err, kafkaread.ErrNoTopic):
+		return nil, fmt.Errorf("%w (check --topic / --settlements-topic)", err)
+	case ctx.Err() != nil:
+		return nil, fmt.Errorf("%w (allow the read more time: --read-timeout)", err)
+	case err != nil:
 		return nil, err
 	}
-	defer cl.Close()
-	for len(remaining) > 0 {
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("read %s: %w (allow the read more time: --read-timeout)", topic, ctx.Err())
-		}
-		var ferr error
-		fs.EachError(func(_ string, p int32, err error) { ferr = fmt.Errorf("read %s/%d: %w", topic, p, err) })
-		if ferr != nil {
-			return nil, ferr
-		}
-		fs.EachRecord(func(r *kgo.Record) {
-			end, ok := remaining[r.Partition]
-			if !ok || r.Offset >= end {
-				return
-			}
-			fn(r)
-			if r.Offset+1 >= end {
-				delete(remaining, r.Partition)
-			}
-		})
-	}
-	return starts, nil
+	return o.Starts, nil
 }
