@@ -91,7 +91,7 @@ func (h *handler) deadLetterPage(w http.ResponseWriter, r *http.Request) {
 	}
 	h.render(w, "deadletter", map[string]any{"Title": fmt.Sprintf("Dead letter %d", d.ID), "Nav": "dlq", "D": d,
 		"Value": showBytes(d.Value), "Key": showBytes(d.Key), "HasKey": d.Key != nil, "Headers": hs,
-		"CanReplay": h.cfg.Replayer != nil})
+		"CanReplay": h.cfg.Replayer != nil, "Can": canOf(r)})
 }
 
 // replaySelection is the dead letters a replay is about: named by id, or
@@ -272,7 +272,7 @@ func (h *handler) replayForm(w http.ResponseWriter, r *http.Request) {
 // dlqFilterSummary says in words which filters a list has.
 func dlqFilterSummary(q url.Values) string {
 	var parts []string
-	for _, k := range []string{"reason", "topic", "error_class"} {
+	for _, k := range []string{"tenant", "reason", "topic", "error_class"} {
 		if v := q.Get(k); v != "" {
 			parts = append(parts, k+" "+v)
 		}
@@ -288,7 +288,7 @@ func dlqFilterOf(r *http.Request) (inspect.DeadLetterFilter, error) { return dlq
 
 // dlqFilter reads the dead-letter list's filters from a query string.
 func dlqFilter(q url.Values) (inspect.DeadLetterFilter, error) {
-	f := inspect.DeadLetterFilter{Reason: q.Get("reason"), Topic: q.Get("topic"), ErrorClass: q.Get("error_class")}
+	f := inspect.DeadLetterFilter{Tenant: q.Get("tenant"), Reason: q.Get("reason"), Topic: q.Get("topic"), ErrorClass: q.Get("error_class")}
 	if v := q.Get("after"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {
@@ -320,7 +320,8 @@ func (h *handler) dlqPage(w http.ResponseWriter, r *http.Request) {
 	base := cloneValues(q)
 	base.Del("limit")
 	data := map[string]any{"Title": "Dead letters", "Nav": "dlq", "DLQ": ds, "Q": q, "Reasons": dlqReasons,
-		"ReplayURL": "/dlq/replay?" + base.Encode(), "CanReplay": h.cfg.Replayer != nil, "Max": ReplayDeadLettersMax}
+		"ReplayURL": "/dlq/replay?" + base.Encode(), "CanReplay": h.cfg.Replayer != nil, "Max": ReplayDeadLettersMax,
+		"Can": canOf(r)}
 	if len(ds) > 0 && len(ds) == limitOr(f.Limit, 100) {
 		next := cloneValues(q)
 		next.Set("after", strconv.FormatInt(ds[len(ds)-1].ID, 10))

@@ -46,10 +46,10 @@ func (h *handler) overview(r *http.Request) (*overview, error) {
 		}
 	}
 	since := time.Now().Add(-overviewHours * time.Hour).Truncate(time.Hour)
-	if o.Outcomes, err = h.cfg.Store.OutcomeTimeline(ctx, since); err != nil {
+	if o.Outcomes, err = h.cfg.Store.OutcomeTimeline(ctx, "", since); err != nil {
 		return nil, err
 	}
-	if o.OpenByAge, err = h.cfg.Store.OpenCaseAges(ctx, time.Now(), openAgeBounds); err != nil {
+	if o.OpenByAge, err = h.cfg.Store.OpenCaseAges(ctx, "", time.Now(), openAgeBounds); err != nil {
 		return nil, err
 	}
 	return o, nil
@@ -180,7 +180,7 @@ func (h *handler) showCase(w http.ResponseWriter, r *http.Request, code int, for
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(code)
 	h.render(w, "case", map[string]any{"Title": fmt.Sprintf("Case %d", c.ID), "Nav": "cases", "C": c, "Links": links,
-		"FormError": formErr, "Form": form, "Resolved": r.URL.Query().Get("resolved") != "", "Analyst": analystOf(r)})
+		"FormError": formErr, "Form": form, "Resolved": r.URL.Query().Get("resolved") != "", "Analyst": analystOf(r), "Can": canOf(r)})
 }
 
 // caseWithLinks is what a case page shows.

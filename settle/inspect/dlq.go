@@ -27,6 +27,7 @@ const DeadLetterPageRowsMax = 1000
 // DeadLetter is one dead-lettered input record with its original bytes.
 type DeadLetter struct {
 	ID         int64               `json:"id"`
+	TenantID   string              `json:"tenant_id"` // "" when the record's tenant could not be read
 	Source     message.Coordinates `json:"source"`
 	Key        []byte              `json:"key"`   // base64 in JSON
 	Value      []byte              `json:"value"` // base64 in JSON
@@ -41,6 +42,7 @@ type DeadLetter struct {
 
 // DeadLetterFilter selects dead letters, oldest first.
 type DeadLetterFilter struct {
+	Tenant     string // "" = any (and those whose tenant could not be read)
 	Reason     string // "" = any
 	Topic      string // source topic; "" = any
 	ErrorClass string // "" = any
@@ -67,7 +69,7 @@ func (s *Store) DeadLetters(ctx context.Context, f DeadLetterFilter) ([]DeadLett
 	if upTo == 0 {
 		upTo = 1<<63 - 1
 	}
-	rows, err := db.On(db.Planned(s.pool)).DeadLetterList(ctx, db.DeadLetterListParams{Reason: f.Reason, Topic: f.Topic,
+	rows, err := db.On(db.Planned(s.pool)).DeadLetterList(ctx, db.DeadLetterListParams{Tenant: f.Tenant, Reason: f.Reason, Topic: f.Topic,
 		ErrorClass: f.ErrorClass, AfterID: f.AfterID, UpToID: upTo, PageRows: int64(limit), NotReplayed: f.NotReplayed})
 	if err != nil {
 		return nil, dberr.Wrap("list dead letters", err)
@@ -117,7 +119,7 @@ type deadLetterRow interface {
 
 func deadLetter[R deadLetterRow](row R) (DeadLetter, error) {
 	r := db.DeadLetterGetRow(row)
-	d := DeadLetter{ID: r.ID, Source: message.Coordinates{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}, Key: r.Key,
+	d := DeadLetter{ID: r.ID, TenantID: r.TenantID, Source: message.Coordinates{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}, Key: r.Key,
 		Value: r.Value, Reason: r.Reason, ErrorClass: r.ErrorClass, Error: r.Error, Attempts: int(r.Attempts), At: r.At,
 		Replays: int(r.Replays)}
 	var err error

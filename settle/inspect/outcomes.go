@@ -46,9 +46,9 @@ type OutcomeBucket struct {
 }
 
 // OutcomeTimeline counts deliveries per hour and outcome since since: the
-// overview's outcomes over time.
-func (s *Store) OutcomeTimeline(ctx context.Context, since time.Time) ([]OutcomeBucket, error) {
-	rows, err := db.On(s.pool).DeliveryTimeline(ctx, since)
+// overview's outcomes over time, of one tenant ("" = every tenant).
+func (s *Store) OutcomeTimeline(ctx context.Context, tenant string, since time.Time) ([]OutcomeBucket, error) {
+	rows, err := db.On(s.pool).DeliveryTimeline(ctx, db.DeliveryTimelineParams{Since: since, Tenant: tenant})
 	if err != nil {
 		return nil, dberr.Wrap("count deliveries per hour", err)
 	}
