@@ -44,9 +44,9 @@ var adminTenant = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
 // adminSettings are the checked admin flags.
 type adminSettings struct {
 	tokens   map[string]analyst.Analyst // token → analyst, role, tenant
-	hosts    []string          // --admin-allowed-hosts
-	insecure bool              // beyond loopback without a token, asked for
-	zone     *time.Location    // --admin-time-zone; nil = none
+	hosts    []string                   // --admin-allowed-hosts
+	insecure bool                       // beyond loopback without a token, asked for
+	zone     *time.Location             // --admin-time-zone; nil = none
 }
 
 // settings checks the flags before anything is bound or connected, so a
