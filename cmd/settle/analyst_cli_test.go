@@ -182,11 +182,15 @@ func TestConflictsCLI(t *testing.T) {
 	if out := d.cli(t, 0, "conflicts", "resolve", fmt.Sprint(globex), "--reject", "--reason", "bad meter", "--as", "bo"); !strings.Contains(out, "rejected") {
 		t.Errorf("reject: %s", out)
 	}
-	// export after resolving: the resolution columns name who, why and
-	// what it settled.
+	// export after resolving: the resolution columns name who (the
+	// database login, --as a note after it), why and what it settled.
+	var loginName string
+	if err := d.store.Pool().QueryRow(context.Background(), `SELECT session_user`).Scan(&loginName); err != nil {
+		t.Fatal(err)
+	}
 	out = d.cli(t, 0, "conflicts", "export", "--status", "accepted")
 	if rows, err := csv.NewReader(strings.NewReader(out)).ReadAll(); err != nil || len(rows) != 2 || len(rows[1]) != len(analyst.CaseCSVHeader) ||
-		rows[1][14] != "accept" || rows[1][15] != "ana" || rows[1][16] != "meter re-read" || rows[1][19] != first.SettlementID {
+		rows[1][14] != "accept" || rows[1][15] != loginName+" (as ana)" || rows[1][16] != "meter re-read" || rows[1][19] != first.SettlementID {
 		t.Errorf("export of the accepted case: %v\n%s", err, out)
 	}
 	var rows2 int

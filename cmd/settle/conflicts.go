@@ -155,7 +155,7 @@ func (c *conflictsShowCmd) Run(a *app) error {
 			fmt.Fprintf(w, "  settled as %s (settle explain %s %s %d)\n", r.SettlementID, cs.TenantID, cs.AccountPeriod, cs.ID)
 		}
 	} else if cs.Status == inspect.CaseOpen {
-		fmt.Fprintf(w, "unresolved: settle conflicts resolve %d --accept|--reject --reason WHY --as NAME [--amount X]\n", cs.ID)
+		fmt.Fprintf(w, "unresolved: settle conflicts resolve %d --accept|--reject --reason WHY [--amount X]\n", cs.ID)
 	}
 	return nil
 }
@@ -246,27 +246,35 @@ type conflictsResolveCmd struct {
 	Reject     bool   `name:"reject" xor:"decision" required:"" help:"Reject: no effect, the stored record stands."`
 	Amount     string `name:"amount" help:"The chain's new total you state (accept only); default: the incoming payload's amount."`
 	Reason     string `name:"reason" required:"" help:"Why (kept forever with the resolution)."`
-	As         string `name:"as" env:"SETTLE_ANALYST" required:"" help:"Who resolves."`
+	As         string `name:"as" env:"SETTLE_ANALYST" help:"A note of whom you resolve for: the resolution records your database login, then \"(as NAME)\"."`
 	JSON       bool   `name:"json" help:"Print JSON (the API's resolve answer)."`
 }
 
 func (c *conflictsResolveCmd) Run(a *app) error {
 	req := settle.ResolveRequest{CaseID: int64(c.Case), Decision: "accept", Amount: strings.TrimSpace(c.Amount),
-		Reason: strings.TrimSpace(c.Reason), By: strings.TrimSpace(c.As)}
+		Reason: strings.TrimSpace(c.Reason)}
 	if c.Reject {
 		req.Decision = "reject"
 		if req.Amount != "" {
 			return usageError{"--amount goes with --accept only"}
 		}
 	}
-	if req.Reason == "" || req.By == "" {
-		return usageError{"--reason and --as must not be empty"}
+	if req.Reason == "" {
+		return usageError{"--reason must not be empty"}
 	}
 	store, done, err := c.openStore(a)
 	if err != nil {
 		return err
 	}
 	defer done()
+	who, err := whoIs(a.ctx, store.Pool())
+	if err != nil {
+		return err
+	}
+	if err := who.mayResolve(); err != nil {
+		return err
+	}
+	req.By = who.author(strings.TrimSpace(c.As))
 	res, err := store.Resolve(a.ctx, req)
 	if err != nil {
 		return err

@@ -192,6 +192,15 @@ func (c *dlqReplayCmd) Run(a *app) error {
 		return err
 	}
 	defer done()
+	if !c.DryRun {
+		who, err := whoIs(a.ctx, store.Pool())
+		if err != nil {
+			return err
+		}
+		if err := who.mayOperate("replaying dead letters"); err != nil {
+			return err
+		}
+	}
 	batch, next, err := c.deadLetters(a, store)
 	if err != nil {
 		return err
