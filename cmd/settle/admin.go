@@ -20,7 +20,7 @@ import (
 // tenant's cases (subjects are personal data) and resolve them.
 type adminFlags struct {
 	AdminAddr         string   `name:"admin-addr" env:"SETTLE_ADMIN_ADDR" default:"127.0.0.1:8080" help:"Address of /livez, /readyz, /metrics and the analysts' page (beyond loopback: needs a token)."`
-	AdminTokens       []string `name:"admin-token" env:"SETTLE_ADMIN_TOKEN" sep:"," placeholder:"NAME[:ROLE[:TENANT]]=TOKEN" help:"An analyst's bearer token, repeatable; ROLE read, resolve or operate (default), TENANT the only one it sees; resolutions record NAME."`
+	AdminTokens       []string `name:"admin-token" env:"SETTLE_ADMIN_TOKEN" sep:"," placeholder:"NAME[:ROLE[:TENANT]]=TOKEN" help:"An analyst's token, repeatable; ROLE read, resolve or operate (default); TENANT: the one it sees."`
 	AdminTokensFile   string   `name:"admin-tokens-file" hidden:"" env:"SETTLE_ADMIN_TOKENS_FILE" type:"path" placeholder:"PATH" help:"File of analysts' tokens, NAME[:ROLE[:TENANT]]=TOKEN a line, # comments."`
 	AdminAllowedHosts []string `name:"admin-allowed-hosts" hidden:"" env:"SETTLE_ADMIN_ALLOWED_HOSTS" sep:"," placeholder:"HOST[:PORT]" help:"Host names the analysts' page answers besides the listener's own address."`
 	AdminTimeZone     string   `name:"admin-time-zone" hidden:"" env:"SETTLE_ADMIN_TIME_ZONE" placeholder:"ZONE" help:"IANA zone (Europe/Paris) the analysts' page shows, beside UTC, when a time is hovered; empty = UTC and the age only."`

@@ -10,11 +10,11 @@ import (
 // balanceCmd shows a tenant's accounts: balance, holds, available, the
 // chains (net view) and the rows behind them.
 type balanceCmd struct {
-	storeFlags `embed:""`
-	Tenant     string `arg:"" help:"Tenant id."`
-	Subject    string `arg:"" optional:"" help:"Account subject; without it, every account of the tenant."`
-	Rows       int    `name:"rows" default:"20" help:"Newest ledger rows (and chains) shown per account."`
-	JSON       bool   `name:"json" help:"Print JSON."`
+	readFlags `embed:""`
+	Tenant    string `arg:"" help:"Tenant id."`
+	Subject   string `arg:"" optional:"" help:"Account subject; without it, every account of the tenant."`
+	Rows      int    `name:"rows" default:"20" help:"Newest ledger rows (and chains) shown per account."`
+	JSON      bool   `name:"json" help:"Print JSON."`
 }
 
 // Run prints the balances.

@@ -55,7 +55,7 @@ func usageIfBad(err error) error {
 }
 
 type conflictsListCmd struct {
-	storeFlags      `embed:""`
+	readFlags       `embed:""`
 	caseFilterFlags `embed:""`
 	Limit           int    `name:"limit" default:"50" help:"Cases per page (at most 1000)."`
 	After           string `name:"after" help:"Cursor of the next page, as printed by the previous one."`
@@ -114,13 +114,13 @@ type caseArg struct {
 }
 
 type conflictsShowCmd struct {
-	storeFlags `embed:""`
-	caseArg    `embed:""`
-	JSON       bool `name:"json" help:"Print JSON (the API's /api/cases/CASE)."`
+	readFlags `embed:""`
+	caseArg   `embed:""`
+	JSON      bool `name:"json" help:"Print JSON (the API's /api/cases/CASE)."`
 }
 
 func (c *conflictsShowCmd) Run(a *app) error {
-	cs, err := loadCase(a, c.storeFlags, int64(c.Case))
+	cs, err := loadCase(a, c.readFlags, int64(c.Case))
 	if err != nil || c.JSON {
 		if err == nil {
 			err = printJSON(a, cs)
@@ -161,13 +161,13 @@ func (c *conflictsShowCmd) Run(a *app) error {
 }
 
 type conflictsDiffCmd struct {
-	storeFlags `embed:""`
-	caseArg    `embed:""`
-	JSON       bool `name:"json" help:"Print JSON (the API's /api/cases/CASE)."`
+	readFlags `embed:""`
+	caseArg   `embed:""`
+	JSON      bool `name:"json" help:"Print JSON (the API's /api/cases/CASE)."`
 }
 
 func (c *conflictsDiffCmd) Run(a *app) error {
-	cs, err := loadCase(a, c.storeFlags, int64(c.Case))
+	cs, err := loadCase(a, c.readFlags, int64(c.Case))
 	if err != nil || c.JSON {
 		if err == nil {
 			err = printJSON(a, cs)
@@ -184,7 +184,7 @@ func (c *conflictsDiffCmd) Run(a *app) error {
 	return nil
 }
 
-func loadCase(a *app, f storeFlags, id int64) (*inspect.Case, error) {
+func loadCase(a *app, f readFlags, id int64) (*inspect.Case, error) {
 	store, done, err := f.openStore(a)
 	if err != nil {
 		return nil, err
@@ -299,7 +299,7 @@ func (c *conflictsResolveCmd) Run(a *app) error {
 }
 
 type conflictsExportCmd struct {
-	storeFlags      `embed:""`
+	readFlags       `embed:""`
 	caseFilterFlags `embed:""`
 	Format          string `name:"format" enum:"csv,json" default:"csv" help:"csv or json."`
 	Output          string `name:"output" short:"o" default:"-" help:"File to write; - is stdout."`

@@ -27,12 +27,12 @@ type dlqCmd struct {
 }
 
 type dlqListCmd struct {
-	storeFlags `embed:""`
-	Reason     string `name:"reason" help:"Only this reason (invalid_json, too_large, invalid_field, transient_exhausted)."`
-	After      int64  `name:"after" help:"Only dead letters with an id above this one (paging)."`
-	Limit      int    `name:"limit" default:"100" help:"Most dead letters listed (at most 1000)."`
-	JSON       bool   `name:"json" help:"Print JSON (the API's /api/dlq)."`
-	Parked     bool   `name:"parked" help:"List the outbox messages the relay parked instead: the broker refused them for good (too large, invalid), so they were not published."`
+	readFlags `embed:""`
+	Reason    string `name:"reason" help:"Only this reason (invalid_json, too_large, invalid_field, transient_exhausted)."`
+	After     int64  `name:"after" help:"Only dead letters with an id above this one (paging)."`
+	Limit     int    `name:"limit" default:"100" help:"Most dead letters listed (at most 1000)."`
+	JSON      bool   `name:"json" help:"Print JSON (the API's /api/dlq)."`
+	Parked    bool   `name:"parked" help:"List the outbox messages the relay parked instead: the broker refused them for good (too large, invalid), so they were not published."`
 }
 
 func (c *dlqListCmd) Run(a *app) error {
@@ -111,10 +111,10 @@ func headerOf(hs []record.Header, key string) string {
 }
 
 type dlqShowCmd struct {
-	storeFlags `embed:""`
-	ID         int64 `arg:"" name:"id" help:"Dead letter id (settle dlq list)."`
-	JSON       bool  `name:"json" help:"Print JSON (key and value in base64)."`
-	Value      bool  `name:"value" help:"Print only the original value, byte for byte (to redirect to a file)."`
+	readFlags `embed:""`
+	ID        int64 `arg:"" name:"id" help:"Dead letter id (settle dlq list)."`
+	JSON      bool  `name:"json" help:"Print JSON (key and value in base64)."`
+	Value     bool  `name:"value" help:"Print only the original value, byte for byte (to redirect to a file)."`
 }
 
 // Run prints the dead letter. The text form prints the value as it is

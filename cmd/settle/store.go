@@ -34,3 +34,15 @@ func printJSON(a *app, v any) error {
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
 }
+
+// readFlags are what the read-only commands need: the database alone. They
+// write to no topic, so they take no topic flags; the store they open has
+// settle's default topic names, which nothing of theirs uses.
+type readFlags struct {
+	databaseFlags `embed:""`
+}
+
+// openStore opens the store over its own small pool; close() ends it.
+func (f readFlags) openStore(a *app) (*settle.Store, func(), error) {
+	return storeFlags{databaseFlags: f.databaseFlags}.openStore(a)
+}
