@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers/gorillamux"
 
 	"github.com/settlehq/settle/analyst"
 	"github.com/settlehq/settle/settle/inspect"
@@ -79,6 +81,13 @@ func newRoleFixture(t *testing.T) *roleFixture {
 // returns the status and body.
 func (f *roleFixture) call(t *testing.T, who, method, path, contentType, body string) (int, string) {
 	t.Helper()
+	code, got, _ := f.callH(t, who, method, path, contentType, body)
+	return code, got
+}
+
+// callH is call with the answer's header.
+func (f *roleFixture) callH(t *testing.T, who, method, path, contentType, body string) (int, string, http.Header) {
+	t.Helper()
 	req, _ := http.NewRequest(method, f.srv.URL+path, strings.NewReader(body))
 	if who != "" {
 		req.Header.Set("Authorization", "Bearer "+tokenOf(who))
@@ -93,15 +102,16 @@ func (f *roleFixture) call(t *testing.T, who, method, path, contentType, body st
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	return resp.StatusCode, string(b), resp.Header
 }
 
 // TestRolesOnEveryRoute tries every analyst's role against every route the
 // surface registers (its route list, not a hand-made one): below the
 // route's role the answer is 403 and says which role it needs; at or
 // above it the handler answers; without a token, 401. The role each
-// operation of analyst/openapi.json names is the role the route needs. A
-// token configured without a role operates.
+// operation of analyst/openapi.json names is the role the route needs, and
+// every answer (401 and 403 too) is as the document describes it. A token
+// configured without a role operates.
 func TestRolesOnEveryRoute(t *testing.T) {
 	t.Parallel()
 	f := newRoleFixture(t)
@@ -109,6 +119,33 @@ func TestRolesOnEveryRoute(t *testing.T) {
 	doc, err := openapi3.NewLoader().LoadFromData([]byte(raw))
 	if err != nil {
 		t.Fatal(err)
+	}
+	doc.Servers = openapi3.Servers{{URL: f.srv.URL}}
+	router, err := gorillamux.NewRouter(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// asDocumented checks an answer against the document: 401 and 403
+	// included.
+	asDocumented := func(who, method, url, ct, body string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, f.srv.URL+url, strings.NewReader(body))
+		if ct != "" {
+			req.Header.Set("Content-Type", ct)
+		}
+		route, params, err := router.FindRoute(req)
+		if err != nil {
+			t.Fatalf("%s %s: not in the document: %v", method, url, err)
+		}
+		code, got, hdr := f.callH(t, who, method, url, ct, body)
+		opts := &openapi3filter.Options{AuthenticationFunc: openapi3filter.NoopAuthenticationFunc, IncludeResponseStatus: true}
+		out := &openapi3filter.ResponseValidationInput{RequestValidationInput: &openapi3filter.RequestValidationInput{Request: req,
+			PathParams: params, Route: route, Options: opts}, Status: code, Header: hdr, Options: opts}
+		out.SetBodyBytes([]byte(got))
+		if err := openapi3filter.ValidateResponse(context.Background(), out); err != nil {
+			t.Errorf("%s %s as %q: the %d answer breaks the document: %v", method, url, who, code, err)
+		}
+		return code, got
 	}
 	cid, dl := itoa(f.acmeCase), itoa(f.acmeDead)
 	fill := strings.NewReplacer("{id}", cid, "{tenant}", "acme", "{period}", "2026-11", "{record}", "u-1", "{subject}", "cust-1",
@@ -140,12 +177,12 @@ func TestRolesOnEveryRoute(t *testing.T) {
 		}
 		url := fill.Replace(path)
 		ct, body := bodies[pattern][0], bodies[pattern][1]
-		if code, _ := f.call(t, "", strings.ToUpper(method), url, ct, body); code != http.StatusUnauthorized {
+		if code, _ := asDocumented("", strings.ToUpper(method), url, ct, body); code != http.StatusUnauthorized {
 			t.Errorf("%s without a token: %d, want 401", pattern, code)
 		}
 		for _, who := range []string{"rita", "rob", "otto", "lee"} {
 			a := roleTokens[tokenOf(who)]
-			code, got := f.call(t, who, strings.ToUpper(method), url, ct, body)
+			code, got := asDocumented(who, strings.ToUpper(method), url, ct, body)
 			allowed := a.Role == 0 || a.Role >= need
 			switch {
 			case allowed && (code == http.StatusForbidden || code == http.StatusUnauthorized):
