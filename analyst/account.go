@@ -70,6 +70,6 @@ func (h *handler) accountPage(w http.ResponseWriter, r *http.Request) {
 	if len(accounts) == 0 {
 		code = http.StatusNotFound
 	}
-	h.renderCode(w, code, "account", map[string]any{"Title": "Account " + subject, "Nav": "search", "Tenant": tenant,
+	h.renderCode(w, r, code, "account", map[string]any{"Title": "Account " + subject, "Nav": "search", "Tenant": tenant,
 		"Subject": subject, "Accounts": accounts, "RowsMax": accountRowsMax})
 }

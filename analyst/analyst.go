@@ -446,7 +446,7 @@ func (h *handler) fail(w http.ResponseWriter, r *http.Request, err error, asJSON
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(code)
-	h.render(w, "error", map[string]any{"Title": http.StatusText(code), "Code": code, "Error": publicError(err)})
+	h.render(w, r, "error", map[string]any{"Title": http.StatusText(code), "Code": code, "Error": publicError(err)})
 }
 
 // publicError is what a response says of err: its text when it is the
@@ -485,7 +485,13 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 
 // render executes a page into memory first, so that a template failure is
 // a clean 500 rather than half a page.
-func (h *handler) render(w http.ResponseWriter, name string, data any) {
+func (h *handler) render(w http.ResponseWriter, r *http.Request, name string, data any) {
+	if m, ok := data.(map[string]any); ok {
+		// The header names who is signed in, their role and tenant.
+		if a := analystIn(r.Context()); a.Name != "" {
+			m["Me"] = a
+		}
+	}
 	var buf bytes.Buffer
 	if err := h.pages.ExecuteTemplate(&buf, name, data); err != nil {
 		h.log.Error("render page", "page", name, "err", err)

@@ -26,10 +26,10 @@ func settleBadFilter(format string, args ...any) error {
 }
 
 // renderCode renders a page with a status other than 200.
-func (h *handler) renderCode(w http.ResponseWriter, code int, name string, data any) {
+func (h *handler) renderCode(w http.ResponseWriter, r *http.Request, code int, name string, data any) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(code)
-	h.render(w, name, data)
+	h.render(w, r, name, data)
 }
 
 func deadLetterID(r *http.Request) (int64, error) {
@@ -89,7 +89,7 @@ func (h *handler) deadLetterPage(w http.ResponseWriter, r *http.Request) {
 	for i, hd := range d.Headers {
 		hs[i] = header{hd.Key, showBytes(hd.Value)}
 	}
-	h.render(w, "deadletter", map[string]any{"Title": fmt.Sprintf("Dead letter %d", d.ID), "Nav": "dlq", "D": d,
+	h.render(w, r, "deadletter", map[string]any{"Title": fmt.Sprintf("Dead letter %d", d.ID), "Nav": "dlq", "D": d,
 		"Value": showBytes(d.Value), "Key": showBytes(d.Key), "HasKey": d.Key != nil, "Headers": hs,
 		"CanReplay": h.cfg.Replayer != nil, "Can": canOf(r)})
 }
@@ -231,7 +231,7 @@ func (h *handler) replayPreview(w http.ResponseWriter, r *http.Request) {
 		next.Set("after", strconv.FormatInt(ds[len(ds)-1].ID, 10))
 		data["NextURL"] = "/dlq/replay?" + next.Encode()
 	}
-	h.render(w, "replay", data)
+	h.render(w, r, "replay", data)
 }
 
 // replayForm is the confirmation: it replays exactly the ids the dry run
@@ -256,7 +256,7 @@ func (h *handler) replayForm(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case errors.Is(err, errNoReplayer):
 		data["Error"], data["DLQ"], data["DryRun"] = err.Error(), ds, true
-		h.renderCode(w, http.StatusServiceUnavailable, "replay", data)
+		h.renderCode(w, r, http.StatusServiceUnavailable, "replay", data)
 	case err != nil:
 		h.fail(w, r, err, false)
 	default:
@@ -265,7 +265,7 @@ func (h *handler) replayForm(w http.ResponseWriter, r *http.Request) {
 		if res.Error != "" {
 			code, data["Error"] = http.StatusBadGateway, res.Error
 		}
-		h.renderCode(w, code, "replay", data)
+		h.renderCode(w, r, code, "replay", data)
 	}
 }
 
@@ -327,7 +327,7 @@ func (h *handler) dlqPage(w http.ResponseWriter, r *http.Request) {
 		next.Set("after", strconv.FormatInt(ds[len(ds)-1].ID, 10))
 		data["NextURL"] = "/dlq?" + next.Encode()
 	}
-	h.render(w, "dlq", data)
+	h.render(w, r, "dlq", data)
 }
 
 func limitOr(n, def int) int {

@@ -98,7 +98,7 @@ func (h *handler) queuePage(w http.ResponseWriter, r *http.Request) {
 	if ferr != nil {
 		w.WriteHeader(http.StatusBadRequest)
 		data["Error"] = ferr.Error()
-		h.render(w, "queue", data)
+		h.render(w, r, "queue", data)
 		return
 	}
 	page, err := h.cfg.Store.ListCases(ctx, f)
@@ -149,7 +149,7 @@ func (h *handler) queuePage(w http.ResponseWriter, r *http.Request) {
 	// A query already encoded: as a plain string, html/template would
 	// escape its = and & into one parameter.
 	data["FacetBase"] = template.URL(base.Encode())
-	h.render(w, "queue", data)
+	h.render(w, r, "queue", data)
 }
 
 func cloneValues(v url.Values) url.Values {
@@ -179,7 +179,7 @@ func (h *handler) showCase(w http.ResponseWriter, r *http.Request, code int, for
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(code)
-	h.render(w, "case", map[string]any{"Title": fmt.Sprintf("Case %d", c.ID), "Nav": "cases", "C": c, "Links": links,
+	h.render(w, r, "case", map[string]any{"Title": fmt.Sprintf("Case %d", c.ID), "Nav": "cases", "C": c, "Links": links,
 		"FormError": formErr, "Form": form, "Resolved": r.URL.Query().Get("resolved") != "", "Analyst": analystOf(r), "Can": canOf(r)})
 }
 
@@ -347,7 +347,7 @@ func (h *handler) explainPage(w http.ResponseWriter, r *http.Request) {
 		}
 		data["E"] = e
 	}
-	h.render(w, "explain", data)
+	h.render(w, r, "explain", data)
 }
 
 // apiGet serves a JSON read: what to read parsed from the request by

@@ -69,7 +69,7 @@ func (h *handler) overviewPage(w http.ResponseWriter, r *http.Request) {
 			table = append(table, hours[i]) // newest first, as before
 		}
 	}
-	h.render(w, "overview", map[string]any{"Title": "Overview", "Nav": "overview", "O": o, "Hours": table,
+	h.render(w, r, "overview", map[string]any{"Title": "Overview", "Nav": "overview", "O": o, "Hours": table,
 		"Outcomes": names, "Open": open, "Window": overviewHours,
 		"OutcomeChart": outcomeChart(hours, names), "AgeChart": ageChart(o.OpenByAge)})
 }

@@ -316,7 +316,8 @@ func TestTenantScopedToken(t *testing.T) {
 
 // TestPagesOfferWhatTheRoleMay: a reader's case page has no resolve form
 // and says why; a resolver's has it. A reader's and a resolver's
-// dead-letter pages have no replay button; an operator's has.
+// dead-letter pages have no replay button; an operator's has. The header
+// names the analyst, the role and the tenant.
 func TestPagesOfferWhatTheRoleMay(t *testing.T) {
 	t.Parallel()
 	f := newRoleFixture(t)
@@ -331,7 +332,8 @@ func TestPagesOfferWhatTheRoleMay(t *testing.T) {
 		{"rob", "/dlq/" + dl, nil, []string{`id="replay-one"`}},
 		{"otto", "/dlq/" + dl, []string{`id="replay-one"`}, nil},
 		{"rita", "/dlq", nil, []string{`id="replay-filtered"`}},
-		{"otto", "/dlq", []string{`id="replay-filtered"`}, nil},
+		{"otto", "/dlq", []string{`id="replay-filtered"`, "<strong>otto</strong> · operate · every tenant"}, nil},
+		{"ana", "/", []string{"<strong>ana</strong> · read · tenant acme"}, nil},
 	} {
 		code, body := f.call(t, c.who, "GET", c.path, "", "")
 		if code != http.StatusOK {
