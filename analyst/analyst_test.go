@@ -98,7 +98,10 @@ func TestAPIAndPages(t *testing.T) {
 		t.Errorf("queue filtered to globex: %d\n%s", code, body)
 	}
 	code, body = get(t, f.srv.URL+"/cases/"+itoa(f.acmeCase))
-	if code != 200 || strings.Count(body, `data-differs="true"`) != 2 || !strings.Contains(body, `<ins>55</ins>`) || !strings.Contains(body, `<del>40</del>`) {
+	// Open: both sides of a difference marked, neither struck through
+	// before a decision.
+	if code != 200 || strings.Count(body, `data-differs="true"`) != 2 || !strings.Contains(body, `<mark class="incoming">55</mark>`) ||
+		!strings.Contains(body, `<mark class="stored">40</mark>`) || strings.Contains(body, "<del>") {
 		t.Errorf("case page: %d\n%s", code, body)
 	}
 	// Beside the payloads, the chain as it is now: what a resolution restates.

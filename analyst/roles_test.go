@@ -211,6 +211,11 @@ func TestRolesOnEveryRoute(t *testing.T) {
 	if c, err := inspect.New(f.store).Case(context.Background(), f.acmeCase); err != nil || c.Resolution == nil || c.Resolution.By != "rob" {
 		t.Errorf("the resolution records %+v (%v), want rob, the token's analyst", c, err)
 	}
+	// Decided: the rejected side, the incoming payload, is struck through.
+	if _, page := f.call(t, "rita", "GET", "/cases/"+cid, "", ""); !strings.Contains(page, "<del>55</del>") ||
+		!strings.Contains(page, `<mark class="stored">40</mark>`) {
+		t.Errorf("the rejected case's page does not strike the incoming 55 alone:\n%s", trim([]byte(page)))
+	}
 	if got := f.replayer.ids(); len(got) != 0 {
 		t.Errorf("a dry run replayed %v", got)
 	}
@@ -326,7 +331,9 @@ func TestPagesOfferWhatTheRoleMay(t *testing.T) {
 		who, path   string
 		has, hasNot []string
 	}{
-		{"rita", "/cases/" + cid, []string{`id="read-only"`}, []string{`id="accept-form"`, `id="reject-form"`}},
+		// Before a decision nothing is struck through: both sides are marked.
+		{"rita", "/cases/" + cid, []string{`id="read-only"`, `<mark class="stored">`, `<mark class="incoming">`},
+			[]string{`id="accept-form"`, `id="reject-form"`, "<del>"}},
 		{"rob", "/cases/" + cid, []string{`id="accept-form"`, `id="reject-form"`}, []string{`id="read-only"`}},
 		{"rita", "/dlq/" + dl, nil, []string{`id="replay-one"`}},
 		{"rob", "/dlq/" + dl, nil, []string{`id="replay-one"`}},

@@ -118,7 +118,7 @@ func TestConflictsCLI(t *testing.T) {
 	d.sameJSON(t, d.cli(t, 0, "conflicts", "list", "--tenant", "acme", "--json"), "/api/cases?status=open&tenant=acme")
 	d.sameJSON(t, d.cli(t, 0, "conflicts", "list", "--reason", "orphan", "--json"), "/api/cases?status=open&reason=orphan")
 	d.sameJSON(t, d.cli(t, 0, "conflicts", "list", "--newer-than", "1h", "--json"), "/api/cases?status=open&newer_than=1h")
-	if out := d.cli(t, 0, "conflicts", "list", "--older-than", "1h"); !strings.Contains(out, "no cases match") {
+	if out := d.cli(t, 0, "conflicts", "list", "--older-than", "1h"); !strings.Contains(out, "no open cases match (opened more than 1h ago); --status all lists every case") {
 		t.Errorf("older-than 1h: %s", out)
 	}
 	out := d.cli(t, 0, "conflicts", "list", "--limit", "1")

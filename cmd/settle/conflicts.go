@@ -37,6 +37,33 @@ type caseFilterFlags struct {
 	NewerThan string `name:"newer-than" help:"Only cases opened more recently than this (90m, 2h, 7d)."`
 }
 
+// noneMatch says that no case matches, and what the filters selected:
+// the status first, since a list shows open cases unless told otherwise.
+func (f caseFilterFlags) noneMatch() string {
+	status := f.Status + " cases"
+	if f.Status == "all" {
+		status = "cases"
+	}
+	var by []string
+	for _, x := range []struct{ name, v string }{{"tenant", f.Tenant}, {"period", f.Period}, {"reason", f.Reason},
+		{"opened more than", f.OlderThan}, {"opened less than", f.NewerThan}} {
+		if x.v != "" {
+			if strings.HasPrefix(x.name, "opened") {
+				x.v += " ago"
+			}
+			by = append(by, x.name+" "+x.v)
+		}
+	}
+	msg := "no " + status + " match"
+	if len(by) > 0 {
+		msg += " (" + strings.Join(by, ", ") + ")"
+	}
+	if f.Status != "all" {
+		msg += "; --status all lists every case"
+	}
+	return msg
+}
+
 func (f caseFilterFlags) filter(now time.Time) (inspect.CaseFilter, error) {
 	cf, err := analyst.Filter{Tenant: f.Tenant, Period: f.Period, Reason: f.Reason, Status: f.Status,
 		OlderThan: f.OlderThan, NewerThan: f.NewerThan}.CaseFilter(now, "--older-than", "--newer-than")
@@ -93,7 +120,7 @@ func (c *conflictsListCmd) Run(a *app) error {
 		return fmt.Errorf("write the cases: %w", err)
 	}
 	if len(page.Cases) == 0 {
-		fmt.Fprintln(a.stdout, "no cases match")
+		fmt.Fprintln(a.stdout, c.noneMatch())
 	}
 	if page.Next != "" {
 		fmt.Fprintf(a.stdout, "more: add --after %s\n", page.Next)
