@@ -322,7 +322,8 @@ func TestTenantScopedToken(t *testing.T) {
 // TestPagesOfferWhatTheRoleMay: a reader's case page has no resolve form
 // and says why; a resolver's has it. A reader's and a resolver's
 // dead-letter pages have no replay button; an operator's has. The header
-// names the analyst, the role and the tenant.
+// names the analyst, the role and the tenant. An account page links to its
+// statement of each period.
 func TestPagesOfferWhatTheRoleMay(t *testing.T) {
 	t.Parallel()
 	f := newRoleFixture(t)
@@ -341,6 +342,8 @@ func TestPagesOfferWhatTheRoleMay(t *testing.T) {
 		{"rita", "/dlq", nil, []string{`id="replay-filtered"`}},
 		{"otto", "/dlq", []string{`id="replay-filtered"`, "<strong>otto</strong> · operate · every tenant"}, nil},
 		{"ana", "/", []string{"<strong>ana</strong> · read · tenant acme"}, nil},
+		// The account links to its statement of each period it has rows in.
+		{"ana", "/accounts/acme/cust-1", []string{`id="statements"`, `href="/statement?period=2026-11&amp;subject=cust-1&amp;tenant=acme"`}, nil},
 	} {
 		code, body := f.call(t, c.who, "GET", c.path, "", "")
 		if code != http.StatusOK {
