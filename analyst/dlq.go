@@ -330,6 +330,25 @@ func (h *handler) dlqPage(w http.ResponseWriter, r *http.Request) {
 	h.render(w, r, "dlq", data)
 }
 
+// writtenIdentity is what a dead letter's value says of its tenant and
+// record id, when it is a JSON object that names them as strings; "" for
+// what it does not say. It is what the producer wrote, not what settle
+// read: a letter is one because its record did not decode.
+type writtenIdentity struct{ Tenant, Record string }
+
+func written(value []byte) writtenIdentity {
+	var fields struct {
+		Tenant any `json:"tenant_id"`
+		Record any `json:"record_id"`
+	}
+	if json.Unmarshal(value, &fields) != nil {
+		return writtenIdentity{}
+	}
+	t, _ := fields.Tenant.(string)
+	r, _ := fields.Record.(string)
+	return writtenIdentity{t, r}
+}
+
 func limitOr(n, def int) int {
 	if n == 0 {
 		return def

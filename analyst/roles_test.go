@@ -55,7 +55,8 @@ func newRoleFixture(t *testing.T) *roleFixture {
 	// the scope keys on it, so these two are written as a row with one.
 	for i, tenant := range []string{"acme", "globex"} {
 		if _, err := v.store.Pool().Exec(ctx, `INSERT INTO dead_letters (tenant_id, topic, partition, "offset", value, reason, error_class, error, attempts)
-			VALUES ($1, 'usage', 0, $2, '{}', 'invalid_field', 'invalid_input', 'record_id: required', 1)`, tenant, 20+i); err != nil {
+			VALUES ($1, 'usage', 0, $2, convert_to(format('{"tenant_id":"%s","record_id":"bad-%s"}', $1::text, $1::text), 'UTF8'),
+			        'invalid_field', 'invalid_input', 'kind: required', 1)`, tenant, 20+i); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -323,7 +324,8 @@ func TestTenantScopedToken(t *testing.T) {
 // and says why; a resolver's has it. A reader's and a resolver's
 // dead-letter pages have no replay button; an operator's has. The header
 // names the analyst, the role and the tenant. An account page links to its
-// statement of each period.
+// statement of each period; the dead-letter list shows the tenant and
+// record id a letter's bytes name.
 func TestPagesOfferWhatTheRoleMay(t *testing.T) {
 	t.Parallel()
 	f := newRoleFixture(t)
@@ -340,7 +342,7 @@ func TestPagesOfferWhatTheRoleMay(t *testing.T) {
 		{"rob", "/dlq/" + dl, nil, []string{`id="replay-one"`}},
 		{"otto", "/dlq/" + dl, []string{`id="replay-one"`}, nil},
 		{"rita", "/dlq", nil, []string{`id="replay-filtered"`}},
-		{"otto", "/dlq", []string{`id="replay-filtered"`, "<strong>otto</strong> · operate · every tenant"}, nil},
+		{"otto", "/dlq", []string{`id="replay-filtered"`, "<strong>otto</strong> · operate · every tenant", "acme / bad-acme"}, nil},
 		{"ana", "/", []string{"<strong>ana</strong> · read · tenant acme"}, nil},
 		// The account links to its statement of each period it has rows in.
 		{"ana", "/accounts/acme/cust-1", []string{`id="statements"`, `href="/statement?period=2026-11&amp;subject=cust-1&amp;tenant=acme"`}, nil},

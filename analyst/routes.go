@@ -111,6 +111,7 @@ func (h *handler) routes(mux *routeMux) {
 // pageFuncs are the templates' links between pages.
 var pageFuncs = template.FuncMap{
 	"explainURL": explainURL,
+	"written":    written,
 	"accountURL": accountURL,
 	// short cuts a settlement id (32 hex digits) to its first 12 for a
 	// table cell; the link and the title carry all of it.
