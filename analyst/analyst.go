@@ -45,6 +45,7 @@ type Store interface {
 	Resolve(ctx context.Context, req settle.ResolveRequest) (*settle.Resolution, error)
 	Explain(ctx context.Context, tenant, period, recordID string) (*inspect.Explanation, error)
 	OutcomeTimeline(ctx context.Context, tenant string, since time.Time) ([]inspect.OutcomeBucket, error)
+	Attention(ctx context.Context, tenant string, since time.Time) (*inspect.Attention, error)
 	DeadLetters(ctx context.Context, f inspect.DeadLetterFilter) ([]inspect.DeadLetter, error)
 	PageStore // search, accounts, dead letters, exports (pagestore.go)
 }

@@ -27,6 +27,7 @@ const overviewHours = 24
 
 // overview is what the overview shows.
 type overview struct {
+	Attention    *inspect.Attention      `json:"attention"` // dead letters of the last 24 hours, waiting records
 	OpenByReason []inspect.CaseCount     `json:"open_by_reason"`
 	OpenByAge    []inspect.AgeBucket     `json:"open_by_age"`
 	Outcomes     []inspect.OutcomeBucket `json:"outcomes"`
@@ -50,6 +51,9 @@ func (h *handler) overview(r *http.Request) (*overview, error) {
 		return nil, err
 	}
 	if o.OpenByAge, err = h.cfg.Store.OpenCaseAges(ctx, "", time.Now(), openAgeBounds); err != nil {
+		return nil, err
+	}
+	if o.Attention, err = h.cfg.Store.Attention(ctx, "", time.Now().Add(-overviewHours*time.Hour)); err != nil {
 		return nil, err
 	}
 	return o, nil

@@ -203,6 +203,14 @@ func (s tenantScoped) OutcomeTimeline(ctx context.Context, tenant string, since 
 	return s.Store.OutcomeTimeline(ctx, tenant, since)
 }
 
+func (s tenantScoped) Attention(ctx context.Context, tenant string, since time.Time) (*inspect.Attention, error) {
+	tenant, err := scope(ctx, tenant)
+	if err != nil {
+		return nil, err
+	}
+	return s.Store.Attention(ctx, tenant, since)
+}
+
 func (s tenantScoped) OpenCaseAges(ctx context.Context, tenant string, now time.Time, bounds []time.Duration) ([]inspect.AgeBucket, error) {
 	tenant, err := scope(ctx, tenant)
 	if err != nil {

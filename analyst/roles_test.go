@@ -280,10 +280,14 @@ func TestTenantScopedToken(t *testing.T) {
 		t.Errorf("ana's counts add up to %d, her cases are %d: %+v", total, len(cases.Cases), counts)
 	}
 	var ov struct {
+		Attention    inspect.Attention   `json:"attention"`
 		OpenByReason []inspect.CaseCount `json:"open_by_reason"`
 		OpenByAge    []inspect.AgeBucket `json:"open_by_age"`
 	}
 	getJSON(t, f, "ana", "/api/overview", &ov)
+	if ov.Attention.DeadLettersSince != 1 {
+		t.Errorf("ana's overview counts %d dead letters of the last day, want acme's 1", ov.Attention.DeadLettersSince)
+	}
 	var open, aged int64
 	for _, c := range ov.OpenByReason {
 		open += c.Count
@@ -309,6 +313,11 @@ func TestTenantScopedToken(t *testing.T) {
 		if code != http.StatusOK || strings.Contains(body, "globex") || strings.Contains(body, "cust-9") {
 			t.Errorf("%s as ana: %d, shows globex: %s", page, code, trim([]byte(body)))
 		}
+	}
+	// The overview puts the dead letters first: every tenant's to rita.
+	if _, body := f.call(t, "rita", "GET", "/", "", ""); !strings.Contains(body, `id="first"`) ||
+		!strings.Contains(body, "4 dead letters in the last 24 hours") {
+		t.Errorf("rita's overview does not put the 4 dead letters first: %s", trim([]byte(body)))
 	}
 	// The same pages show globex to a token of every tenant.
 	if _, body := f.call(t, "rita", "GET", "/cases?status=all", "", ""); !strings.Contains(body, "globex") {
