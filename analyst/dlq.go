@@ -224,7 +224,8 @@ func (h *handler) replayPreview(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	data := map[string]any{"Title": "Replay dead letters", "Nav": "dlq", "DryRun": true, "DLQ": ds,
-		"CanReplay": h.cfg.Replayer != nil, "Max": ReplayDeadLettersMax, "Filters": dlqFilterSummary(r.URL.Query())}
+		"CanReplay": h.cfg.Replayer != nil, "Max": ReplayDeadLettersMax, "Filters": dlqFilterSummary(r.URL.Query()),
+		"WillFail": willFailAgain(ds)}
 	if q := r.URL.Query(); len(q["id"]) == 0 && len(ds) == ReplayDeadLettersMax {
 		// Dead letters stay after a replay: the next ones are after the last.
 		next := cloneValues(q)
@@ -267,6 +268,21 @@ func (h *handler) replayForm(w http.ResponseWriter, r *http.Request) {
 		}
 		h.renderCode(w, r, code, "replay", data)
 	}
+}
+
+// willFailAgain counts the letters a replay would dead-letter again: their
+// own bytes failed (class invalid_input: not JSON, too large, a field
+// wrong), and a replay sends the same bytes. A transient failure can
+// settle on a replay, and so can a batch too large as a whole (a replay
+// sends its records one by one).
+func willFailAgain(ds []inspect.DeadLetter) int {
+	n := 0
+	for _, d := range ds {
+		if d.ErrorClass == "invalid_input" && d.Reason != message.ReasonBatchTooLarge {
+			n++
+		}
+	}
+	return n
 }
 
 // dlqFilterSummary says in words which filters a list has.

@@ -353,6 +353,9 @@ func TestPagesOfferWhatTheRoleMay(t *testing.T) {
 		{"rita", "/dlq", nil, []string{`id="replay-filtered"`}},
 		{"otto", "/dlq", []string{`id="replay-filtered"`, "<strong>otto</strong> · operate · every tenant", "acme / bad-acme"}, nil},
 		{"ana", "/", []string{"<strong>ana</strong> · read · tenant acme"}, nil},
+		// The queue: each case's age and the difference, with its currency
+		// (html/template writes + as &#43;).
+		{"rita", "/cases", []string{`<td class="age">`, `<td class="num diff">&#43;15 USD</td>`, `<td class="num">40 USD</td>`}, nil},
 		// The account links to its statement of each period it has rows in.
 		{"ana", "/accounts/acme/cust-1", []string{`id="statements"`, `href="/statement?period=2026-11&amp;subject=cust-1&amp;tenant=acme"`}, nil},
 	} {

@@ -5,8 +5,10 @@ import (
 	_ "embed"
 	"html/template"
 	"net/http"
+	"strings"
 	"time"
 
+	"github.com/settlehq/settle/internal/money"
 	"github.com/settlehq/settle/settle/inspect"
 	"github.com/settlehq/settle/settle/message"
 )
@@ -108,10 +110,28 @@ func (h *handler) routes(mux *routeMux) {
 	})
 }
 
+// minus is a - b, exact decimals as text, signed ("+15", "-3"); "" when
+// either is not a number (a case without an amount on one side).
+func minus(a, b string) string {
+	x, errA := money.Parse(a)
+	y, errB := money.Parse(b)
+	if errA != nil || errB != nil {
+		return ""
+	}
+	d := x.Sub(y)
+	if d.Sign() > 0 {
+		return "+" + d.String()
+	}
+	return d.String()
+}
+
 // pageFuncs are the templates' links between pages.
 var pageFuncs = template.FuncMap{
 	"explainURL": explainURL,
 	"written":    written,
+	"minus":      minus,
+	// since is how long ago at was, without the "ago": a case's age.
+	"since":      func(at time.Time) string { return strings.TrimSuffix(age(time.Since(at)), " ago") },
 	"accountURL": accountURL,
 	// short cuts a settlement id (32 hex digits) to its first 12 for a
 	// table cell; the link and the title carry all of it.

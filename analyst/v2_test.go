@@ -330,7 +330,9 @@ func TestOverviewChartsAndExport(t *testing.T) {
 
 // TestReplayDryRunPages: a dry run takes at most ReplayDeadLettersMax dead
 // letters and links to the next ones, which start after the last it listed
-// (dead letters stay after a replay, so "again" would list the same).
+// (dead letters stay after a replay, so "again" would list the same). A
+// dry run of letters that failed on their own bytes says a replay
+// dead-letters them again.
 func TestReplayDryRunPages(t *testing.T) {
 	t.Parallel()
 	f := newV2Fixture(t)
@@ -353,5 +355,11 @@ func TestReplayDryRunPages(t *testing.T) {
 	code, body = get(t, f.srv.URL+next)
 	if code != 200 || strings.Count(body, `<input type="hidden" name="id"`) != 1 || strings.Contains(body, `id="next-replay"`) {
 		t.Errorf("second dry run (%s): %d\n%s", next, code, body)
+	}
+	// Letters that failed on their own bytes fail again: the dry run says
+	// so before it offers the replay.
+	if _, body := get(t, f.srv.URL+"/dlq/replay?id="+itoa(f.dead[0].ID)); !strings.Contains(body, `id="will-fail"`) ||
+		!strings.Contains(body, "1 of these failed on their own bytes") {
+		t.Errorf("a dry run of a letter that is not JSON does not say a replay fails again:\n%s", trim([]byte(body)))
 	}
 }
