@@ -270,15 +270,11 @@ func (h *handler) replayForm(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// willFailAgain counts the letters a replay would dead-letter again: their
-// own bytes failed (class invalid_input: not JSON, too large, a field
-// wrong), and a replay sends the same bytes. A transient failure can
-// settle on a replay, and so can a batch too large as a whole (a replay
-// sends its records one by one).
+// willFailAgain counts the letters a replay would dead-letter again.
 func willFailAgain(ds []inspect.DeadLetter) int {
 	n := 0
 	for _, d := range ds {
-		if d.ErrorClass == "invalid_input" && d.Reason != message.ReasonBatchTooLarge {
+		if d.FailsAgain() {
 			n++
 		}
 	}

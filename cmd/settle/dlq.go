@@ -297,7 +297,11 @@ func (c *dlqReplayCmd) replay(a *app, cl *kgo.Client, store *settle.Store, batch
 				return err
 			}
 		case c.DryRun:
-			fmt.Fprintf(a.stdout, "would replay dead letter %d (%s) from %s/%d@%d to %s\n", d.ID, d.Reason, d.Source.Topic, d.Source.Partition, d.Source.Offset, d.Source.Topic)
+			again := ""
+			if d.FailsAgain() {
+				again = "; it fails again: its own bytes failed (invalid_input), have the producer send it corrected"
+			}
+			fmt.Fprintf(a.stdout, "would replay dead letter %d (%s) from %s/%d@%d to %s%s\n", d.ID, d.Reason, d.Source.Topic, d.Source.Partition, d.Source.Offset, d.Source.Topic, again)
 		default:
 			fmt.Fprintf(a.stdout, "replayed dead letter %d (%s) from %s/%d@%d as %s/%d@%d\n", d.ID, d.Reason, d.Source.Topic,
 				d.Source.Partition, d.Source.Offset, out.To.Topic, out.To.Partition, out.To.Offset)

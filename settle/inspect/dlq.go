@@ -40,6 +40,15 @@ type DeadLetter struct {
 	Replays    int                 `json:"replays"` // times it was sent back to its source topic
 }
 
+// FailsAgain reports whether a replay of d would be dead-lettered again:
+// its own bytes failed (class invalid_input: not JSON, too large, a field
+// wrong) and a replay sends the same bytes. A transient failure can settle
+// on a replay, and so can a batch too large as a whole (a replay sends its
+// records one by one).
+func (d DeadLetter) FailsAgain() bool {
+	return d.ErrorClass == "invalid_input" && d.Reason != message.ReasonBatchTooLarge
+}
+
 // DeadLetterFilter selects dead letters, oldest first.
 type DeadLetterFilter struct {
 	Tenant     string // "" = any (and those whose tenant could not be read)
