@@ -89,7 +89,21 @@ func (h *handler) deadLetterPage(w http.ResponseWriter, r *http.Request) {
 	for i, hd := range d.Headers {
 		hs[i] = header{hd.Key, showBytes(hd.Value)}
 	}
-	h.render(w, r, "deadletter", map[string]any{"Title": fmt.Sprintf("Dead letter %d", d.ID), "Nav": "dlq", "D": d,
+	// A replay that failed again: the letter it was replayed from.
+	replayOf := int64(0)
+	if from, ok := d.ReplayOf(); ok {
+		ctx, cancel := h.ctx(r)
+		id, err := h.cfg.Store.DeadLetterBySource(ctx, d.TenantID, from)
+		cancel()
+		switch {
+		case err == nil:
+			replayOf = id
+		case !errors.Is(err, inspect.ErrNoSuchDeadLetter): // pruned: no link
+			h.fail(w, r, err, false)
+			return
+		}
+	}
+	h.render(w, r, "deadletter", map[string]any{"Title": fmt.Sprintf("Dead letter %d", d.ID), "Nav": "dlq", "D": d, "ReplayOf": replayOf,
 		"Value": showBytes(d.Value), "Key": showBytes(d.Key), "HasKey": d.Key != nil, "Headers": hs,
 		"CanReplay": h.cfg.Replayer != nil, "Can": canOf(r)})
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/inspect"
+	"github.com/settlehq/settle/settle/message"
 )
 
 // Role is what an analyst may do. Each role includes the ones before it:
@@ -232,6 +233,13 @@ func (s tenantScoped) DeadLetter(ctx context.Context, id int64) (*inspect.DeadLe
 		return nil, fmt.Errorf("dead letter %d: %w", id, inspect.ErrNoSuchDeadLetter)
 	}
 	return d, err
+}
+
+func (s tenantScoped) DeadLetterBySource(ctx context.Context, tenant string, c message.Coordinates) (int64, error) {
+	if !inScope(ctx, tenant) {
+		return 0, fmt.Errorf("dead letter of %s/%d@%d: %w", c.Topic, c.Partition, c.Offset, inspect.ErrNoSuchDeadLetter)
+	}
+	return s.Store.DeadLetterBySource(ctx, tenant, c)
 }
 
 func (s tenantScoped) Search(ctx context.Context, q inspect.SearchQuery) (hits []inspect.SearchHit, err error) {

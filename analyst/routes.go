@@ -23,6 +23,7 @@ type PageStore interface {
 	CaseResolutions(ctx context.Context, ids []int64) (map[int64]inspect.CaseResolution, error)
 	OpenCaseAges(ctx context.Context, tenant string, now time.Time, bounds []time.Duration) ([]inspect.AgeBucket, error)
 	DeadLetter(ctx context.Context, id int64) (*inspect.DeadLetter, error)
+	DeadLetterBySource(ctx context.Context, tenant string, c message.Coordinates) (int64, error)
 }
 
 // Replayer produces dead letters' original key, value and headers back to

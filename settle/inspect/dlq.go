@@ -10,6 +10,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -47,6 +49,46 @@ type DeadLetter struct {
 // records one by one).
 func (d DeadLetter) FailsAgain() bool {
 	return d.ErrorClass == "invalid_input" && d.Reason != message.ReasonBatchTooLarge
+}
+
+// ReplayHeader names, on a replayed record, the source coordinates of the
+// dead letter it was replayed from ("topic/partition/offset"); a replayed
+// record that fails again keeps it among its headers.
+const ReplayHeader = "dlq_replay_of"
+
+// ReplayOf is where the dead letter d was replayed from, when its record
+// was a replay (ReplayHeader); ok is false otherwise.
+func (d DeadLetter) ReplayOf() (from message.Coordinates, ok bool) {
+	for _, h := range d.Headers {
+		if h.Key != ReplayHeader {
+			continue
+		}
+		parts := strings.Split(string(h.Value), "/") // a topic name holds no slash
+		if len(parts) != 3 || parts[0] == "" {
+			return from, false
+		}
+		p, err1 := strconv.ParseInt(parts[1], 10, 32)
+		o, err2 := strconv.ParseInt(parts[2], 10, 64)
+		if err1 != nil || err2 != nil {
+			return from, false
+		}
+		return message.Coordinates{Topic: parts[0], Partition: int32(p), Offset: o}, true
+	}
+	return from, false
+}
+
+// DeadLetterBySource is the id of the dead letter of tenant's input record
+// at c, or ErrNoSuchDeadLetter.
+func (s *Store) DeadLetterBySource(ctx context.Context, tenant string, c message.Coordinates) (int64, error) {
+	id, err := db.On(s.pool).DeadLetterBySource(ctx, db.DeadLetterBySourceParams{TenantID: tenant, Topic: c.Topic,
+		Partition: c.Partition, SourceOffset: c.Offset})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, fmt.Errorf("dead letter of %s/%d@%d: %w", c.Topic, c.Partition, c.Offset, ErrNoSuchDeadLetter)
+	}
+	if err != nil {
+		return 0, dberr.Wrap("find a dead letter by its source", err)
+	}
+	return id, nil
 }
 
 // DeadLetterFilter selects dead letters, oldest first.
