@@ -1,7 +1,10 @@
 package analyst
 
 import (
+	"maps"
 	"net/http"
+	"net/url"
+	"slices"
 	"strconv"
 
 	"github.com/settlehq/settle/settle/inspect"
@@ -70,6 +73,31 @@ func (h *handler) accountPage(w http.ResponseWriter, r *http.Request) {
 	if len(accounts) == 0 {
 		code = http.StatusNotFound
 	}
-	h.renderCode(w, code, "account", map[string]any{"Title": "Account " + subject, "Nav": "search", "Tenant": tenant,
-		"Subject": subject, "Accounts": accounts, "RowsMax": accountRowsMax})
+	h.renderCode(w, r, code, "account", map[string]any{"Title": "Account " + subject, "Nav": "search", "Tenant": tenant,
+		"Subject": subject, "Accounts": accounts, "RowsMax": accountRowsMax, "Statements": statementLinks(tenant, subject, accounts)})
 }
+
+// statementLinks are the account's statements, one per period its ledger
+// rows and settlements name, newest period first.
+func statementLinks(tenant, subject string, accounts []Account) []statementLink {
+	seen := map[string]bool{}
+	for _, a := range accounts {
+		for _, r := range a.Rows {
+			seen[r.Period] = true
+		}
+		for _, st := range a.Settlements {
+			seen[st.AccountPeriod] = true
+		}
+	}
+	periods := slices.Sorted(maps.Keys(seen))
+	slices.Reverse(periods)
+	out := make([]statementLink, 0, len(periods))
+	for _, p := range periods {
+		out = append(out, statementLink{Period: p,
+			URL: "/statement?" + url.Values{"tenant": {tenant}, "period": {p}, "subject": {subject}}.Encode()})
+	}
+	return out
+}
+
+// statementLink is a link to one period's statement of an account.
+type statementLink struct{ Period, URL string }

@@ -44,7 +44,8 @@ type Store interface {
 	Case(ctx context.Context, id int64) (*inspect.Case, error)
 	Resolve(ctx context.Context, req settle.ResolveRequest) (*settle.Resolution, error)
 	Explain(ctx context.Context, tenant, period, recordID string) (*inspect.Explanation, error)
-	OutcomeTimeline(ctx context.Context, since time.Time) ([]inspect.OutcomeBucket, error)
+	OutcomeTimeline(ctx context.Context, tenant string, since time.Time) ([]inspect.OutcomeBucket, error)
+	Attention(ctx context.Context, tenant string, since time.Time) (*inspect.Attention, error)
 	DeadLetters(ctx context.Context, f inspect.DeadLetterFilter) ([]inspect.DeadLetter, error)
 	PageStore // search, accounts, dead letters, exports (pagestore.go)
 }
@@ -75,12 +76,16 @@ type (
 type Config struct {
 	Store Store
 
-	// Tokens maps each bearer token to the analyst it names. When set,
-	// every request must send one as "Authorization: Bearer <token>", and
-	// a resolution records the token's analyst, not a name the request
-	// states. Empty = no authentication (keep the listener on loopback):
-	// a resolution records the name the form or body gives.
-	Tokens map[string]string
+	// Tokens maps each bearer token to the analyst it names: a name, a
+	// role and a tenant scope. When set, every request must send one as
+	// "Authorization: Bearer <token>"; each route needs a role (its
+	// registration in routes.go says which, the OpenAPI document too),
+	// every read keeps to the token's tenant, and a resolution records
+	// the token's analyst, not a name the request states. Empty = no
+	// authentication (keep the listener on loopback): whoever reaches it
+	// operates on every tenant, and a resolution records the name the
+	// form or body gives.
+	Tokens map[string]Analyst
 
 	// Hosts are the Host header values the surface answers: "host:port",
 	// or a bare "host" for any port; names compare case-insensitively.
@@ -124,12 +129,15 @@ func (c Config) Validate() error {
 	if c.RequestTimeout < 0 || c.ExportRowsMax < 0 || c.ReadsMax < 0 {
 		return errors.New("analyst: RequestTimeout, ReadsMax and ExportRowsMax must not be negative")
 	}
-	for tok, name := range c.Tokens {
-		if tok == "" || name == "" {
+	for tok, a := range c.Tokens {
+		if tok == "" || a.Name == "" {
 			return errors.New("analyst: Tokens: an empty token or analyst name")
 		}
-		if len(name) > resolveFieldMax {
-			return fmt.Errorf("analyst: Tokens: analyst name of %d bytes, at most %d", len(name), resolveFieldMax)
+		if len(a.Name) > resolveFieldMax {
+			return fmt.Errorf("analyst: Tokens: analyst name of %d bytes, at most %d", len(a.Name), resolveFieldMax)
+		}
+		if _, ok := roleNames[a.Role.orDefault()]; !ok {
+			return fmt.Errorf("analyst: Tokens: %s: %v is not a role", a.Name, a.Role)
 		}
 	}
 	for _, h := range c.Hosts {
@@ -194,8 +202,8 @@ type handler struct {
 // namedToken is a bearer token by its SHA-256: every comparison is of 32
 // bytes, so its timing says nothing of a token's length either.
 type namedToken struct {
-	sum  [sha256.Size]byte
-	name string
+	sum     [sha256.Size]byte
+	analyst Analyst
 }
 
 // Handler returns the analyst surface: pages under /, the JSON API under
@@ -225,9 +233,12 @@ func newHandler(cfg Config) (http.Handler, *routeMux) {
 	if h.log == nil {
 		h.log = slog.Default()
 	}
-	for tok, name := range cfg.Tokens {
-		h.tokens = append(h.tokens, namedToken{sha256.Sum256([]byte(tok)), name})
+	for tok, a := range cfg.Tokens {
+		a.Role = a.Role.orDefault()
+		h.tokens = append(h.tokens, namedToken{sha256.Sum256([]byte(tok)), a})
 	}
+	// Every read and resolution keeps to the request's analyst's tenant.
+	h.cfg.Store = tenantScoped{cfg.Store}
 	hosts := cfg.Hosts
 	if len(hosts) == 0 {
 		hosts = []string{"localhost", "127.0.0.1", "[::1]"}
@@ -299,18 +310,9 @@ func splitHost(hostport string) (name, port string, err error) {
 	return strings.ToLower(name), port, nil
 }
 
-// analystKey is the request context's key of the authenticated analyst.
-type analystKey struct{}
-
-// analystOf is the analyst whose token the request carried; "" when the
-// surface has no tokens.
-func analystOf(r *http.Request) string {
-	name, _ := r.Context().Value(analystKey{}).(string)
-	return name
-}
-
 // auth requires one of the bearer tokens when any is configured, and puts
-// the analyst it names in the request's context.
+// the analyst it names in the request's context (without tokens, the
+// context names none: analystIn says anyone).
 func (h *handler) auth(next http.Handler) http.Handler {
 	if len(h.tokens) == 0 {
 		return next
@@ -318,20 +320,20 @@ func (h *handler) auth(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		scheme, tok, _ := strings.Cut(r.Header.Get("Authorization"), " ")
 		sum := sha256.Sum256([]byte(tok))
-		name := ""
+		var who Analyst
 		// Every token is compared, in constant time, so timing tells
 		// nothing about which one nearly matched.
 		for _, t := range h.tokens {
 			if subtle.ConstantTimeCompare(sum[:], t.sum[:]) == 1 {
-				name = t.name
+				who = t.analyst
 			}
 		}
-		if !strings.EqualFold(scheme, "Bearer") || tok == "" || name == "" {
+		if !strings.EqualFold(scheme, "Bearer") || tok == "" || who.Name == "" {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="settle"`)
 			http.Error(w, "unauthorized: send Authorization: Bearer <your analyst token>", http.StatusUnauthorized)
 			return
 		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), analystKey{}, name)))
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), analystKey{}, who)))
 	})
 }
 
@@ -418,6 +420,8 @@ func status(err error) int {
 	switch {
 	case errors.Is(err, inspect.ErrBadFilter), errors.Is(err, errBadRequest):
 		return http.StatusBadRequest
+	case errors.Is(err, errForbidden):
+		return http.StatusForbidden
 	case errors.Is(err, settle.ErrCaseNotFound), errors.Is(err, inspect.ErrNoSuchDeadLetter):
 		return http.StatusNotFound
 	case errors.Is(err, settle.ErrCaseClosed), errors.As(err, &re):
@@ -443,7 +447,7 @@ func (h *handler) fail(w http.ResponseWriter, r *http.Request, err error, asJSON
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(code)
-	h.render(w, "error", map[string]any{"Title": http.StatusText(code), "Code": code, "Error": publicError(err)})
+	h.render(w, r, "error", map[string]any{"Title": http.StatusText(code), "Code": code, "Error": publicError(err)})
 }
 
 // publicError is what a response says of err: its text when it is the
@@ -482,7 +486,13 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 
 // render executes a page into memory first, so that a template failure is
 // a clean 500 rather than half a page.
-func (h *handler) render(w http.ResponseWriter, name string, data any) {
+func (h *handler) render(w http.ResponseWriter, r *http.Request, name string, data any) {
+	if m, ok := data.(map[string]any); ok {
+		// The header names who is signed in, their role and tenant.
+		if a := analystIn(r.Context()); a.Name != "" {
+			m["Me"] = a
+		}
+	}
 	var buf bytes.Buffer
 	if err := h.pages.ExecuteTemplate(&buf, name, data); err != nil {
 		h.log.Error("render page", "page", name, "err", err)

@@ -35,7 +35,7 @@ func usageRecord(tenant, id, subject, amount, at string) []byte {
 		`","amount":"` + amount + `","currency":"USD","meter":"gpu_seconds","quantity":"` + amount + `","unit":"s","occurred_at":"` + at + `","finalization_version":1}`)
 }
 
-func newFixture(t *testing.T, tokens map[string]string) *fixture {
+func newFixture(t *testing.T, tokens map[string]analyst.Analyst) *fixture {
 	t.Helper()
 	s := settletest.NewStore(t, settle.Config{})
 	at := "2026-11-03T10:00:00Z"
@@ -98,7 +98,10 @@ func TestAPIAndPages(t *testing.T) {
 		t.Errorf("queue filtered to globex: %d\n%s", code, body)
 	}
 	code, body = get(t, f.srv.URL+"/cases/"+itoa(f.acmeCase))
-	if code != 200 || strings.Count(body, `data-differs="true"`) != 2 || !strings.Contains(body, `<ins>55</ins>`) || !strings.Contains(body, `<del>40</del>`) {
+	// Open: both sides of a difference marked, neither struck through
+	// before a decision.
+	if code != 200 || strings.Count(body, `data-differs="true"`) != 2 || !strings.Contains(body, `<mark class="incoming">55</mark>`) ||
+		!strings.Contains(body, `<mark class="stored">40</mark>`) || strings.Contains(body, "<del>") {
 		t.Errorf("case page: %d\n%s", code, body)
 	}
 	// Beside the payloads, the chain as it is now: what a resolution restates.
@@ -159,7 +162,7 @@ func TestAPIAndPages(t *testing.T) {
 // TestBearerToken: with a token configured, every analyst path needs it.
 func TestBearerToken(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, map[string]string{"s3cret": "alice"})
+	f := newFixture(t, map[string]analyst.Analyst{"s3cret": {Name: "alice"}})
 	for _, path := range []string{"/", "/cases", "/api/cases", "/api/cases/" + itoa(f.acmeCase)} {
 		if code, _ := get(t, f.srv.URL+path); code != 401 {
 			t.Errorf("GET %s without a token: %d, want 401", path, code)
@@ -252,7 +255,7 @@ func TestStaticServesOnlyStatic(t *testing.T) {
 // and the case page shows who is signed in instead of asking.
 func TestTokenNamesTheAnalyst(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, map[string]string{"alice-token": "alice", "bob-token": "bob"})
+	f := newFixture(t, map[string]analyst.Analyst{"alice-token": {Name: "alice"}, "bob-token": {Name: "bob"}})
 	req, _ := http.NewRequest("POST", f.srv.URL+"/api/cases/"+itoa(f.acmeCase)+"/resolve",
 		strings.NewReader(`{"decision":"accept","reason":"meter re-read","by":"mallory"}`))
 	req.Header.Set("Content-Type", "application/json")

@@ -26,10 +26,10 @@ func settleBadFilter(format string, args ...any) error {
 }
 
 // renderCode renders a page with a status other than 200.
-func (h *handler) renderCode(w http.ResponseWriter, code int, name string, data any) {
+func (h *handler) renderCode(w http.ResponseWriter, r *http.Request, code int, name string, data any) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(code)
-	h.render(w, name, data)
+	h.render(w, r, name, data)
 }
 
 func deadLetterID(r *http.Request) (int64, error) {
@@ -89,9 +89,23 @@ func (h *handler) deadLetterPage(w http.ResponseWriter, r *http.Request) {
 	for i, hd := range d.Headers {
 		hs[i] = header{hd.Key, showBytes(hd.Value)}
 	}
-	h.render(w, "deadletter", map[string]any{"Title": fmt.Sprintf("Dead letter %d", d.ID), "Nav": "dlq", "D": d,
+	// A replay that failed again: the letter it was replayed from.
+	replayOf := int64(0)
+	if from, ok := d.ReplayOf(); ok {
+		ctx, cancel := h.ctx(r)
+		id, err := h.cfg.Store.DeadLetterBySource(ctx, d.TenantID, from)
+		cancel()
+		switch {
+		case err == nil:
+			replayOf = id
+		case !errors.Is(err, inspect.ErrNoSuchDeadLetter): // pruned: no link
+			h.fail(w, r, err, false)
+			return
+		}
+	}
+	h.render(w, r, "deadletter", map[string]any{"Title": fmt.Sprintf("Dead letter %d", d.ID), "Nav": "dlq", "D": d, "ReplayOf": replayOf,
 		"Value": showBytes(d.Value), "Key": showBytes(d.Key), "HasKey": d.Key != nil, "Headers": hs,
-		"CanReplay": h.cfg.Replayer != nil})
+		"CanReplay": h.cfg.Replayer != nil, "Can": canOf(r)})
 }
 
 // replaySelection is the dead letters a replay is about: named by id, or
@@ -224,14 +238,15 @@ func (h *handler) replayPreview(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	data := map[string]any{"Title": "Replay dead letters", "Nav": "dlq", "DryRun": true, "DLQ": ds,
-		"CanReplay": h.cfg.Replayer != nil, "Max": ReplayDeadLettersMax, "Filters": dlqFilterSummary(r.URL.Query())}
+		"CanReplay": h.cfg.Replayer != nil, "Max": ReplayDeadLettersMax, "Filters": dlqFilterSummary(r.URL.Query()),
+		"WillFail": willFailAgain(ds)}
 	if q := r.URL.Query(); len(q["id"]) == 0 && len(ds) == ReplayDeadLettersMax {
 		// Dead letters stay after a replay: the next ones are after the last.
 		next := cloneValues(q)
 		next.Set("after", strconv.FormatInt(ds[len(ds)-1].ID, 10))
 		data["NextURL"] = "/dlq/replay?" + next.Encode()
 	}
-	h.render(w, "replay", data)
+	h.render(w, r, "replay", data)
 }
 
 // replayForm is the confirmation: it replays exactly the ids the dry run
@@ -256,7 +271,7 @@ func (h *handler) replayForm(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case errors.Is(err, errNoReplayer):
 		data["Error"], data["DLQ"], data["DryRun"] = err.Error(), ds, true
-		h.renderCode(w, http.StatusServiceUnavailable, "replay", data)
+		h.renderCode(w, r, http.StatusServiceUnavailable, "replay", data)
 	case err != nil:
 		h.fail(w, r, err, false)
 	default:
@@ -265,14 +280,25 @@ func (h *handler) replayForm(w http.ResponseWriter, r *http.Request) {
 		if res.Error != "" {
 			code, data["Error"] = http.StatusBadGateway, res.Error
 		}
-		h.renderCode(w, code, "replay", data)
+		h.renderCode(w, r, code, "replay", data)
 	}
+}
+
+// willFailAgain counts the letters a replay would dead-letter again.
+func willFailAgain(ds []inspect.DeadLetter) int {
+	n := 0
+	for _, d := range ds {
+		if d.FailsAgain() {
+			n++
+		}
+	}
+	return n
 }
 
 // dlqFilterSummary says in words which filters a list has.
 func dlqFilterSummary(q url.Values) string {
 	var parts []string
-	for _, k := range []string{"reason", "topic", "error_class"} {
+	for _, k := range []string{"tenant", "reason", "topic", "error_class"} {
 		if v := q.Get(k); v != "" {
 			parts = append(parts, k+" "+v)
 		}
@@ -288,7 +314,7 @@ func dlqFilterOf(r *http.Request) (inspect.DeadLetterFilter, error) { return dlq
 
 // dlqFilter reads the dead-letter list's filters from a query string.
 func dlqFilter(q url.Values) (inspect.DeadLetterFilter, error) {
-	f := inspect.DeadLetterFilter{Reason: q.Get("reason"), Topic: q.Get("topic"), ErrorClass: q.Get("error_class")}
+	f := inspect.DeadLetterFilter{Tenant: q.Get("tenant"), Reason: q.Get("reason"), Topic: q.Get("topic"), ErrorClass: q.Get("error_class")}
 	if v := q.Get("after"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {
@@ -320,13 +346,33 @@ func (h *handler) dlqPage(w http.ResponseWriter, r *http.Request) {
 	base := cloneValues(q)
 	base.Del("limit")
 	data := map[string]any{"Title": "Dead letters", "Nav": "dlq", "DLQ": ds, "Q": q, "Reasons": dlqReasons,
-		"ReplayURL": "/dlq/replay?" + base.Encode(), "CanReplay": h.cfg.Replayer != nil, "Max": ReplayDeadLettersMax}
+		"ReplayURL": "/dlq/replay?" + base.Encode(), "CanReplay": h.cfg.Replayer != nil, "Max": ReplayDeadLettersMax,
+		"Can": canOf(r)}
 	if len(ds) > 0 && len(ds) == limitOr(f.Limit, 100) {
 		next := cloneValues(q)
 		next.Set("after", strconv.FormatInt(ds[len(ds)-1].ID, 10))
 		data["NextURL"] = "/dlq?" + next.Encode()
 	}
-	h.render(w, "dlq", data)
+	h.render(w, r, "dlq", data)
+}
+
+// writtenIdentity is what a dead letter's value says of its tenant and
+// record id, when it is a JSON object that names them as strings; "" for
+// what it does not say. It is what the producer wrote, not what settle
+// read: a letter is one because its record did not decode.
+type writtenIdentity struct{ Tenant, Record string }
+
+func written(value []byte) writtenIdentity {
+	var fields struct {
+		Tenant any `json:"tenant_id"`
+		Record any `json:"record_id"`
+	}
+	if json.Unmarshal(value, &fields) != nil {
+		return writtenIdentity{}
+	}
+	t, _ := fields.Tenant.(string)
+	r, _ := fields.Record.(string)
+	return writtenIdentity{t, r}
 }
 
 func limitOr(n, def int) int {

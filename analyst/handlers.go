@@ -27,6 +27,7 @@ const overviewHours = 24
 
 // overview is what the overview shows.
 type overview struct {
+	Attention    *inspect.Attention      `json:"attention"` // dead letters of the last 24 hours, waiting records
 	OpenByReason []inspect.CaseCount     `json:"open_by_reason"`
 	OpenByAge    []inspect.AgeBucket     `json:"open_by_age"`
 	Outcomes     []inspect.OutcomeBucket `json:"outcomes"`
@@ -46,10 +47,13 @@ func (h *handler) overview(r *http.Request) (*overview, error) {
 		}
 	}
 	since := time.Now().Add(-overviewHours * time.Hour).Truncate(time.Hour)
-	if o.Outcomes, err = h.cfg.Store.OutcomeTimeline(ctx, since); err != nil {
+	if o.Outcomes, err = h.cfg.Store.OutcomeTimeline(ctx, "", since); err != nil {
 		return nil, err
 	}
-	if o.OpenByAge, err = h.cfg.Store.OpenCaseAges(ctx, time.Now(), openAgeBounds); err != nil {
+	if o.OpenByAge, err = h.cfg.Store.OpenCaseAges(ctx, "", time.Now(), openAgeBounds); err != nil {
+		return nil, err
+	}
+	if o.Attention, err = h.cfg.Store.Attention(ctx, "", time.Now().Add(-overviewHours*time.Hour)); err != nil {
 		return nil, err
 	}
 	return o, nil
@@ -98,7 +102,7 @@ func (h *handler) queuePage(w http.ResponseWriter, r *http.Request) {
 	if ferr != nil {
 		w.WriteHeader(http.StatusBadRequest)
 		data["Error"] = ferr.Error()
-		h.render(w, "queue", data)
+		h.render(w, r, "queue", data)
 		return
 	}
 	page, err := h.cfg.Store.ListCases(ctx, f)
@@ -149,7 +153,7 @@ func (h *handler) queuePage(w http.ResponseWriter, r *http.Request) {
 	// A query already encoded: as a plain string, html/template would
 	// escape its = and & into one parameter.
 	data["FacetBase"] = template.URL(base.Encode())
-	h.render(w, "queue", data)
+	h.render(w, r, "queue", data)
 }
 
 func cloneValues(v url.Values) url.Values {
@@ -179,8 +183,8 @@ func (h *handler) showCase(w http.ResponseWriter, r *http.Request, code int, for
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(code)
-	h.render(w, "case", map[string]any{"Title": fmt.Sprintf("Case %d", c.ID), "Nav": "cases", "C": c, "Links": links,
-		"FormError": formErr, "Form": form, "Resolved": r.URL.Query().Get("resolved") != "", "Analyst": analystOf(r)})
+	h.render(w, r, "case", map[string]any{"Title": fmt.Sprintf("Case %d", c.ID), "Nav": "cases", "C": c, "Links": links,
+		"FormError": formErr, "Form": form, "Resolved": r.URL.Query().Get("resolved") != "", "Analyst": analystOf(r), "Can": canOf(r)})
 }
 
 // caseWithLinks is what a case page shows.
@@ -347,7 +351,7 @@ func (h *handler) explainPage(w http.ResponseWriter, r *http.Request) {
 		}
 		data["E"] = e
 	}
-	h.render(w, "explain", data)
+	h.render(w, r, "explain", data)
 }
 
 // apiGet serves a JSON read: what to read parsed from the request by

@@ -69,8 +69,8 @@ func (h *handler) overviewPage(w http.ResponseWriter, r *http.Request) {
 			table = append(table, hours[i]) // newest first, as before
 		}
 	}
-	h.render(w, "overview", map[string]any{"Title": "Overview", "Nav": "overview", "O": o, "Hours": table,
-		"Outcomes": names, "Open": open, "Window": overviewHours,
+	h.render(w, r, "overview", map[string]any{"Title": "Overview", "Nav": "overview", "O": o, "Hours": table,
+		"Outcomes": names, "Open": open, "Window": overviewHours, "First": lookFirst(o),
 		"OutcomeChart": outcomeChart(hours, names), "AgeChart": ageChart(o.OpenByAge)})
 }
 
@@ -242,4 +242,39 @@ func durationParam(d time.Duration) string {
 		return fmt.Sprintf("%dd", d/(24*time.Hour))
 	}
 	return fmt.Sprintf("%dh", d/time.Hour)
+}
+
+// firstLook is one thing the overview says to look at, with where.
+type firstLook struct{ What, URL string }
+
+// lookFirst is what needs attention, most urgent first: dead letters (records
+// that settled nothing), cases open for more than a day, records waiting
+// for their target for more than an hour. Nothing when all is well.
+func lookFirst(o *overview) []firstLook {
+	var out []firstLook
+	if n := o.Attention.DeadLettersSince; n > 0 {
+		out = append(out, firstLook{fmt.Sprintf("%d dead letter%s in the last %d hours: read why, then correct the producer or replay", n,
+			plural(n), overviewHours), "/dlq"})
+	}
+	var old int64
+	for _, b := range o.OpenByAge {
+		if b.From >= 24*time.Hour {
+			old += b.Count
+		}
+	}
+	if old > 0 {
+		out = append(out, firstLook{fmt.Sprintf("%d case%s open for more than a day", old, plural(old)), "/cases?status=open&older_than=1d"})
+	}
+	if a := o.Attention; a.Waiting > 0 && a.OldestWaitingSeconds >= 3600 {
+		out = append(out, firstLook{fmt.Sprintf("%d record%s waiting for their target, the oldest since %s", a.Waiting, plural(a.Waiting),
+			age(time.Duration(a.OldestWaitingSeconds)*time.Second)), ""})
+	}
+	return out
+}
+
+func plural(n int64) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
 }

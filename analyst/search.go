@@ -31,7 +31,7 @@ func (h *handler) searchPage(w http.ResponseWriter, r *http.Request) {
 	q := searchQuery(r.URL.Query())
 	data := map[string]any{"Title": "Search", "Nav": "search", "Q": r.URL.Query(), "Term": q.Text}
 	if q.Text == "" {
-		h.render(w, "search", data)
+		h.render(w, r, "search", data)
 		return
 	}
 	ctx, cancel := h.ctx(r)
@@ -47,7 +47,7 @@ func (h *handler) searchPage(w http.ResponseWriter, r *http.Request) {
 	}
 	data["Hits"] = hits
 	data["Capped"] = len(hits) >= inspect.SearchHitsMax
-	h.render(w, "search", data)
+	h.render(w, r, "search", data)
 }
 
 // hitURL is the page of a search hit.

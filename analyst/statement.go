@@ -49,5 +49,5 @@ func (h *handler) statementPage(w http.ResponseWriter, r *http.Request) {
 		}
 		data["S"] = st
 	}
-	h.render(w, "statement", data)
+	h.render(w, r, "statement", data)
 }

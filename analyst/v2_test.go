@@ -330,7 +330,10 @@ func TestOverviewChartsAndExport(t *testing.T) {
 
 // TestReplayDryRunPages: a dry run takes at most ReplayDeadLettersMax dead
 // letters and links to the next ones, which start after the last it listed
-// (dead letters stay after a replay, so "again" would list the same).
+// (dead letters stay after a replay, so "again" would list the same). A
+// dry run of letters that failed on their own bytes says a replay
+// dead-letters them again; the letter of a replay that failed again links
+// to the letter it was replayed from.
 func TestReplayDryRunPages(t *testing.T) {
 	t.Parallel()
 	f := newV2Fixture(t)
@@ -353,5 +356,26 @@ func TestReplayDryRunPages(t *testing.T) {
 	code, body = get(t, f.srv.URL+next)
 	if code != 200 || strings.Count(body, `<input type="hidden" name="id"`) != 1 || strings.Contains(body, `id="next-replay"`) {
 		t.Errorf("second dry run (%s): %d\n%s", next, code, body)
+	}
+	// A replayed record that failed again: its letter links to the one it
+	// was replayed from (the replay's header names that one's source).
+	again, err := f.store.Settle(context.Background(), "g", f.store.Decode([]message.Input{{Topic: "usage", Partition: 2, Offset: 900,
+		Value: f.dead[0].Value, Headers: []record.Header{{Key: inspect.ReplayHeader, Value: []byte("usage/2/7")}}}}))
+	if err != nil || again[0].Outcome != message.OutcomeDeadLettered {
+		t.Fatalf("replayed letter: %+v, %v", again, err)
+	}
+	letters, err := inspect.New(f.store).DeadLetters(context.Background(), inspect.DeadLetterFilter{Topic: "usage", AfterID: f.dead[len(f.dead)-1].ID, Limit: 1000})
+	if err != nil || len(letters) == 0 {
+		t.Fatal(letters, err)
+	}
+	last := letters[len(letters)-1]
+	if _, body := get(t, f.srv.URL+"/dlq/"+itoa(last.ID)); !strings.Contains(body, `id="replay-of" href="/dlq/`+itoa(f.dead[0].ID)+`"`) {
+		t.Errorf("the letter of a replay that failed again does not link to letter %d:\n%s", f.dead[0].ID, trim([]byte(body)))
+	}
+	// Letters that failed on their own bytes fail again: the dry run says
+	// so before it offers the replay.
+	if _, body := get(t, f.srv.URL+"/dlq/replay?id="+itoa(f.dead[0].ID)); !strings.Contains(body, `id="will-fail"`) ||
+		!strings.Contains(body, "1 of these failed on their own bytes") {
+		t.Errorf("a dry run of a letter that is not JSON does not say a replay fails again:\n%s", trim([]byte(body)))
 	}
 }

@@ -19,7 +19,7 @@ import (
 // operators; it is not material (headers never are, except a binary
 // CloudEvent's ce_* ones), so the replayed record keeps its identity and
 // fingerprint and a second replay is a duplicate.
-const ReplayHeader = "dlq_replay_of"
+const ReplayHeader = inspect.ReplayHeader
 
 // replayRecord is the record a replay of d produces: its original key,
 // value and headers, to its source topic, with ReplayHeader naming where

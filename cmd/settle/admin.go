@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/settlehq/settle/analyst"
 	"github.com/settlehq/settle/service"
 )
 
@@ -19,8 +20,8 @@ import (
 // tenant's cases (subjects are personal data) and resolve them.
 type adminFlags struct {
 	AdminAddr         string   `name:"admin-addr" env:"SETTLE_ADMIN_ADDR" default:"127.0.0.1:8080" help:"Address of /livez, /readyz, /metrics and the analysts' page (beyond loopback: needs a token)."`
-	AdminTokens       []string `name:"admin-token" env:"SETTLE_ADMIN_TOKEN" sep:"," placeholder:"NAME=TOKEN" help:"An analyst's bearer token, repeatable; resolutions record NAME."`
-	AdminTokensFile   string   `name:"admin-tokens-file" hidden:"" env:"SETTLE_ADMIN_TOKENS_FILE" type:"path" placeholder:"PATH" help:"File of analysts' tokens, NAME=TOKEN a line, # comments."`
+	AdminTokens       []string `name:"admin-token" env:"SETTLE_ADMIN_TOKEN" sep:"," placeholder:"NAME[:ROLE[:TENANT]]=TOKEN" help:"An analyst's token, repeatable; ROLE read, resolve or operate (default); TENANT: the one it sees."`
+	AdminTokensFile   string   `name:"admin-tokens-file" hidden:"" env:"SETTLE_ADMIN_TOKENS_FILE" type:"path" placeholder:"PATH" help:"File of analysts' tokens, NAME[:ROLE[:TENANT]]=TOKEN a line, # comments."`
 	AdminAllowedHosts []string `name:"admin-allowed-hosts" hidden:"" env:"SETTLE_ADMIN_ALLOWED_HOSTS" sep:"," placeholder:"HOST[:PORT]" help:"Host names the analysts' page answers besides the listener's own address."`
 	AdminTimeZone     string   `name:"admin-time-zone" hidden:"" env:"SETTLE_ADMIN_TIME_ZONE" placeholder:"ZONE" help:"IANA zone (Europe/Paris) the analysts' page shows, beside UTC, when a time is hovered; empty = UTC and the age only."`
 	AdminInsecure     bool     `name:"admin-insecure" hidden:"" env:"SETTLE_ADMIN_INSECURE" help:"Serve the analysts' page beyond loopback without a token: whoever reaches the port reads and resolves every case."`
@@ -37,30 +38,50 @@ const (
 // adminName is the grammar of an analyst's name, as resolutions record it.
 var adminName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._@+-]{0,127}$`)
 
+// adminTenant is the grammar of a tenant id (package record's).
+var adminTenant = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
+
 // adminSettings are the checked admin flags.
 type adminSettings struct {
-	tokens   map[string]string // token → analyst
-	hosts    []string          // --admin-allowed-hosts
-	insecure bool              // beyond loopback without a token, asked for
-	zone     *time.Location    // --admin-time-zone; nil = none
+	tokens   map[string]analyst.Analyst // token → analyst, role, tenant
+	hosts    []string                   // --admin-allowed-hosts
+	insecure bool                       // beyond loopback without a token, asked for
+	zone     *time.Location             // --admin-time-zone; nil = none
 }
 
 // settings checks the flags before anything is bound or connected, so a
 // mistake is reported at once (exit 2) with the flag to fix. No token is
 // ever part of an error.
 func (f adminFlags) settings() (adminSettings, error) {
-	s := adminSettings{tokens: map[string]string{}}
-	add := func(where, name, token string) error {
+	s := adminSettings{tokens: map[string]analyst.Analyst{}}
+	// add reads who (NAME[:ROLE[:TENANT]]): a token without a role
+	// operates on every tenant, as every token did before roles.
+	add := func(where, who, token string) error {
+		parts := strings.SplitN(who, ":", 3) // a tenant may hold a colon, a name may not
+		name := parts[0]
+		a := analyst.Analyst{Name: name, Role: analyst.RoleOperate}
+		if len(parts) > 1 {
+			r, err := analyst.ParseRole(parts[1])
+			if err != nil {
+				return usageError{fmt.Sprintf("%s: %s: %v", where, name, err)}
+			}
+			a.Role = r
+		}
+		if len(parts) > 2 {
+			if a.Tenant = parts[2]; !adminTenant.MatchString(a.Tenant) {
+				return usageError{fmt.Sprintf("%s: %s: tenant %q: 1-128 characters of A-Za-z0-9._:-, as records write it", where, name, a.Tenant)}
+			}
+		}
 		switch {
 		case !adminName.MatchString(name):
 			return usageError{fmt.Sprintf("%s: analyst name %q: write NAME=TOKEN, NAME of letters, digits and ._@+- (at most 128)", where, name)}
 		case len(token) < adminTokenBytesMin:
 			return usageError{fmt.Sprintf("%s: the token of %s is %d bytes: use at least %d random bytes", where, name, len(token), adminTokenBytesMin)}
 		}
-		if other, ok := s.tokens[token]; ok && other != name {
-			return usageError{fmt.Sprintf("%s: the token of %s is also %s's: one token, one analyst", where, name, other)}
+		if other, ok := s.tokens[token]; ok && other != a {
+			return usageError{fmt.Sprintf("%s: the token of %s is also %s's: one token, one analyst", where, name, other.Name)}
 		}
-		s.tokens[token] = name
+		s.tokens[token] = a
 		return nil
 	}
 	for _, nt := range f.AdminTokens {
@@ -86,7 +107,7 @@ func (f adminFlags) settings() (adminSettings, error) {
 			where := fmt.Sprintf("--admin-tokens-file %s:%d", f.AdminTokensFile, n)
 			name, token, ok := strings.Cut(line, "=")
 			if !ok {
-				return s, usageError{where + ": write NAME=TOKEN"}
+				return s, usageError{where + ": write NAME=TOKEN, or NAME:ROLE[:TENANT]=TOKEN"}
 			}
 			if err := add(where, strings.TrimSpace(name), strings.TrimSpace(token)); err != nil {
 				return s, err

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/settlehq/settle/analyst"
 	"github.com/settlehq/settle/internal/kafkatest"
 	"github.com/settlehq/settle/internal/testnet"
 	"github.com/settlehq/settle/settle/inspect"
@@ -60,6 +61,8 @@ func TestRunRefusesOpenAdminWithoutToken(t *testing.T) {
 		{"empty name", []string{"--admin-token", "=alice-token-0123456789"}, exitUsage, []string{"NAME=TOKEN"}, []string{"alice-token"}, false},
 		{"one token, two names", []string{"--admin-token", "alice=same-token-0123456789", "--admin-token", "bob=same-token-0123456789"}, exitUsage, []string{"bob"}, []string{"same-token"}, false},
 		{"file line without a name", []string{"--admin-tokens-file", badFile}, exitUsage, []string{badFile + ":1", "NAME=TOKEN"}, []string{"without-a-name"}, false},
+		{"unknown role", []string{"--admin-token", "alice:admin=alice-token-0123456789"}, exitUsage, []string{"--admin-token", "read, resolve or operate"}, []string{"alice-token"}, false},
+		{"bad tenant", []string{"--admin-token", "alice:read:acme/eu=alice-token-0123456789"}, exitUsage, []string{"--admin-token", "tenant"}, []string{"alice-token"}, false},
 		{"missing file", []string{"--admin-tokens-file", filepath.Join(dir, "nope")}, exitUsage, []string{"--admin-tokens-file"}, nil, false},
 		{"bad allowed host", []string{"--admin-allowed-hosts", "http://x/"}, exitUsage, []string{"--admin-allowed-hosts"}, nil, false},
 	} {
@@ -275,5 +278,30 @@ func TestDevRefusesOpenAdminWithoutToken(t *testing.T) {
 	code, out := runArgs(t, "dev", "--admin-addr", "0.0.0.0:0", "--kafka-addr", testnet.FreeAddr(t), "--database-url", unreachableDB)
 	if code != exitUsage || !strings.Contains(out, "--admin-insecure") || strings.Contains(out, "kafka:") {
 		t.Errorf("settle dev --admin-addr 0.0.0.0:0: exit %d, want 2 before the broker starts:\n%s", code, out)
+	}
+}
+
+// TestAdminTokenRoles: NAME[:ROLE[:TENANT]]=TOKEN gives the analyst a role
+// and a tenant; a token without a role, as every token was configured
+// before roles, operates on every tenant; a tenant may hold a colon.
+func TestAdminTokenRoles(t *testing.T) {
+	t.Parallel()
+	s, err := adminFlags{AdminAddr: "127.0.0.1:0", AdminTokens: []string{
+		"rita:read=rita-token-0123456789", "rob:resolve:acme=rob-token-0123456789", "otto:Operate:eu:acme=otto-token-0123456789",
+		"lee=lee-token-0123456789", "bare-token-0123456789",
+	}}.settings()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for tok, want := range map[string]analyst.Analyst{
+		"rita-token-0123456789": {Name: "rita", Role: analyst.RoleRead},
+		"rob-token-0123456789":  {Name: "rob", Role: analyst.RoleResolve, Tenant: "acme"},
+		"otto-token-0123456789": {Name: "otto", Role: analyst.RoleOperate, Tenant: "eu:acme"},
+		"lee-token-0123456789":  {Name: "lee", Role: analyst.RoleOperate},
+		"bare-token-0123456789": {Name: adminNameBareToken, Role: analyst.RoleOperate},
+	} {
+		if got := s.tokens[tok]; got != want {
+			t.Errorf("%s: %+v, want %+v", want.Name, got, want)
+		}
 	}
 }

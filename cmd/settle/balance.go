@@ -10,11 +10,11 @@ import (
 // balanceCmd shows a tenant's accounts: balance, holds, available, the
 // chains (net view) and the rows behind them.
 type balanceCmd struct {
-	storeFlags `embed:""`
-	Tenant     string `arg:"" help:"Tenant id."`
-	Subject    string `arg:"" optional:"" help:"Account subject; without it, every account of the tenant."`
-	Rows       int    `name:"rows" default:"20" help:"Newest ledger rows (and chains) shown per account."`
-	JSON       bool   `name:"json" help:"Print JSON."`
+	readFlags `embed:""`
+	Tenant    string `arg:"" help:"Tenant id."`
+	Subject   string `arg:"" optional:"" help:"Account subject; without it, every account of the tenant."`
+	Rows      int    `name:"rows" default:"20" help:"Newest ledger rows (and chains) shown per account."`
+	JSON      bool   `name:"json" help:"Print JSON."`
 }
 
 // Run prints the balances.
@@ -58,7 +58,8 @@ func (c *balanceCmd) Run(a *app) error {
 			fmt.Fprintf(w, "  chain %s/%s\tnet %s\tversion %d\tadjustments %d\t%s\n", ch.Period, ch.RootRecord, ch.NetCharge, ch.Version, ch.Adjustments, state)
 		}
 		for _, r := range v.Rows {
-			fmt.Fprintf(w, "  row %d\t%s %s\t%s %s/%s\t%s\n", r.ID, r.Bucket, r.Amount, r.Operation, r.Period, r.RecordID, r.At.Format("2006-01-02T15:04:05Z07:00"))
+			fmt.Fprintf(w, "  row %d\t%s to %s\tthen balance %s, held %s\t%s %s/%s\t%s\n", r.ID, r.Amount, r.Bucket, r.BalanceAfter, r.HeldAfter,
+				r.Operation, r.Period, r.RecordID, r.At.Format("2006-01-02T15:04:05Z07:00"))
 		}
 	}
 	return w.Flush()

@@ -12,7 +12,8 @@ import (
 )
 
 // TestBalanceAndPeriodClose: settle balance gives an account's balance and
-// available amount (JSON and text); period close makes a later record of
+// available amount (JSON and text), and each ledger row with the balance
+// and held it left; period close makes a later record of
 // the period settle flagged late; closing it again exits 0 saying it was
 // already closed (it failed on the insert's "no rows": seen failing); a bad
 // period exits 2.
@@ -37,8 +38,17 @@ func TestBalanceAndPeriodClose(t *testing.T) {
 		len(accounts[0].Holds) != 1 || len(accounts[0].Rows) != 4 || len(accounts[0].Chains) != 1 || accounts[0].Chains[0].NetCharge != "25" {
 		t.Errorf("balance = %+v", accounts)
 	}
+	// Each row, newest first, with the balance and held it left.
+	var after []string
+	for _, r := range accounts[0].Rows {
+		after = append(after, r.Bucket+" "+r.Amount+": "+r.BalanceAfter+"/"+r.HeldAfter)
+	}
+	if got, want := strings.Join(after, ", "), "balance 5: 75/20, held 20: 70/20, balance -30: 70/0, balance 100: 100/0"; got != want {
+		t.Errorf("rows with the balance after each: %s, want %s", got, want)
+	}
 	out.Reset()
-	if code := run(ctx, []string{"balance", "acme", "--database-url", url}, &out, &errOut); code != exitOK || !strings.Contains(out.String(), "available 55") {
+	if code := run(ctx, []string{"balance", "acme", "--database-url", url}, &out, &errOut); code != exitOK || !strings.Contains(out.String(), "available 55") ||
+		!strings.Contains(out.String(), "20 to held") || !strings.Contains(out.String(), "then balance 70, held 20") {
 		t.Errorf("balance text: exit %d\n%s", code, out.String())
 	}
 	out.Reset()

@@ -37,6 +37,33 @@ type caseFilterFlags struct {
 	NewerThan string `name:"newer-than" help:"Only cases opened more recently than this (90m, 2h, 7d)."`
 }
 
+// noneMatch says that no case matches, and what the filters selected:
+// the status first, since a list shows open cases unless told otherwise.
+func (f caseFilterFlags) noneMatch() string {
+	status := f.Status + " cases"
+	if f.Status == "all" {
+		status = "cases"
+	}
+	var by []string
+	for _, x := range []struct{ name, v string }{{"tenant", f.Tenant}, {"period", f.Period}, {"reason", f.Reason},
+		{"opened more than", f.OlderThan}, {"opened less than", f.NewerThan}} {
+		if x.v != "" {
+			if strings.HasPrefix(x.name, "opened") {
+				x.v += " ago"
+			}
+			by = append(by, x.name+" "+x.v)
+		}
+	}
+	msg := "no " + status + " match"
+	if len(by) > 0 {
+		msg += " (" + strings.Join(by, ", ") + ")"
+	}
+	if f.Status != "all" {
+		msg += "; --status all lists every case"
+	}
+	return msg
+}
+
 func (f caseFilterFlags) filter(now time.Time) (inspect.CaseFilter, error) {
 	cf, err := analyst.Filter{Tenant: f.Tenant, Period: f.Period, Reason: f.Reason, Status: f.Status,
 		OlderThan: f.OlderThan, NewerThan: f.NewerThan}.CaseFilter(now, "--older-than", "--newer-than")
@@ -55,7 +82,7 @@ func usageIfBad(err error) error {
 }
 
 type conflictsListCmd struct {
-	storeFlags      `embed:""`
+	readFlags       `embed:""`
 	caseFilterFlags `embed:""`
 	Limit           int    `name:"limit" default:"50" help:"Cases per page (at most 1000)."`
 	After           string `name:"after" help:"Cursor of the next page, as printed by the previous one."`
@@ -71,7 +98,7 @@ func (c *conflictsListCmd) Run(a *app) error {
 	if err := f.Validate(); err != nil {
 		return usageError{err.Error()}
 	}
-	store, done, err := c.openStore(a)
+	store, done, err := c.openReadStore(a)
 	if err != nil {
 		return err
 	}
@@ -93,7 +120,7 @@ func (c *conflictsListCmd) Run(a *app) error {
 		return fmt.Errorf("write the cases: %w", err)
 	}
 	if len(page.Cases) == 0 {
-		fmt.Fprintln(a.stdout, "no cases match")
+		fmt.Fprintln(a.stdout, c.noneMatch())
 	}
 	if page.Next != "" {
 		fmt.Fprintf(a.stdout, "more: add --after %s\n", page.Next)
@@ -114,13 +141,13 @@ type caseArg struct {
 }
 
 type conflictsShowCmd struct {
-	storeFlags `embed:""`
-	caseArg    `embed:""`
-	JSON       bool `name:"json" help:"Print JSON (the API's /api/cases/CASE)."`
+	readFlags `embed:""`
+	caseArg   `embed:""`
+	JSON      bool `name:"json" help:"Print JSON (the API's /api/cases/CASE)."`
 }
 
 func (c *conflictsShowCmd) Run(a *app) error {
-	cs, err := loadCase(a, c.storeFlags, int64(c.Case))
+	cs, err := loadCase(a, c.readFlags, int64(c.Case))
 	if err != nil || c.JSON {
 		if err == nil {
 			err = printJSON(a, cs)
@@ -155,19 +182,19 @@ func (c *conflictsShowCmd) Run(a *app) error {
 			fmt.Fprintf(w, "  settled as %s (settle explain %s %s %d)\n", r.SettlementID, cs.TenantID, cs.AccountPeriod, cs.ID)
 		}
 	} else if cs.Status == inspect.CaseOpen {
-		fmt.Fprintf(w, "unresolved: settle conflicts resolve %d --accept|--reject --reason WHY --as NAME [--amount X]\n", cs.ID)
+		fmt.Fprintf(w, "unresolved: settle conflicts resolve %d --accept|--reject --reason WHY [--amount X]\n", cs.ID)
 	}
 	return nil
 }
 
 type conflictsDiffCmd struct {
-	storeFlags `embed:""`
-	caseArg    `embed:""`
-	JSON       bool `name:"json" help:"Print JSON (the API's /api/cases/CASE)."`
+	readFlags `embed:""`
+	caseArg   `embed:""`
+	JSON      bool `name:"json" help:"Print JSON (the API's /api/cases/CASE)."`
 }
 
 func (c *conflictsDiffCmd) Run(a *app) error {
-	cs, err := loadCase(a, c.storeFlags, int64(c.Case))
+	cs, err := loadCase(a, c.readFlags, int64(c.Case))
 	if err != nil || c.JSON {
 		if err == nil {
 			err = printJSON(a, cs)
@@ -184,8 +211,8 @@ func (c *conflictsDiffCmd) Run(a *app) error {
 	return nil
 }
 
-func loadCase(a *app, f storeFlags, id int64) (*inspect.Case, error) {
-	store, done, err := f.openStore(a)
+func loadCase(a *app, f readFlags, id int64) (*inspect.Case, error) {
+	store, done, err := f.openReadStore(a)
 	if err != nil {
 		return nil, err
 	}
@@ -246,27 +273,35 @@ type conflictsResolveCmd struct {
 	Reject     bool   `name:"reject" xor:"decision" required:"" help:"Reject: no effect, the stored record stands."`
 	Amount     string `name:"amount" help:"The chain's new total you state (accept only); default: the incoming payload's amount."`
 	Reason     string `name:"reason" required:"" help:"Why (kept forever with the resolution)."`
-	As         string `name:"as" env:"SETTLE_ANALYST" required:"" help:"Who resolves."`
+	As         string `name:"as" env:"SETTLE_ANALYST" help:"A note of whom you resolve for: the resolution records your database login, then \"(as NAME)\"."`
 	JSON       bool   `name:"json" help:"Print JSON (the API's resolve answer)."`
 }
 
 func (c *conflictsResolveCmd) Run(a *app) error {
 	req := settle.ResolveRequest{CaseID: int64(c.Case), Decision: "accept", Amount: strings.TrimSpace(c.Amount),
-		Reason: strings.TrimSpace(c.Reason), By: strings.TrimSpace(c.As)}
+		Reason: strings.TrimSpace(c.Reason)}
 	if c.Reject {
 		req.Decision = "reject"
 		if req.Amount != "" {
 			return usageError{"--amount goes with --accept only"}
 		}
 	}
-	if req.Reason == "" || req.By == "" {
-		return usageError{"--reason and --as must not be empty"}
+	if req.Reason == "" {
+		return usageError{"--reason must not be empty"}
 	}
 	store, done, err := c.openStore(a)
 	if err != nil {
 		return err
 	}
 	defer done()
+	who, err := whoIs(a.ctx, store.Pool())
+	if err != nil {
+		return err
+	}
+	if err := who.mayResolve(); err != nil {
+		return err
+	}
+	req.By = who.author(strings.TrimSpace(c.As))
 	res, err := store.Resolve(a.ctx, req)
 	if err != nil {
 		return err
@@ -291,7 +326,7 @@ func (c *conflictsResolveCmd) Run(a *app) error {
 }
 
 type conflictsExportCmd struct {
-	storeFlags      `embed:""`
+	readFlags       `embed:""`
 	caseFilterFlags `embed:""`
 	Format          string `name:"format" enum:"csv,json" default:"csv" help:"csv or json."`
 	Output          string `name:"output" short:"o" default:"-" help:"File to write; - is stdout."`

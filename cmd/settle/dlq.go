@@ -27,16 +27,16 @@ type dlqCmd struct {
 }
 
 type dlqListCmd struct {
-	storeFlags `embed:""`
-	Reason     string `name:"reason" help:"Only this reason (invalid_json, too_large, invalid_field, transient_exhausted)."`
-	After      int64  `name:"after" help:"Only dead letters with an id above this one (paging)."`
-	Limit      int    `name:"limit" default:"100" help:"Most dead letters listed (at most 1000)."`
-	JSON       bool   `name:"json" help:"Print JSON (the API's /api/dlq)."`
-	Parked     bool   `name:"parked" help:"List the outbox messages the relay parked instead: the broker refused them for good (too large, invalid), so they were not published."`
+	readFlags `embed:""`
+	Reason    string `name:"reason" help:"Only this reason (invalid_json, too_large, invalid_field, transient_exhausted)."`
+	After     int64  `name:"after" help:"Only dead letters with an id above this one (paging)."`
+	Limit     int    `name:"limit" default:"100" help:"Most dead letters listed (at most 1000)."`
+	JSON      bool   `name:"json" help:"Print JSON (the API's /api/dlq)."`
+	Parked    bool   `name:"parked" help:"List the outbox messages the relay parked instead: the broker refused them for good (too large, invalid), so they were not published."`
 }
 
 func (c *dlqListCmd) Run(a *app) error {
-	store, done, err := c.openStore(a)
+	store, done, err := c.openReadStore(a)
 	if err != nil {
 		return err
 	}
@@ -111,16 +111,16 @@ func headerOf(hs []record.Header, key string) string {
 }
 
 type dlqShowCmd struct {
-	storeFlags `embed:""`
-	ID         int64 `arg:"" name:"id" help:"Dead letter id (settle dlq list)."`
-	JSON       bool  `name:"json" help:"Print JSON (key and value in base64)."`
-	Value      bool  `name:"value" help:"Print only the original value, byte for byte (to redirect to a file)."`
+	readFlags `embed:""`
+	ID        int64 `arg:"" name:"id" help:"Dead letter id (settle dlq list)."`
+	JSON      bool  `name:"json" help:"Print JSON (key and value in base64)."`
+	Value     bool  `name:"value" help:"Print only the original value, byte for byte (to redirect to a file)."`
 }
 
 // Run prints the dead letter. The text form prints the value as it is
 // when it is valid UTF-8, else in base64, and says which.
 func (c *dlqShowCmd) Run(a *app) error {
-	store, done, err := c.openStore(a)
+	store, done, err := c.openReadStore(a)
 	if err != nil {
 		return err
 	}
@@ -192,6 +192,15 @@ func (c *dlqReplayCmd) Run(a *app) error {
 		return err
 	}
 	defer done()
+	if !c.DryRun {
+		who, err := whoIs(a.ctx, store.Pool())
+		if err != nil {
+			return err
+		}
+		if err := who.mayOperate("replaying dead letters"); err != nil {
+			return err
+		}
+	}
 	batch, next, err := c.deadLetters(a, store)
 	if err != nil {
 		return err
@@ -288,7 +297,11 @@ func (c *dlqReplayCmd) replay(a *app, cl *kgo.Client, store *settle.Store, batch
 				return err
 			}
 		case c.DryRun:
-			fmt.Fprintf(a.stdout, "would replay dead letter %d (%s) from %s/%d@%d to %s\n", d.ID, d.Reason, d.Source.Topic, d.Source.Partition, d.Source.Offset, d.Source.Topic)
+			again := ""
+			if d.FailsAgain() {
+				again = "; it fails again: its own bytes failed (invalid_input), have the producer send it corrected"
+			}
+			fmt.Fprintf(a.stdout, "would replay dead letter %d (%s) from %s/%d@%d to %s%s\n", d.ID, d.Reason, d.Source.Topic, d.Source.Partition, d.Source.Offset, d.Source.Topic, again)
 		default:
 			fmt.Fprintf(a.stdout, "replayed dead letter %d (%s) from %s/%d@%d as %s/%d@%d\n", d.ID, d.Reason, d.Source.Topic,
 				d.Source.Partition, d.Source.Offset, out.To.Topic, out.To.Partition, out.To.Offset)

@@ -12,11 +12,11 @@ import (
 
 // explainCmd prints the whole history of one record_id.
 type explainCmd struct {
-	storeFlags `embed:""`
-	Tenant     string `arg:"" help:"Tenant id."`
-	Period     string `arg:"" help:"Account period (YYYY-MM)."`
-	RecordID   string `arg:"" name:"record-id" help:"record_id (for an accepted case's adjustment: the case id)."`
-	JSON       bool   `name:"json" help:"Print JSON (the API's /api/explain/TENANT/PERIOD/RECORD_ID)."`
+	readFlags `embed:""`
+	Tenant    string `arg:"" help:"Tenant id."`
+	Period    string `arg:"" help:"Account period (YYYY-MM)."`
+	RecordID  string `arg:"" name:"record-id" help:"record_id (for an accepted case's adjustment: the case id)."`
+	JSON      bool   `name:"json" help:"Print JSON (the API's /api/explain/TENANT/PERIOD/RECORD_ID)."`
 }
 
 func (c *explainCmd) Run(a *app) error {

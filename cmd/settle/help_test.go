@@ -90,3 +90,63 @@ func TestHelpAllShowsEveryFlag(t *testing.T) {
 		}
 	}
 }
+
+// TestHelpEndsWithAnExample: `settle --help` and every command's --help end
+// with an example of that command, which parses (its flags and arguments
+// exist); a choice of required flags reads as one in the usage line; and
+// the read-only commands list no topic flag (they write to none).
+func TestHelpEndsWithAnExample(t *testing.T) {
+	t.Parallel()
+	for _, cmd := range append([]string{""}, leafCommands(t)...) {
+		_, out := runArgs(t, append(strings.Fields(cmd), "--help")...)
+		lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+		last := lines[len(lines)-1]
+		ex, ok := strings.CutPrefix(last, "Example: ")
+		if !ok || !strings.HasPrefix(ex, strings.TrimSpace("settle "+cmd)) {
+			t.Errorf("settle %s --help ends with %q, want an example of it", cmd, last)
+			continue
+		}
+		var c cli
+		k, err := kong.New(&c, kong.Name("settle"), kong.Exit(func(int) {}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := k.Parse(shellWords(strings.TrimPrefix(ex, "settle "))); err != nil {
+			t.Errorf("the example of settle %s does not parse: %s: %v", cmd, ex, err)
+		}
+	}
+	if _, out := runArgs(t, "conflicts", "resolve", "--help"); !strings.Contains(out, "(--accept | --reject)") {
+		t.Errorf("conflicts resolve's usage line:\n%s", out)
+	}
+	for _, cmd := range []string{"conflicts list", "conflicts show", "conflicts diff", "conflicts export", "dlq list", "dlq show", "balance", "explain"} {
+		if _, out := runArgs(t, append(strings.Fields(cmd), "--help-all")...); strings.Contains(out, "--topic") {
+			t.Errorf("settle %s lists --topic, which it does not use", cmd)
+		}
+	}
+}
+
+// shellWords splits a command line at spaces outside double quotes.
+func shellWords(s string) []string {
+	var out []string
+	var w strings.Builder
+	quoted, any := false, false
+	for _, r := range s {
+		switch {
+		case r == '"':
+			quoted, any = !quoted, true
+		case r == ' ' && !quoted:
+			if any {
+				out = append(out, w.String())
+			}
+			w.Reset()
+			any = false
+		default:
+			w.WriteRune(r)
+			any = true
+		}
+	}
+	if any {
+		out = append(out, w.String())
+	}
+	return out
+}

@@ -96,6 +96,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		kong.Exit(func(code int) { exited, exitCode = true, code }),
 		kong.UsageOnError(),
 		kong.ConfigureHelp(kong.HelpOptions{Compact: true}),
+		kong.Help(helpPrinter),
 	)
 	if err != nil {
 		fmt.Fprintf(stderr, "settle: %v\n", err)

@@ -92,6 +92,8 @@ func TestRecordKey(t *testing.T) {
 
 // TestRunRefusesSchemaBehind: an empty database is behind this binary's
 // schema; run refuses it (exit 1, saying to migrate) instead of starting.
+// It says "no settle schema here", not "behind", and so does a read-only
+// command.
 func TestRunRefusesSchemaBehind(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -116,8 +118,13 @@ func TestRunRefusesSchemaBehind(t *testing.T) {
 		}
 	})
 	code, out := runArgs(t, "run", "--database-url", settletest.DatabaseURL(name), "--brokers", "127.0.0.1:1", "--admin-addr", "127.0.0.1:0")
-	if code != exitFailure || !strings.Contains(out, "settle migrate") {
-		t.Errorf("run on an empty database: exit %d, want 1 naming `settle migrate`:\n%s", code, out)
+	if code != exitFailure || !strings.Contains(out, "settle migrate") || !strings.Contains(out, "no settle schema here") || strings.Contains(out, "behind") {
+		t.Errorf("run on an empty database: exit %d, want 1 saying there is no settle schema and naming `settle migrate`:\n%s", code, out)
+	}
+	// A read-only command says so too.
+	code, out = runArgs(t, "conflicts", "list", "--database-url", settletest.DatabaseURL(name))
+	if code != exitFailure || !strings.Contains(out, "no settle schema here") || strings.Contains(out, "behind") {
+		t.Errorf("conflicts list on an empty database: exit %d, want 1 saying there is no settle schema:\n%s", code, out)
 	}
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/alecthomas/kong"
@@ -17,7 +18,7 @@ type periodCloseCmd struct {
 	storeFlags `embed:""`
 	Tenant     string `arg:"" help:"Tenant id."`
 	Period     string `arg:"" help:"Account period, YYYY-MM."`
-	As         string `name:"as" env:"SETTLE_OPERATOR" required:"" help:"Who closes it, for the record."`
+	As         string `name:"as" env:"SETTLE_OPERATOR" help:"A note of whom you close it for: the record names your database login, then \"(as NAME)\"."`
 }
 
 // Run closes the period.
@@ -30,7 +31,14 @@ func (c *periodCloseCmd) Run(a *app) error {
 		return err
 	}
 	defer closeDB()
-	already, err := store.ClosePeriod(a.ctx, c.Tenant, c.Period, c.As)
+	who, err := whoIs(a.ctx, store.Pool())
+	if err != nil {
+		return err
+	}
+	if err := who.mayOperate("closing a period"); err != nil {
+		return err
+	}
+	already, err := store.ClosePeriod(a.ctx, c.Tenant, c.Period, who.author(strings.TrimSpace(c.As)))
 	if err != nil {
 		return err
 	}

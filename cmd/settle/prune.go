@@ -27,6 +27,15 @@ func (c *pruneCmd) Run(a *app) error {
 		return err
 	}
 	defer closeDB()
+	if !c.DryRun {
+		who, err := whoIs(a.ctx, store.Pool())
+		if err != nil {
+			return err
+		}
+		if err := who.mayOperate("pruning"); err != nil {
+			return err
+		}
+	}
 	opts := retention.Options{DryRun: c.DryRun}
 	if c.DeadLettersAfter > 0 {
 		opts.DeadLettersBefore = time.Now().Add(-c.DeadLettersAfter)

@@ -12,13 +12,13 @@ import (
 
 // statementCmd prints a tenant's statement for one period.
 type statementCmd struct {
-	storeFlags `embed:""`
-	Tenant     string `arg:"" help:"Tenant id."`
-	Period     string `arg:"" help:"Account period, YYYY-MM."`
-	Subject    string `name:"subject" help:"One account subject; default every account of the tenant."`
-	Rows       bool   `name:"rows" help:"List the ledger rows behind every line (CSV: one row per ledger row)."`
-	JSON       bool   `name:"json" help:"Print JSON."`
-	CSV        bool   `name:"csv" help:"Print CSV: one row per statement line, with the account's opening and closing rows."`
+	readFlags `embed:""`
+	Tenant    string `arg:"" help:"Tenant id."`
+	Period    string `arg:"" help:"Account period, YYYY-MM."`
+	Subject   string `name:"subject" help:"One account subject; default every account of the tenant."`
+	Rows      bool   `name:"rows" help:"List the ledger rows behind every line (CSV: one row per ledger row)."`
+	JSON      bool   `name:"json" help:"Print JSON."`
+	CSV       bool   `name:"csv" help:"Print CSV: one row per statement line, with the account's opening and closing rows."`
 }
 
 // Run prints the statement; it exits 3 when an account's statement does

@@ -46,3 +46,17 @@ func printJSON(a *app, v any) error {
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
 }
+
+// readFlags are what the read-only commands need: the database alone. They
+// write to no topic, so they take no topic flags; the store they open has
+// settle's default topic names, which nothing of theirs uses.
+type readFlags struct {
+	databaseFlags `embed:""`
+}
+
+// openReadStore opens the store over its own small pool, one no
+// idle-in-transaction timeout ends (storeFlags.openReadStore); close() ends
+// it. Read-only commands have no other way to open it.
+func (f readFlags) openReadStore(a *app) (*settle.Store, func(), error) {
+	return storeFlags{databaseFlags: f.databaseFlags}.openReadStore(a)
+}

@@ -5,7 +5,16 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
+	"github.com/settlehq/settle/internal/money"
 	"github.com/settlehq/settle/settle/internal/db"
+)
+
+// The ledger's buckets: a row moves the balance or the held amount.
+const (
+	bucketBalance = "balance"
+	bucketHeld    = "held"
 )
 
 // AccountView is one account with the rows behind its balance.
@@ -53,6 +62,10 @@ type RowView struct {
 	Operation    string    `json:"operation"`
 	SettlementID string    `json:"settlement_id"`
 	Root         string    `json:"root_record_id,omitempty"`
+	// BalanceAfter and HeldAfter are the account's balance and held once
+	// this row was written.
+	BalanceAfter string `json:"balance_after"`
+	HeldAfter    string `json:"held_after"`
 }
 
 // Balances returns a tenant's accounts (of one subject, or all when subject
@@ -60,7 +73,14 @@ type RowView struct {
 // ledger rows.
 func (s *Store) Balances(ctx context.Context, tenant, subject string, rowsMax int) ([]AccountView, error) {
 	what := fmt.Sprintf("balances tenant=%s", tenant)
-	q := db.On(s.pool)
+	// One snapshot: each row's balance after is worked back from the
+	// account's balance, which must be the one its newest row left.
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	q := db.On(tx)
 	accounts, err := q.AccountBalances(ctx, db.AccountBalancesParams{TenantID: tenant, Subject: subject})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
@@ -89,9 +109,23 @@ func (s *Store) Balances(ctx context.Context, tenant, subject string, rowsMax in
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", what, err)
 		}
+		// Newest first: each row leaves what the account holds now, less
+		// the rows after it.
+		after := map[string]money.Dec{}
+		for bucket, now := range map[string]string{bucketBalance: a.Balance, bucketHeld: a.Held} {
+			if after[bucket], err = money.Parse(now); err != nil {
+				return nil, fmt.Errorf("%s: account %s %s: %s %q: %w", what, a.Subject, a.Currency, bucket, now, err)
+			}
+		}
 		for _, e := range es {
+			amount, err := money.Parse(e.Amount)
+			if err != nil {
+				return nil, fmt.Errorf("%s: row %d: amount %q: %w", what, e.ID, e.Amount, err)
+			}
 			v.Rows = append(v.Rows, RowView{ID: e.ID, Bucket: e.Bucket, Amount: e.Amount, At: e.CreatedAt, Period: e.AccountPeriod,
-				RecordID: e.RecordID, Operation: e.Operation, SettlementID: e.SettlementID, Root: e.RootRecordID})
+				RecordID: e.RecordID, Operation: e.Operation, SettlementID: e.SettlementID, Root: e.RootRecordID,
+				BalanceAfter: after[bucketBalance].String(), HeldAfter: after[bucketHeld].String()})
+			after[e.Bucket] = after[e.Bucket].Sub(amount)
 		}
 		out = append(out, v)
 	}

@@ -46,9 +46,9 @@ type OutcomeBucket struct {
 }
 
 // OutcomeTimeline counts deliveries per hour and outcome since since: the
-// overview's outcomes over time.
-func (s *Store) OutcomeTimeline(ctx context.Context, since time.Time) ([]OutcomeBucket, error) {
-	rows, err := db.On(s.pool).DeliveryTimeline(ctx, since)
+// overview's outcomes over time, of one tenant ("" = every tenant).
+func (s *Store) OutcomeTimeline(ctx context.Context, tenant string, since time.Time) ([]OutcomeBucket, error) {
+	rows, err := db.On(s.pool).DeliveryTimeline(ctx, db.DeliveryTimelineParams{Since: since, Tenant: tenant})
 	if err != nil {
 		return nil, dberr.Wrap("count deliveries per hour", err)
 	}
@@ -79,4 +79,25 @@ func (s *Store) SettledTimes(ctx context.Context) ([]SettledTime, error) {
 		out = append(out, SettledTime{Identity: r.Identity, FirstSeen: r.FirstSeenAt, TxBegan: r.LastAttemptedAt})
 	}
 	return out, nil
+}
+
+// Attention is what the overview puts first.
+type Attention struct {
+	// DeadLettersSince counts the dead letters written since the time
+	// asked for (the overview asks for the last 24 hours).
+	DeadLettersSince int64 `json:"dead_letters_since"`
+	// Waiting counts the records still waiting for their target;
+	// OldestWaitingSeconds is how long the oldest has waited (0: none).
+	Waiting              int64 `json:"waiting"`
+	OldestWaitingSeconds int64 `json:"oldest_waiting_seconds"`
+}
+
+// Attention reads what the overview puts first, of one tenant ("" = every
+// tenant).
+func (s *Store) Attention(ctx context.Context, tenant string, since time.Time) (*Attention, error) {
+	r, err := db.On(s.pool).Attention(ctx, db.AttentionParams{Since: since, Tenant: tenant})
+	if err != nil {
+		return nil, dberr.Wrap("count what needs attention", err)
+	}
+	return &Attention{DeadLettersSince: r.DeadLettersSince, Waiting: r.Waiting, OldestWaitingSeconds: r.OldestWaitingSeconds}, nil
 }

@@ -267,8 +267,8 @@ type AgeBucket struct {
 
 // OpenCaseAges counts open cases by age at now: one bucket below the first
 // bound, one between each pair of bounds, one from the last up. bounds must
-// be positive and increasing.
-func (s *Store) OpenCaseAges(ctx context.Context, now time.Time, bounds []time.Duration) ([]AgeBucket, error) {
+// be positive and increasing. tenant "" counts every tenant's.
+func (s *Store) OpenCaseAges(ctx context.Context, tenant string, now time.Time, bounds []time.Duration) ([]AgeBucket, error) {
 	cut := make([]time.Time, len(bounds))
 	for i, b := range bounds {
 		if b <= 0 || (i > 0 && b <= bounds[i-1]) {
@@ -286,7 +286,7 @@ func (s *Store) OpenCaseAges(ctx context.Context, now time.Time, bounds []time.D
 		}
 		out[i].FromSeconds, out[i].ToSeconds = int64(out[i].From/time.Second), int64(out[i].To/time.Second)
 	}
-	rows, err := db.On(s.pool).ConflictCaseOpenAges(ctx, cut)
+	rows, err := db.On(s.pool).ConflictCaseOpenAges(ctx, db.ConflictCaseOpenAgesParams{Cutoffs: cut, Tenant: tenant})
 	if err != nil {
 		return nil, dberr.Wrap("count open cases by age", err)
 	}

@@ -99,7 +99,7 @@ func TestSearchAndAccountViews(t *testing.T) {
 		THEN interval '3 hours' ELSE interval '3 days' END WHERE status = 'open'`); err != nil {
 		t.Fatal(err)
 	}
-	ages, err := inspect.New(s).OpenCaseAges(ctx, time.Now(), []time.Duration{time.Hour, 24 * time.Hour})
+	ages, err := inspect.New(s).OpenCaseAges(ctx, "", time.Now(), []time.Duration{time.Hour, 24 * time.Hour})
 	if err != nil || fmt.Sprint(counts(ages)) != "[0 1 1]" || ages[1].FromSeconds != 3600 || ages[2].ToSeconds != 0 {
 		t.Errorf("open cases by age: %+v, %v; want [0 1 1]", ages, err)
 	}

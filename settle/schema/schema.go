@@ -151,6 +151,16 @@ func migrateOne(ctx context.Context, conn *pgx.Conn, m migration) (bool, error) 
 // migrations this binary needs.
 var ErrBehind = errors.New("database schema is behind this binary")
 
+// ErrNoSchema is returned by Check for a database without settle's schema
+// (nothing migrated: another database, or a new one). It is ErrBehind too:
+// `settle migrate` creates the schema.
+var ErrNoSchema error = noSchema{}
+
+type noSchema struct{}
+
+func (noSchema) Error() string        { return "no settle schema here" }
+func (noSchema) Is(target error) bool { return target == ErrBehind }
+
 // DatabaseVersion reads the highest applied migration (0 on an empty
 // database).
 func DatabaseVersion(ctx context.Context, q interface {
@@ -180,7 +190,7 @@ func Check(ctx context.Context, q interface {
 	want := Version()
 	switch {
 	case have == 0:
-		return fmt.Errorf("%w: this database has no settle schema: point --database-url at settle's database (under `settle dev`: settle_dev), or create the schema with `settle migrate` and the owner's URL", ErrBehind)
+		return fmt.Errorf("%w: point --database-url at settle's database (under `settle dev`: settle_dev), or create the schema with `settle migrate` and the owner's URL", ErrNoSchema)
 	case have < want:
 		return fmt.Errorf("%w: it is at version %d, this settle needs %d; run `settle migrate` with the owner's DATABASE_URL (or --owner-url)", ErrBehind, have, want)
 	case have > want:

@@ -15,9 +15,15 @@ SELECT b.older_than, count(*)
   FROM conflict_cases c
   CROSS JOIN LATERAL (SELECT count(*) AS older_than FROM unnest($1::timestamptz[]) t WHERE c.opened_at <= t) b
  WHERE c.status = 'open'
+   AND ($2::text = '' OR c.tenant_id = $2)
  GROUP BY b.older_than
  ORDER BY b.older_than
 `
+
+type ConflictCaseOpenAgesParams struct {
+	Cutoffs []time.Time
+	Tenant  string
+}
 
 type ConflictCaseOpenAgesRow struct {
 	OlderThan int64
@@ -26,8 +32,9 @@ type ConflictCaseOpenAgesRow struct {
 
 // Open cases by age: for each case, how many of the cut-offs (opened_at
 // bounds, newest first) it is older than; the overview's age buckets.
-func (q *Queries) ConflictCaseOpenAges(ctx context.Context, cutoffs []time.Time) ([]ConflictCaseOpenAgesRow, error) {
-	rows, err := q.db.Query(ctx, conflictCaseOpenAges, cutoffs)
+// An empty tenant means every tenant.
+func (q *Queries) ConflictCaseOpenAges(ctx context.Context, arg ConflictCaseOpenAgesParams) ([]ConflictCaseOpenAgesRow, error) {
+	rows, err := q.db.Query(ctx, conflictCaseOpenAges, arg.Cutoffs, arg.Tenant)
 	if err != nil {
 		return nil, err
 	}

@@ -11,7 +11,7 @@ import (
 )
 
 const deadLetterGet = `-- name: DeadLetterGet :one
-SELECT d.id, d.topic, d.partition, d."offset", d.key, d.value, d.headers, d.reason, d.error_class, d.error,
+SELECT d.id, d.tenant_id, d.topic, d.partition, d."offset", d.key, d.value, d.headers, d.reason, d.error_class, d.error,
        d.attempts, d.at,
        (SELECT count(*) FROM dead_letter_replays r WHERE r.tenant_id = d.tenant_id AND r.dead_letter_id = d.id)::int AS replays
   FROM dead_letters d
@@ -20,6 +20,7 @@ SELECT d.id, d.topic, d.partition, d."offset", d.key, d.value, d.headers, d.reas
 
 type DeadLetterGetRow struct {
 	ID         int64
+	TenantID   string
 	Topic      string
 	Partition  int32
 	Offset     int64
@@ -39,6 +40,7 @@ func (q *Queries) DeadLetterGet(ctx context.Context, id int64) (DeadLetterGetRow
 	var i DeadLetterGetRow
 	err := row.Scan(
 		&i.ID,
+		&i.TenantID,
 		&i.Topic,
 		&i.Partition,
 		&i.Offset,

@@ -11,21 +11,23 @@ import (
 )
 
 const deadLetterList = `-- name: DeadLetterList :many
-SELECT d.id, d.topic, d.partition, d."offset", d.key, d.value, d.headers, d.reason, d.error_class, d.error,
+SELECT d.id, d.tenant_id, d.topic, d.partition, d."offset", d.key, d.value, d.headers, d.reason, d.error_class, d.error,
        d.attempts, d.at,
        (SELECT count(*) FROM dead_letter_replays r WHERE r.tenant_id = d.tenant_id AND r.dead_letter_id = d.id)::int AS replays
   FROM dead_letters d
- WHERE ($1::text = '' OR d.reason = $1)
-   AND (NOT $2::boolean
+ WHERE ($1::text = '' OR d.tenant_id = $1)
+   AND ($2::text = '' OR d.reason = $2)
+   AND (NOT $3::boolean
         OR NOT EXISTS (SELECT 1 FROM dead_letter_replays r WHERE r.tenant_id = d.tenant_id AND r.dead_letter_id = d.id))
-   AND ($3::text = '' OR d.topic = $3)
-   AND ($4::text = '' OR d.error_class = $4)
-   AND d.id > $5 AND d.id <= $6
+   AND ($4::text = '' OR d.topic = $4)
+   AND ($5::text = '' OR d.error_class = $5)
+   AND d.id > $6 AND d.id <= $7
  ORDER BY d.id
- LIMIT $7
+ LIMIT $8
 `
 
 type DeadLetterListParams struct {
+	Tenant      string
 	Reason      string
 	NotReplayed bool
 	Topic       string
@@ -37,6 +39,7 @@ type DeadLetterListParams struct {
 
 type DeadLetterListRow struct {
 	ID         int64
+	TenantID   string
 	Topic      string
 	Partition  int32
 	Offset     int64
@@ -52,12 +55,13 @@ type DeadLetterListRow struct {
 }
 
 // One page of dead letters, oldest first, keyset-paged on id. An empty
-// reason, topic or error class means any; up_to_id caps the ids read (a
+// tenant, reason, topic or error class means any; up_to_id caps the ids read (a
 // replay reads what existed when it started, not the dead letters it
 // causes); not_replayed leaves out those replayed before (a replay by
 // default). replays counts where each was replayed to.
 func (q *Queries) DeadLetterList(ctx context.Context, arg DeadLetterListParams) ([]DeadLetterListRow, error) {
 	rows, err := q.db.Query(ctx, deadLetterList,
+		arg.Tenant,
 		arg.Reason,
 		arg.NotReplayed,
 		arg.Topic,
@@ -75,6 +79,7 @@ func (q *Queries) DeadLetterList(ctx context.Context, arg DeadLetterListParams) 
 		var i DeadLetterListRow
 		if err := rows.Scan(
 			&i.ID,
+			&i.TenantID,
 			&i.Topic,
 			&i.Partition,
 			&i.Offset,

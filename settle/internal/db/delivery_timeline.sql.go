@@ -14,9 +14,15 @@ const deliveryTimeline = `-- name: DeliveryTimeline :many
 SELECT date_trunc('hour', d.at)::timestamptz AS hour, d.outcome, count(*)
   FROM deliveries d
  WHERE d.at >= $1::timestamptz
+   AND ($2::text = '' OR d.tenant_id = $2)
  GROUP BY 1, 2
  ORDER BY 1, 2
 `
+
+type DeliveryTimelineParams struct {
+	Since  time.Time
+	Tenant string
+}
 
 type DeliveryTimelineRow struct {
 	Hour    time.Time
@@ -24,9 +30,10 @@ type DeliveryTimelineRow struct {
 	Count   int64
 }
 
-// Deliveries per hour and outcome since since: the overview's chart.
-func (q *Queries) DeliveryTimeline(ctx context.Context, since time.Time) ([]DeliveryTimelineRow, error) {
-	rows, err := q.db.Query(ctx, deliveryTimeline, since)
+// Deliveries per hour and outcome since since: the overview's chart. An
+// empty tenant means every tenant (and the records no tenant could be read of).
+func (q *Queries) DeliveryTimeline(ctx context.Context, arg DeliveryTimelineParams) ([]DeliveryTimelineRow, error) {
+	rows, err := q.db.Query(ctx, deliveryTimeline, arg.Since, arg.Tenant)
 	if err != nil {
 		return nil, err
 	}
