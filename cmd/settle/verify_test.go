@@ -31,7 +31,7 @@ func TestVerifyCommand(t *testing.T) {
 		head = message.ChainHash(head, "acme", "cust-1", "USD", sid, "balance", amount)
 		v, _ := json.Marshal(message.Response{Version: 1, Outcome: message.OutcomeSettled, SettlementID: sid,
 			Identity: message.IdentityJSON{TenantID: "acme", AccountPeriod: "2026-11", RecordID: sid, Operation: "grant"},
-			Kind: "grant", Subject: "cust-1", Currency: "USD", Entries: []message.Entry{{Bucket: "balance", Amount: amount}},
+			Kind:     "grant", Subject: "cust-1", Currency: "USD", Entries: []message.Entry{{Bucket: "balance", Amount: amount}},
 			Sequence: seq, ChainHash: hex.EncodeToString(head)})
 		return &kgo.Record{Topic: "settlements", Key: []byte("acme/cust-1/USD"), Value: v}
 	}
