@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -578,5 +579,63 @@ func TestDockerfileBuildsTheTestedBinary(t *testing.T) {
 		if !strings.Contains(s, want) {
 			t.Errorf("Dockerfile lacks %q", want)
 		}
+	}
+}
+
+// TestTopicsScript runs topics.sh with Kafka's two tools replaced by stubs
+// that log their arguments, and checks what it asks the broker for: every
+// topic the service uses, created if missing and altered if present, none
+// compacted, and settlements kept for ever (finance verifies its chains
+// from the topic alone; docs/operations.md says why). compose.yaml runs the
+// script before the service, with automatic topic creation off.
+func TestTopicsScript(t *testing.T) {
+	t.Parallel()
+	bin := t.TempDir()
+	log := filepath.Join(bin, "calls")
+	for _, tool := range []string{"kafka-topics.sh", "kafka-configs.sh"} {
+		stub := "#!/bin/sh\necho \"" + tool + " $*\" >> " + log + "\n"
+		if err := os.WriteFile(filepath.Join(bin, tool), []byte(stub), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command("sh", "topics.sh")
+	cmd.Env = append(os.Environ(), "KAFKA_BROKERS=127.0.0.1:9092", "KAFKA_BIN="+bin, "KAFKA_CLIENT_CONFIG=client.properties")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("topics.sh: %v\n%s", err, out)
+	}
+	b, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := string(b)
+	var cm corev1.ConfigMap
+	strict(t, "configmap.yaml", docs(t, "k8s/configmap.yaml")[0], &cm)
+	for _, key := range []string{"SETTLE_TOPIC", "SETTLE_RESULTS_TOPIC", "SETTLE_SETTLEMENTS_TOPIC", "SETTLE_DLQ_TOPIC"} {
+		topic := cm.Data[key]
+		for _, want := range []string{"kafka-topics.sh --bootstrap-server 127.0.0.1:9092 --command-config client.properties --create --if-not-exists --topic " + topic + " ",
+			"--entity-name " + topic + " --add-config cleanup.policy=delete,"} {
+			if !strings.Contains(calls, want) {
+				t.Errorf("topics.sh does not run %q for %s (%s):\n%s", want, topic, key, calls)
+			}
+		}
+	}
+	if strings.Contains(calls, "compact") {
+		t.Errorf("topics.sh compacts a topic: compaction keeps a key's newest message only\n%s", calls)
+	}
+	if !strings.Contains(calls, "--entity-name settlements --add-config cleanup.policy=delete,retention.ms=-1,retention.bytes=-1") {
+		t.Errorf("settlements is not kept for ever:\n%s", calls)
+	}
+	wd, _ := os.Getwd()
+	p, err := loader.LoadWithContext(context.Background(), types.ConfigDetails{WorkingDir: wd,
+		ConfigFiles: []types.ConfigFile{{Filename: filepath.Join(wd, "compose.yaml")}},
+		Environment: types.Mapping{"SETTLE_ADMIN_TOKEN": "alice=compose-test-token-0123456789"}}, func(o *loader.Options) { o.SetProjectName("settle", true) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dep, ok := p.Services["settle"].DependsOn["kafka-topics"]; !ok || dep.Condition != types.ServiceConditionCompletedSuccessfully {
+		t.Errorf("settle must start after kafka-topics completed: %+v", p.Services["settle"].DependsOn)
+	}
+	if v := p.Services["kafka"].Environment["KAFKA_AUTO_CREATE_TOPICS_ENABLE"]; v == nil || *v != "false" {
+		t.Errorf("kafka creates topics on first use, with the broker's default retention")
 	}
 }
