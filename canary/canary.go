@@ -270,9 +270,10 @@ func (c *Canary) run(ctx context.Context) (*Report, error) {
 	h.Write([]byte(key))
 	home := int32(h.Sum32() % uint32(partitions))
 	other := (home + 1) % partitions
+	subject := "canary"
 	rec := func(id, kind, amount string, extra ...string) []byte {
 		fields := []string{`"tenant_id":"` + Tenant + `"`, `"account_period":"` + rep.Period + `"`, `"record_id":"` + id + `"`,
-			`"kind":"` + kind + `"`, `"subject":"canary"`, `"currency":"USD"`, `"occurred_at":"` + now.Format(time.RFC3339Nano) + `"`}
+			`"kind":"` + kind + `"`, `"subject":"` + subject + `"`, `"currency":"USD"`, `"occurred_at":"` + now.Format(time.RFC3339Nano) + `"`}
 		if amount != "" {
 			fields = append(fields, `"amount":"`+amount+`"`)
 		}
@@ -302,7 +303,6 @@ func (c *Canary) run(ctx context.Context) (*Report, error) {
 	steps := []step{
 		{ScenarioSamePartition, id("same"), "usage", []*kgo.Record{mk(home, usage(id("same"), "0.01")), mk(home, usage(id("same"), "0.01"))}},
 		{ScenarioDelayedRetry, id("retry"), "usage", []*kgo.Record{mk(home, usage(id("retry"), "0.01"))}},
-		{ScenarioConflict, id("conflict"), "usage", []*kgo.Record{mk(home, usage(id("conflict"), "0.01")), mk(home, usage(id("conflict"), "0.02"))}},
 		{ScenarioCorrection, id("charged"), "usage", []*kgo.Record{mk(home, usage(id("charged"), "0.01"))}},
 		{ScenarioCorrection, id("correction"), "correction", []*kgo.Record{mk(home, rec(id("correction"), "correction", "0.02",
 			`"meter":"canary"`, `"quantity":"2"`, `"unit":"run"`, `"finalization_version":2`, `"corrects":"`+id("charged")+`"`))}},
@@ -312,6 +312,15 @@ func (c *Canary) run(ctx context.Context) (*Report, error) {
 		// Both copies in one produce request: the same moment.
 		steps = append(steps, step{ScenarioOtherPartition, id("copy"), "usage", []*kgo.Record{mk(home, usage(id("copy"), "0.01")), mk(other, usage(id("copy"), "0.01"))}})
 	}
+	// The conflicting payload names another subject, as a producer that
+	// reused a record id would: the two copies are on two accounts and,
+	// with two partitions, settled at the same moment by two transactions
+	// that share no account lock — only the identity's unique key decides
+	// which one settles (the other is quarantined).
+	conflict := mk(home, usage(id("conflict"), "0.01"))
+	subject = "canary-other"
+	steps = append(steps, step{ScenarioConflict, id("conflict"), "usage", []*kgo.Record{conflict, mk(other, usage(id("conflict"), "0.01"))}})
+	subject = "canary"
 	for _, s := range steps {
 		if err := produce(s.scenario, s.id, s.op, s.recs...); err != nil {
 			return nil, err

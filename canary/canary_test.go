@@ -2,6 +2,7 @@ package canary_test
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"os"
@@ -9,12 +10,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/settlehq/settle/canary"
 	"github.com/settlehq/settle/consumer"
 	"github.com/settlehq/settle/internal/kafkatest"
 	"github.com/settlehq/settle/internal/testnet"
 	"github.com/settlehq/settle/service"
 	"github.com/settlehq/settle/settle"
+	"github.com/settlehq/settle/settle/message"
 	"github.com/settlehq/settle/settle/settletest"
 )
 
@@ -28,6 +32,26 @@ func startService(t *testing.T) *rig {
 	t.Helper()
 	k := kafkatest.NewCluster(t, 2)
 	store := settletest.NewStore(t, settle.Config{})
+	start(t, k, store)
+	return &rig{k: k, store: store}
+}
+
+// startTwo runs two instances of the service in one group over one
+// database, as a deployment of two replicas does: each settles one of the
+// usage topic's two partitions with a store of its own.
+func startTwo(t *testing.T) *rig {
+	t.Helper()
+	k := kafkatest.NewCluster(t, 2)
+	url := settletest.NewDatabase(t)
+	first := settletest.NewStoreOn(t, url, settle.Config{})
+	a := start(t, k, first)
+	b := start(t, k, settletest.NewStoreOn(t, url, settle.Config{}))
+	testnet.WaitFor(t, "both instances ready", 30*time.Second, func() bool { return a.Ready() && b.Ready() })
+	return &rig{k: k, store: first}
+}
+
+func start(t *testing.T, k *kafkatest.Cluster, store *settle.Store) *service.Service {
+	t.Helper()
 	s, err := service.New(service.Config{Store: store, Brokers: k.Brokers, AdminAddr: "127.0.0.1:0",
 		Consumer: consumer.Config{SessionTimeout: time.Second}, ShutdownTimeout: 10 * time.Second,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
@@ -39,7 +63,7 @@ func startService(t *testing.T) *rig {
 	go func() { done <- s.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
 	testnet.WaitFor(t, "service ready", 20*time.Second, s.Ready)
-	return &rig{k: k, store: store}
+	return s
 }
 
 func (r *rig) canary(t *testing.T, deadline time.Duration) *canary.Canary {
@@ -124,4 +148,110 @@ func TestCanarySoak(t *testing.T) {
 		time.Sleep(time.Minute - time.Since(start))
 	}
 	t.Logf("soak: %d runs over %s, all passed; slowest scenario %.2f s from send to settlement", runs, d, worst)
+}
+
+// TestCanaryRedWithoutUniqueKey: two replicas of the service over one
+// database, each settling one partition. With the identity unique key the
+// canary passes; with it dropped (identities_scope_key, as a build that
+// lost it would run), the copy sent to another partition at the same
+// moment, and the conflicting payload sent for another account there, are
+// each claimed by both replicas and settle twice: the canary fails naming
+// those scenarios, and only those.
+func TestCanaryRedWithoutUniqueKey(t *testing.T) {
+	t.Parallel()
+	r := startTwo(t)
+	c := r.canary(t, 20*time.Second)
+	if rep := run(t, c); !rep.Passed {
+		t.Fatalf("two replicas with the unique key: %v failed\n%+v", rep.Failed(), rep.Outcomes)
+	}
+	settletest.Bypass(t, r.store.Pool(), `ALTER TABLE identities DROP CONSTRAINT identities_scope_key`)
+	slowConflicts(t, r)
+	for i := 0; i < 5; i++ {
+		rep := run(t, c)
+		if rep.Passed {
+			continue // the two copies did not meet in flight this time
+		}
+		for _, o := range rep.Outcomes {
+			t.Logf("%s ok=%v %s", o.Scenario, o.OK, o.Problem)
+			if !o.OK && o.Scenario != canary.ScenarioOtherPartition && o.Scenario != canary.ScenarioConflict {
+				t.Errorf("scenario %s failed: only the copies on two partitions meet in flight", o.Scenario)
+			}
+			if !o.OK && !strings.Contains(o.Problem, "results [settled settled]") {
+				t.Errorf("scenario %s: %q, want both copies settled", o.Scenario, o.Problem)
+			}
+		}
+		if c.FailuresInARow() != 1 {
+			t.Errorf("failures in a row: %d, want 1", c.FailuresInARow())
+		}
+		return
+	}
+	t.Fatal("five runs passed without the unique key")
+}
+
+// slowConflicts makes the insert of a canary identity sent to two
+// partitions take 300 ms, so that the two replicas' transactions, which
+// share no lock but the identity's key, are in flight together.
+func slowConflicts(t *testing.T, r *rig) {
+	t.Helper()
+	settletest.Bypass(t, r.store.Pool(), `
+		CREATE FUNCTION canary_slow() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN PERFORM pg_sleep(0.3); RETURN NEW; END $$;
+		CREATE TRIGGER canary_slow BEFORE INSERT ON identities FOR EACH ROW
+		  WHEN (NEW.tenant_id = 'settle-canary' AND (NEW.record_id LIKE '%-conflict' OR NEW.record_id LIKE '%-copy')) EXECUTE FUNCTION canary_slow();`)
+}
+
+// TestCanaryRedOnSettlementPublishedTwice: a pipeline that publishes a
+// second settlement for one record (a forwarder on the broker republishes
+// the canary's same-partition usage settlement under a new settlement_id
+// and the account's next sequence, as a build that settled the duplicate
+// again would) turns the canary red naming that scenario, while its
+// results still look right. The relay's own repeat of a message, byte for
+// byte (here of the delayed retry's settlement), is one settlement and
+// passes.
+func TestCanaryRedOnSettlementPublishedTwice(t *testing.T) {
+	t.Parallel()
+	r := startService(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(r.k.Brokers...), kgo.ConsumeTopics("settlements"), kgo.ConsumeResetOffset(kgo.NewOffset().AtEnd()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	go func() {
+		repeated := map[string]bool{}
+		for ctx.Err() == nil {
+			cl.PollFetches(ctx).EachRecord(func(rec *kgo.Record) {
+				var m message.Response
+				if json.Unmarshal(rec.Value, &m) != nil {
+					return
+				}
+				if strings.HasSuffix(m.Identity.RecordID, "-retry") && !repeated[m.SettlementID] {
+					// The relay's repeat after a crash: the same bytes.
+					repeated[m.SettlementID] = true
+					cl.Produce(ctx, &kgo.Record{Topic: "settlements", Key: rec.Key, Value: rec.Value, Headers: rec.Headers}, nil)
+				}
+				if !strings.HasSuffix(m.Identity.RecordID, "-same") || m.SettlementID == "again" {
+					return
+				}
+				m.SettlementID, m.Sequence = "again", m.Sequence+100
+				v, _ := json.Marshal(m)
+				cl.Produce(ctx, &kgo.Record{Topic: "settlements", Key: rec.Key, Value: v, Headers: rec.Headers}, nil)
+			})
+		}
+	}()
+	rep := run(t, r.canary(t, 20*time.Second))
+	if f := rep.Failed(); len(f) != 1 || f[0] != canary.ScenarioSamePartition {
+		t.Fatalf("failed %v, want only %s\n%+v", f, canary.ScenarioSamePartition, rep.Outcomes)
+	}
+	o := rep.Outcomes[0]
+	t.Logf("%s: %s", o.Scenario, o.Problem)
+	if !strings.Contains(o.Problem, "settled twice") || !strings.Contains(strings.Join(o.Records, "\n"), "settlement usage") {
+		t.Fatalf("problem %q records %v: want the two settlements named", o.Problem, o.Records)
+	}
+	for _, o := range rep.Outcomes {
+		if o.Scenario == canary.ScenarioDelayedRetry && strings.Count(strings.Join(o.Records, "\n"), "settlement usage") != 2 {
+			t.Errorf("retry's records %v: want its settlement read twice (the repeat)", o.Records)
+		}
+	}
 }
