@@ -20,6 +20,7 @@ import (
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/message"
 	"github.com/settlehq/settle/settle/settletest"
+	"github.com/settlehq/settle/telemetry"
 )
 
 // rig is the service on a loopback broker and its own database.
@@ -36,6 +37,43 @@ func startService(t *testing.T) *rig {
 	return &rig{k: k, store: store}
 }
 
+// forwardSecondSettlement republishes, until ctx ends, every settlement of
+// a canary same-partition usage under a new settlement_id and a later
+// sequence: what a build that settled the duplicate again would publish.
+// Every other canary settlement of a delayed retry it republishes once,
+// byte for byte, as the relay does after a crash.
+func forwardSecondSettlement(ctx context.Context, t *testing.T, k *kafkatest.Cluster) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(k.Brokers...), kgo.ConsumeTopics("settlements"), kgo.ConsumeResetOffset(kgo.NewOffset().AtEnd()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	t.Cleanup(func() { <-done; cl.Close() })
+	go func() {
+		defer close(done)
+		repeated := map[string]bool{}
+		for ctx.Err() == nil {
+			cl.PollFetches(ctx).EachRecord(func(rec *kgo.Record) {
+				var m message.Response
+				if json.Unmarshal(rec.Value, &m) != nil {
+					return
+				}
+				if strings.HasSuffix(m.Identity.RecordID, "-retry") && !repeated[m.SettlementID] {
+					repeated[m.SettlementID] = true
+					cl.Produce(ctx, &kgo.Record{Topic: "settlements", Key: rec.Key, Value: rec.Value, Headers: rec.Headers}, nil)
+				}
+				if !strings.HasSuffix(m.Identity.RecordID, "-same") || m.SettlementID == "again" {
+					return
+				}
+				m.SettlementID, m.Sequence = "again", m.Sequence+100
+				v, _ := json.Marshal(m)
+				cl.Produce(ctx, &kgo.Record{Topic: "settlements", Key: rec.Key, Value: v, Headers: rec.Headers}, nil)
+			})
+		}
+	}()
+}
+
 // startTwo runs two instances of the service in one group over one
 // database, as a deployment of two replicas does: each settles one of the
 // usage topic's two partitions with a store of its own.
@@ -50,11 +88,15 @@ func startTwo(t *testing.T) *rig {
 	return &rig{k: k, store: first}
 }
 
-func start(t *testing.T, k *kafkatest.Cluster, store *settle.Store) *service.Service {
+func start(t *testing.T, k *kafkatest.Cluster, store *settle.Store, with ...func(*service.Config)) *service.Service {
 	t.Helper()
-	s, err := service.New(service.Config{Store: store, Brokers: k.Brokers, AdminAddr: "127.0.0.1:0",
+	cfg := service.Config{Store: store, Brokers: k.Brokers, AdminAddr: "127.0.0.1:0",
 		Consumer: consumer.Config{SessionTimeout: time.Second}, ShutdownTimeout: 10 * time.Second,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	for _, f := range with {
+		f(&cfg)
+	}
+	s, err := service.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,33 +255,7 @@ func TestCanaryRedOnSettlementPublishedTwice(t *testing.T) {
 	r := startService(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(r.k.Brokers...), kgo.ConsumeTopics("settlements"), kgo.ConsumeResetOffset(kgo.NewOffset().AtEnd()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	go func() {
-		repeated := map[string]bool{}
-		for ctx.Err() == nil {
-			cl.PollFetches(ctx).EachRecord(func(rec *kgo.Record) {
-				var m message.Response
-				if json.Unmarshal(rec.Value, &m) != nil {
-					return
-				}
-				if strings.HasSuffix(m.Identity.RecordID, "-retry") && !repeated[m.SettlementID] {
-					// The relay's repeat after a crash: the same bytes.
-					repeated[m.SettlementID] = true
-					cl.Produce(ctx, &kgo.Record{Topic: "settlements", Key: rec.Key, Value: rec.Value, Headers: rec.Headers}, nil)
-				}
-				if !strings.HasSuffix(m.Identity.RecordID, "-same") || m.SettlementID == "again" {
-					return
-				}
-				m.SettlementID, m.Sequence = "again", m.Sequence+100
-				v, _ := json.Marshal(m)
-				cl.Produce(ctx, &kgo.Record{Topic: "settlements", Key: rec.Key, Value: v, Headers: rec.Headers}, nil)
-			})
-		}
-	}()
+	forwardSecondSettlement(ctx, t, r.k)
 	rep := run(t, r.canary(t, 20*time.Second))
 	if f := rep.Failed(); len(f) != 1 || f[0] != canary.ScenarioSamePartition {
 		t.Fatalf("failed %v, want only %s\n%+v", f, canary.ScenarioSamePartition, rep.Outcomes)
@@ -254,4 +270,54 @@ func TestCanaryRedOnSettlementPublishedTwice(t *testing.T) {
 			t.Errorf("retry's records %v: want its settlement read twice (the repeat)", o.Records)
 		}
 	}
+}
+
+// TestCanaryInRunFailsReadiness: `settle run --canary-every 10s
+// --canary-unready-after 1` in library form. Against a pipeline that
+// publishes a second settlement, /readyz answers 503 naming the canary
+// after one failed run, and the failure is counted per scenario on
+// /metrics; once the pipeline is right again, the next pass makes it
+// ready and sets the last full pass.
+func TestCanaryInRunFailsReadiness(t *testing.T) {
+	t.Parallel()
+	k := kafkatest.NewCluster(t, 2)
+	store := settletest.NewStore(t, settle.Config{})
+	tel, err := telemetry.New(context.Background(), telemetry.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	forwardSecondSettlement(ctx, t, k)
+	s := start(t, k, store, func(c *service.Config) {
+		c.CanaryEvery, c.CanaryUnreadyAfter, c.Telemetry = 10*time.Second, 1, tel
+	})
+	admin := "http://" + s.AdminAddr().String()
+	testnet.WaitFor(t, "/readyz 503 naming the canary", 60*time.Second, func() bool {
+		code, body := testnet.HTTPGet(admin + "/readyz")
+		return code == 503 && strings.Contains(body, "canary: 1 runs in a row failed")
+	})
+	_, metrics := testnet.HTTPGet(admin + "/metrics")
+	if !strings.Contains(metrics, `settle_canary_failures_total{scenario="duplicate_same_partition"`) ||
+		strings.Contains(metrics, `settle_canary_failures_total{scenario="refund"`) {
+		t.Errorf("/metrics does not count the one failed scenario:\n%s", grep(metrics, "settle_canary"))
+	}
+	cancel() // the pipeline is right again
+	testnet.WaitFor(t, "/readyz 200 after a pass", 60*time.Second, func() bool {
+		code, _ := testnet.HTTPGet(admin + "/readyz")
+		return code == 200
+	})
+	_, metrics = testnet.HTTPGet(admin + "/metrics")
+	if !strings.Contains(metrics, "settle_canary_last_pass_seconds ") || !strings.Contains(metrics, `settle_canary_latency_seconds_bucket{scenario="refund"`) {
+		t.Errorf("/metrics lacks the last pass or the latency:\n%s", grep(metrics, "settle_canary"))
+	}
+}
+
+func grep(s, word string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, word) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }

@@ -52,7 +52,8 @@ type cli struct {
 	Bench     benchCmd     `cmd:"" help:"Measure throughput and latency (BENCHMARKS.md)."`
 	Reconcile reconcileCmd `cmd:"" help:"Check invariants and topics; exit 3 on findings."`
 	Verify    verifyCmd    `cmd:"" help:"Check the settlements topic alone; exit 3 on findings."`
-	Prune     pruneCmd     `cmd:"" help:"Remove operational history (published outbox, closed periods' repeated deliveries); --dry-run counts."`
+	Canary    canaryCmd    `cmd:"" help:"Run the delivery scenarios live; exit 3 on a failure."`
+	Prune     pruneCmd     `cmd:"" help:"Remove operational history; --dry-run counts."`
 }
 
 // app is what every command's Run receives: the process's context (ended

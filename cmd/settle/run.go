@@ -25,6 +25,9 @@ type runCmd struct {
 	telemetryFlags `embed:""`
 	edgeFlags      `embed:""`
 
+	CanaryEvery        time.Duration `name:"canary-every" hidden:"" env:"SETTLE_CANARY_EVERY" help:"Run the canary (settle canary) on this interval, at least 10s; 0 = none. docs/operations.md says what its records cost."`
+	CanaryUnreadyAfter int           `name:"canary-unready-after" hidden:"" env:"SETTLE_CANARY_UNREADY_AFTER" help:"Fail /readyz after this many canary runs in a row failed; 0 = never."`
+
 	OwnerURL string `name:"owner-url" env:"SETTLE_OWNER_URL" help:"Schema owner's URL: migrate before starting (else a schema behind is refused)."`
 
 	CPUProfile string `name:"cpuprofile" env:"SETTLE_CPUPROFILE" hidden:"" help:"Write a CPU profile (pprof) of the service to this file until it stops (settle bench --only edge passes the environment on to the settle run it drives)."`
@@ -117,6 +120,7 @@ func (c *runCmd) run(a *app) error {
 	}
 	cfg.SweepInterval, cfg.OrphanAfter = c.SweepInterval, c.OrphanAfter
 	cfg.PruneInterval, cfg.PruneDeadLettersAfter = c.PruneInterval, c.PruneDLQAfter
+	cfg.CanaryEvery, cfg.CanaryUnreadyAfter = c.CanaryEvery, c.CanaryUnreadyAfter
 	if err := c.edgeFlags.apply(&cfg, a, c.SettlementsTopic); err != nil {
 		return err
 	}
