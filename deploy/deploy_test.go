@@ -471,6 +471,9 @@ func exportedMetrics(t *testing.T) map[string]bool {
 	m.Retry(ctx, telemetry.CauseContention)
 	m.Published(ctx, "settlements", 1)
 	m.Parked(ctx, "message_too_large", 1)
+	m.Canary(ctx, "refund", true, 1.5)
+	m.Canary(ctx, "refund", false, 0)
+	m.CanaryPassed(ctx, time.Now())
 	unregister, err := m.RegisterGauges(telemetry.Gauges{
 		OutboxBacklog:     func(context.Context) (int64, time.Time, error) { return 1, time.Now(), nil },
 		ConflictCasesOpen: func(context.Context) (int64, error) { return 1, nil },
@@ -637,5 +640,47 @@ func TestTopicsScript(t *testing.T) {
 	}
 	if v := p.Services["kafka"].Environment["KAFKA_AUTO_CREATE_TOPICS_ENABLE"]; v == nil || *v != "false" {
 		t.Errorf("kafka creates topics on first use, with the broker's default retention")
+	}
+}
+
+// TestAlertRules decodes prometheus/settle-alerts.yaml strictly as a
+// Prometheus rules file and checks that every series its expressions name
+// is one /metrics exports, and that the canary's failures and its last
+// full pass are alerted on.
+func TestAlertRules(t *testing.T) {
+	t.Parallel()
+	var rules struct {
+		Groups []struct {
+			Name  string `json:"name"`
+			Rules []struct {
+				Alert       string            `json:"alert"`
+				Expr        string            `json:"expr"`
+				For         string            `json:"for,omitempty"`
+				Labels      map[string]string `json:"labels"`
+				Annotations map[string]string `json:"annotations"`
+			} `json:"rules"`
+		} `json:"groups"`
+	}
+	strict(t, "settle-alerts.yaml", docs(t, "prometheus/settle-alerts.yaml")[0], &rules)
+	exported := exportedMetrics(t)
+	re := regexp.MustCompile(`\bsettle_[a-z_]+`)
+	used := map[string]bool{}
+	for _, g := range rules.Groups {
+		for _, r := range g.Rules {
+			if r.Alert == "" || r.Expr == "" || r.Annotations["summary"] == "" || r.Labels["severity"] == "" {
+				t.Errorf("rule %+v: an alert needs a name, an expression, a severity and a summary", r)
+			}
+			for _, name := range re.FindAllString(r.Expr, -1) {
+				used[name] = true
+				if !exported[name] {
+					t.Errorf("alert %s queries %s, which /metrics does not export", r.Alert, name)
+				}
+			}
+		}
+	}
+	for _, want := range []string{telemetry.MetricCanaryFailures, telemetry.MetricCanaryLastPass} {
+		if !used[want] {
+			t.Errorf("no alert on %s", want)
+		}
 	}
 }
