@@ -56,6 +56,11 @@ var Floors = map[string]int{
 	"settle/idempotency": 4,
 	"settle/webhooks":    4,
 	"settle/retention":   4,
+	// Clients of the topics alone, no database: finance's check of the
+	// settlements topic, and the canary that sends the reserved tenant's
+	// records (below the parts that leave its records alone).
+	"settle/verify": 4,
+	"canary":        4,
 
 	// The pipeline's parts and the analysts' surface, side by side: none
 	// imports another.
