@@ -91,6 +91,10 @@ type Config struct {
 	Metrics *telemetry.Metrics
 	// Logger logs a failure with the records involved; nil = discard.
 	Logger *slog.Logger
+	// ResolveCase, when set, is called after each run for the conflict
+	// case its conflicting payload opened, so the canary's cases resolve
+	// themselves (the service rejects it); nil leaves it open.
+	ResolveCase func(ctx context.Context, caseID int64) error
 }
 
 func (c *Config) defaults() {
@@ -354,6 +358,17 @@ func (c *Canary) run(ctx context.Context) (*Report, error) {
 		fs.EachRecord(w.add)
 	}
 	rep.Outcomes = w.judge(sends, partitions > 1, cfg.Deadline)
+	if cfg.ResolveCase != nil {
+		for _, rs := range w.results {
+			for _, r := range rs {
+				if r.Outcome == message.OutcomeQuarantined && r.CaseID != 0 {
+					if err := cfg.ResolveCase(context.WithoutCancel(ctx), r.CaseID); err != nil {
+						cfg.Logger.Error("canary: could not resolve its conflict case", "run", run, "case", r.CaseID, "err", err)
+					}
+				}
+			}
+		}
+	}
 	rep.Passed = true
 	for _, o := range rep.Outcomes {
 		rep.Passed = rep.Passed && o.OK

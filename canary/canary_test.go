@@ -306,6 +306,13 @@ func TestCanaryInRunFailsReadiness(t *testing.T) {
 		code, _ := testnet.HTTPGet(admin + "/readyz")
 		return code == 200
 	})
+	// Every run's conflict case was rejected by the service's canary.
+	if n := settletest.Count(t, store.Pool(), `SELECT count(*) FROM conflict_cases WHERE tenant_id = $1 AND status = 'open'`, canary.Tenant); n != 0 {
+		t.Errorf("%d canary conflict cases open, want every one resolved", n)
+	}
+	if n := settletest.Count(t, store.Pool(), `SELECT count(*) FROM conflict_cases WHERE tenant_id = $1`, canary.Tenant); n < 2 {
+		t.Errorf("%d canary conflict cases, want one per run (two runs at least)", n)
+	}
 	_, metrics = testnet.HTTPGet(admin + "/metrics")
 	if !strings.Contains(metrics, "settle_canary_last_pass_seconds ") || !strings.Contains(metrics, `settle_canary_latency_seconds_bucket{scenario="refund"`) {
 		t.Errorf("/metrics lacks the last pass or the latency:\n%s", grep(metrics, "settle_canary"))

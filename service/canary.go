@@ -1,10 +1,12 @@
 package service
 
 import (
+	"context"
 	"fmt"
 	"time"
 
 	"github.com/settlehq/settle/canary"
+	"github.com/settlehq/settle/settle"
 )
 
 // newCanary is the canary of cfg's topics, Kafka options, logger and
@@ -12,8 +14,15 @@ import (
 func newCanary(cfg Config) (*canary.Canary, error) {
 	cc := canary.Config{Brokers: cfg.Brokers, ClientOpts: cfg.KafkaOpts, Logger: cfg.Logger,
 		UsageTopic: cfg.Consumer.Topic, ResultsTopic: cfg.Consumer.ResultsTopic}
-	if cfg.Store != nil {
-		cc.SettlementsTopic = cfg.Store.Config().SettlementsTopic
+	if st := cfg.Store; st != nil {
+		cc.SettlementsTopic = st.Config().SettlementsTopic
+		// The case its conflicting payload opens is rejected at once: it
+		// was sent on purpose, and no analyst is to see it.
+		cc.ResolveCase = func(ctx context.Context, id int64) error {
+			_, err := st.Resolve(ctx, settle.ResolveRequest{CaseID: id, Decision: "reject",
+				Reason: "canary: a conflict sent on purpose", By: canary.Tenant})
+			return err
+		}
 	}
 	if cfg.Telemetry != nil {
 		cc.Metrics = cfg.Telemetry.Metrics
