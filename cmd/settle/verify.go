@@ -24,6 +24,7 @@ type verifyCmd struct {
 	To               string        `name:"to" help:"Last period (YYYY-MM) totalled; default --period."`
 	FromHeads        string        `name:"from-heads" placeholder:"FILE" type:"path" help:"Start from the heads an earlier run archived (--heads-out): its offsets and every account's last hash."`
 	HeadsOut         string        `name:"heads-out" placeholder:"FILE" help:"Write the heads at the end of the range here, for the next run's --from-heads (written only when nothing was found)."`
+	IncludeCanary    bool          `name:"include-canary" hidden:"" help:"Total the canary tenant's settlements too (its chains are checked either way)."`
 	JSON             bool          `name:"json" help:"Print the report as JSON."`
 	Window           int           `name:"window" hidden:"" default:"100000" help:"Most recent settlements kept to compare a repeated settlement_id with."`
 	ReadTimeout      time.Duration `name:"read-timeout" hidden:"" default:"30m" help:"Longest time spent reading the topic."`
@@ -31,7 +32,7 @@ type verifyCmd struct {
 
 // Run verifies and exits 3 when anything is found.
 func (c *verifyCmd) Run(a *app) error {
-	cfg := verify.Config{Brokers: c.Brokers, Topic: c.SettlementsTopic, Tenant: c.Tenant, From: c.Period, To: c.To, WindowMax: c.Window}
+	cfg := verify.Config{Brokers: c.Brokers, Topic: c.SettlementsTopic, Tenant: c.Tenant, From: c.Period, To: c.To, WindowMax: c.Window, IncludeCanary: c.IncludeCanary}
 	for _, p := range []struct{ flag, v string }{{"--period", c.Period}, {"--to", c.To}} {
 		if p.v != "" {
 			if err := checkPeriod(p.flag, p.v); err != nil {

@@ -44,6 +44,9 @@ var Floors = map[string]int{
 
 	// The settling transaction: its decisions, its frame and its retries.
 	"settle": 3,
+	// The canary: a client of the topics alone that sends the reserved
+	// tenant's records; below every place that leaves them out.
+	"canary": 3,
 
 	// What reads what the transaction wrote, in its vocabulary, and the
 	// rows worked through around it: the outbox the relay publishes, the
@@ -56,11 +59,8 @@ var Floors = map[string]int{
 	"settle/idempotency": 4,
 	"settle/webhooks":    4,
 	"settle/retention":   4,
-	// Clients of the topics alone, no database: finance's check of the
-	// settlements topic, and the canary that sends the reserved tenant's
-	// records (below the parts that leave its records alone).
+	// Finance's check of the settlements topic alone, no database.
 	"settle/verify": 4,
-	"canary":        4,
 
 	// The pipeline's parts and the analysts' surface, side by side: none
 	// imports another.

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/settlehq/settle/canary"
 	"github.com/settlehq/settle/consumer"
 	"github.com/settlehq/settle/internal/kafkatest"
 	"github.com/settlehq/settle/internal/money"
@@ -201,6 +202,29 @@ func TestVerify(t *testing.T) {
 		none, _ := m.verify(t, verify.Config{Topic: clean, From: "2026-12"})
 		if !none.Clean() || len(none.Totals) != 0 || none.Digest != rep.Digest {
 			t.Fatalf("from 2026-12: %+v", none)
+		}
+	})
+
+	t.Run("canary left out of the totals", func(t *testing.T) {
+		sid := "canary-1"
+		head := message.ChainHash(nil, canary.Tenant, "canary", "USD", sid, "balance", "-0.01")
+		v, _ := json.Marshal(message.Response{Version: 1, Outcome: message.OutcomeSettled, SettlementID: sid,
+			Identity: message.IdentityJSON{TenantID: canary.Tenant, AccountPeriod: "2026-11", RecordID: "r-same", Operation: "usage"},
+			Kind:     "usage", Subject: "canary", Currency: "USD", Entries: []message.Entry{{Bucket: "balance", Amount: "-0.01"}},
+			Sequence: 1, ChainHash: hex.EncodeToString(head)})
+		topic := m.topic(t, "with-canary", append(append([]*kgo.Record{}, m.msgs...), &kgo.Record{Key: []byte("k"), Value: v}))
+		rep, _ := m.verify(t, verify.Config{Topic: topic})
+		all, _ := m.verify(t, verify.Config{Topic: topic, IncludeCanary: true})
+		if !rep.Clean() || !all.Clean() || rep.Checked != all.Checked || rep.Accounts != all.Accounts {
+			t.Fatalf("with a canary settlement: %+v / %+v", rep, all)
+		}
+		for _, tot := range rep.Totals {
+			if tot.Tenant == canary.Tenant {
+				t.Errorf("the canary is totalled by default: %+v", tot)
+			}
+		}
+		if len(all.Totals) != len(rep.Totals)+1 || all.Totals[0].Tenant != canary.Tenant || all.Totals[0].Balance != "-0.01" {
+			t.Errorf("--include-canary totals %+v, want the canary's -0.01 besides %+v", all.Totals, rep.Totals)
 		}
 	})
 
