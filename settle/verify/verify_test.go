@@ -52,12 +52,13 @@ func generateMonth(t *testing.T) *month {
 	go func() { done <- s.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
 
-	w, err := workload.New(workload.Config{Tenants: 2, Subjects: 6, Partitions: 2, Period: "2026-11", Seed: 56,
-		Mix: workload.Mix{Duplicates: 0.05, Conflicts: 0.03, Corrections: 0.1, Refunds: 0.05, Grants: 0.05}})
+	w, err := workload.New(workload.Config{Tenants: 3, Subjects: 30, Partitions: 2, Period: "2026-11", Seed: 56,
+		Mix: workload.Mix{Duplicates: 0.05, Conflicts: 0.03, Corrections: 0.1, Refunds: 0.05, Grants: 0.05,
+			Holds: 0.05, Releases: 0.03, Captures: 0.03}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	const n = 400
+	const n = 2000
 	var recs []*kgo.Record
 	for _, r := range w.Take(n) {
 		recs = append(recs, &kgo.Record{Topic: "usage", Partition: r.Partition, Key: r.Key, Value: r.Value})
@@ -76,6 +77,11 @@ func generateMonth(t *testing.T) *month {
 	if len(msgs) != effects {
 		t.Fatalf("settlements topic: %d messages, %d effects", len(msgs), effects)
 	}
+	kinds := map[string]int{}
+	for _, r := range msgs {
+		kinds[decode(t, r).Kind]++
+	}
+	t.Logf("a month of %d records: %d settlements by kind %v", n, len(msgs), kinds)
 	return &month{k: k, msgs: msgs, model: w.Model()}
 }
 
@@ -181,16 +187,17 @@ func TestVerify(t *testing.T) {
 			t.Fatalf("report %+v of %d messages", rep, len(m.msgs))
 		}
 		// The totals are what the model says each tenant's accounts hold.
-		want := map[string]money.Dec{}
+		want, held := map[string]money.Dec{}, map[string]money.Dec{}
 		for _, a := range m.model.Accounts() {
 			want[a.Tenant] = want[a.Tenant].Add(money.MustParse(a.Balance.String()))
+			held[a.Tenant] = held[a.Tenant].Add(money.MustParse(a.Held.String()))
 		}
 		if len(rep.Totals) != len(want) {
 			t.Fatalf("totals %+v, want one per tenant of %v", rep.Totals, want)
 		}
 		for _, tot := range rep.Totals {
-			if tot.Period != "2026-11" || tot.Currency != "USD" || tot.Balance != want[tot.Tenant].String() {
-				t.Errorf("total %+v, model's balance %s", tot, want[tot.Tenant])
+			if tot.Period != "2026-11" || tot.Currency != "USD" || tot.Balance != want[tot.Tenant].String() || tot.Held != held[tot.Tenant].String() {
+				t.Errorf("total %+v, model's balance %s held %s", tot, want[tot.Tenant], held[tot.Tenant])
 			}
 		}
 		// One tenant: only its accounts, the same heads as in the whole.
