@@ -179,7 +179,12 @@ func TestVerify(t *testing.T) {
 	clean := m.topic(t, "clean", m.msgs)
 
 	t.Run("clean", func(t *testing.T) {
-		rep, heads := m.verify(t, verify.Config{Topic: clean, From: "2026-11", To: "2026-11"})
+		var progress []verify.Progress
+		rep, heads := m.verify(t, verify.Config{Topic: clean, From: "2026-11", To: "2026-11",
+			ProgressEvery: time.Nanosecond, Progress: func(p verify.Progress) { progress = append(progress, p) }})
+		if len(progress) == 0 || progress[0].Total != int64(len(m.msgs)) || progress[len(progress)-1].Read > int64(len(m.msgs)) {
+			t.Errorf("progress %+v over %d messages", progress, len(m.msgs))
+		}
 		if !rep.Clean() {
 			t.Fatalf("findings on the service's own topic: %+v", rep.Findings)
 		}
