@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -474,6 +475,9 @@ func exportedMetrics(t *testing.T) map[string]bool {
 	m.Retry(ctx, telemetry.CauseContention)
 	m.Published(ctx, "settlements", 1)
 	m.Parked(ctx, "message_too_large", 1)
+	m.Canary(ctx, "refund", true, 1.5)
+	m.Canary(ctx, "refund", false, 0)
+	m.CanaryPassed(ctx, time.Now())
 	unregister, err := m.RegisterGauges(telemetry.Gauges{
 		OutboxBacklog:     func(context.Context) (int64, time.Time, error) { return 1, time.Now(), nil },
 		ConflictCasesOpen: func(context.Context) (int64, error) { return 1, nil },
@@ -581,6 +585,106 @@ func TestDockerfileBuildsTheTestedBinary(t *testing.T) {
 	for _, want := range []string{"CGO_ENABLED=0", "./cmd/settle", "USER nonroot", "distroless/static"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("Dockerfile lacks %q", want)
+		}
+	}
+}
+
+// TestTopicsScript runs topics.sh with Kafka's two tools replaced by stubs
+// that log their arguments, and checks what it asks the broker for: every
+// topic the service uses, created if missing and altered if present, none
+// compacted, and settlements kept for ever (finance verifies its chains
+// from the topic alone; docs/operations.md says why). compose.yaml runs the
+// script before the service, with automatic topic creation off.
+func TestTopicsScript(t *testing.T) {
+	t.Parallel()
+	bin := t.TempDir()
+	log := filepath.Join(bin, "calls")
+	for _, tool := range []string{"kafka-topics.sh", "kafka-configs.sh"} {
+		stub := "#!/bin/sh\necho \"" + tool + " $*\" >> " + log + "\n"
+		if err := os.WriteFile(filepath.Join(bin, tool), []byte(stub), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command("sh", "topics.sh")
+	cmd.Env = append(os.Environ(), "KAFKA_BROKERS=127.0.0.1:9092", "KAFKA_BIN="+bin, "KAFKA_CLIENT_CONFIG=client.properties")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("topics.sh: %v\n%s", err, out)
+	}
+	b, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := string(b)
+	var cm corev1.ConfigMap
+	strict(t, "configmap.yaml", docs(t, "k8s/configmap.yaml")[0], &cm)
+	for _, key := range []string{"SETTLE_TOPIC", "SETTLE_RESULTS_TOPIC", "SETTLE_SETTLEMENTS_TOPIC", "SETTLE_DLQ_TOPIC"} {
+		topic := cm.Data[key]
+		for _, want := range []string{"kafka-topics.sh --bootstrap-server 127.0.0.1:9092 --command-config client.properties --create --if-not-exists --topic " + topic + " ",
+			"--entity-name " + topic + " --add-config cleanup.policy=delete,"} {
+			if !strings.Contains(calls, want) {
+				t.Errorf("topics.sh does not run %q for %s (%s):\n%s", want, topic, key, calls)
+			}
+		}
+	}
+	if strings.Contains(calls, "compact") {
+		t.Errorf("topics.sh compacts a topic: compaction keeps a key's newest message only\n%s", calls)
+	}
+	if !strings.Contains(calls, "--entity-name settlements --add-config cleanup.policy=delete,retention.ms=-1,retention.bytes=-1") {
+		t.Errorf("settlements is not kept for ever:\n%s", calls)
+	}
+	wd, _ := os.Getwd()
+	p, err := loader.LoadWithContext(context.Background(), types.ConfigDetails{WorkingDir: wd,
+		ConfigFiles: []types.ConfigFile{{Filename: filepath.Join(wd, "compose.yaml")}},
+		Environment: types.Mapping{"SETTLE_ADMIN_TOKEN": "alice=compose-test-token-0123456789"}}, func(o *loader.Options) { o.SetProjectName("settle", true) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dep, ok := p.Services["settle"].DependsOn["kafka-topics"]; !ok || dep.Condition != types.ServiceConditionCompletedSuccessfully {
+		t.Errorf("settle must start after kafka-topics completed: %+v", p.Services["settle"].DependsOn)
+	}
+	if v := p.Services["kafka"].Environment["KAFKA_AUTO_CREATE_TOPICS_ENABLE"]; v == nil || *v != "false" {
+		t.Errorf("kafka creates topics on first use, with the broker's default retention")
+	}
+}
+
+// TestAlertRules decodes prometheus/settle-alerts.yaml strictly as a
+// Prometheus rules file and checks that every series its expressions name
+// is one /metrics exports, and that the canary's failures and its last
+// full pass are alerted on.
+func TestAlertRules(t *testing.T) {
+	t.Parallel()
+	var rules struct {
+		Groups []struct {
+			Name  string `json:"name"`
+			Rules []struct {
+				Alert       string            `json:"alert"`
+				Expr        string            `json:"expr"`
+				For         string            `json:"for,omitempty"`
+				Labels      map[string]string `json:"labels"`
+				Annotations map[string]string `json:"annotations"`
+			} `json:"rules"`
+		} `json:"groups"`
+	}
+	strict(t, "settle-alerts.yaml", docs(t, "prometheus/settle-alerts.yaml")[0], &rules)
+	exported := exportedMetrics(t)
+	re := regexp.MustCompile(`\bsettle_[a-z_]+`)
+	used := map[string]bool{}
+	for _, g := range rules.Groups {
+		for _, r := range g.Rules {
+			if r.Alert == "" || r.Expr == "" || r.Annotations["summary"] == "" || r.Labels["severity"] == "" {
+				t.Errorf("rule %+v: an alert needs a name, an expression, a severity and a summary", r)
+			}
+			for _, name := range re.FindAllString(r.Expr, -1) {
+				used[name] = true
+				if !exported[name] {
+					t.Errorf("alert %s queries %s, which /metrics does not export", r.Alert, name)
+				}
+			}
+		}
+	}
+	for _, want := range []string{telemetry.MetricCanaryFailures, telemetry.MetricCanaryLastPass} {
+		if !used[want] {
+			t.Errorf("no alert on %s", want)
 		}
 	}
 }

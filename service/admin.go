@@ -69,6 +69,9 @@ func (s *Service) notReadyReasons(ctx context.Context) []string {
 	} else if err := schema.Check(ctx, pool); err != nil {
 		reasons = append(reasons, err.Error())
 	}
+	if why := s.canaryUnready(); why != "" {
+		reasons = append(reasons, why)
+	}
 	if why := s.consumer.NotReadyReason(); why != "" {
 		// "Not joined" alone does not say whether the brokers are down or
 		// the group is slow: ask the brokers.

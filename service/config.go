@@ -110,6 +110,16 @@ type Config struct {
 	// is the store's settlements topic and Logger is Logger.
 	Webhook webhook.Config
 
+	// CanaryEvery runs the canary (package canary) on this interval
+	// against the service's own topics, with its Kafka options, logger
+	// and metrics. 0 = no canary.
+	CanaryEvery time.Duration
+
+	// CanaryUnreadyAfter: with CanaryEvery, /readyz fails once this many
+	// canary runs in a row have failed, and recovers at its next pass.
+	// 0 = the canary never touches readiness.
+	CanaryUnreadyAfter int
+
 	// Telemetry serves /metrics, receives the consumer's and relay's
 	// measurements and spans, and the gauges read at scrape time (outbox
 	// backlog, open cases, readiness, consumer lag). nil = none of these.
@@ -245,6 +255,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("service: prune interval %s, dead letters after %s: must be positive (0 = never)", c.PruneInterval, c.PruneDeadLettersAfter)
 	case c.PruneInterval > 0 && c.SweepInterval < 0:
 		return errors.New("service: a prune interval needs the sweeper: set SweepInterval >= 0")
+	case c.CanaryEvery < 0 || (c.CanaryEvery > 0 && c.CanaryEvery < CanaryIntervalShortest):
+		return fmt.Errorf("service: canary every %s: at least %s (a run waits for a delayed retry and its outcomes), or 0 for none", c.CanaryEvery, CanaryIntervalShortest)
+	case c.CanaryUnreadyAfter < 0 || (c.CanaryUnreadyAfter > 0 && c.CanaryEvery == 0):
+		return fmt.Errorf("service: canary unready after %d: needs a canary (CanaryEvery) and a count >= 1, or 0", c.CanaryUnreadyAfter)
 	}
 	if err := c.Consumer.Validate(); err != nil {
 		return err

@@ -12,6 +12,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/settlehq/settle/canary"
 	"github.com/settlehq/settle/consumer"
 	"github.com/settlehq/settle/relay"
 	"github.com/settlehq/settle/settle/message"
@@ -26,10 +27,11 @@ type Service struct {
 	cfg      Config // defaults filled in
 	consumer *consumer.Consumer
 	relay    *relay.Relay
-	sweeper  *sweeper     // nil: no sweeps
-	admin    net.Listener // nil: no admin listener
-	hosts    []string     // the Host values the analysts' page answers
-	replayer *kgo.Client  // the analysts' page's dead-letter replays; nil without an admin listener
+	sweeper  *sweeper       // nil: no sweeps
+	canary   *canary.Canary // nil: no canary
+	admin    net.Listener   // nil: no admin listener
+	hosts    []string       // the Host values the analysts' page answers
+	replayer *kgo.Client    // the analysts' page's dead-letter replays; nil without an admin listener
 
 	release sync.Once
 }
@@ -63,6 +65,11 @@ func New(cfg Config) (*Service, error) {
 		return nil, &ConfigError{err}
 	}
 	s := &Service{cfg: cfg, consumer: cons, relay: rel}
+	if cfg.CanaryEvery > 0 {
+		if s.canary, err = newCanary(cfg); err != nil {
+			return nil, &ConfigError{err}
+		}
+	}
 	if cfg.SweepInterval > 0 {
 		s.sweeper = &sweeper{store: cfg.Store, pruner: retention.New(cfg.Store), orphanAfter: cfg.OrphanAfter, interval: cfg.SweepInterval, log: cfg.Logger,
 			pruneEvery: cfg.PruneInterval, pruneDeadLettersAfter: cfg.PruneDeadLettersAfter}
@@ -157,6 +164,13 @@ func (s *Service) Run(ctx context.Context) error {
 	go func() { consuming.done <- s.consumer.Run(consumerCtx) }()
 	relaying := part{stop: stopRelay, done: make(chan error, 1)}
 	go func() { relaying.done <- s.relay.Run(relayCtx) }()
+	if s.canary != nil {
+		// Ends with the consumer: a canary of a stopping service would
+		// only report its stop.
+		canaryDone := make(chan struct{})
+		defer func() { <-canaryDone }()
+		go func() { defer close(canaryDone); s.canary.Loop(consumerCtx, s.cfg.CanaryEvery) }()
+	}
 	if s.sweeper != nil {
 		sweepDone := make(chan struct{})
 		defer func() { <-sweepDone }()

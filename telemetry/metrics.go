@@ -31,6 +31,11 @@ const (
 	MetricReady             = "settle_ready"                        // gauge 0/1
 	MetricBatchesSkipped    = "settle_batches_skipped_total"        // {topic, partition, reason}
 	MetricFetchErrors       = "settle_fetch_errors_total"           // {topic, partition}
+
+	MetricCanaryRuns     = "settle_canary_runs_total"        // {scenario}
+	MetricCanaryFailures = "settle_canary_failures_total"    // {scenario}
+	MetricCanaryLatency  = "settle_canary_latency_seconds"   // histogram {scenario}: first send → last settlement read
+	MetricCanaryLastPass = "settle_canary_last_pass_seconds" // gauge: Unix time of the last run whose every scenario passed
 )
 
 // Retry causes (label cause of settle_retries_total).
@@ -55,6 +60,11 @@ type Metrics struct {
 	parked      metric.Int64Counter
 	skipped     metric.Int64Counter
 	fetchErrors metric.Int64Counter
+
+	canaryRuns     metric.Int64Counter
+	canaryFailures metric.Int64Counter
+	canaryLatency  metric.Float64Histogram
+	canaryLastPass metric.Float64Gauge
 }
 
 // NewMetrics creates the instruments on mp (nil = a no-op provider).
@@ -86,6 +96,14 @@ func NewMetrics(mp metric.MeterProvider) (*Metrics, error) {
 	add(err)
 	m.fetchErrors, err = m.meter.Int64Counter("settle_fetch_errors", metric.WithDescription("Fetches of a partition that failed for a reason the client does not retry by itself (a corrupt batch), by topic and partition."))
 	add(err)
+	m.canaryRuns, err = m.meter.Int64Counter("settle_canary_runs", metric.WithDescription("Canary runs, by scenario."))
+	add(err)
+	m.canaryFailures, err = m.meter.Int64Counter("settle_canary_failures", metric.WithDescription("Canary runs whose scenario did not end as the contract says within the deadline, by scenario."))
+	add(err)
+	m.canaryLatency, err = m.meter.Float64Histogram("settle_canary_latency", metric.WithUnit("s"), metric.WithDescription("From a canary scenario's first send to its last settlement read from the settlements topic."))
+	add(err)
+	m.canaryLastPass, err = m.meter.Float64Gauge("settle_canary_last_pass", metric.WithUnit("s"), metric.WithDescription("Unix time of the last canary run whose every scenario passed."))
+	add(err)
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("telemetry: instruments: %w", err)
 	}
@@ -105,6 +123,7 @@ func histogramViews() []sdkmetric.View {
 		view("settle_transaction_duration", seconds),
 		view("settle_end_to_end_latency", seconds),
 		view("settle_batch_records", records),
+		view("settle_canary_latency", seconds),
 	}
 }
 
@@ -187,6 +206,32 @@ func (m *Metrics) FetchError(ctx context.Context, topic string, partition int32)
 	}
 	m.fetchErrors.Add(ctx, 1, metric.WithAttributes(attribute.String("topic", topic),
 		attribute.String("partition", strconv.Itoa(int(partition)))))
+}
+
+// Canary counts one canary run of scenario, and its seconds from send to
+// settlement when it passed.
+func (m *Metrics) Canary(ctx context.Context, scenario string, ok bool, seconds float64) {
+	if m == nil {
+		return
+	}
+	attrs := metric.WithAttributes(attribute.String("scenario", scenario))
+	m.canaryRuns.Add(ctx, 1, attrs)
+	if !ok {
+		m.canaryFailures.Add(ctx, 1, attrs)
+		return
+	}
+	if seconds > 0 {
+		m.canaryLatency.Record(ctx, seconds, attrs)
+	}
+}
+
+// CanaryPassed records the time of a canary run whose every scenario
+// passed.
+func (m *Metrics) CanaryPassed(ctx context.Context, at time.Time) {
+	if m == nil {
+		return
+	}
+	m.canaryLastPass.Record(ctx, float64(at.Unix()))
 }
 
 // Gauges are the callbacks observable gauges read at each scrape. A nil

@@ -28,6 +28,7 @@ type edgeFlags struct {
 	WebhookBackoffMin     time.Duration `name:"webhook-backoff-min" hidden:"" env:"SETTLE_WEBHOOK_BACKOFF_MIN" default:"1s" help:"Wait before the first webhook retry; it doubles per attempt."`
 	WebhookBackoffMax     time.Duration `name:"webhook-backoff-max" hidden:"" env:"SETTLE_WEBHOOK_BACKOFF_MAX" default:"5m" help:"Longest wait between webhook retries."`
 	WebhookLease          time.Duration `name:"webhook-lease" hidden:"" env:"SETTLE_WEBHOOK_LEASE" default:"30s" help:"How long a webhook attempt owns its delivery; it is renewed right before each POST, and past it another attempt takes the delivery over."`
+	WebhookSendCanary     bool          `name:"webhook-send-canary" hidden:"" env:"SETTLE_WEBHOOK_SEND_CANARY" help:"Also POST the canary tenant's settlements (default: marked done unsent)."`
 	WebhookRequestTimeout time.Duration `name:"webhook-request-timeout" hidden:"" env:"SETTLE_WEBHOOK_REQUEST_TIMEOUT" help:"Longest webhook POST, answer included; at most nine tenths of --webhook-lease (default a third of it)."`
 }
 
@@ -35,7 +36,7 @@ type edgeFlags struct {
 func (f edgeFlags) webhookConfig(a *app, settlementsTopic string) webhook.Config {
 	return webhook.Config{URL: f.WebhookURL, Topic: settlementsTopic,
 		Workers: f.WebhookWorkers, AttemptsMax: f.WebhookAttemptsMax, BackoffMin: f.WebhookBackoffMin,
-		BackoffMax: f.WebhookBackoffMax, Lease: f.WebhookLease, RequestTimeout: f.WebhookRequestTimeout, Logger: a.log}
+		BackoffMax: f.WebhookBackoffMax, Lease: f.WebhookLease, RequestTimeout: f.WebhookRequestTimeout, SendCanary: f.WebhookSendCanary, Logger: a.log}
 }
 
 // check reports a webhook setting that cannot work before anything

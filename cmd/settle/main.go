@@ -45,13 +45,15 @@ type cli struct {
 	Migrate   migrateCmd   `cmd:"" help:"Apply the schema migrations (as the schema owner)."`
 	Produce   produceCmd   `cmd:"" help:"Publish JSON lines (a file or stdin) to the usage topic."`
 	Balance   balanceCmd   `cmd:"" help:"A tenant's accounts: balances, holds, ledger rows."`
-	Statement statementCmd `cmd:"" help:"A tenant's statement for one period, per account, tied to its ledger rows."`
+	Statement statementCmd `cmd:"" help:"A tenant's statement of a period, tied to ledger rows."`
 	Period    periodCmd    `cmd:"" help:"Close a period (its later records are flagged late)."`
 	Conflicts conflictsCmd `cmd:"" help:"Analysts' conflict cases: list, show, diff, resolve, export."`
 	Explain   explainCmd   `cmd:"" help:"The whole history of one record."`
 	Dlq       dlqCmd       `cmd:"" help:"Inspect and replay dead letters."`
 	Reconcile reconcileCmd `cmd:"" help:"Check invariants and topics; exit 3 on findings."`
-	Prune     pruneCmd     `cmd:"" help:"Remove operational history (published outbox, closed periods' repeated deliveries); --dry-run counts."`
+	Verify    verifyCmd    `cmd:"" help:"Check the settlements topic alone; exit 3 on findings."`
+	Canary    canaryCmd    `cmd:"" help:"Run the delivery scenarios live; exit 3 on a failure."`
+	Prune     pruneCmd     `cmd:"" help:"Remove operational history; --dry-run counts."`
 }
 
 // app is what every command's Run receives: the process's context (ended

@@ -26,7 +26,9 @@ type runCmd struct {
 	telemetryFlags `embed:""`
 	edgeFlags      `embed:""`
 
-	ReadPoolMaxConns int32 `name:"read-pool-max-conns" hidden:"" env:"SETTLE_READ_POOL_MAX_CONNS" default:"4" help:"Connections of the analysts' page and API, a pool of their own beside --pool-max-conns; as many reads run at once, more are answered 503 with Retry-After."`
+	ReadPoolMaxConns   int32         `name:"read-pool-max-conns" hidden:"" env:"SETTLE_READ_POOL_MAX_CONNS" default:"4" help:"Connections of the analysts' page and API, a pool of their own beside --pool-max-conns; as many reads run at once, more are answered 503 with Retry-After."`
+	CanaryEvery        time.Duration `name:"canary-every" hidden:"" env:"SETTLE_CANARY_EVERY" help:"Run the canary (settle canary) on this interval, at least 10s; 0 = none. docs/operations.md says what its records cost."`
+	CanaryUnreadyAfter int           `name:"canary-unready-after" hidden:"" env:"SETTLE_CANARY_UNREADY_AFTER" help:"Fail /readyz after this many canary runs in a row failed; 0 = never."`
 
 	OwnerURL string `name:"owner-url" env:"SETTLE_OWNER_URL" help:"Schema owner's URL: migrate before starting (else a schema behind is refused)."`
 
@@ -136,6 +138,7 @@ func (c *runCmd) run(a *app) error {
 	}
 	cfg.SweepInterval, cfg.OrphanAfter = c.SweepInterval, c.OrphanAfter
 	cfg.PruneInterval, cfg.PruneDeadLettersAfter = c.PruneInterval, c.PruneDLQAfter
+	cfg.CanaryEvery, cfg.CanaryUnreadyAfter = c.CanaryEvery, c.CanaryUnreadyAfter
 	if err := c.edgeFlags.apply(&cfg, a, c.SettlementsTopic); err != nil {
 		return err
 	}

@@ -29,6 +29,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/settlehq/settle/canary"
 	"github.com/settlehq/settle/internal/backoff"
 	"github.com/settlehq/settle/settle/dberr"
 	"github.com/settlehq/settle/settle/message"
@@ -67,6 +68,11 @@ type Config struct {
 
 	// Topic is the outbox topic delivered. "" = "settlements".
 	Topic string
+
+	// SendCanary sends the canary tenant's settlements (canary.Tenant)
+	// too. false: they are marked done, HTTP status 0, without a POST: a
+	// receiver that does not know the canary never sees its records.
+	SendCanary bool
 
 	// Workers is how many deliveries are sent at once. 0 = 4.
 	Workers int
@@ -292,6 +298,12 @@ func (wh *Webhook) RunOnce(ctx context.Context) (int, error) {
 // takeover, which needs the lease to have run out, never overlaps it.
 func (wh *Webhook) deliver(ctx context.Context, d webhooks.Delivery) {
 	log := wh.log.With("settlement_id", d.SettlementID, "delivery", d.ID, "sent", d.Sent, "failed", d.Failed)
+	if canary.IsCanary(d.TenantID) && !wh.cfg.SendCanary {
+		if err := wh.store.Complete(context.WithoutCancel(ctx), d, 0); err != nil {
+			wh.logWriteErr(log, err)
+		}
+		return
+	}
 	// Sends that never wrote a result are bounded too: a delivery whose
 	// every send crashes its worker is given up, not sent forever.
 	if lost := d.Sent - d.Failed; d.TookOver && lost >= sendsLostMax {

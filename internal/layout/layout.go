@@ -61,6 +61,9 @@ var Floors = map[string]int{
 
 	// The settling transaction: its decisions, its frame and its retries.
 	"settle": 4,
+	// The canary: a client of the topics alone that sends the reserved
+	// tenant's records; below every place that leaves them out.
+	"canary": 4,
 
 	// What reads what the transaction wrote, in its vocabulary, and the
 	// rows worked through around it: the outbox the relay publishes, the
@@ -73,6 +76,8 @@ var Floors = map[string]int{
 	"settle/idempotency": 5,
 	"settle/webhooks":    5,
 	"settle/retention":   5,
+	// Finance's check of the settlements topic alone, no database.
+	"settle/verify": 5,
 
 	// The pipeline's parts and the analysts' surface, side by side: none
 	// imports another.
