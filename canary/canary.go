@@ -32,6 +32,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/settlehq/settle/outlet"
 	"github.com/settlehq/settle/settle/message"
 	"github.com/settlehq/settle/telemetry"
 )
@@ -241,6 +242,17 @@ func (c *Canary) run(ctx context.Context) (*Report, error) {
 		return nil, fmt.Errorf("canary: kafka client: %w", err)
 	}
 	defer cl.Close()
+	// Out through the service's one way to Kafka, one attempt a record: a
+	// canary record the broker does not take fails the run, which is what
+	// it should report.
+	out := outlet.New(cl, outlet.Config{Attempts: 1})
+	send := func(rs ...*kgo.Record) error {
+		s, err := out.Produce(ctx, rs...)
+		for i := range rs {
+			err = errors.Join(err, s.Outcome(i))
+		}
+		return err
+	}
 	adm := kadm.NewClient(cl)
 	// Read from what the topics hold now: what follows is this run's.
 	ends, err := adm.ListEndOffsets(ctx, cfg.ResultsTopic, cfg.SettlementsTopic, cfg.UsageTopic)
@@ -295,7 +307,7 @@ func (c *Canary) run(ctx context.Context) (*Report, error) {
 	var sends []sent
 	produce := func(scenario, recordID, op string, rs ...*kgo.Record) error {
 		sends = append(sends, sent{scenario: scenario, id: recordID, op: op, at: time.Now()})
-		if err := cl.ProduceSync(ctx, rs...).FirstErr(); err != nil {
+		if err := send(rs...); err != nil {
 			return fmt.Errorf("canary: produce %s: %w", scenario, err)
 		}
 		return nil
@@ -338,7 +350,7 @@ func (c *Canary) run(ctx context.Context) (*Report, error) {
 	for {
 		if !retried && time.Now().After(retryAt) {
 			// The producer's retry after its timeout: the same record again.
-			if err := cl.ProduceSync(ctx, mk(home, usage(id("retry"), "0.01"))).FirstErr(); err != nil {
+			if err := send(mk(home, usage(id("retry"), "0.01"))); err != nil {
 				return nil, fmt.Errorf("canary: produce %s retry: %w", ScenarioDelayedRetry, err)
 			}
 			retried = true
