@@ -82,8 +82,12 @@ func startTwo(t *testing.T) *rig {
 	k := kafkatest.NewCluster(t, 2)
 	url := settletest.NewDatabase(t)
 	first := settletest.NewStoreOn(t, url, settle.Config{})
-	a := start(t, k, first)
-	b := start(t, k, settletest.NewStoreOn(t, url, settle.Config{}))
+	// A session long enough that a loaded host's late heartbeat does not
+	// drop a member: one that owns both partitions settles both copies in
+	// turn, and the copies would never meet in flight.
+	steady := func(cfg *service.Config) { cfg.Consumer.SessionTimeout = 10 * time.Second }
+	a := start(t, k, first, steady)
+	b := start(t, k, settletest.NewStoreOn(t, url, settle.Config{}), steady)
 	testnet.WaitFor(t, "both instances ready", 30*time.Second, func() bool { return a.Ready() && b.Ready() })
 	return &rig{k: k, store: first}
 }
@@ -231,13 +235,13 @@ func TestCanaryRedWithoutUniqueKey(t *testing.T) {
 }
 
 // slowConflicts makes the insert of a canary identity sent to two
-// partitions take 300 ms, so that the two replicas' transactions, which
+// partitions take 1.5 s (wide enough for two replicas polling apart on a loaded host), so that the two replicas' transactions, which
 // share no lock but the identity's key, are in flight together.
 func slowConflicts(t *testing.T, r *rig) {
 	t.Helper()
 	settletest.Bypass(t, r.store.Pool(), `
 		CREATE FUNCTION canary_slow() RETURNS trigger LANGUAGE plpgsql AS $$
-		BEGIN PERFORM pg_sleep(0.3); RETURN NEW; END $$;
+		BEGIN PERFORM pg_sleep(1.5); RETURN NEW; END $$;
 		CREATE TRIGGER canary_slow BEFORE INSERT ON identities FOR EACH ROW
 		  WHEN (NEW.tenant_id = 'settle-canary' AND (NEW.record_id LIKE '%-conflict' OR NEW.record_id LIKE '%-copy')) EXECUTE FUNCTION canary_slow();`)
 }

@@ -88,6 +88,8 @@ var examples = map[string]string{
 	"dlq replay":        "settle dlq replay --reason transient_exhausted --dry-run",
 	"reconcile":         "settle reconcile --brokers kafka:9092",
 	"prune":             "settle prune --dead-letters-after 720h --dry-run",
+	"verify":            "settle verify --brokers kafka:9092 --period 2026-11 --from-heads heads-2026-10.json --heads-out heads-2026-11.json",
+	"canary":            "settle canary --brokers kafka:9092",
 }
 
 // helpPrinter is kong's help with three changes: a choice between required
