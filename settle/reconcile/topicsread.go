@@ -35,7 +35,7 @@ type TopicsToRead struct {
 
 // ErrBrokers marks brokers a client cannot be made for: the caller's
 // settings are wrong.
-var ErrBrokers = errors.New("brokers")
+var ErrBrokers = errors.New("no client for these brokers")
 
 // ReadTopics fills in what Run compares with the topics: the group's Kafka
 // offsets (none committed: the check is reported not run, naming the
