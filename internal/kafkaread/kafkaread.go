@@ -18,9 +18,24 @@ var ErrNoTopic = errors.New("topic not found")
 
 // Offsets are the offsets a read went between, by partition: Starts[p] is
 // the first offset the broker still held (records before it were left by
-// retention), Ends[p] the end listed when the read began.
+// retention), From[p] where the read began (Starts[p], or the Reader's
+// From when the broker still held it), Ends[p] the end listed when the
+// read began.
 type Offsets struct {
-	Starts, Ends map[int32]int64
+	Starts, From, Ends map[int32]int64
+}
+
+// Reader is a read that does not begin at each partition's start. The
+// zero value is ToEnd's read.
+type Reader struct {
+	// From is where to begin each partition named, when the broker still
+	// holds that offset (records before it were verified before, say);
+	// a partition not named, or whose offset retention removed, begins at
+	// its start.
+	From map[int32]int64
+	// Listed, when set, is told the offsets once they are listed, before
+	// the first record is read (to report progress against them).
+	Listed func(Offsets)
 }
 
 // ToEnd reads topic on a client of brokers with opts (TLS, SASL, fetch
@@ -29,6 +44,11 @@ type Offsets struct {
 // Records produced after that are not read. It ends with ctx, with the
 // context's error.
 func ToEnd(ctx context.Context, brokers []string, opts []kgo.Opt, topic string, fn func(*kgo.Record)) (Offsets, error) {
+	return Reader{}.ToEnd(ctx, brokers, opts, topic, fn)
+}
+
+// ToEnd reads as the package's ToEnd does, from where r says.
+func (r Reader) ToEnd(ctx context.Context, brokers []string, opts []kgo.Opt, topic string, fn func(*kgo.Record)) (Offsets, error) {
 	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...)}, opts...)...)
 	if err != nil {
 		return Offsets{}, err
@@ -46,7 +66,7 @@ func ToEnd(ctx context.Context, brokers []string, opts []kgo.Opt, topic string, 
 	if len(ends) == 0 {
 		return Offsets{}, fmt.Errorf("%w: %s", ErrNoTopic, topic)
 	}
-	o := Offsets{Starts: map[int32]int64{}, Ends: map[int32]int64{}}
+	o := Offsets{Starts: map[int32]int64{}, From: map[int32]int64{}, Ends: map[int32]int64{}}
 	consume := map[int32]kgo.Offset{}
 	remaining := map[int32]int64{}
 	var listErr error
@@ -56,14 +76,21 @@ func ToEnd(ctx context.Context, brokers []string, opts []kgo.Opt, topic string, 
 			return
 		}
 		s, _ := starts.Lookup(topic, e.Partition)
-		o.Starts[e.Partition], o.Ends[e.Partition] = s.Offset, e.Offset
-		if e.Offset > s.Offset {
-			consume[e.Partition] = kgo.NewOffset().At(s.Offset)
+		from := s.Offset
+		if at, ok := r.From[e.Partition]; ok && at > from {
+			from = at
+		}
+		o.Starts[e.Partition], o.From[e.Partition], o.Ends[e.Partition] = s.Offset, from, e.Offset
+		if e.Offset > from {
+			consume[e.Partition] = kgo.NewOffset().At(from)
 			remaining[e.Partition] = e.Offset
 		}
 	})
 	if listErr != nil {
 		return Offsets{}, listErr
+	}
+	if r.Listed != nil {
+		r.Listed(o)
 	}
 	if len(consume) == 0 {
 		return o, nil
@@ -79,14 +106,14 @@ func ToEnd(ctx context.Context, brokers []string, opts []kgo.Opt, topic string, 
 		if ferr != nil {
 			return o, ferr
 		}
-		fs.EachRecord(func(r *kgo.Record) {
-			end, ok := remaining[r.Partition]
-			if !ok || r.Offset >= end {
+		fs.EachRecord(func(rec *kgo.Record) {
+			end, ok := remaining[rec.Partition]
+			if !ok || rec.Offset >= end {
 				return
 			}
-			fn(r)
-			if r.Offset+1 >= end {
-				delete(remaining, r.Partition)
+			fn(rec)
+			if rec.Offset+1 >= end {
+				delete(remaining, rec.Partition)
 			}
 		})
 	}

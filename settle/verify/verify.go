@@ -27,10 +27,11 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/settlehq/settle/canary"
+	"github.com/settlehq/settle/internal/kafkaread"
 	"github.com/settlehq/settle/internal/money"
 	"github.com/settlehq/settle/settle/message"
 )
@@ -319,96 +320,44 @@ func Run(ctx context.Context, cfg Config) (*Report, *Heads, error) {
 }
 
 // read reads every partition from its start (or the heads' offsets) to
-// the end offsets listed when it begins.
+// the end offsets listed when it begins (kafkaread, the one reader of a
+// topic to its end).
 func (v *verifier) read(ctx context.Context) error {
 	topic := v.cfg.topic()
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(v.cfg.Brokers...)}, v.cfg.ClientOpts...)...)
-	if err != nil {
-		return fmt.Errorf("kafka client: %w", err)
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	ends, err := adm.ListEndOffsets(ctx, topic)
-	if err != nil {
-		return fmt.Errorf("list end offsets of %s: %w", topic, err)
-	}
-	if err := ends.Error(); err != nil {
-		return fmt.Errorf("list end offsets of %s: %w (is the topic's name right?)", topic, err)
-	}
-	starts, err := adm.ListStartOffsets(ctx, topic)
-	if err != nil {
-		return fmt.Errorf("list start offsets of %s: %w", topic, err)
-	}
-	if len(ends) == 0 || len(ends[topic]) == 0 {
-		return fmt.Errorf("topic %s: not found", topic)
-	}
 	from := map[int32]int64{}
 	if v.cfg.Heads != nil {
 		for _, r := range v.cfg.Heads.Offsets {
 			from[r.Partition] = r.End
 		}
 	}
-	consume := map[int32]kgo.Offset{}
-	remaining := map[int32]int64{}
 	var total int64
-	ends.Each(func(o kadm.ListedOffset) {
-		s, _ := starts.Lookup(topic, o.Partition)
-		start := s.Offset
-		if at, ok := from[o.Partition]; ok {
-			if at < s.Offset {
-				v.find(Finding{Kind: KindRetentionGap, Partition: o.Partition, Offset: at,
-					Detail: fmt.Sprintf("offsets %d..%d were deleted by retention before they were verified: the accounts they held show gaps", at, s.Offset-1)})
-			} else {
-				start = at
+	listed := func(o kafkaread.Offsets) {
+		for p, end := range o.Ends {
+			start := o.From[p]
+			if at, ok := from[p]; ok && at < o.Starts[p] {
+				v.find(Finding{Kind: KindRetentionGap, Partition: p, Offset: at,
+					Detail: fmt.Sprintf("offsets %d..%d were deleted by retention before they were verified: the accounts they held show gaps", at, o.Starts[p]-1)})
+			} else if !ok && v.cfg.Heads == nil && start == 0 {
+				v.fromStart[p] = true
 			}
-		} else if v.cfg.Heads == nil && start == 0 {
-			v.fromStart[o.Partition] = true
+			v.report.Ranges = append(v.report.Ranges, Range{Partition: p, Start: start, End: end})
+			total += max(end-start, 0)
 		}
-		v.report.Ranges = append(v.report.Ranges, Range{Partition: o.Partition, Start: start, End: o.Offset})
-		if o.Offset > start {
-			consume[o.Partition] = kgo.NewOffset().At(start)
-			remaining[o.Partition] = o.Offset
-			total += o.Offset - start
-		}
-	})
-	sort.Slice(v.report.Ranges, func(i, j int) bool { return v.report.Ranges[i].Partition < v.report.Ranges[j].Partition })
-	if len(consume) == 0 {
-		return nil
+		sort.Slice(v.report.Ranges, func(i, j int) bool { return v.report.Ranges[i].Partition < v.report.Ranges[j].Partition })
 	}
-	rd, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(v.cfg.Brokers...),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: consume})}, v.cfg.ClientOpts...)...)
-	if err != nil {
-		return fmt.Errorf("kafka client: %w", err)
-	}
-	defer rd.Close()
 	last := time.Now()
-	for len(remaining) > 0 {
-		fs := rd.PollFetches(ctx)
-		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("read %s: %w", topic, err)
-		}
-		var ferr error
-		fs.EachError(func(t string, p int32, err error) { ferr = fmt.Errorf("read %s/%d: %w", t, p, err) })
-		if ferr != nil {
-			return ferr
-		}
-		fs.EachRecord(func(r *kgo.Record) {
-			end, ok := remaining[r.Partition]
-			if !ok || r.Offset >= end {
-				return
-			}
-			v.report.Messages++
-			v.message(r)
-			if r.Offset+1 >= end {
-				delete(remaining, r.Partition)
-			}
-		})
+	_, err := kafkaread.Reader{From: from, Listed: listed}.ToEnd(ctx, v.cfg.Brokers, v.cfg.ClientOpts, topic, func(r *kgo.Record) {
+		v.report.Messages++
+		v.message(r)
 		if v.cfg.Progress != nil && time.Since(last) >= v.cfg.ProgressEvery {
 			last = time.Now()
 			v.cfg.Progress(Progress{Read: v.report.Messages, Total: total})
 		}
+	})
+	if errors.Is(err, kafkaread.ErrNoTopic) || errors.Is(err, kerr.UnknownTopicOrPartition) {
+		return fmt.Errorf("%w (is the topic's name right?)", err)
 	}
-	return nil
+	return err
 }
 
 func (v *verifier) find(f Finding) { v.report.Findings = append(v.report.Findings, f) }
