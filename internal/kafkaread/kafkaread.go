@@ -1,7 +1,8 @@
 // Package kafkaread reads a topic to its end: from each partition's start
 // (what retention left) to the end offsets listed when the read begins. It
 // is the one way settle's checks read a topic whole (the end-to-end tests,
-// the bench's check, month end); it never commits offsets or joins a group.
+// the bench's check, month end, settle verify); it never commits offsets or
+// joins a group.
 package kafkaread
 
 import (
