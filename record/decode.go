@@ -65,11 +65,11 @@ type Config struct {
 // Validate reports a configuration the Decoder cannot honour.
 func (c Config) Validate() error {
 	if c.RecordBytesMax < 0 || c.RecordBytesMax > recordBytesMaxLimit {
-		return fmt.Errorf("fingerprint: RecordBytesMax %d is out of range 0 (default %d) to %d", c.RecordBytesMax, RecordBytesMaxDefault, recordBytesMaxLimit)
+		return fmt.Errorf("record: --record-bytes-max %d is out of range 0 (default %d) to %d", c.RecordBytesMax, RecordBytesMaxDefault, recordBytesMaxLimit)
 	}
 	for _, t := range c.Tenants {
 		if !validTenantID(t) {
-			return fmt.Errorf("fingerprint: tenant %s must be 1-%d characters of A-Za-z0-9._:-", quote(t), tenantIDCharsMax)
+			return fmt.Errorf("record: --tenants entry %s must be 1-%d characters of A-Za-z0-9._:-", quote(t), tenantIDCharsMax)
 		}
 	}
 	return nil

@@ -174,3 +174,20 @@ func TestRunRefusesWebhookTimeoutPastLease(t *testing.T) {
 		t.Errorf("a timeout of nine tenths of the lease refused:\n%s", out)
 	}
 }
+
+// TestRunRefusesBadDecoderFlags: a malformed --tenants entry or an
+// out-of-range --record-bytes-max is a usage error naming the flag, before
+// anything connects (the database here is unreachable).
+func TestRunRefusesBadDecoderFlags(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ flag, value, want string }{
+		{"--tenants=", "bad tenant!", `--tenants entry "bad tenant!"`},
+		{"--record-bytes-max=-1", "", "--record-bytes-max -1 is out of range"},
+	} {
+		code, out := runArgs(t, "run", "--database-url", "postgres://postgres@127.0.0.1:1/x?sslmode=disable",
+			"--brokers", "127.0.0.1:1", "--admin-addr", "127.0.0.1:0", tc.flag+tc.value)
+		if code != exitUsage || !strings.Contains(out, tc.want) || strings.Contains(out, "connect") {
+			t.Errorf("settle run %s %q: exit %d, want 2 naming the flag before connecting:\n%s", tc.flag, tc.value, code, out)
+		}
+	}
+}

@@ -79,6 +79,9 @@ func (c *runCmd) run(a *app) error {
 	if c.ReadPoolMaxConns < 1 {
 		return usageError{fmt.Sprintf("--read-pool-max-conns %d: want at least 1", c.ReadPoolMaxConns)}
 	}
+	if err := c.settleFlags.config(c.topicFlags).Decoder.Validate(); err != nil {
+		return usageError{err.Error()}
+	}
 	if c.serviceFlags.admin, err = c.adminFlags.settings(); err != nil {
 		return err
 	}
