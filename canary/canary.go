@@ -74,6 +74,9 @@ const (
 // Scenarios lists them in the order a run sends them.
 var Scenarios = []string{ScenarioSamePartition, ScenarioOtherPartition, ScenarioDelayedRetry, ScenarioConflict, ScenarioCorrection, ScenarioRefund}
 
+// CaseReason is the reason a canary's conflict case is rejected with.
+const CaseReason = "canary: a conflict sent on purpose"
+
 // CrashNote is what every report says of the scenario it does not run.
 const CrashNote = "crash before the acknowledgement: not induced on a live service (it would harm it); proven by the fault tier (e2e/faults) only"
 
@@ -150,6 +153,18 @@ type Report struct {
 	Outcomes  []Outcome `json:"outcomes"`
 	Passed    bool      `json:"passed"`
 	CrashNote string    `json:"crash_before_ack"`
+	// Cases are the conflict cases the run's conflicting payload opened,
+	// and what became of each (Config.ResolveCase).
+	Cases []Case `json:"cases,omitempty"`
+}
+
+// Case is a conflict case a run opened on purpose.
+type Case struct {
+	ID int64 `json:"id"`
+	// Resolved: rejected through Config.ResolveCase. False with Error
+	// empty: no ResolveCase was given, and the case is left open.
+	Resolved bool   `json:"resolved"`
+	Error    string `json:"error,omitempty"`
 }
 
 // Failed names the scenarios that failed.
@@ -383,15 +398,21 @@ func (c *Canary) run(ctx context.Context) (*Report, error) {
 		fs.EachRecord(w.add)
 	}
 	rep.Outcomes = w.judge(sends, partitions > 1, cfg.Deadline)
-	if cfg.ResolveCase != nil {
-		for _, rs := range w.results {
-			for _, r := range rs {
-				if r.Outcome == message.OutcomeQuarantined && r.CaseID != 0 {
-					if err := cfg.ResolveCase(context.WithoutCancel(ctx), r.CaseID); err != nil {
-						cfg.Logger.Error("canary: could not resolve its conflict case", "run", run, "case", r.CaseID, "err", err)
-					}
+	for _, rs := range w.results {
+		for _, r := range rs {
+			if r.Outcome != message.OutcomeQuarantined || r.CaseID == 0 {
+				continue
+			}
+			c := Case{ID: r.CaseID}
+			if cfg.ResolveCase != nil {
+				if err := cfg.ResolveCase(context.WithoutCancel(ctx), r.CaseID); err != nil {
+					c.Error = err.Error()
+					cfg.Logger.Error("canary: could not resolve its conflict case", "run", run, "case", r.CaseID, "err", err)
+				} else {
+					c.Resolved = true
 				}
 			}
+			rep.Cases = append(rep.Cases, c)
 		}
 	}
 	rep.Passed = true
