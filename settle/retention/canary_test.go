@@ -236,3 +236,36 @@ func TestPruneCanaryGuard(t *testing.T) {
 		t.Fatalf("%d canary identities left by a cutoff after them all", n)
 	}
 }
+
+// TestPruneCanaryUnderARunningStore: a process that settled on the day's
+// two canary accounts (one with a ledger row, one created by the
+// quarantined copy) before the canary's retention removed them settles a
+// later record of each on an account that exists, not on a removed id.
+// Its account cache was written when no account was ever deleted; this
+// guards that assumption for the canary. Not seen failing: the store
+// already handles it (a guard, not a fix).
+func TestPruneCanaryUnderARunningStore(t *testing.T) {
+	t.Parallel()
+	s := settletest.NewStore(t, settle.Config{})
+	pool := s.Pool()
+	ctx := context.Background()
+	day := canary.Subject(time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC))
+	settletest.MustSettle(t, s, settletest.Batch(0, 0, canaryRec(canary.Tenant, day, "c")))
+	if r := settletest.MustSettle(t, s, settletest.Batch(1, 0, canaryRec(canary.Tenant, day+"-other", "c")))[0]; r.Outcome != message.OutcomeQuarantined {
+		t.Fatalf("conflicting copy: %s", r.Outcome)
+	}
+	publishAll(t, s)
+	var removed int64
+	if err := pool.QueryRow(ctx, `SELECT rows FROM settle_prune_canary(now() + interval '1 hour', false) WHERE table_name = 'accounts'`).Scan(&removed); err != nil || removed != 2 {
+		t.Fatalf("prune: %d accounts removed, %v; want 2", removed, err)
+	}
+	for i, subject := range []string{day + "-other", day} {
+		if r := settletest.MustSettle(t, s, settletest.Batch(2, int64(i), canaryRec(canary.Tenant, subject, "later-"+subject)))[0]; r.Outcome != message.OutcomeSettled {
+			t.Fatalf("a later record of %s: %s", subject, r.Outcome)
+		}
+	}
+	if n := settletest.Count(t, pool, `SELECT count(*) FROM ledger_entries l WHERE NOT EXISTS (SELECT 1 FROM accounts a WHERE a.id = l.account_id)`); n != 0 {
+		t.Fatalf("%d ledger rows name a removed account", n)
+	}
+	settletest.CheckInvariants(t, pool)
+}
