@@ -128,7 +128,7 @@ func (c *canaryCmd) print(a *app, rep *canary.Report) error {
 		case cs.Error != "":
 			fmt.Fprintf(a.stdout, "conflict case %d left open: %s\n", cs.ID, cs.Error)
 		default:
-			fmt.Fprintf(a.stdout, "conflict case %d left open: no --database-url (settle conflicts resolve %d --reject)\n", cs.ID, cs.ID)
+			fmt.Fprintf(a.stdout, "conflict case %d left open: no --database-url (settle conflicts resolve %d --reject --reason %q)\n", cs.ID, cs.ID, canary.CaseReason)
 		}
 	}
 	return nil
