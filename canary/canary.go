@@ -50,6 +50,17 @@ const Header = "settle_canary"
 // IsCanary says whether tenant is the canary's.
 func IsCanary(tenant string) bool { return tenant == Tenant }
 
+// Subject is the account (subject, in USD) of a run at t: one a UTC day,
+// canary-YYYYMMDD. A day's account is never written again once the day
+// is over (but by a redelivery), so the canary's history can be pruned
+// by whole accounts, each with its hash chain and sequence, and a pruned
+// account's name never comes back on the settlements topic.
+func Subject(t time.Time) string { return "canary-" + t.UTC().Format("20060102") }
+
+// OtherSubject is the day's second account, of the conflicting payload's
+// other copy.
+func OtherSubject(t time.Time) string { return Subject(t) + "-other" }
+
 // The scenarios, as metrics and reports name them.
 const (
 	ScenarioSamePartition  = "duplicate_same_partition"
@@ -62,6 +73,9 @@ const (
 
 // Scenarios lists them in the order a run sends them.
 var Scenarios = []string{ScenarioSamePartition, ScenarioOtherPartition, ScenarioDelayedRetry, ScenarioConflict, ScenarioCorrection, ScenarioRefund}
+
+// CaseReason is the reason a canary's conflict case is rejected with.
+const CaseReason = "canary: a conflict sent on purpose"
 
 // CrashNote is what every report says of the scenario it does not run.
 const CrashNote = "crash before the acknowledgement: not induced on a live service (it would harm it); proven by the fault tier (e2e/faults) only"
@@ -139,6 +153,18 @@ type Report struct {
 	Outcomes  []Outcome `json:"outcomes"`
 	Passed    bool      `json:"passed"`
 	CrashNote string    `json:"crash_before_ack"`
+	// Cases are the conflict cases the run's conflicting payload opened,
+	// and what became of each (Config.ResolveCase).
+	Cases []Case `json:"cases,omitempty"`
+}
+
+// Case is a conflict case a run opened on purpose.
+type Case struct {
+	ID int64 `json:"id"`
+	// Resolved: rejected through Config.ResolveCase. False with Error
+	// empty: no ResolveCase was given, and the case is left open.
+	Resolved bool   `json:"resolved"`
+	Error    string `json:"error,omitempty"`
 }
 
 // Failed names the scenarios that failed.
@@ -280,13 +306,15 @@ func (c *Canary) run(ctx context.Context) (*Report, error) {
 	defer rd.Close()
 
 	// The account's records share a partition, as producers key them; the
-	// copy of the other-partition scenario goes to the next one.
-	key := Tenant + "/canary"
+	// copy of the other-partition scenario goes to the next one. The
+	// account is the day's (Subject), so that a retention of the canary's
+	// history removes whole accounts with their chains.
+	subject := Subject(now)
+	key := Tenant + "/" + subject
 	h := fnv.New32a()
 	h.Write([]byte(key))
 	home := int32(h.Sum32() % uint32(partitions))
 	other := (home + 1) % partitions
-	subject := "canary"
 	rec := func(id, kind, amount string, extra ...string) []byte {
 		fields := []string{`"tenant_id":"` + Tenant + `"`, `"account_period":"` + rep.Period + `"`, `"record_id":"` + id + `"`,
 			`"kind":"` + kind + `"`, `"subject":"` + subject + `"`, `"currency":"USD"`, `"occurred_at":"` + now.Format(time.RFC3339Nano) + `"`}
@@ -334,9 +362,9 @@ func (c *Canary) run(ctx context.Context) (*Report, error) {
 	// that share no account lock — only the identity's unique key decides
 	// which one settles (the other is quarantined).
 	conflict := mk(home, usage(id("conflict"), "0.01"))
-	subject = "canary-other"
+	subject = OtherSubject(now)
 	steps = append(steps, step{ScenarioConflict, id("conflict"), "usage", []*kgo.Record{conflict, mk(other, usage(id("conflict"), "0.01"))}})
-	subject = "canary"
+	subject = Subject(now)
 	for _, s := range steps {
 		if err := produce(s.scenario, s.id, s.op, s.recs...); err != nil {
 			return nil, err
@@ -370,15 +398,21 @@ func (c *Canary) run(ctx context.Context) (*Report, error) {
 		fs.EachRecord(w.add)
 	}
 	rep.Outcomes = w.judge(sends, partitions > 1, cfg.Deadline)
-	if cfg.ResolveCase != nil {
-		for _, rs := range w.results {
-			for _, r := range rs {
-				if r.Outcome == message.OutcomeQuarantined && r.CaseID != 0 {
-					if err := cfg.ResolveCase(context.WithoutCancel(ctx), r.CaseID); err != nil {
-						cfg.Logger.Error("canary: could not resolve its conflict case", "run", run, "case", r.CaseID, "err", err)
-					}
+	for _, rs := range w.results {
+		for _, r := range rs {
+			if r.Outcome != message.OutcomeQuarantined || r.CaseID == 0 {
+				continue
+			}
+			c := Case{ID: r.CaseID}
+			if cfg.ResolveCase != nil {
+				if err := cfg.ResolveCase(context.WithoutCancel(ctx), r.CaseID); err != nil {
+					c.Error = err.Error()
+					cfg.Logger.Error("canary: could not resolve its conflict case", "run", run, "case", r.CaseID, "err", err)
+				} else {
+					c.Resolved = true
 				}
 			}
+			rep.Cases = append(rep.Cases, c)
 		}
 	}
 	rep.Passed = true

@@ -20,7 +20,7 @@ func newCanary(cfg Config) (*canary.Canary, error) {
 		// was sent on purpose, and no analyst is to see it.
 		cc.ResolveCase = func(ctx context.Context, id int64) error {
 			_, err := st.Resolve(ctx, settle.ResolveRequest{CaseID: id, Decision: "reject",
-				Reason: "canary: a conflict sent on purpose", By: canary.Tenant})
+				Reason: canary.CaseReason, By: canary.Tenant})
 			return err
 		}
 	}

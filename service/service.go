@@ -72,7 +72,7 @@ func New(cfg Config) (*Service, error) {
 	}
 	if cfg.SweepInterval > 0 {
 		s.sweeper = &sweeper{store: cfg.Store, pruner: retention.New(cfg.Store), orphanAfter: cfg.OrphanAfter, interval: cfg.SweepInterval, log: cfg.Logger,
-			pruneEvery: cfg.PruneInterval, pruneDeadLettersAfter: cfg.PruneDeadLettersAfter}
+			pruneEvery: cfg.PruneInterval, pruneDeadLettersAfter: cfg.PruneDeadLettersAfter, pruneCanaryKeep: cfg.PruneCanaryKeep}
 	}
 	if cfg.AdminAddr == "" {
 		return s, nil

@@ -172,14 +172,14 @@ func (f *fakeSweepStore) Prune(_ context.Context, opts retention.Options) ([]ret
 }
 
 // TestSweeperPrunes: with a prune interval the sweeper prunes once that
-// interval has passed (not at start), with the dead-letter limit as a
-// cut-off in the past; without one it never prunes.
+// interval has passed (not at start), with the dead-letter limit and the
+// canary's retention as cut-offs in the past; without one it never prunes.
 func TestSweeperPrunes(t *testing.T) {
 	t.Parallel()
 	for _, every := range []time.Duration{0, 30 * time.Millisecond} {
 		f := &fakeSweepStore{secondRound: make(chan struct{})}
 		sw := &sweeper{store: f, pruner: f, orphanAfter: time.Hour, interval: 5 * time.Millisecond, log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-			pruneEvery: every, pruneDeadLettersAfter: time.Hour}
+			pruneEvery: every, pruneDeadLettersAfter: time.Hour, pruneCanaryKeep: 48 * time.Hour}
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		start := time.Now()
@@ -201,6 +201,9 @@ func TestSweeperPrunes(t *testing.T) {
 		}
 		if cut := prunes[0].DeadLettersBefore; cut.After(time.Now().Add(-time.Hour)) || cut.Before(start.Add(-time.Hour)) || prunes[0].DryRun {
 			t.Errorf("first prune: %+v, want dead letters before about an hour ago, not a dry run", prunes[0])
+		}
+		if cut := prunes[0].CanaryBefore; cut.After(time.Now().Add(-48*time.Hour)) || cut.Before(start.Add(-48*time.Hour)) {
+			t.Errorf("first prune: %+v, want the canary's history before about 48 hours ago", prunes[0])
 		}
 	}
 }

@@ -38,6 +38,7 @@ type sweeper struct {
 	// pruneDeadLettersAfter (> 0) with it.
 	pruneEvery            time.Duration
 	pruneDeadLettersAfter time.Duration
+	pruneCanaryKeep       time.Duration // > 0: the canary's older accounts too
 	lastPrune             time.Time
 }
 
@@ -91,6 +92,9 @@ func (s *sweeper) prune(ctx context.Context) {
 	opts := retention.Options{}
 	if s.pruneDeadLettersAfter > 0 {
 		opts.DeadLettersBefore = now.Add(-s.pruneDeadLettersAfter)
+	}
+	if s.pruneCanaryKeep > 0 {
+		opts.CanaryBefore = now.Add(-s.pruneCanaryKeep)
 	}
 	cs, err := s.pruner.Prune(ctx, opts)
 	if err != nil {

@@ -92,6 +92,7 @@ type settleFlags struct {
 	SweepInterval   time.Duration `name:"sweep-interval" hidden:"" env:"SETTLE_SWEEP_INTERVAL" default:"10s" help:"How often expired holds, orphans and operations whose target settled are swept."`
 	PruneInterval   time.Duration `name:"prune-interval" hidden:"" env:"SETTLE_PRUNE_INTERVAL" default:"0s" help:"How often operational history is removed, as settle prune does (0 = never; identities are always kept)."`
 	PruneDLQAfter   time.Duration `name:"prune-dead-letters-after" hidden:"" env:"SETTLE_PRUNE_DEAD_LETTERS_AFTER" default:"0s" help:"With --prune-interval, also remove dead letters older than this (0 = keep them)."`
+	PruneCanaryKeep time.Duration `name:"prune-canary-keep" hidden:"" env:"SETTLE_PRUNE_CANARY_KEEP" default:"0s" help:"With --prune-interval, also remove the canary tenant's accounts older than this, at least 48h (0 = keep them; settle prune --canary-keep)."`
 }
 
 func (f settleFlags) config(t topicFlags) settle.Config {

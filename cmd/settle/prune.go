@@ -14,6 +14,7 @@ type pruneCmd struct {
 	storeFlags       `embed:""`
 	DryRun           bool          `name:"dry-run" help:"Print what would be removed, per table; remove nothing."`
 	DeadLettersAfter time.Duration `name:"dead-letters-after" help:"Also remove dead letters older than this, e.g. 720h (0 = keep them)."`
+	CanaryKeep       time.Duration `name:"canary-keep" help:"Also remove the canary tenant's accounts with nothing newer than this, at least 48h, e.g. 1080h (0 = keep them)."`
 	JSON             bool          `name:"json" help:"Print the counts as JSON."`
 }
 
@@ -21,6 +22,9 @@ type pruneCmd struct {
 func (c *pruneCmd) Run(a *app) error {
 	if c.DeadLettersAfter < 0 {
 		return usageError{fmt.Sprintf("--dead-letters-after %s: must be positive (0 = keep dead letters)", c.DeadLettersAfter)}
+	}
+	if c.CanaryKeep < 0 || (c.CanaryKeep > 0 && c.CanaryKeep < retention.CanaryKeepMin) {
+		return usageError{fmt.Sprintf("--canary-keep %s: at least %s (the canary writes one account a day), or 0 to keep its history", c.CanaryKeep, retention.CanaryKeepMin)}
 	}
 	store, closeDB, err := c.openStore(a)
 	if err != nil {
@@ -39,6 +43,9 @@ func (c *pruneCmd) Run(a *app) error {
 	opts := retention.Options{DryRun: c.DryRun}
 	if c.DeadLettersAfter > 0 {
 		opts.DeadLettersBefore = time.Now().Add(-c.DeadLettersAfter)
+	}
+	if c.CanaryKeep > 0 {
+		opts.CanaryBefore = time.Now().Add(-c.CanaryKeep)
 	}
 	counts, err := retention.New(store).Prune(a.ctx, opts)
 	if err != nil {
@@ -64,7 +71,12 @@ func (c *pruneCmd) Run(a *app) error {
 		return err
 	}
 	if c.DeadLettersAfter == 0 {
-		fmt.Fprintln(a.stdout, "dead letters kept (--dead-letters-after 0); identities, ledger rows and cases are never removed")
+		fmt.Fprintln(a.stdout, "dead letters kept (--dead-letters-after 0)")
+	}
+	if c.CanaryKeep == 0 {
+		fmt.Fprintln(a.stdout, "identities, ledger rows and cases are kept; the canary tenant's too (--canary-keep 0)")
+	} else {
+		fmt.Fprintln(a.stdout, "identities, ledger rows and cases of every tenant but the canary are kept")
 	}
 	return nil
 }

@@ -91,3 +91,23 @@ func TestMigrateHashPartitions(t *testing.T) {
 		t.Fatalf("--hash-partitions on a database with rows: exit %d, want a refusal naming the rows\n%s", code, out)
 	}
 }
+
+// TestPruneCanaryKeep: `settle prune --canary-keep` below 48h is refused
+// (exit 2, naming the minimum); with 48h it lists the canary's tables
+// beside the others and keeps the canary's new identities.
+func TestPruneCanaryKeep(t *testing.T) {
+	t.Parallel()
+	dbURL := settletest.NewDatabase(t)
+	s := settletest.NewStoreOn(t, dbURL, settle.Config{})
+	settletest.MustSettle(t, s, settletest.Batch(0, 0, settletest.Rec("tenant_id", "settle-canary", "subject", "canary-20261101")))
+	if code, out := runArgs(t, "prune", "--database-url", dbURL, "--canary-keep", "1h"); code != exitUsage || !strings.Contains(out, "at least 48h") {
+		t.Fatalf("settle prune --canary-keep 1h: exit %d, want 2 naming the minimum:\n%s", code, out)
+	}
+	code, out := runArgs(t, "prune", "--database-url", dbURL, "--canary-keep", "48h")
+	if code != exitOK || !regexp.MustCompile(`(?m)^\s*canary_identities\s+0\s*$`).MatchString(out) || !strings.Contains(out, "every tenant but the canary") {
+		t.Fatalf("settle prune --canary-keep 48h: exit %d, want 0 and canary_identities 0:\n%s", code, out)
+	}
+	if n := settletest.Count(t, s.Pool(), `SELECT count(*) FROM identities`); n != 1 {
+		t.Fatalf("%d identities after a prune keeping 48h of the canary, want 1", n)
+	}
+}

@@ -140,7 +140,7 @@ func (c *runCmd) run(a *app) error {
 		defer cfg.ReadPool.Close()
 	}
 	cfg.SweepInterval, cfg.OrphanAfter = c.SweepInterval, c.OrphanAfter
-	cfg.PruneInterval, cfg.PruneDeadLettersAfter = c.PruneInterval, c.PruneDLQAfter
+	cfg.PruneInterval, cfg.PruneDeadLettersAfter, cfg.PruneCanaryKeep = c.PruneInterval, c.PruneDLQAfter, c.PruneCanaryKeep
 	cfg.CanaryEvery, cfg.CanaryUnreadyAfter = c.CanaryEvery, c.CanaryUnreadyAfter
 	if err := c.edgeFlags.apply(&cfg, a, c.SettlementsTopic); err != nil {
 		return err

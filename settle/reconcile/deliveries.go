@@ -26,9 +26,13 @@ func (s *checker) checkDeliveryRepeated(ctx context.Context, tx pgx.Tx, _ Input)
 }
 
 // pruned reports whether settle prune ever removed delivery rows (repeats,
-// dead letters): then a missing one no longer shows a record passed over.
-func pruned(ctx context.Context, tx pgx.Tx) (bool, error) {
-	return db.On(tx).ReconcilePruned(ctx)
+// dead letters, the canary's history): then a missing one no longer shows a
+// record passed over; and tenantPruned whether the canary's retention
+// removed history of tenant: then its records and settlements on the
+// topics may have no rows any more.
+func pruned(ctx context.Context, tx pgx.Tx, tenant string) (any, tenantPruned bool, err error) {
+	r, err := db.On(tx).ReconcilePruned(ctx, tenant)
+	return r.Pruned, r.TenantPruned, err
 }
 
 // bounds flattens offsets by topic and partition into the arrays the

@@ -1,8 +1,10 @@
 // Package retention removes settle's operational history and records
 // what makes a row history: published outbox rows, repeated deliveries of
 // closed periods, dead letters replayed (DeadLettersReplayed) or recorded
-// before a cutoff. It never removes dedup state: an identity, a ledger
-// row, an account, a chain, a hold, a waiting operation or a case.
+// before a cutoff. It never removes dedup state (an identity, a ledger
+// row, an account, a chain, a hold, a waiting operation or a case) of any
+// tenant but the canary's (package canary), whose whole accounts older
+// than a cutoff it removes when asked (Options.CanaryBefore).
 // The sweeper of package service prunes on a schedule, settle prune on
 // demand; the dead-letter replays of the CLI and the analysts' page record
 // where each dead letter went.
@@ -35,9 +37,20 @@ type Options struct {
 	// DeadLettersBefore: dead letters recorded before it are removed, with
 	// their replay rows. Zero keeps every dead letter not replayed.
 	DeadLettersBefore time.Time
+	// CanaryBefore: the canary tenant's accounts with nothing as new as it
+	// are removed whole, with their identities, ledger rows, chains,
+	// holds, cases and published messages (its counts are the tables'
+	// names prefixed "canary_"). Zero keeps the canary's history. Callers
+	// that take a retention from an operator hold it to CanaryKeepMin.
+	CanaryBefore time.Time
 	// DryRun counts what would be removed and removes nothing.
 	DryRun bool
 }
+
+// CanaryKeepMin is the shortest canary retention: the canary writes one
+// account a UTC day, and the account of yesterday must not go while a run
+// or its redeliveries may still write it.
+const CanaryKeepMin = 48 * time.Hour
 
 // Count is how many rows of one table Prune removed (or would).
 type Count struct {
@@ -62,10 +75,30 @@ func (s *Store) Prune(ctx context.Context, opts Options) ([]Count, error) {
 		for _, r := range rows {
 			out = append(out, Count{Table: db.Deref(r.TableName), Rows: db.Deref(r.Rows)})
 		}
+		if err != nil || opts.CanaryBefore.IsZero() {
+			return err
+		}
+		cs, err := pruneCanary(ctx, tx, opts.CanaryBefore, opts.DryRun)
+		out = append(out, cs...)
 		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("prune operational history: %w", err)
+	}
+	return out, nil
+}
+
+// pruneCanary removes (or counts) the canary tenant's accounts with nothing
+// as new as before, through settle_prune_canary (migration 0023), which
+// names the tenant itself: no caller can aim it at another.
+func pruneCanary(ctx context.Context, tx pgx.Tx, before time.Time, dryRun bool) ([]Count, error) {
+	rows, err := db.On(tx).PruneCanary(ctx, db.PruneCanaryParams{Before: before, DryRun: dryRun})
+	if err != nil {
+		return nil, fmt.Errorf("canary history before %s: %w", before.Format(time.RFC3339), err)
+	}
+	out := make([]Count, len(rows))
+	for i, r := range rows {
+		out[i] = Count{Table: "canary_" + db.Deref(r.TableName), Rows: db.Deref(r.Rows)}
 	}
 	return out, nil
 }

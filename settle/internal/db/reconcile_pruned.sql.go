@@ -12,16 +12,30 @@ import (
 const reconcilePruned = `-- name: ReconcilePruned :one
 SELECT EXISTS (SELECT 1 FROM prune_runs
                 WHERE coalesce((removed ->> 'delivery_repeats')::bigint, 0) > 0
-                   OR coalesce((removed ->> 'dead_letters')::bigint, 0) > 0) AS pruned
+                   OR coalesce((removed ->> 'dead_letters')::bigint, 0) > 0
+                   OR coalesce((removed ->> 'canary_identities')::bigint, 0) > 0
+                   OR coalesce((removed ->> 'canary_dead_letters')::bigint, 0) > 0) AS pruned,
+       EXISTS (SELECT 1 FROM prune_runs
+                WHERE removed ->> 'canary_tenant' = $1::text
+                  AND (coalesce((removed ->> 'canary_identities')::bigint, 0) > 0
+                       OR coalesce((removed ->> 'canary_dead_letters')::bigint, 0) > 0)) AS tenant_pruned
 `
 
+type ReconcilePrunedRow struct {
+	Pruned       bool
+	TenantPruned bool
+}
+
 // Whether settle prune ever removed delivery rows (repeats of closed
-// periods, dead letters): then offsets without one are no longer a
-// finding. A run that removed only published outbox rows and done webhook
-// deliveries leaves every delivery row in place.
-func (q *Queries) ReconcilePruned(ctx context.Context) (bool, error) {
-	row := q.db.QueryRow(ctx, reconcilePruned)
-	var pruned bool
-	err := row.Scan(&pruned)
-	return pruned, err
+// periods, dead letters, the canary tenant's identities): then offsets
+// without one are no longer a finding. A run that removed only published
+// outbox rows and done webhook deliveries leaves every delivery row in
+// place. tenant_pruned: whether the canary's retention (settle_prune_canary)
+// ever removed identities or dead letters of @tenant_id, so that its
+// records and settlements on the topics may have no rows any more.
+func (q *Queries) ReconcilePruned(ctx context.Context, tenantID string) (ReconcilePrunedRow, error) {
+	row := q.db.QueryRow(ctx, reconcilePruned, tenantID)
+	var i ReconcilePrunedRow
+	err := row.Scan(&i.Pruned, &i.TenantPruned)
+	return i, err
 }
