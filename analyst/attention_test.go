@@ -140,3 +140,20 @@ func TestAccountPageAttention(t *testing.T) {
 		t.Errorf("globex's cust-9: %+v", acct)
 	}
 }
+
+// TestQueueSaysWhatDiffers: each case of the queue names the fields whose
+// values differ between the stored and the incoming record, in the API and
+// on the page (seen failing before the queue read them: no "differs").
+func TestQueueSaysWhatDiffers(t *testing.T) {
+	t.Parallel()
+	f := newRoleFixture(t)
+	var page inspect.CasePage
+	getJSON(t, f, "rita", "/api/cases?tenant=acme", &page)
+	if len(page.Cases) != 1 || strings.Join(page.Cases[0].Differs, " ") != "amount quantity" {
+		t.Errorf("acme's case: %+v, want amount and quantity differing (40 against 55)", page.Cases)
+	}
+	code, body := f.call(t, "rita", "GET", "/cases?tenant=acme", "", "")
+	if code != 200 || !strings.Contains(body, `<td class="differs">amount, quantity</td>`) {
+		t.Errorf("the queue page does not say amount and quantity differ: %d %s", code, trim([]byte(body)))
+	}
+}
