@@ -114,7 +114,7 @@ func TestAccountPageAttention(t *testing.T) {
 	t.Parallel()
 	f := attentionFixture(t)
 	code, body := f.call(t, "ana", "GET", "/accounts/acme/cust-1", "", "")
-	for _, s := range []string{`id="account-cases"`, `href="/cases/` + itoa(f.acmeCase) + `"`, "fingerprint_mismatch", "55 USD",
+	for _, s := range []string{`id="account-cases"`, `href="/cases/` + itoa(f.acmeCase) + `"`, "fingerprint_mismatch", "55 USD", "40 USD",
 		`id="account-waiting"`, "2026-11 / c-9", "2026-11 / u-404", "Statement:"} {
 		if code != 200 || !strings.Contains(body, s) {
 			t.Errorf("acme's cust-1 page: %d, does not show %q: %s", code, s, trim([]byte(body)))
