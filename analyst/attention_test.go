@@ -89,6 +89,15 @@ func TestOverviewSettledByCurrency(t *testing.T) {
 		t.Errorf("ana's overview shows another tenant's amounts: %s", trim([]byte(body)))
 	}
 	// The canary's own numbers are there for a token that names it.
+	// A record waiting for two hours is on the list of what to look at
+	// first, linked to its explain page (seen failing without the link).
+	if _, err := f.store.Pool().Exec(context.Background(), `UPDATE waiting SET since = now() - interval '2 hours' WHERE record_id = 'c-9'`); err != nil {
+		t.Fatal(err)
+	}
+	_, body = f.call(t, "ana", "GET", "/", "", "")
+	if !strings.Contains(body, `<li><a href="/explain?period=2026-11&amp;record=c-9&amp;tenant=acme">1 record waiting for their target, the oldest since 2 h ago</a></li>`) {
+		t.Errorf("ana's overview does not link the record waiting for 2 hours: %s", trim([]byte(body)))
+	}
 	if s, err := f.cfg.Store.SettledByHour(context.Background(), canary.Tenant, time.Now().Add(-time.Hour)); err != nil || len(s) != 1 || s[0].Credited != "1000" {
 		t.Errorf("the canary's settled hours when asked for by name: %+v, %v", s, err)
 	}

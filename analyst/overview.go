@@ -317,9 +317,18 @@ func lookFirst(o *overview) []firstLook {
 	}
 	if a := o.Attention; a.Waiting > 0 && a.OldestWaitingSeconds >= 3600 {
 		out = append(out, firstLook{fmt.Sprintf("%d record%s waiting for their target, the oldest since %s", a.Waiting, plural(a.Waiting),
-			age(time.Duration(a.OldestWaitingSeconds)*time.Second)), ""})
+			age(time.Duration(a.OldestWaitingSeconds)*time.Second)), oldestWaitingURL(a)})
 	}
 	return out
+}
+
+// oldestWaitingURL is the explain page of the record waiting longest: what
+// it waits for and why.
+func oldestWaitingURL(a *inspect.Attention) string {
+	if r := a.OldestWaiting; r != nil {
+		return explainURL(r.TenantID, r.AccountPeriod, r.RecordID)
+	}
+	return ""
 }
 
 func plural(n int64) string {

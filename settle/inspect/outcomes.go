@@ -92,6 +92,15 @@ type Attention struct {
 	// OldestWaitingSeconds is how long the oldest has waited (0: none).
 	Waiting              int64 `json:"waiting"`
 	OldestWaitingSeconds int64 `json:"oldest_waiting_seconds"`
+	// OldestWaiting is that record (absent when none waits).
+	OldestWaiting *RecordRef `json:"oldest_waiting,omitempty"`
+}
+
+// RecordRef names one record: its tenant, period and record_id.
+type RecordRef struct {
+	TenantID      string `json:"tenant_id"`
+	AccountPeriod string `json:"account_period"`
+	RecordID      string `json:"record_id"`
 }
 
 // Attention reads what the overview puts first, of one tenant ("" = every
@@ -101,7 +110,11 @@ func (s *Store) Attention(ctx context.Context, tenant string, since time.Time) (
 	if err != nil {
 		return nil, dberr.Wrap("count what needs attention", err)
 	}
-	return &Attention{DeadLettersSince: r.DeadLettersSince, Waiting: r.Waiting, OldestWaitingSeconds: r.OldestWaitingSeconds}, nil
+	a := &Attention{DeadLettersSince: r.DeadLettersSince, Waiting: r.Waiting, OldestWaitingSeconds: r.OldestWaitingSeconds}
+	if len(r.OldestWaiting) == 3 {
+		a.OldestWaiting = &RecordRef{TenantID: r.OldestWaiting[0], AccountPeriod: r.OldestWaiting[1], RecordID: r.OldestWaiting[2]}
+	}
+	return a, nil
 }
 
 // SettledHour is what settled in one hour in one currency: the records
