@@ -14,6 +14,14 @@ import (
 // page lists (newest first); the CLI's `settle balance` reads further.
 const accountRowsMax = 200
 
+// accountAttention is what needs a look on an account's subject: its open
+// cases and its records waiting for their target.
+func (h *handler) accountAttention(r *http.Request, tenant, subject string) (*inspect.SubjectAttention, error) {
+	ctx, cancel := h.ctx(r)
+	defer cancel()
+	return h.cfg.Store.SubjectAttention(ctx, tenant, subject)
+}
+
 // Account is one account (a subject in one currency) with the settlement
 // sequence behind its balance.
 type Account struct {
@@ -60,11 +68,22 @@ func (h *handler) apiAccount(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": "no account of subject " + strconv.Quote(subject) + " for tenant " + strconv.Quote(tenant)})
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"tenant_id": tenant, "subject": subject, "accounts": accounts})
+	att, err := h.accountAttention(r, tenant, subject)
+	if err != nil {
+		h.fail(w, r, err, true)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"tenant_id": tenant, "subject": subject, "accounts": accounts,
+		"open_cases": att.OpenCases, "waiting": att.Waiting})
 }
 
 func (h *handler) accountPage(w http.ResponseWriter, r *http.Request) {
 	tenant, subject, accounts, err := h.account(r)
+	if err != nil {
+		h.fail(w, r, err, false)
+		return
+	}
+	att, err := h.accountAttention(r, tenant, subject)
 	if err != nil {
 		h.fail(w, r, err, false)
 		return
@@ -74,7 +93,8 @@ func (h *handler) accountPage(w http.ResponseWriter, r *http.Request) {
 		code = http.StatusNotFound
 	}
 	h.renderCode(w, r, code, "account", map[string]any{"Title": "Account " + subject, "Nav": "search", "Tenant": tenant,
-		"Subject": subject, "Accounts": accounts, "RowsMax": accountRowsMax, "Statements": statementLinks(tenant, subject, accounts)})
+		"Subject": subject, "Accounts": accounts, "RowsMax": accountRowsMax, "Statements": statementLinks(tenant, subject, accounts),
+		"Attention": att, "AttentionMax": inspect.SubjectRowsMax})
 }
 
 // statementLinks are the account's statements, one per period its ledger

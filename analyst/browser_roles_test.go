@@ -76,3 +76,45 @@ func TestBrowserRoles(t *testing.T) {
 		t.Errorf("globex's case page to ana: title %q, want Not Found", title)
 	}
 }
+
+// TestBrowserAttention drives the overview and the account page in
+// headless chromium as a reader of every tenant (rita) and a reader of
+// acme alone (ana): the settled cards give each currency's settled count
+// and amounts of what the token sees (never the canary's), and the account
+// page lists its subject's open case, linked, and its waiting correction.
+func TestBrowserAttention(t *testing.T) {
+	t.Parallel()
+	f := attentionFixture(t)
+	ctx, do := browser(t)
+	cards := func(ctx context.Context, who string) []string {
+		return value(t, ctx, "read "+who+"'s settled cards", chromedp.Evaluate[[]string](
+			`[...document.querySelectorAll('#settled .settled-total')].map(c => c.dataset.currency + ' ' + c.innerText.replace(/\s+/g, ' ').trim())`))
+	}
+	signIn(t, ctx, "rita")
+	do("rita opens the overview", chromedp.Navigate(f.srv.URL+"/"), chromedp.WaitVisible(`#settled`))
+	want := []string{"EUR EUR: 1 settled, 24 h 7.5 charged 0 credited", "USD USD: 3 settled, 24 h 43 charged 100 credited"}
+	if got := cards(ctx, "rita"); strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("rita's settled cards: %q, want %q", got, want)
+	}
+	actx, acancel := chromedp.NewContext(ctx)
+	defer acancel()
+	signIn(t, actx, "ana")
+	if err := chromedp.Do(actx, chromedp.Navigate(f.srv.URL+"/"), chromedp.WaitVisible(`#settled`)); err != nil {
+		t.Fatalf("browser: ana opens the overview: %v", err)
+	}
+	want = []string{"EUR EUR: 1 settled, 24 h 7.5 charged 0 credited", "USD USD: 2 settled, 24 h 40 charged 100 credited"}
+	if got := cards(actx, "ana"); strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("ana's settled cards: %q, want %q", got, want)
+	}
+	if err := chromedp.Do(actx, chromedp.Navigate(f.srv.URL+"/accounts/acme/cust-1"), chromedp.WaitVisible(`#account-cases`)); err != nil {
+		t.Fatalf("browser: ana opens cust-1: %v", err)
+	}
+	casesShown := value(t, actx, "read cust-1's cases", chromedp.Evaluate[[]string](`[...document.querySelectorAll('#account-cases tr[data-case]')].map(r => r.dataset.case)`))
+	waiting := value(t, actx, "read cust-1's waiting", chromedp.Text(`#account-waiting tbody`))
+	if strings.Join(casesShown, ",") != itoa(f.acmeCase) || !strings.Contains(waiting, "c-9") || !strings.Contains(waiting, "u-404") {
+		t.Errorf("cust-1's page to ana: cases %v, waiting %q; want case %d and c-9 waiting for u-404", casesShown, waiting, f.acmeCase)
+	}
+	if err := chromedp.Do(actx, chromedp.Click(`#account-cases a[href^="/cases/"]`), chromedp.WaitVisible(`#read-only`)); err != nil {
+		t.Errorf("browser: ana follows cust-1's case to its page (read only): %v", err)
+	}
+}

@@ -64,12 +64,15 @@ func busyFixture(t *testing.T) *v2Fixture {
 		`"amount":"9","currency":"USD","meter":"gpu_seconds","quantity":"9","unit":"s","occurred_at":"` + at + `","finalization_version":2}`))
 	add([]byte(`{"tenant_id":"globex","account_period":"2026-11","record_id":"hold-7","kind":"hold","subject":"sub-2","amount":"250",` +
 		`"currency":"USD","occurred_at":"` + at + `","expires_at":"2027-01-01T00:00:00Z"}`))
+	// And a correction of a usage not yet seen: it waits.
+	add([]byte(`{"tenant_id":"globex","account_period":"2026-11","record_id":"ev-900-fix","kind":"correction","corrects":"ev-900","subject":"sub-2",` +
+		`"amount":"4","currency":"USD","meter":"gpu_seconds","quantity":"4","unit":"s","occurred_at":"` + at + `","finalization_version":2}`))
 	rs, err := f.store.Settle(ctx, "g", f.store.Decode(ins))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if last := rs[len(rs)-2:]; last[0].Outcome != message.OutcomeSettled || last[1].Outcome != message.OutcomeSettled {
-		t.Fatalf("correction and hold: %+v", last)
+	if last := rs[len(rs)-3:]; last[0].Outcome != message.OutcomeSettled || last[1].Outcome != message.OutcomeSettled || last[2].Outcome != message.OutcomeWaiting {
+		t.Fatalf("correction, hold and waiting correction: %+v", last)
 	}
 	// A day of traffic, and cases of every age: deliveries are append-only,
 	// so this test database's triggers are off for the one transaction that
@@ -198,7 +201,13 @@ func TestBrowserPageV2(t *testing.T) {
 	bal := value(t, ctx, "read balance", chromedp.Text(`#balance-USD`))
 	avail := value(t, ctx, "read available", chromedp.Text(`#available-USD`))
 	seqs := value(t, ctx, "read sequence", chromedp.Evaluate[[]string](`[...document.querySelectorAll('#settlements-USD tr[data-seq]')].map(r => r.dataset.seq)`))
+	shownCases := value(t, ctx, "count open cases", chromedp.Evaluate[int](`document.querySelectorAll('#account-cases tr[data-case]').length`))
+	shownWaiting := value(t, ctx, "read waiting", chromedp.Text(`#account-waiting tbody`))
 	shots.take(t, ctx, "page-account.png")
+	att, err := inspect.New(f.store).SubjectAttention(bg, "globex", "sub-2")
+	if err != nil || len(att.OpenCases) == 0 || shownCases != len(att.OpenCases) || !strings.Contains(shownWaiting, "ev-900-fix") {
+		t.Errorf("account page: %d open cases shown, the store's %+v (%v); waiting %q, want ev-900-fix", shownCases, att, err, shownWaiting)
+	}
 	if bal != views[0].Balance+" USD" || avail != views[0].Available+" USD" {
 		t.Errorf("account page: balance %q available %q, store %s / %s", bal, avail, views[0].Balance, views[0].Available)
 	}
@@ -240,7 +249,18 @@ func TestBrowserPageV2(t *testing.T) {
 	ages := value(t, ctx, "sum ages", chromedp.Evaluate[int](`[...document.querySelectorAll('#age-chart g.age')].reduce((n, g) => n + Number(g.dataset.count), 0)`))
 	hours := value(t, ctx, "hours with traffic", chromedp.Evaluate[int](`[...document.querySelectorAll('#outcome-chart g.bar')].filter(g => g.dataset.total > 0).length`))
 	barH := value(t, ctx, "bar heights", chromedp.Evaluate[float64](`Math.max(...[...document.querySelectorAll('#outcome-chart rect')].map(r => r.getBBox().height))`))
+	settledShown := value(t, ctx, "settled cards", chromedp.Evaluate[[]string](`[...document.querySelectorAll('#settled .settled-total')].map(c => c.dataset.currency + ' ' + c.dataset.settled + ' ' + c.dataset.charged)`))
 	shots.take(t, ctx, "page-overview.png")
+	var settledWant []string
+	if err := f.store.Pool().QueryRow(bg, `SELECT array_agg(c || ' ' || n || ' ' || charged ORDER BY c) FROM (
+		SELECT a.currency AS c, count(DISTINCT i.id) AS n, sum(-l.amount) FILTER (WHERE l.bucket = 'balance' AND l.amount < 0) AS charged
+		  FROM identities i JOIN ledger_entries l ON l.identity_id = i.id JOIN accounts a ON a.id = l.account_id
+		 WHERE i.outcome = 'settled' AND i.committed_at >= date_trunc('hour', now() - interval '24 hours') GROUP BY 1) x`).Scan(&settledWant); err != nil {
+		t.Fatalf("sum settled: %v", err)
+	}
+	if !slices.Equal(settledShown, settledWant) {
+		t.Errorf("overview's settled cards %v, the ledger's %v", settledShown, settledWant)
+	}
 	var deliveries, open int
 	if err := f.store.Pool().QueryRow(bg, `SELECT count(*) FROM deliveries WHERE at >= date_trunc('hour', now() - interval '24 hours')`).Scan(&deliveries); err != nil {
 		t.Fatalf("count deliveries: %v", err)

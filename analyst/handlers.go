@@ -31,6 +31,7 @@ type overview struct {
 	OpenByReason []inspect.CaseCount     `json:"open_by_reason"`
 	OpenByAge    []inspect.AgeBucket     `json:"open_by_age"`
 	Outcomes     []inspect.OutcomeBucket `json:"outcomes"`
+	Settled      []inspect.SettledHour   `json:"settled"` // per hour and currency, oldest first
 }
 
 func (h *handler) overview(r *http.Request) (*overview, error) {
@@ -48,6 +49,9 @@ func (h *handler) overview(r *http.Request) (*overview, error) {
 	}
 	since := time.Now().Add(-overviewHours * time.Hour).Truncate(time.Hour)
 	if o.Outcomes, err = h.cfg.Store.OutcomeTimeline(ctx, "", since); err != nil {
+		return nil, err
+	}
+	if o.Settled, err = h.cfg.Store.SettledByHour(ctx, "", since); err != nil {
 		return nil, err
 	}
 	if o.OpenByAge, err = h.cfg.Store.OpenCaseAges(ctx, "", time.Now(), openAgeBounds); err != nil {

@@ -57,7 +57,8 @@ var probes = map[string]bool{"/livez": true, "/readyz": true, "/metrics": true}
 // is valid OpenAPI 3.1; every route of the analysts' surface is in it and
 // nothing else is; and real requests to every route of the surface and of
 // the HTTP edge, over real stores with data, and their answers (statuses
-// included) are as the document says.
+// included) are as the document says. Its license is the repository's
+// (seen failing before info.license was there).
 func TestOpenAPIDescribesEveryRoute(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -73,6 +74,10 @@ func TestOpenAPIDescribesEveryRoute(t *testing.T) {
 	}
 	if err := doc.Validate(ctx); err != nil {
 		t.Fatalf("the document is not valid: %v", err)
+	}
+	// The license the repository's LICENSE file grants, by its SPDX name.
+	if l := doc.Info.License; l == nil || l.Name != "Apache-2.0" || l.Identifier != "Apache-2.0" {
+		t.Errorf("info.license: %+v, want Apache-2.0 (the LICENSE file's)", l)
 	}
 
 	// Every route the mux has is documented, and every documented admin

@@ -3,11 +3,14 @@ package analyst
 import (
 	"fmt"
 	"html/template"
+	"maps"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"time"
 
+	"github.com/settlehq/settle/internal/money"
 	"github.com/settlehq/settle/settle/inspect"
 	"github.com/settlehq/settle/settle/message"
 )
@@ -71,7 +74,54 @@ func (h *handler) overviewPage(w http.ResponseWriter, r *http.Request) {
 	}
 	h.render(w, r, "overview", map[string]any{"Title": "Overview", "Nav": "overview", "O": o, "Hours": table,
 		"Outcomes": names, "Open": open, "Window": overviewHours, "First": lookFirst(o),
-		"OutcomeChart": outcomeChart(hours, names), "AgeChart": ageChart(o.OpenByAge)})
+		"OutcomeChart": outcomeChart(hours, names), "AgeChart": ageChart(o.OpenByAge),
+		"SettledTotals": settledTotals(o.Settled), "SettledHours": newestFirst(o.Settled),
+		"OldestWaiting": strings.TrimSuffix(age(time.Duration(o.Attention.OldestWaitingSeconds)*time.Second), " ago")})
+}
+
+// currencyTotal is one currency's settled records and amounts over the
+// overview's window.
+type currencyTotal struct {
+	Currency          string
+	Settled           int64
+	Charged, Credited string
+}
+
+// settledTotals adds up the hours of each currency, by currency.
+func settledTotals(hours []inspect.SettledHour) []currencyTotal {
+	type sums struct {
+		n                 int64
+		charged, credited money.Dec
+	}
+	by := map[string]*sums{}
+	for _, hr := range hours {
+		s := by[hr.Currency]
+		if s == nil {
+			s = &sums{}
+			by[hr.Currency] = s
+		}
+		s.n += hr.Settled
+		// PostgreSQL's numeric text, which always parses.
+		if c, err := money.Parse(hr.Charged); err == nil {
+			s.charged = s.charged.Add(c)
+		}
+		if c, err := money.Parse(hr.Credited); err == nil {
+			s.credited = s.credited.Add(c)
+		}
+	}
+	out := make([]currencyTotal, 0, len(by))
+	for _, c := range slices.Sorted(maps.Keys(by)) {
+		out = append(out, currencyTotal{Currency: c, Settled: by[c].n, Charged: by[c].charged.String(), Credited: by[c].credited.String()})
+	}
+	return out
+}
+
+// newestFirst is the settled hours, newest hour first (each hour's
+// currencies in order), as the outcomes table reads.
+func newestFirst(hours []inspect.SettledHour) []inspect.SettledHour {
+	out := slices.Clone(hours)
+	slices.SortStableFunc(out, func(a, b inspect.SettledHour) int { return b.Hour.Compare(a.Hour) })
+	return out
 }
 
 // outcomeNames orders the outcomes seen: the known ones in outcomeOrder,
@@ -267,9 +317,18 @@ func lookFirst(o *overview) []firstLook {
 	}
 	if a := o.Attention; a.Waiting > 0 && a.OldestWaitingSeconds >= 3600 {
 		out = append(out, firstLook{fmt.Sprintf("%d record%s waiting for their target, the oldest since %s", a.Waiting, plural(a.Waiting),
-			age(time.Duration(a.OldestWaitingSeconds)*time.Second)), ""})
+			age(time.Duration(a.OldestWaitingSeconds)*time.Second)), oldestWaitingURL(a)})
 	}
 	return out
+}
+
+// oldestWaitingURL is the explain page of the record waiting longest: what
+// it waits for and why.
+func oldestWaitingURL(a *inspect.Attention) string {
+	if r := a.OldestWaiting; r != nil {
+		return explainURL(r.TenantID, r.AccountPeriod, r.RecordID)
+	}
+	return ""
 }
 
 func plural(n int64) string {

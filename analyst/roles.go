@@ -220,6 +220,22 @@ func (s tenantScoped) OpenCaseAges(ctx context.Context, tenant string, now time.
 	return s.Store.OpenCaseAges(ctx, tenant, now, bounds)
 }
 
+func (s tenantScoped) SettledByHour(ctx context.Context, tenant string, since time.Time) ([]inspect.SettledHour, error) {
+	tenant, err := scope(ctx, tenant)
+	if err != nil {
+		return nil, err
+	}
+	return s.Store.SettledByHour(ctx, tenant, since)
+}
+
+func (s tenantScoped) SubjectAttention(ctx context.Context, tenant, subject string) (*inspect.SubjectAttention, error) {
+	tenant, err := scope(ctx, tenant)
+	if err != nil {
+		return nil, err
+	}
+	return s.Store.SubjectAttention(ctx, tenant, subject)
+}
+
 func (s tenantScoped) DeadLetters(ctx context.Context, f inspect.DeadLetterFilter) (ds []inspect.DeadLetter, err error) {
 	if f.Tenant, err = scope(ctx, f.Tenant); err != nil {
 		return nil, err

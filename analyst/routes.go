@@ -24,6 +24,8 @@ type PageStore interface {
 	OpenCaseAges(ctx context.Context, tenant string, now time.Time, bounds []time.Duration) ([]inspect.AgeBucket, error)
 	DeadLetter(ctx context.Context, id int64) (*inspect.DeadLetter, error)
 	DeadLetterBySource(ctx context.Context, tenant string, c message.Coordinates) (int64, error)
+	SettledByHour(ctx context.Context, tenant string, since time.Time) ([]inspect.SettledHour, error)
+	SubjectAttention(ctx context.Context, tenant, subject string) (*inspect.SubjectAttention, error)
 }
 
 // Replayer produces dead letters' original key, value and headers back to

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -181,4 +182,51 @@ func TestReadyzNamesTheBroker(t *testing.T) {
 	if len(ready.Reasons) == 0 || !strings.HasPrefix(ready.Reasons[0], want) || !strings.Contains(ready.Reasons[0], "--brokers") {
 		t.Errorf("/readyz reasons %q, want the first to start %q and say to fix --brokers", ready.Reasons, want)
 	}
+}
+
+// TestProduceNamesTheBrokersLimit: a record over the topic's
+// max.message.bytes is refused by the broker for good; `settle produce`
+// says so, naming the limit (max.message.bytes, its value) and the
+// record's size, instead of suggesting --brokers or --timeout, which
+// would not help. The records under the limit are published. (Seen
+// failing before: "check --brokers, that topic usage exists, or raise
+// --timeout".)
+func TestProduceNamesTheBrokersLimit(t *testing.T) {
+	t.Parallel()
+	k := kafkatest.NewCluster(t, 1)
+	k.SetTopicConfig(t, "usage", "max.message.bytes", "1000")
+	small := `{"tenant_id":"acme","account_period":"2026-11","record_id":"g-1","kind":"grant","subject":"cust-1","amount":"1","currency":"USD","occurred_at":"2026-11-03T10:00:00Z"}`
+	big := `{"tenant_id":"acme","account_period":"2026-11","record_id":"g-2","kind":"grant","subject":"cust-1","amount":"1","currency":"USD","occurred_at":"2026-11-03T10:00:00Z","attributes":{"note":"` +
+		incompressible(3000) + `"}}`
+	file := filepath.Join(t.TempDir(), "in.jsonl")
+	if err := os.WriteFile(file, []byte(small+"\n"+big+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"produce", "--brokers", k.Brokers[0], "--timeout", "5s", "--publish-invalid", file}, &stdout, &stderr)
+	out := stdout.String() + stderr.String()
+	if code != exitFailure {
+		t.Errorf("produce of a record over max.message.bytes: exit %d, want 1:\n%s", code, out)
+	}
+	for _, s := range []string{"published 1 records", "max.message.bytes", "1000", "line 2", "too large"} {
+		if !strings.Contains(out, s) {
+			t.Errorf("produce does not say %q:\n%s", s, out)
+		}
+	}
+	for _, s := range []string{"check --brokers", "raise --timeout"} {
+		if strings.Contains(out, s) {
+			t.Errorf("produce suggests %q, which would not help a record over the broker's limit:\n%s", s, out)
+		}
+	}
+}
+
+// incompressible is n letters no codec shrinks much (the broker measures
+// a batch as sent, compressed).
+func incompressible(n int) string {
+	r := rand.New(rand.NewPCG(1, 2))
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"[r.IntN(62)]
+	}
+	return string(b)
 }

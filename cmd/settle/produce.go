@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/text/unicode/norm"
 
@@ -70,6 +72,22 @@ func (c *produceCmd) Run(a *app) error {
 	fmt.Fprintf(a.stdout, "published %d records from %s to %s (%d without a tenant_id/subject key), %d failed, %d not valid records %s\n",
 		n.published.Load(), name, c.Topic, n.unkeyed.Load(), n.failed.Load(), len(n.invalid), map[bool]string{true: "(published anyway)", false: "(left out)"}[c.PublishInvalid])
 	if err != nil {
+		return err
+	}
+	if len(n.tooLarge) > 0 {
+		// What the broker refused as too large will be refused again
+		// whatever --brokers or --timeout say: name its limit.
+		limit := topicLimit(a.ctx, cl, c.Topic)
+		lines := "line "
+		if len(n.tooLarge) > 1 {
+			lines = "lines "
+		}
+		err := fmt.Errorf("%d records too large for topic %s (%s, the largest %d bytes): the broker refused them (%w); its limit is the topic's max.message.bytes%s: raise it (and the broker's message.max.bytes), or send smaller records",
+			len(n.tooLarge), c.Topic, lines+lineList(n.tooLarge), n.largestBytes, n.tooLargeErr, limit)
+		if n.lastErr != nil {
+			err = fmt.Errorf("%w; %d more failed (last error: %v): check --brokers, that topic %s exists, or raise --timeout %s",
+				err, n.failed.Load()-int64(len(n.tooLarge)), n.lastErr, c.Topic, c.Timeout)
+		}
 		return err
 	}
 	if n.failed.Load() > 0 {
@@ -146,6 +164,12 @@ type produceCounts struct {
 	published, failed, unkeyed atomic.Int64
 	invalid                    []int // line numbers the Decoder refused
 	lastErr                    error
+	// tooLarge are the lines the broker refused as larger than it takes
+	// (MESSAGE_TOO_LARGE: the topic's max.message.bytes), the largest of
+	// them largestBytes as produced (key, value and headers).
+	tooLarge     []int
+	largestBytes int
+	tooLargeErr  error
 }
 
 // produceLines publishes each non-empty line of in to topic and waits until
@@ -179,6 +203,12 @@ func produceLines(ctx context.Context, cl *kgo.Client, topic string, in io.Reade
 				continue
 			}
 			n.failed.Add(1)
+			if reason := outlet.RefusedForGood(err); reason == tooLargeReason || reason == listTooLargeReason {
+				n.tooLarge = append(n.tooLarge, at)
+				n.largestBytes = max(n.largestBytes, recordBytes(chunk[i]))
+				n.tooLargeErr = err
+				continue
+			}
 			n.lastErr = err
 			if errors.Is(err, outlet.ErrUnanswered) {
 				unanswered = err
@@ -240,6 +270,44 @@ func produceLines(ctx context.Context, cl *kgo.Client, topic string, in io.Reade
 		return n, fmt.Errorf("line %d: %w (raise --line-bytes-max for longer lines)", line+1, err)
 	}
 	return n, nil
+}
+
+// The broker's refusals of a record, or a batch, over its size limit, as
+// outlet.RefusedForGood names them.
+var (
+	tooLargeReason     = outlet.RefusedForGood(kerr.MessageTooLarge)
+	listTooLargeReason = outlet.RefusedForGood(kerr.RecordListTooLarge)
+)
+
+// recordBytes is a record's size as produced: key, value and headers.
+func recordBytes(r *kgo.Record) int {
+	n := len(r.Key) + len(r.Value)
+	for _, h := range r.Headers {
+		n += len(h.Key) + len(h.Value)
+	}
+	return n
+}
+
+// topicLimit reads topic's max.message.bytes for a message (" = N bytes"),
+// or says nothing when the broker does not answer within a few seconds:
+// the refusal has been reported either way.
+func topicLimit(ctx context.Context, cl *kgo.Client, topic string) string {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	rcs, err := kadm.NewClient(cl).DescribeTopicConfigs(ctx, topic)
+	if err != nil {
+		return ""
+	}
+	rc, err := rcs.On(topic, nil)
+	if err != nil || rc.Err != nil {
+		return ""
+	}
+	for _, c := range rc.Configs {
+		if c.Key == "max.message.bytes" && c.Value != nil {
+			return " = " + *c.Value + " bytes"
+		}
+	}
+	return ""
 }
 
 // produceChunkRecords is how many lines produceLines hands to the outlet

@@ -106,6 +106,9 @@ type CaseSummary struct {
 	Currency       string     `json:"currency,omitempty"`        // from the incoming payload
 	IncomingAmount string     `json:"incoming_amount,omitempty"` // from the incoming payload
 	StoredAmount   string     `json:"stored_amount,omitempty"`   // from the stored payload, when there is one
+	// Differs names the fields whose values differ between the stored and
+	// the incoming record, in order (none without a stored record).
+	Differs []string `json:"differs,omitempty"`
 }
 
 // CasePage is one page of the queue. Next, when not empty, is the After of
@@ -132,7 +135,7 @@ func (s *Store) ListCases(ctx context.Context, f CaseFilter) (*CasePage, error) 
 	for _, r := range rows {
 		page.Cases = append(page.Cases, CaseSummary{ID: r.ID, TenantID: r.TenantID, AccountPeriod: r.AccountPeriod, RecordID: r.RecordID,
 			Operation: r.Operation, Reason: r.Reason, Status: r.Status, OpenedAt: r.OpenedAt, ClosedAt: r.ClosedAt, Detail: r.Detail,
-			Subject: r.Subject, Currency: r.Currency, IncomingAmount: r.IncomingAmount, StoredAmount: r.StoredAmount})
+			Subject: r.Subject, Currency: r.Currency, IncomingAmount: r.IncomingAmount, StoredAmount: r.StoredAmount, Differs: strings.Fields(r.Differs)})
 	}
 	if len(page.Cases) > limit {
 		page.Cases = page.Cases[:limit]

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/settlehq/settle/canary"
 	"github.com/settlehq/settle/settle/dberr"
 	"github.com/settlehq/settle/settle/internal/db"
 	"github.com/settlehq/settle/settle/message"
@@ -46,9 +47,10 @@ type OutcomeBucket struct {
 }
 
 // OutcomeTimeline counts deliveries per hour and outcome since since: the
-// overview's outcomes over time, of one tenant ("" = every tenant).
+// overview's outcomes over time, of one tenant ("" = every tenant but the
+// canary's).
 func (s *Store) OutcomeTimeline(ctx context.Context, tenant string, since time.Time) ([]OutcomeBucket, error) {
-	rows, err := db.On(s.pool).DeliveryTimeline(ctx, db.DeliveryTimelineParams{Since: since, Tenant: tenant})
+	rows, err := db.On(s.pool).DeliveryTimeline(ctx, db.DeliveryTimelineParams{Since: since, Tenant: tenant, Hidden: canary.Tenant})
 	if err != nil {
 		return nil, dberr.Wrap("count deliveries per hour", err)
 	}
@@ -90,14 +92,54 @@ type Attention struct {
 	// OldestWaitingSeconds is how long the oldest has waited (0: none).
 	Waiting              int64 `json:"waiting"`
 	OldestWaitingSeconds int64 `json:"oldest_waiting_seconds"`
+	// OldestWaiting is that record (absent when none waits).
+	OldestWaiting *RecordRef `json:"oldest_waiting,omitempty"`
+}
+
+// RecordRef names one record: its tenant, period and record_id.
+type RecordRef struct {
+	TenantID      string `json:"tenant_id"`
+	AccountPeriod string `json:"account_period"`
+	RecordID      string `json:"record_id"`
 }
 
 // Attention reads what the overview puts first, of one tenant ("" = every
-// tenant).
+// tenant but the canary's).
 func (s *Store) Attention(ctx context.Context, tenant string, since time.Time) (*Attention, error) {
-	r, err := db.On(s.pool).Attention(ctx, db.AttentionParams{Since: since, Tenant: tenant})
+	r, err := db.On(s.pool).Attention(ctx, db.AttentionParams{Since: since, Tenant: tenant, Hidden: canary.Tenant})
 	if err != nil {
 		return nil, dberr.Wrap("count what needs attention", err)
 	}
-	return &Attention{DeadLettersSince: r.DeadLettersSince, Waiting: r.Waiting, OldestWaitingSeconds: r.OldestWaitingSeconds}, nil
+	a := &Attention{DeadLettersSince: r.DeadLettersSince, Waiting: r.Waiting, OldestWaitingSeconds: r.OldestWaitingSeconds}
+	if len(r.OldestWaiting) == 3 {
+		a.OldestWaiting = &RecordRef{TenantID: r.OldestWaiting[0], AccountPeriod: r.OldestWaiting[1], RecordID: r.OldestWaiting[2]}
+	}
+	return a, nil
+}
+
+// SettledHour is what settled in one hour in one currency: the records
+// that moved an account of it, what they charged (the balance rows below
+// zero, as a positive sum) and what they credited (the rows above zero),
+// each a decimal as PostgreSQL's numeric prints it.
+type SettledHour struct {
+	Hour     time.Time `json:"hour"`
+	Currency string    `json:"currency"`
+	Settled  int64     `json:"settled"`
+	Charged  string    `json:"charged"`
+	Credited string    `json:"credited"`
+}
+
+// SettledByHour reads the settled records and amounts per hour and
+// currency since since, of one tenant ("" = every tenant but the
+// canary's, whose records are the service testing itself).
+func (s *Store) SettledByHour(ctx context.Context, tenant string, since time.Time) ([]SettledHour, error) {
+	rows, err := db.On(s.pool).SettledByHour(ctx, db.SettledByHourParams{Since: since, Tenant: tenant, Hidden: canary.Tenant})
+	if err != nil {
+		return nil, dberr.Wrap("sum settled amounts per hour", err)
+	}
+	out := make([]SettledHour, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, SettledHour{Hour: r.Hour, Currency: r.Currency, Settled: r.Settled, Charged: r.Charged, Credited: r.Credited})
+	}
+	return out, nil
 }

@@ -10,7 +10,15 @@ SELECT c.id, c.tenant_id, c.account_period, c.record_id, c.operation, c.reason, 
        coalesce(convert_from(c.incoming_canonical, 'UTF8')::jsonb ->> 'subject', '')::text AS subject,
        coalesce(convert_from(c.incoming_canonical, 'UTF8')::jsonb ->> 'amount', '')::text AS incoming_amount,
        coalesce(convert_from(c.stored_canonical, 'UTF8')::jsonb ->> 'amount', '')::text AS stored_amount,
-       coalesce(convert_from(c.incoming_canonical, 'UTF8')::jsonb ->> 'currency', '')::text AS currency
+       coalesce(convert_from(c.incoming_canonical, 'UTF8')::jsonb ->> 'currency', '')::text AS currency,
+       -- The fields whose values differ between the stored and the incoming
+       -- record, by name, space-separated ('' without a stored record): read
+       -- for the page's rows only.
+       (CASE WHEN c.stored_canonical IS NULL THEN '' ELSE coalesce(
+          (SELECT string_agg(key, ' ' ORDER BY key)
+             FROM jsonb_each_text(convert_from(c.incoming_canonical, 'UTF8')::jsonb) i
+             FULL JOIN jsonb_each_text(convert_from(c.stored_canonical, 'UTF8')::jsonb) s USING (key)
+            WHERE i.value IS DISTINCT FROM s.value), '') END)::text AS differs
   FROM conflict_cases c
  WHERE (sqlc.arg(status)::text = '' OR c.status = sqlc.arg(status))
    AND (sqlc.arg(tenant)::text = '' OR c.tenant_id = sqlc.arg(tenant))

@@ -13,31 +13,42 @@ import (
 const attention = `-- name: Attention :one
 SELECT (SELECT count(*) FROM dead_letters d
          WHERE d.at >= $1::timestamptz
-           AND ($2::text = '' OR d.tenant_id = $2))::bigint AS dead_letters_since,
+           AND ($2::text = '' AND d.tenant_id <> $3::text OR d.tenant_id = $2))::bigint AS dead_letters_since,
        (SELECT count(*) FROM waiting w
-         WHERE w.status = 'waiting' AND ($2::text = '' OR w.tenant_id = $2))::bigint AS waiting,
+         WHERE w.status = 'waiting' AND ($2::text = '' AND w.tenant_id <> $3::text OR w.tenant_id = $2))::bigint AS waiting,
        (SELECT coalesce(extract(epoch FROM now() - min(w.since)), 0) FROM waiting w
-         WHERE w.status = 'waiting' AND ($2::text = '' OR w.tenant_id = $2))::bigint AS oldest_waiting_seconds
+         WHERE w.status = 'waiting' AND ($2::text = '' AND w.tenant_id <> $3::text OR w.tenant_id = $2))::bigint AS oldest_waiting_seconds,
+       coalesce((SELECT ARRAY[w.tenant_id, w.account_period, w.record_id] FROM waiting w
+         WHERE w.status = 'waiting' AND ($2::text = '' AND w.tenant_id <> $3::text OR w.tenant_id = $2)
+         ORDER BY w.since, w.id LIMIT 1), '{}')::text[] AS oldest_waiting
 `
 
 type AttentionParams struct {
 	Since  time.Time
 	Tenant string
+	Hidden string
 }
 
 type AttentionRow struct {
 	DeadLettersSince     int64
 	Waiting              int64
 	OldestWaitingSeconds int64
+	OldestWaiting        []string
 }
 
-// What the overview puts first, of one tenant (” = every tenant): the
+// What the overview puts first, of one tenant (” = every tenant but
+// hidden, the canary's): the
 // dead letters written since since, and the records still waiting for
 // their target with the oldest one's wait in seconds, 0 for none
-// (waiting_since indexes them).
+// and which record that is (waiting_since indexes them).
 func (q *Queries) Attention(ctx context.Context, arg AttentionParams) (AttentionRow, error) {
-	row := q.db.QueryRow(ctx, attention, arg.Since, arg.Tenant)
+	row := q.db.QueryRow(ctx, attention, arg.Since, arg.Tenant, arg.Hidden)
 	var i AttentionRow
-	err := row.Scan(&i.DeadLettersSince, &i.Waiting, &i.OldestWaitingSeconds)
+	err := row.Scan(
+		&i.DeadLettersSince,
+		&i.Waiting,
+		&i.OldestWaitingSeconds,
+		&i.OldestWaiting,
+	)
 	return i, err
 }

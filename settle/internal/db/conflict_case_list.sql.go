@@ -16,7 +16,15 @@ SELECT c.id, c.tenant_id, c.account_period, c.record_id, c.operation, c.reason, 
        coalesce(convert_from(c.incoming_canonical, 'UTF8')::jsonb ->> 'subject', '')::text AS subject,
        coalesce(convert_from(c.incoming_canonical, 'UTF8')::jsonb ->> 'amount', '')::text AS incoming_amount,
        coalesce(convert_from(c.stored_canonical, 'UTF8')::jsonb ->> 'amount', '')::text AS stored_amount,
-       coalesce(convert_from(c.incoming_canonical, 'UTF8')::jsonb ->> 'currency', '')::text AS currency
+       coalesce(convert_from(c.incoming_canonical, 'UTF8')::jsonb ->> 'currency', '')::text AS currency,
+       -- The fields whose values differ between the stored and the incoming
+       -- record, by name, space-separated ('' without a stored record): read
+       -- for the page's rows only.
+       (CASE WHEN c.stored_canonical IS NULL THEN '' ELSE coalesce(
+          (SELECT string_agg(key, ' ' ORDER BY key)
+             FROM jsonb_each_text(convert_from(c.incoming_canonical, 'UTF8')::jsonb) i
+             FULL JOIN jsonb_each_text(convert_from(c.stored_canonical, 'UTF8')::jsonb) s USING (key)
+            WHERE i.value IS DISTINCT FROM s.value), '') END)::text AS differs
   FROM conflict_cases c
  WHERE ($1::text = '' OR c.status = $1)
    AND ($2::text = '' OR c.tenant_id = $2)
@@ -56,6 +64,7 @@ type ConflictCaseListRow struct {
 	IncomingAmount string
 	StoredAmount   string
 	Currency       string
+	Differs        string
 }
 
 // One page of the analysts' queue, newest first, keyset-paged on
@@ -98,6 +107,7 @@ func (q *Queries) ConflictCaseList(ctx context.Context, arg ConflictCaseListPara
 			&i.IncomingAmount,
 			&i.StoredAmount,
 			&i.Currency,
+			&i.Differs,
 		); err != nil {
 			return nil, err
 		}

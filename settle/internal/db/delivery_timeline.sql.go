@@ -14,7 +14,7 @@ const deliveryTimeline = `-- name: DeliveryTimeline :many
 SELECT date_trunc('hour', d.at)::timestamptz AS hour, d.outcome, count(*)
   FROM deliveries d
  WHERE d.at >= $1::timestamptz
-   AND ($2::text = '' OR d.tenant_id = $2)
+   AND ($2::text = '' AND d.tenant_id <> $3::text OR d.tenant_id = $2)
  GROUP BY 1, 2
  ORDER BY 1, 2
 `
@@ -22,6 +22,7 @@ SELECT date_trunc('hour', d.at)::timestamptz AS hour, d.outcome, count(*)
 type DeliveryTimelineParams struct {
 	Since  time.Time
 	Tenant string
+	Hidden string
 }
 
 type DeliveryTimelineRow struct {
@@ -31,9 +32,10 @@ type DeliveryTimelineRow struct {
 }
 
 // Deliveries per hour and outcome since since: the overview's chart. An
-// empty tenant means every tenant (and the records no tenant could be read of).
+// empty tenant means every tenant but hidden, the canary's (and the records
+// no tenant could be read of).
 func (q *Queries) DeliveryTimeline(ctx context.Context, arg DeliveryTimelineParams) ([]DeliveryTimelineRow, error) {
-	rows, err := q.db.Query(ctx, deliveryTimeline, arg.Since, arg.Tenant)
+	rows, err := q.db.Query(ctx, deliveryTimeline, arg.Since, arg.Tenant, arg.Hidden)
 	if err != nil {
 		return nil, err
 	}
