@@ -33,6 +33,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/settlehq/settle/internal/pgq"
 	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/settle/internal/db"
 	"github.com/settlehq/settle/settle/internal/state"
@@ -141,12 +142,12 @@ func (s *Store) OutboxWritten() <-chan struct{} { return s.outboxSignal }
 // commit sends p, the last pipeline of a transaction that wrote st (State.Write),
 // with the transaction's COMMIT, keeps its settlements for the relay
 // (WrittenMessage), and signals OutboxWritten if it wrote outbox rows.
-func (s *Store) commit(ctx context.Context, tx *db.Tx, st *state.State, p *db.Pipeline) error {
+func (s *Store) commit(ctx context.Context, tx *pgq.Tx, st *state.State, p *pgq.Pipeline) error {
 	p.Commit(tx)
 	var written []db.OutboxSettlementsInsertRow
 	var err error
 	if st.OutboxWritten != nil {
-		written, err = db.Rows(st.OutboxWritten.Query) // sends the pipeline
+		written, err = pgq.Rows(st.OutboxWritten.Query) // sends the pipeline
 	}
 	if serr := p.Send(ctx); err == nil {
 		err = serr

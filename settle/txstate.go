@@ -2,6 +2,7 @@ package settle
 
 import (
 	"github.com/settlehq/settle/fingerprint"
+	"github.com/settlehq/settle/internal/pgq"
 	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/settle/internal/db"
 	"github.com/settlehq/settle/settle/internal/state"
@@ -87,7 +88,7 @@ func (st *txState) claim(d *state.Item, idNum int64, eff *effect) []byte {
 			Key:      []byte(a.Key.Tenant + "/" + a.Key.Subject + "/" + a.Key.Currency),
 			Identity: id,
 			// Only what the identity cannot give (settle/outbox assembles the rest).
-			Headers:  db.EncodeHeaders(traceHeaders(d.In.Headers)),
+			Headers:  pgq.EncodeHeaders(traceHeaders(d.In.Headers)),
 			Sequence: resp.Sequence,
 			Kind:     string(resp.Kind),
 			Tenant:   a.Key.Tenant,

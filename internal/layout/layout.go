@@ -36,6 +36,10 @@ var Floors = map[string]int{
 	// network helpers and the private PostgreSQL cluster.
 	"internal/testnet":   1,
 	"internal/pgcluster": 1,
+	// What every package of generated queries runs on (transactions,
+	// pipelines, arrays, COPY, named errors), above the record whose
+	// headers the outbox stores.
+	"internal/pgq": 1,
 
 	// kafkahdr: record only. outlet: the service's one way out to Kafka
 	// (every record it produces, one retry and one refusal policy).

@@ -8,6 +8,7 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 
+	"github.com/settlehq/settle/internal/pgq"
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/internal/db"
 	"github.com/settlehq/settle/settle/message"
@@ -158,17 +159,17 @@ func (g *Group) QueueFirst(ctx context.Context, q *db.Queries) {
 
 // ReadFirst reads the locks and the keys and decides each request.
 func (g *Group) ReadFirst() error {
-	locks, err := db.Rows(g.locks.Query)
+	locks, err := pgq.Rows(g.locks.Query)
 	if err != nil {
 		return fmt.Errorf("lock idempotency keys: %w", err)
 	}
-	found, err := db.Rows(g.found.Query)
+	found, err := pgq.Rows(g.found.Query)
 	if err != nil {
 		return fmt.Errorf("read idempotency keys: %w", err)
 	}
 	taken := map[int64]bool{}
 	if g.takeover != nil {
-		ids, err := db.Rows(g.takeover.Query)
+		ids, err := pgq.Rows(g.takeover.Query)
 		if err != nil {
 			return fmt.Errorf("take over idempotency keys: %w", err)
 		}

@@ -13,7 +13,7 @@ import (
 
 // TestGroupPlansFollowGrowth holds the statements of a group's keys to
 // index probes while idempotency_keys grows faster than it is analysed
-// (db.ProbesOnly, the settling transaction's): one connection settles
+// (pgq.ProbesOnly, the settling transaction's): one connection settles
 // groups while the table holds a page (its statement cache then holds
 // plans made for a small table), the table then grows to 20,000 keys with
 // autovacuum off, and one more group must read no row of it by
@@ -21,7 +21,7 @@ import (
 // whole for every group (seen on a fresh database: 16 ms a group at 40,000
 // keys).
 // 0 rows read by sequential scan; with the transaction begun without
-// db.ProbesOnly's settings, 20,406: fails.
+// pgq.ProbesOnly's settings, 20,406: fails.
 func TestGroupPlansFollowGrowth(t *testing.T) {
 	t.Parallel()
 	const grown = 20_000

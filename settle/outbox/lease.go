@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/settlehq/settle/internal/pgq"
 	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/settle/dberr"
 	"github.com/settlehq/settle/settle/internal/db"
@@ -102,7 +103,7 @@ func (s *Store) Lease(ctx context.Context, key int64) (*Lease, error) {
 		return nil, dberr.Wrap("open outbox lease connection", err)
 	}
 	conn := pc.Hijack()
-	db.FastArrays(conn.TypeMap())
+	pgq.FastArrays(conn.TypeMap())
 	// A relay frozen while it holds the lock (SIGSTOP, a paused VM) keeps
 	// its connection open and the kernel keeps answering for it, so no
 	// other relay could ever lead. A live relay talks on this connection
@@ -113,9 +114,9 @@ func (s *Store) Lease(ctx context.Context, key int64) (*Lease, error) {
 	//
 	// Its queries read and mark rows by key (the queue's and the outbox's
 	// primary keys): plans stay on index probes, as
-	// in a settling transaction (db.ProbesOnly).
+	// in a settling transaction (pgq.ProbesOnly).
 	if _, err := conn.Exec(ctx, fmt.Sprintf("SET idle_session_timeout = '%dms'; %s",
-		LeaseIdleMax.Milliseconds(), db.ProbesOnly("SET"))); err != nil {
+		LeaseIdleMax.Milliseconds(), pgq.ProbesOnly("SET"))); err != nil {
 		conn.Close(context.WithoutCancel(ctx))
 		return nil, dberr.Wrap("open outbox lease connection", err)
 	}
@@ -193,7 +194,7 @@ func (l *Lease) Pending(ctx context.Context, limit int) ([]Message, error) {
 	// The queue's head first, then each message: a settlement this
 	// process wrote from memory (Written.WrittenMessage), the others
 	// read by key. Both statements run on the session's cached generic plan
-	// (db.ProbesOnly): they probe each row by its key (outbox_pending.sql),
+	// (pgq.ProbesOnly): they probe each row by its key (outbox_pending.sql),
 	// so the plan made while the tables were empty serves them grown.
 	q := db.On(l.conn)
 	head, err := q.OutboxQueueHead(ctx, int32(limit))
@@ -265,7 +266,7 @@ func pendingMessage(r *db.OutboxPendingRow) (Message, error) {
 		m.Value = r.Response // a settlement: its message is its identity's stored response
 	}
 	var err error
-	if m.Headers, err = db.DecodeHeaders(r.StoredHeaders); err != nil {
+	if m.Headers, err = pgq.DecodeHeaders(r.StoredHeaders); err != nil {
 		return m, fmt.Errorf("read outbox row %d: headers: %w", m.ID, err)
 	}
 	if r.Sequence != nil && r.SettlementID != nil && r.Kind != nil && r.Version != nil {

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/settlehq/settle/internal/pgq"
 	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/settle"
-	"github.com/settlehq/settle/settle/internal/db"
 	"github.com/settlehq/settle/settle/message"
 	"github.com/settlehq/settle/settle/outbox"
 	"github.com/settlehq/settle/settle/settletest"
@@ -38,7 +38,7 @@ func TestSettlementMessageHeaders(t *testing.T) {
 		WHERE m.identity_id = (SELECT id FROM identities WHERE record_id = $1 AND operation = 'usage')`, resp.Identity.RecordID).Scan(&stored, &built); err != nil {
 		t.Fatal(err)
 	}
-	hs, err := db.DecodeHeaders(built)
+	hs, err := pgq.DecodeHeaders(built)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +53,7 @@ func TestSettlementMessageHeaders(t *testing.T) {
 	if !reflect.DeepEqual(hs, want) {
 		t.Errorf("message headers:\n got %q\nwant %q", hs, want)
 	}
-	if sh, _ := db.DecodeHeaders(stored); len(sh) != 1 || sh[0].Key != "traceparent" {
+	if sh, _ := pgq.DecodeHeaders(stored); len(sh) != 1 || sh[0].Key != "traceparent" {
 		t.Errorf("stored headers = %s, want only the trace context", stored)
 	}
 

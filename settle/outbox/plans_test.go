@@ -14,7 +14,7 @@ import (
 // TestPendingPlanFollowsGrowth holds the relay's read to one probe of an
 // identity per queued settlement while identities grows faster than it is
 // analysed. The relay's session reads on the plan it made at its first
-// read (db.ProbesOnly: the cached generic plan), made here while the tables
+// read (pgq.ProbesOnly: the cached generic plan), made here while the tables
 // hold one batch; identities then grows to 20,000 rows of the same tenant
 // with autovacuum off, and a read of 200 queued settlements must read a few
 // identities per row. With the identity joined beside the outbox instead

@@ -65,7 +65,7 @@ type OutboxPendingRow struct {
 // (LIMIT 1 keeps it from being flattened). Joined freely, a plan can walk
 // the whole outbox, every partition of it when the tables are partitioned
 // by tenant; and with the identity joined beside the outbox, the plan made
-// while the tables were empty (the relay's cached one, db.ProbesOnly)
+// while the tables were empty (the relay's cached one, pgq.ProbesOnly)
 // found the identity through identities_scope_key on the tenant alone,
 // reading the tenant's every identity per row. A settlement's headers are
 // read as their parts and assembled by the relay (settlementHeaders), not

@@ -1,4 +1,4 @@
-package db
+package pgq
 
 import (
 	"context"
@@ -81,7 +81,7 @@ func (t *Tx) CopyFrom(ctx context.Context, table pgx.Identifier, columns []strin
 	if err := t.begin(ctx); err != nil {
 		return 0, err
 	}
-	if rows, ok := src.(copyRows); ok {
+	if rows, ok := src.(CopyRows); ok {
 		return copyFrom(ctx, t.conn.Conn(), table, columns, rows)
 	}
 	return t.conn.CopyFrom(ctx, table, columns, src)

@@ -1,4 +1,4 @@
-package db
+package pgq
 
 // DecodeHeadersFast exposes the reflection-free headers decoder to its
 // equivalence test.

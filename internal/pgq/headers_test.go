@@ -1,4 +1,4 @@
-package db_test
+package pgq_test
 
 import (
 	"bytes"
@@ -7,8 +7,8 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/settlehq/settle/internal/pgq"
 	"github.com/settlehq/settle/record"
-	"github.com/settlehq/settle/settle/internal/db"
 	"github.com/settlehq/settle/settle/settletest"
 )
 
@@ -51,10 +51,10 @@ func TestDecodeHeadersFast(t *testing.T) {
 		for i, h := range hs {
 			want[i] = record.Header{Key: h.Key, Value: h.Value}
 		}
-		if all, err := db.DecodeHeaders(printed); err != nil || !sameHeaders(all, want) {
+		if all, err := pgq.DecodeHeaders(printed); err != nil || !sameHeaders(all, want) {
 			t.Errorf("trial %d: DecodeHeaders(%s) = %q, %v", trial, printed, all, err)
 		}
-		got, ok := db.DecodeHeadersFast(printed)
+		got, ok := pgq.DecodeHeadersFast(printed)
 		if plain && !ok {
 			t.Errorf("trial %d: fast path refused plain headers %s", trial, printed)
 		}
@@ -84,13 +84,13 @@ func sameHeaders(a, b []record.Header) bool {
 func TestDecodeHeadersNone(t *testing.T) {
 	t.Parallel()
 	for _, in := range []string{"", "{}", "null", "[]"} {
-		hs, err := db.DecodeHeaders([]byte(in))
+		hs, err := pgq.DecodeHeaders([]byte(in))
 		if b, _ := json.Marshal(hs); err != nil || string(b) != "[]" {
 			t.Errorf("DecodeHeaders(%q) = %s, %v; want [], nil", in, b, err)
 		}
 	}
 	for _, in := range []string{`{"key": "k"}`, `[1]`, `"k"`} {
-		if hs, err := db.DecodeHeaders([]byte(in)); err == nil {
+		if hs, err := pgq.DecodeHeaders([]byte(in)); err == nil {
 			t.Errorf("DecodeHeaders(%q) = %q, want an error", in, hs)
 		}
 	}
@@ -106,10 +106,10 @@ func TestHeaderKeysAnyBytes(t *testing.T) {
 	hs := []record.Header{{Key: "trace\x00id", Value: []byte("v")}, {Key: "x\xffi", Value: []byte{0}}, {Key: "plain", Value: nil},
 		{Key: "", Value: []byte("empty key")}}
 	var printed []byte
-	if err := pool.QueryRow(context.Background(), `SELECT $1::jsonb::text`, string(db.EncodeHeaders(hs))).Scan(&printed); err != nil {
+	if err := pool.QueryRow(context.Background(), `SELECT $1::jsonb::text`, string(pgq.EncodeHeaders(hs))).Scan(&printed); err != nil {
 		t.Fatal(err)
 	}
-	got, err := db.DecodeHeaders(printed)
+	got, err := pgq.DecodeHeaders(printed)
 	if err != nil || !sameHeaders(got, hs) {
 		t.Fatalf("DecodeHeaders(%s) = %q, %v; want %q", printed, got, err, hs)
 	}

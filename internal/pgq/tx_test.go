@@ -1,11 +1,11 @@
-package db_test
+package pgq_test
 
 import (
 	"context"
 	"strings"
 	"testing"
 
-	"github.com/settlehq/settle/settle/internal/db"
+	"github.com/settlehq/settle/internal/pgq"
 	"github.com/settlehq/settle/settle/settletest"
 )
 
@@ -24,9 +24,9 @@ func TestTxFoldsBeginAndCommit(t *testing.T) {
 	if _, err := pool.Exec(ctx, "CREATE TABLE tx_probe (n int PRIMARY KEY)"); err != nil {
 		t.Fatal(err)
 	}
-	begin := func() *db.Tx {
+	begin := func() *pgq.Tx {
 		t.Helper()
-		tx, err := db.Begin(ctx, pool)
+		tx, err := pgq.Begin(ctx, pool)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -43,7 +43,7 @@ func TestTxFoldsBeginAndCommit(t *testing.T) {
 
 	// Committed in the pipeline: its settings were in force.
 	tx := begin()
-	p := db.NewPipeline(tx)
+	p := pgq.NewPipeline(tx)
 	_, _ = p.Exec(ctx, "INSERT INTO tx_probe VALUES (1)")
 	_, _ = p.Exec(ctx, "DO $$ BEGIN IF current_setting('plan_cache_mode') <> 'force_generic_plan' OR current_setting('enable_seqscan') <> 'off' THEN RAISE 'settings not in force'; END IF; END $$")
 	p.Commit(tx)
@@ -60,12 +60,12 @@ func TestTxFoldsBeginAndCommit(t *testing.T) {
 	// A statement fails before the COMMIT: nothing of the transaction
 	// stays, the first round trip's insert included.
 	tx = begin()
-	first := db.NewPipeline(tx)
+	first := pgq.NewPipeline(tx)
 	_, _ = first.Exec(ctx, "INSERT INTO tx_probe VALUES (2)")
 	if err := first.Send(ctx); err != nil {
 		t.Fatal(err)
 	}
-	failing := db.NewPipeline(tx)
+	failing := pgq.NewPipeline(tx)
 	_, _ = failing.Exec(ctx, "INSERT INTO tx_probe VALUES (1)") // a duplicate key
 	failing.Commit(tx)
 	if err := failing.Send(ctx); err == nil || !strings.Contains(err.Error(), "duplicate key") {
@@ -79,7 +79,7 @@ func TestTxFoldsBeginAndCommit(t *testing.T) {
 	// A COMMIT sent after a failed statement is answered ROLLBACK: the
 	// pipeline reports it, and Commit too.
 	tx = begin()
-	first = db.NewPipeline(tx)
+	first = pgq.NewPipeline(tx)
 	_, _ = first.Exec(ctx, "INSERT INTO tx_probe VALUES (3)")
 	if err := first.Send(ctx); err != nil {
 		t.Fatal(err)
@@ -87,7 +87,7 @@ func TestTxFoldsBeginAndCommit(t *testing.T) {
 	if _, err := tx.Exec(ctx, "INSERT INTO tx_probe VALUES (1)"); err == nil {
 		t.Fatal("duplicate insert succeeded")
 	}
-	last := db.NewPipeline(tx)
+	last := pgq.NewPipeline(tx)
 	last.Commit(tx)
 	if err := last.Send(ctx); err == nil || !strings.Contains(err.Error(), "rolled back") {
 		t.Fatalf("a COMMIT after a failed statement: %v, want it read as rolled back", err)

@@ -1,4 +1,4 @@
-package db_test
+package pgq_test
 
 import (
 	"bytes"
@@ -10,7 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgtype"
 
-	"github.com/settlehq/settle/settle/internal/db"
+	"github.com/settlehq/settle/internal/pgq"
 	"github.com/settlehq/settle/settle/settletest"
 )
 
@@ -48,8 +48,8 @@ func arrayOID(v any) uint32 {
 // the header's NULL flag never set and with a lower bound of 0.
 func TestArraysEncodeAsPgx(t *testing.T) { // not parallel: AllocsPerRun
 	plain, fast := pgtype.NewMap(), pgtype.NewMap()
-	db.FastArrays(fast)
-	db.FastArrays(fast) // twice is once
+	pgq.FastArrays(fast)
+	pgq.FastArrays(fast) // twice is once
 	for _, v := range arrayCases() {
 		oid := arrayOID(v)
 		want, err := plain.Encode(oid, pgtype.BinaryFormatCode, v, []byte("prefix"))
@@ -81,7 +81,7 @@ func BenchmarkArrays(b *testing.B) {
 	for _, fast := range []bool{false, true} {
 		m := pgtype.NewMap()
 		if fast {
-			db.FastArrays(m)
+			pgq.FastArrays(m)
 		}
 		for _, v := range []any{cases[4], cases[9]} {
 			b.Run(fmt.Sprintf("%T/db=%v", v, fast), func(b *testing.B) {
@@ -103,7 +103,7 @@ func TestArraysRoundTrip(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := settletest.NewPool(t, 1)
-	tx, err := db.Begin(ctx, pool)
+	tx, err := pgq.Begin(ctx, pool)
 	if err != nil {
 		t.Fatal(err)
 	}
