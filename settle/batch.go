@@ -11,7 +11,6 @@ import (
 	"github.com/settlehq/settle/internal/crashpoint"
 	"github.com/settlehq/settle/internal/pgq"
 	"github.com/settlehq/settle/settle/dberr"
-	"github.com/settlehq/settle/settle/internal/db"
 	"github.com/settlehq/settle/settle/internal/state"
 	"github.com/settlehq/settle/settle/message"
 )
@@ -151,7 +150,7 @@ func (s *Store) attempt(ctx context.Context, group string, ds []state.Item, atte
 			}
 		}
 		if rider != nil {
-			st.writeRider = func(q *db.Queries) error { return rider.QueueWrite(ctx, q, results) }
+			st.writeRider = func(p *pgq.Pipeline) error { return rider.QueueWrite(ctx, p, results) }
 		}
 		return true, nil
 	})
@@ -166,7 +165,7 @@ func (s *Store) attempt(ctx context.Context, group string, ds []state.Item, atte
 func ridden(ctx context.Context, tx *pgq.Tx, rider Rider, ds []state.Item) (items []state.Item, at []int, err error) {
 	p := pgq.NewPipeline(tx)
 	defer p.Close() // for the early return; the last step is Send
-	rider.QueueFirst(ctx, db.New(p))
+	rider.QueueFirst(ctx, p)
 	if err := rider.ReadFirst(); err != nil {
 		return nil, nil, err
 	}
@@ -213,7 +212,7 @@ func (s *Store) transact(ctx context.Context, attempt int, firstSeen time.Time, 
 		return err
 	}
 	if st.writeRider != nil {
-		if err = st.writeRider(db.New(p)); err != nil {
+		if err = st.writeRider(p); err != nil {
 			p.Close()
 			return err
 		}

@@ -16,10 +16,12 @@
 //
 // With its rooms it is the only code that speaks SQL to settle's tables:
 // settle/inspect and settle/reconcile read what the transaction wrote,
-// settle/outbox is the relay's side of the outbox, settle/idempotency and
-// settle/webhooks keep the HTTP edge's rows around it (the Idempotency-Keys
-// claimed before it, the webhook deliveries after it), settle/retention
-// prunes operational history. A room asks this
+// settle/retention prunes operational history. The stores around it sit
+// beside their users, each with its own generated queries (sqlc.yaml):
+// relay/outbox is the relay's side of the outbox, edge/idempotency and
+// edge/webhook/deliveries keep the HTTP edge's rows (the Idempotency-Keys
+// claimed in it, the webhook deliveries after it); settle/schema says
+// which owner owns each table. A room asks this
 // package, through an exported method, for what only the transaction
 // writes (OpenConflictCase). It never talks to Kafka: callers (the
 // consumer, the HTTP edge, the analyst tools) hand it records and publish
@@ -198,10 +200,13 @@ func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 // Config returns the store's configuration with defaults filled in.
 func (s *Store) Config() Config { return s.cfg }
 
+// WrittenRow is an outbox row this process wrote, as the relay's read of the tables gives it.
+type WrittenRow = state.WrittenRow
+
 // WrittenMessage returns the outbox row id as the relay's read of the
 // tables would give it, if this process wrote it (a settlement) and still
 // keeps it.
-func (s *Store) WrittenMessage(id int64) (db.OutboxPendingRow, bool) {
+func (s *Store) WrittenMessage(id int64) (WrittenRow, bool) {
 	return s.shared.Written.Message(id)
 }
 

@@ -12,7 +12,7 @@ import (
 // ([]string, []int64, [][]byte). pgx encodes an array through its generic
 // plan: every element boxed in an interface (an allocation for each string)
 // and its plan looked up again, ≈ 30 ns and an allocation per text element
-// (BenchmarkArrays: go test -run '^$' -bench Arrays ./settle/internal/db/).
+// (BenchmarkArrays: go test -run '^$' -bench Arrays ./internal/pgq/).
 // arrayCodec encodes these three slice types in one pass instead, each
 // element appended where it goes, the same bytes pgx's plan writes
 // (TestArraysEncodeAsPgx); any other value goes to the codec it wraps.

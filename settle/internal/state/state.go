@@ -173,7 +173,7 @@ type DeliveryRow struct {
 
 // OutboxRow is a message to publish: its value, or (a settlement) the
 // identity whose stored response is the value, with the sequence and kind
-// of its headers (settle/outbox assembles the rest).
+// of its headers (relay/outbox assembles the rest).
 type OutboxRow struct {
 	Topic    string
 	Key      []byte
