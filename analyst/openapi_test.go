@@ -16,9 +16,9 @@ import (
 	"github.com/getkin/kin-openapi/routers/gorillamux"
 
 	"github.com/settlehq/settle/analyst"
+	"github.com/settlehq/settle/edge/idempotency"
 	"github.com/settlehq/settle/edge/ingest"
 	"github.com/settlehq/settle/settle"
-	"github.com/settlehq/settle/settle/idempotency"
 )
 
 func init() {

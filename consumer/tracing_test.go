@@ -14,8 +14,8 @@ import (
 	"github.com/settlehq/settle/internal/kafkatest"
 	"github.com/settlehq/settle/internal/testnet"
 	"github.com/settlehq/settle/relay"
+	"github.com/settlehq/settle/relay/outbox"
 	"github.com/settlehq/settle/settle"
-	"github.com/settlehq/settle/settle/outbox"
 	"github.com/settlehq/settle/settle/settletest"
 	"github.com/settlehq/settle/telemetry"
 )

@@ -40,7 +40,7 @@ import (
 	"github.com/settlehq/settle/internal/crashpoint"
 	"github.com/settlehq/settle/internal/kafkahdr"
 	"github.com/settlehq/settle/outlet"
-	"github.com/settlehq/settle/settle/outbox"
+	"github.com/settlehq/settle/relay/outbox"
 	"github.com/settlehq/settle/telemetry"
 )
 

@@ -8,7 +8,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/settlehq/settle/settle/outbox"
+	"github.com/settlehq/settle/relay/outbox"
 	"github.com/settlehq/settle/telemetry"
 )
 

@@ -8,11 +8,11 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/settlehq/settle/edge/idempotency"
 	"github.com/settlehq/settle/edge/ingest"
 	"github.com/settlehq/settle/edge/webhook"
-	"github.com/settlehq/settle/settle/idempotency"
+	"github.com/settlehq/settle/edge/webhook/deliveries"
 	"github.com/settlehq/settle/settle/message"
-	"github.com/settlehq/settle/settle/webhooks"
 )
 
 // startEdge starts the parts of the HTTP edge that are configured (the
@@ -52,7 +52,7 @@ func (s *Service) startEdge(ctx context.Context) (stop func(), err error) {
 		s.warnUnsentWebhooks(ctx)
 		return stop, nil
 	}
-	wh, err := webhook.New(webhooks.New(s.cfg.Store), s.cfg.Webhook)
+	wh, err := webhook.New(deliveries.New(s.cfg.Store), s.cfg.Webhook)
 	if err != nil {
 		return stop, &ConfigError{err}
 	}
@@ -75,7 +75,7 @@ func (s *Service) startEdge(ctx context.Context) (stop func(), err error) {
 // deliveries wait for a service with the URL.
 func (s *Service) warnUnsentWebhooks(ctx context.Context) {
 	topic := cmp.Or(s.cfg.Webhook.Topic, message.TopicSettlements)
-	since, waiting, ok, err := webhooks.New(s.cfg.Store).Subscription(ctx, topic)
+	since, waiting, ok, err := deliveries.New(s.cfg.Store).Subscription(ctx, topic)
 	if err != nil || !ok {
 		return // a read that failed says nothing worth stopping for
 	}

@@ -15,8 +15,8 @@ import (
 	"github.com/settlehq/settle/canary"
 	"github.com/settlehq/settle/consumer"
 	"github.com/settlehq/settle/relay"
+	"github.com/settlehq/settle/relay/outbox"
 	"github.com/settlehq/settle/settle/message"
-	"github.com/settlehq/settle/settle/outbox"
 	"github.com/settlehq/settle/settle/retention"
 )
 

@@ -14,13 +14,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/settlehq/settle/consumer"
+	"github.com/settlehq/settle/edge/webhook/deliveries"
 	"github.com/settlehq/settle/internal/kafkatest"
 	"github.com/settlehq/settle/internal/testnet"
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/message"
 	"github.com/settlehq/settle/settle/retention"
 	"github.com/settlehq/settle/settle/settletest"
-	"github.com/settlehq/settle/settle/webhooks"
 )
 
 // TestRunSettlesAndStops: Run, as a library call with a Config and no
@@ -33,7 +33,7 @@ func TestRunSettlesAndStops(t *testing.T) {
 	store := settletest.NewStore(t, settle.Config{})
 	// A service ran with a webhook URL before: this one, without, says that
 	// its settlements are queued for a sender it is not.
-	if err := webhooks.New(store).Subscribe(context.Background(), "settlements"); err != nil {
+	if err := deliveries.New(store).Subscribe(context.Background(), "settlements"); err != nil {
 		t.Fatal(err)
 	}
 	var logs testnet.SyncBuffer

@@ -9,8 +9,8 @@ import (
 	"github.com/settlehq/settle/fingerprint"
 	"github.com/settlehq/settle/internal/backoff"
 	"github.com/settlehq/settle/internal/crashpoint"
+	"github.com/settlehq/settle/internal/pgq"
 	"github.com/settlehq/settle/settle/dberr"
-	"github.com/settlehq/settle/settle/internal/db"
 	"github.com/settlehq/settle/settle/internal/state"
 	"github.com/settlehq/settle/settle/message"
 )
@@ -150,7 +150,7 @@ func (s *Store) attempt(ctx context.Context, group string, ds []state.Item, atte
 			}
 		}
 		if rider != nil {
-			st.writeRider = func(q *db.Queries) error { return rider.QueueWrite(ctx, q, results) }
+			st.writeRider = func(p *pgq.Pipeline) error { return rider.QueueWrite(ctx, p, results) }
 		}
 		return true, nil
 	})
@@ -162,10 +162,10 @@ func (s *Store) attempt(ctx context.Context, group string, ds []state.Item, atte
 
 // ridden runs rider's first round trip in tx and returns the items of ds
 // it settles, and the index in ds of each.
-func ridden(ctx context.Context, tx *db.Tx, rider Rider, ds []state.Item) (items []state.Item, at []int, err error) {
-	p := db.NewPipeline(tx)
+func ridden(ctx context.Context, tx *pgq.Tx, rider Rider, ds []state.Item) (items []state.Item, at []int, err error) {
+	p := pgq.NewPipeline(tx)
 	defer p.Close() // for the early return; the last step is Send
-	rider.QueueFirst(ctx, db.New(p))
+	rider.QueueFirst(ctx, p)
 	if err := rider.ReadFirst(); err != nil {
 		return nil, nil, err
 	}
@@ -189,7 +189,7 @@ func ridden(ctx context.Context, tx *db.Tx, rider Rider, ds []state.Item) (items
 // or a resolution's does not, so that a point's hits count batches.
 func (s *Store) transact(ctx context.Context, attempt int, firstSeen time.Time, locks state.PeriodLocks, group string,
 	batch bool, act func(st *txState) (bool, error)) (err error) {
-	tx, err := db.Begin(ctx, s.pool)
+	tx, err := pgq.Begin(ctx, s.pool)
 	if err != nil {
 		return err
 	}
@@ -212,7 +212,7 @@ func (s *Store) transact(ctx context.Context, attempt int, firstSeen time.Time, 
 		return err
 	}
 	if st.writeRider != nil {
-		if err = st.writeRider(db.New(p)); err != nil {
+		if err = st.writeRider(p); err != nil {
 			p.Close()
 			return err
 		}

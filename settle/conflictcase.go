@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/settlehq/settle/fingerprint"
+	"github.com/settlehq/settle/internal/pgq"
 	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/settle/dberr"
 	"github.com/settlehq/settle/settle/internal/db"
@@ -80,7 +81,7 @@ func caseOf(d *state.Item, reason string, priorID int64, stored, incoming []byte
 // insert, so it sees the rows the insert wrote and those a concurrent
 // opener committed while the insert waited for it; a case it still cannot
 // see is state.ErrLostRace (try again).
-func openCases(ctx context.Context, on db.BatchSender, cs []caseToOpen) ([]int64, error) {
+func openCases(ctx context.Context, on pgq.BatchSender, cs []caseToOpen) ([]int64, error) {
 	var p db.ConflictCaseInsertManyParams
 	for _, c := range cs {
 		diff := []byte("[]")
@@ -99,10 +100,10 @@ func openCases(ctx context.Context, on db.BatchSender, cs []caseToOpen) ([]int64
 		p.Detail = append(p.Detail, c.Detail)
 		p.Topic, p.Partition, p.Offset = append(p.Topic, src.Topic), append(p.Partition, src.Partition), append(p.Offset, src.Offset)
 	}
-	pl := db.NewPipeline(on)
+	pl := pgq.NewPipeline(on)
 	q := db.New(pl)
 	_ = q.ConflictCaseInsertMany(ctx, p)
-	rows, err := db.Rows(q.ConflictCaseIDs(ctx, []db.ConflictCaseIDsParams{{TenantID: p.TenantID, AccountPeriod: p.AccountPeriod,
+	rows, err := pgq.Rows(q.ConflictCaseIDs(ctx, []db.ConflictCaseIDsParams{{TenantID: p.TenantID, AccountPeriod: p.AccountPeriod,
 		RecordID: p.RecordID, Operation: p.Operation, Reason: p.Reason, IncomingFingerprint: p.IncomingFingerprint}}).Query)
 	if serr := pl.Send(ctx); err == nil {
 		err = serr

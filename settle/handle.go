@@ -7,8 +7,8 @@ import (
 	"strings"
 
 	"github.com/settlehq/settle/fingerprint"
+	"github.com/settlehq/settle/internal/pgq"
 	"github.com/settlehq/settle/record"
-	"github.com/settlehq/settle/settle/internal/db"
 	"github.com/settlehq/settle/settle/internal/state"
 	"github.com/settlehq/settle/settle/message"
 )
@@ -120,7 +120,7 @@ func (st *txState) queueResult(key []byte, r message.Result) {
 		tenant = r.Identity.TenantID
 	}
 	st.Outbox = append(st.Outbox, state.OutboxRow{Topic: st.s.cfg.ResultsTopic, Key: key, Value: r.AppendJSON(nil), Tenant: tenant,
-		Headers: db.EncodeHeaders([]record.Header{{Key: "version", Value: []byte(strconv.Itoa(message.SchemaVersionOutput))}})})
+		Headers: pgq.EncodeHeaders([]record.Header{{Key: "version", Value: []byte(strconv.Itoa(message.SchemaVersionOutput))}})})
 }
 
 // processed is what process decided for a new identity.

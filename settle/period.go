@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/settlehq/settle/internal/pgq"
 	"github.com/settlehq/settle/settle/internal/db"
 	"github.com/settlehq/settle/settle/internal/state"
 )
@@ -19,12 +20,12 @@ import (
 // settlement committed after it returns is flagged late.
 func (s *Store) ClosePeriod(ctx context.Context, tenant, period, by string) (already bool, err error) {
 	err = pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
-		p := db.NewPipeline(tx)
+		p := pgq.NewPipeline(tx)
 		defer p.Close() // for the early returns; the last step is Send
 		q := db.New(p)
 		lock := state.WholePeriod(tenant, period).Queue(ctx, q)
 		closed := q.PeriodClose(ctx, []db.PeriodCloseParams{{TenantID: tenant, AccountPeriod: period, ClosedBy: by}})
-		if err := db.Run(lock.Exec); err != nil {
+		if err := pgq.Run(lock.Exec); err != nil {
 			return fmt.Errorf("lock period: %w", err)
 		}
 		var err error

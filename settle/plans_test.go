@@ -132,9 +132,9 @@ func TestLookupPlansFollowGrowth(t *testing.T) {
 // one plan each per connection: batches of two records (a group of the HTTP
 // edge, a quiet stream) bind arrays whose custom plans PostgreSQL judged
 // cheaper than the generic one, so without plan_cache_mode =
-// force_generic_plan (db.ProbesOnly) it planned most statements of every such
+// force_generic_plan (pgq.ProbesOnly) it planned most statements of every such
 // batch again (a quarter of the edge's statement time).
-// 30 batches of 2 records: 0 custom plans; without db.ProbesOnly's
+// 30 batches of 2 records: 0 custom plans; without pgq.ProbesOnly's
 // plan_cache_mode, 290: fails.
 func TestSmallBatchesPlanOnce(t *testing.T) {
 	const batches = 30

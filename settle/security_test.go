@@ -7,10 +7,10 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/settlehq/settle/relay/outbox"
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/inspect"
 	"github.com/settlehq/settle/settle/message"
-	"github.com/settlehq/settle/settle/outbox"
 	"github.com/settlehq/settle/settle/reconcile"
 	"github.com/settlehq/settle/settle/settletest"
 )

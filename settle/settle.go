@@ -16,10 +16,12 @@
 //
 // With its rooms it is the only code that speaks SQL to settle's tables:
 // settle/inspect and settle/reconcile read what the transaction wrote,
-// settle/outbox is the relay's side of the outbox, settle/idempotency and
-// settle/webhooks keep the HTTP edge's rows around it (the Idempotency-Keys
-// claimed before it, the webhook deliveries after it), settle/retention
-// prunes operational history. A room asks this
+// settle/retention prunes operational history. The stores around it sit
+// beside their users, each with its own generated queries (sqlc.yaml):
+// relay/outbox is the relay's side of the outbox, edge/idempotency and
+// edge/webhook/deliveries keep the HTTP edge's rows (the Idempotency-Keys
+// claimed in it, the webhook deliveries after it); settle/schema says
+// which owner owns each table. A room asks this
 // package, through an exported method, for what only the transaction
 // writes (OpenConflictCase). It never talks to Kafka: callers (the
 // consumer, the HTTP edge, the analyst tools) hand it records and publish
@@ -33,6 +35,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/settlehq/settle/internal/pgq"
 	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/settle/internal/db"
 	"github.com/settlehq/settle/settle/internal/state"
@@ -141,12 +144,12 @@ func (s *Store) OutboxWritten() <-chan struct{} { return s.outboxSignal }
 // commit sends p, the last pipeline of a transaction that wrote st (State.Write),
 // with the transaction's COMMIT, keeps its settlements for the relay
 // (WrittenMessage), and signals OutboxWritten if it wrote outbox rows.
-func (s *Store) commit(ctx context.Context, tx *db.Tx, st *state.State, p *db.Pipeline) error {
+func (s *Store) commit(ctx context.Context, tx *pgq.Tx, st *state.State, p *pgq.Pipeline) error {
 	p.Commit(tx)
 	var written []db.OutboxSettlementsInsertRow
 	var err error
 	if st.OutboxWritten != nil {
-		written, err = db.Rows(st.OutboxWritten.Query) // sends the pipeline
+		written, err = pgq.Rows(st.OutboxWritten.Query) // sends the pipeline
 	}
 	if serr := p.Send(ctx); err == nil {
 		err = serr
@@ -197,10 +200,13 @@ func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 // Config returns the store's configuration with defaults filled in.
 func (s *Store) Config() Config { return s.cfg }
 
+// WrittenRow is an outbox row this process wrote, as the relay's read of the tables gives it.
+type WrittenRow = state.WrittenRow
+
 // WrittenMessage returns the outbox row id as the relay's read of the
 // tables would give it, if this process wrote it (a settlement) and still
 // keeps it.
-func (s *Store) WrittenMessage(id int64) (db.OutboxPendingRow, bool) {
+func (s *Store) WrittenMessage(id int64) (WrittenRow, bool) {
 	return s.shared.Written.Message(id)
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/settlehq/settle/internal/pgq"
 	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/settle/internal/db"
 	"github.com/settlehq/settle/settle/internal/state"
@@ -113,7 +114,7 @@ func (st *txState) expireHolds(ctx context.Context) (int, error) {
 	// Periods, accounts, then holds: the order every settling transaction
 	// locks in. The first attempt holds no period lock; the expiries ask for
 	// their holds' periods, and the next attempt takes them.
-	p := db.NewPipeline(tx)
+	p := pgq.NewPipeline(tx)
 	defer p.Close() // for the early returns; the last step is Send
 	q := db.New(p)
 	lockRows := st.QueueLocks(ctx, q)

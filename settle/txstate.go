@@ -2,8 +2,8 @@ package settle
 
 import (
 	"github.com/settlehq/settle/fingerprint"
+	"github.com/settlehq/settle/internal/pgq"
 	"github.com/settlehq/settle/record"
-	"github.com/settlehq/settle/settle/internal/db"
 	"github.com/settlehq/settle/settle/internal/state"
 	"github.com/settlehq/settle/settle/message"
 )
@@ -23,7 +23,7 @@ type txState struct {
 	caseDeliveries []caseDelivery
 
 	// writeRider queues a Rider's writes on the commit's pipeline.
-	writeRider func(q *db.Queries) error
+	writeRider func(p *pgq.Pipeline) error
 }
 
 // effect is what apply decided for a new identity.
@@ -86,8 +86,8 @@ func (st *txState) claim(d *state.Item, idNum int64, eff *effect) []byte {
 			Topic:    st.s.cfg.SettlementsTopic,
 			Key:      []byte(a.Key.Tenant + "/" + a.Key.Subject + "/" + a.Key.Currency),
 			Identity: id,
-			// Only what the identity cannot give (settle/outbox assembles the rest).
-			Headers:  db.EncodeHeaders(traceHeaders(d.In.Headers)),
+			// Only what the identity cannot give (relay/outbox assembles the rest).
+			Headers:  pgq.EncodeHeaders(traceHeaders(d.In.Headers)),
 			Sequence: resp.Sequence,
 			Kind:     string(resp.Kind),
 			Tenant:   a.Key.Tenant,

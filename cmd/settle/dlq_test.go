@@ -9,10 +9,10 @@ import (
 
 	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/relay"
+	"github.com/settlehq/settle/relay/outbox"
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/inspect"
 	"github.com/settlehq/settle/settle/message"
-	"github.com/settlehq/settle/settle/outbox"
 	"github.com/settlehq/settle/settle/reconcile"
 )
 

@@ -8,7 +8,7 @@
 //
 // It owns the API's HTTP contract (status codes, the error codes of
 // errors.go, headers) and the group commit of concurrent requests. It
-// never speaks SQL (package settle settles and package settle/idempotency
+// never speaks SQL (package settle settles and package edge/idempotency
 // keeps the keys, behind the small Store and Keys declared here) and
 // never decides an effect: the
 // settling core does, and a record's identity stays the guard against a
@@ -32,9 +32,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/settlehq/settle/edge/idempotency"
 	"github.com/settlehq/settle/fingerprint"
 	"github.com/settlehq/settle/record"
-	"github.com/settlehq/settle/settle/idempotency"
 	"github.com/settlehq/settle/settle/message"
 )
 

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/settlehq/settle/edge/idempotency"
 	"github.com/settlehq/settle/internal/jsontest"
-	"github.com/settlehq/settle/settle/idempotency"
 	"github.com/settlehq/settle/settle/message"
 )
 

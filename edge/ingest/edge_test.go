@@ -17,7 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/settlehq/settle/edge/edgetest"
-	"github.com/settlehq/settle/settle/idempotency"
+	"github.com/settlehq/settle/edge/idempotency"
 	"github.com/settlehq/settle/settle/message"
 )
 

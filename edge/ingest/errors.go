@@ -7,8 +7,8 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/settlehq/settle/edge/idempotency"
 	"github.com/settlehq/settle/settle/dberr"
-	"github.com/settlehq/settle/settle/idempotency"
 )
 
 // Error codes of the API: stable, for clients to branch on. The message

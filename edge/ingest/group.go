@@ -9,9 +9,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/settlehq/settle/edge/idempotency"
 	"github.com/settlehq/settle/fingerprint"
 	"github.com/settlehq/settle/settle"
-	"github.com/settlehq/settle/settle/idempotency"
 	"github.com/settlehq/settle/settle/message"
 )
 

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/settlehq/settle/edge/edgetest"
+	"github.com/settlehq/settle/edge/idempotency"
 	"github.com/settlehq/settle/settle"
-	"github.com/settlehq/settle/settle/idempotency"
 )
 
 const (

@@ -3,8 +3,8 @@ package ingest
 import (
 	"context"
 
+	"github.com/settlehq/settle/edge/idempotency"
 	"github.com/settlehq/settle/settle"
-	"github.com/settlehq/settle/settle/idempotency"
 	"github.com/settlehq/settle/settle/message"
 )
 

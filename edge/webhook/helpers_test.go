@@ -12,19 +12,19 @@ import (
 	"time"
 
 	"github.com/settlehq/settle/edge/edgetest"
+	"github.com/settlehq/settle/edge/webhook/deliveries"
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/message"
 	"github.com/settlehq/settle/settle/settletest"
-	"github.com/settlehq/settle/settle/webhooks"
 )
 
 // newStores gives the test its own migrated database, a settling store that
 // works as the service role settle_app (edgetest.AppStore) and the webhook
 // rows over the same pool.
-func newStores(t *testing.T, maxConns int32) (*settle.Store, *webhooks.Store) {
+func newStores(t *testing.T, maxConns int32) (*settle.Store, *deliveries.Store) {
 	t.Helper()
 	s := edgetest.AppStore(t, maxConns)
-	return s, webhooks.New(s)
+	return s, deliveries.New(s)
 }
 
 // usage is a usage record of tenant acme, the way a metering system would
@@ -98,7 +98,7 @@ func (rc *receiver) counts() (seen int, accepted map[string]int) {
 }
 
 // newWebhook returns a sender to url over ws, subscribed.
-func newWebhook(t *testing.T, ws *webhooks.Store, url string, cfg Config) *Webhook {
+func newWebhook(t *testing.T, ws *deliveries.Store, url string, cfg Config) *Webhook {
 	t.Helper()
 	cfg.URL = url
 	if cfg.Logger == nil {

@@ -9,7 +9,7 @@
 // It owns the sending: the workers, the leases' timing (a POST always ends
 // before its lease, so no two attempts of a delivery overlap), the retry
 // policy and the bounds on sends that never wrote a result. It never speaks
-// SQL (package settle/webhooks holds the rows, behind the small Store
+// SQL (package edge/webhook/deliveries holds the rows, behind the small Store
 // declared here) and never settles anything: what it sends is what the
 // settling transaction queued, and it knows nothing of the records API
 // (package edge/ingest).
@@ -30,25 +30,25 @@ import (
 	"time"
 
 	"github.com/settlehq/settle/canary"
+	"github.com/settlehq/settle/edge/webhook/deliveries"
 	"github.com/settlehq/settle/internal/backoff"
 	"github.com/settlehq/settle/settle/dberr"
 	"github.com/settlehq/settle/settle/message"
-	"github.com/settlehq/settle/settle/webhooks"
 )
 
 // Store is what webhook delivery needs of the webhook rows: the
 // subscription, the deliveries' claims and their fenced results.
-// *webhooks.Store is one.
+// *deliveries.Store is one.
 type Store interface {
 	Subscribe(ctx context.Context, topic string) error
-	Claim(ctx context.Context, limit int, lease time.Duration) ([]webhooks.Delivery, error)
-	StartAttempt(ctx context.Context, d *webhooks.Delivery, lease time.Duration) error
-	Complete(ctx context.Context, d webhooks.Delivery, httpStatus int) error
-	Retry(ctx context.Context, d webhooks.Delivery, backoff time.Duration, httpStatus int, errText string) error
-	DeadLetter(ctx context.Context, d webhooks.Delivery, httpStatus int, errText string) error
+	Claim(ctx context.Context, limit int, lease time.Duration) ([]deliveries.Delivery, error)
+	StartAttempt(ctx context.Context, d *deliveries.Delivery, lease time.Duration) error
+	Complete(ctx context.Context, d deliveries.Delivery, httpStatus int) error
+	Retry(ctx context.Context, d deliveries.Delivery, backoff time.Duration, httpStatus int, errText string) error
+	DeadLetter(ctx context.Context, d deliveries.Delivery, httpStatus int, errText string) error
 }
 
-var _ Store = (*webhooks.Store)(nil)
+var _ Store = (*deliveries.Store)(nil)
 
 // Headers of a delivery's POST.
 const (
@@ -161,8 +161,8 @@ func (c Config) Validate() error {
 		return errors.New("webhook: no URL (--webhook-url)")
 	case c.Workers < 0 || c.Workers > 256:
 		return fmt.Errorf("webhook: workers %d must be between 1 and 256 (0 = 4)", c.Workers)
-	case c.ClaimRecordsMax < 0 || c.ClaimRecordsMax > webhooks.ClaimDeliveriesMax:
-		return fmt.Errorf("webhook: claim records max %d must be between 1 and %d (0 = 16)", c.ClaimRecordsMax, webhooks.ClaimDeliveriesMax)
+	case c.ClaimRecordsMax < 0 || c.ClaimRecordsMax > deliveries.ClaimDeliveriesMax:
+		return fmt.Errorf("webhook: claim records max %d must be between 1 and %d (0 = 16)", c.ClaimRecordsMax, deliveries.ClaimDeliveriesMax)
 	case c.AttemptsMax < 0 || c.AttemptsMax > 1000:
 		return fmt.Errorf("webhook: attempts max %d must be between 1 and 1000 (0 = 10)", c.AttemptsMax)
 	case c.Lease < 0 || c.RequestTimeout < 0 || c.BackoffMin < 0 || c.BackoffMax < 0 || c.PollInterval < 0:
@@ -206,11 +206,11 @@ type Webhook struct {
 	// afterSend, when set (tests only), runs after the receiver answered
 	// and before the result is written. It returns false to simulate a
 	// crash there: nothing is written and the lease runs out.
-	afterSend func(d webhooks.Delivery) bool
+	afterSend func(d deliveries.Delivery) bool
 }
 
 // New returns a webhook sender over store (the service gives it
-// webhooks.New of its settle.Store). It does not subscribe: Run does.
+// deliveries.New of its settle.Store). It does not subscribe: Run does.
 func New(store Store, cfg Config) (*Webhook, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -296,7 +296,7 @@ func (wh *Webhook) RunOnce(ctx context.Context) (int, error) {
 // attempt sends only while it owns d: it renews its lease right before the
 // POST, and the POST ends (RequestTimeout) before that lease does, so a
 // takeover, which needs the lease to have run out, never overlaps it.
-func (wh *Webhook) deliver(ctx context.Context, d webhooks.Delivery) {
+func (wh *Webhook) deliver(ctx context.Context, d deliveries.Delivery) {
 	log := wh.log.With("settlement_id", d.SettlementID, "delivery", d.ID, "sent", d.Sent, "failed", d.Failed)
 	if canary.IsCanary(d.TenantID) && !wh.cfg.SendCanary {
 		if err := wh.store.Complete(context.WithoutCancel(ctx), d, 0); err != nil {
@@ -353,7 +353,7 @@ func (wh *Webhook) deliver(ctx context.Context, d webhooks.Delivery) {
 	}
 }
 
-func (wh *Webhook) deadLetter(ctx context.Context, log *slog.Logger, d webhooks.Delivery, status int, why string) {
+func (wh *Webhook) deadLetter(ctx context.Context, log *slog.Logger, d deliveries.Delivery, status int, why string) {
 	if err := wh.store.DeadLetter(context.WithoutCancel(ctx), d, status, why); err != nil {
 		wh.logWriteErr(log, err)
 		return
@@ -374,7 +374,7 @@ func (wh *Webhook) logWriteErr(log *slog.Logger, err error) {
 
 // send POSTs d once, giving up at deadline. A 2xx answer is a delivery;
 // anything else an error.
-func (wh *Webhook) send(ctx context.Context, d webhooks.Delivery, deadline time.Time) (int, error) {
+func (wh *Webhook) send(ctx context.Context, d deliveries.Delivery, deadline time.Time) (int, error) {
 	rctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	req, err := http.NewRequestWithContext(rctx, http.MethodPost, wh.cfg.URL, bytes.NewReader(d.Body))

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/settlehq/settle/edge/edgetest"
-	"github.com/settlehq/settle/settle/webhooks"
+	"github.com/settlehq/settle/edge/webhook/deliveries"
 )
 
 // slowReceiver answers every POST 200 after delay, like a healthy receiver
@@ -205,7 +205,7 @@ func TestWebhookAnsweredSendNotDeadLettered(t *testing.T) {
 	wh := newWebhook(t, ws, rc.srv.URL, Config{AttemptsMax: 2, Lease: 200 * time.Millisecond, RequestTimeout: 100 * time.Millisecond,
 		BackoffMin: time.Millisecond, BackoffMax: 2 * time.Millisecond})
 	var sends atomic.Int32
-	wh.afterSend = func(webhooks.Delivery) bool { return sends.Add(1) != 2 } // the 200 is lost
+	wh.afterSend = func(deliveries.Delivery) bool { return sends.Add(1) != 2 } // the 200 is lost
 	settleAll(t, s, 0, usage("u-lost", "quin", "1"))
 	deadline := time.Now().Add(10 * time.Second)
 	for edgetest.Count(t, s, `SELECT count(*)::int FROM webhook_deliveries WHERE status IN ('done', 'dead')`) == 0 {
@@ -272,7 +272,7 @@ func TestWebhookLostSendsBounded(t *testing.T) {
 	s, ws := newStores(t, 6)
 	rc := newReceiver(t)
 	wh := newWebhook(t, ws, rc.srv.URL, Config{Lease: 60 * time.Millisecond, RequestTimeout: 50 * time.Millisecond})
-	wh.afterSend = func(webhooks.Delivery) bool { return false }
+	wh.afterSend = func(deliveries.Delivery) bool { return false }
 	settleAll(t, s, 0, usage("u-loop", "sam", "1"))
 	drain(t, s, wh)
 	dead, err := ws.DeadLetters(context.Background(), 10)

@@ -15,11 +15,11 @@ import (
 	"time"
 
 	"github.com/settlehq/settle/edge/edgetest"
+	"github.com/settlehq/settle/edge/webhook/deliveries"
 	"github.com/settlehq/settle/internal/testnet"
 	"github.com/settlehq/settle/settle/dberr"
 	"github.com/settlehq/settle/settle/message"
 	"github.com/settlehq/settle/settle/settletest"
-	"github.com/settlehq/settle/settle/webhooks"
 )
 
 // Design test 2 (outbound): the receiver applies a delivery but its
@@ -64,7 +64,7 @@ func TestWebhookCrashAfterSendThenRetry(t *testing.T) {
 	rc := newReceiver(t)
 	wh := newWebhook(t, ws, rc.srv.URL, Config{Lease: 200 * time.Millisecond, RequestTimeout: 100 * time.Millisecond})
 	var crashed atomic.Bool
-	wh.afterSend = func(webhooks.Delivery) bool { return !crashed.CompareAndSwap(false, true) }
+	wh.afterSend = func(deliveries.Delivery) bool { return !crashed.CompareAndSwap(false, true) }
 	settleAll(t, s, 0, usage("u-whc", "erin", "4"))
 	if n, err := wh.RunOnce(context.Background()); n != 1 || err != nil {
 		t.Fatalf("first round: %d %v", n, err)

@@ -36,6 +36,10 @@ var Floors = map[string]int{
 	// network helpers and the private PostgreSQL cluster.
 	"internal/testnet":   1,
 	"internal/pgcluster": 1,
+	// What every package of generated queries runs on (transactions,
+	// pipelines, arrays, COPY, named errors), above the record whose
+	// headers the outbox stores.
+	"internal/pgq": 1,
 
 	// kafkahdr: record only. outlet: the service's one way out to Kafka
 	// (every record it produces, one retry and one refusal policy).
@@ -45,11 +49,16 @@ var Floors = map[string]int{
 	"corrections":       2,
 	"settle/message":    2,
 
-	// The typed queries over settle's tables (generated; imported only by
-	// settle and its rooms), and the command that migrates the scratch
-	// database they are generated against.
-	"settle/internal/db":         2,
-	"settle/internal/db/migrate": 2,
+	// The typed queries, generated per owner over the one schema, each
+	// imported only by its owner: settle's tables (settle and its rooms),
+	// the Idempotency-Keys (the edge's), the webhook rows, the relay's side
+	// of the outbox; and the command that migrates the scratch database
+	// they are generated against.
+	"settle/internal/db":                  2,
+	"settle/internal/db/migrate":          2,
+	"edge/idempotency/internal/db":        2,
+	"edge/webhook/deliveries/internal/db": 2,
+	"relay/outbox/internal/db":            2,
 
 	// The tests' broker, seeded with the pipeline's topics by their names
 	// in settle/message.
@@ -66,16 +75,17 @@ var Floors = map[string]int{
 	"canary": 4,
 
 	// What reads what the transaction wrote, in its vocabulary, and the
-	// rows worked through around it: the outbox the relay publishes, the
-	// Idempotency-Keys the HTTP edge claims before it, the webhook
-	// deliveries after it, the operational history pruned.
-	"settle/inspect":     5,
-	"settle/outbox":      5,
-	"settle/reconcile":   5,
-	"settle/settletest":  5,
-	"settle/idempotency": 5,
-	"settle/webhooks":    5,
-	"settle/retention":   5,
+	// operational history pruned.
+	"settle/inspect":    5,
+	"settle/reconcile":  5,
+	"settle/settletest": 5,
+	"settle/retention":  5,
+	// The stores beside their users, riding or following the transaction:
+	// the Idempotency-Keys the HTTP edge claims in it (a settle.Rider), the
+	// webhook deliveries after it, the outbox rows the relay publishes.
+	"edge/idempotency":        5,
+	"edge/webhook/deliveries": 5,
+	"relay/outbox":            5,
 	// Finance's check of the settlements topic alone, no database.
 	"settle/verify": 5,
 

@@ -29,7 +29,7 @@ var ErrUnavailable = errors.New("database unavailable")
 var ErrContention = errors.New("contention")
 
 // ErrClaimLost is returned by a fenced write of the settle database's rooms
-// (idempotency.Store.Complete, webhooks.Store.Complete, ...) whose attempt
+// (idempotency.Store.Complete, deliveries.Store.Complete, ...) whose attempt
 // no longer owns the claim: its lease expired and another attempt took it
 // over, or the claim is finished. The write changed nothing. It is declared
 // here, below both rooms, so that callers branch on one error whichever

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/settlehq/settle/internal/pgq"
 	"github.com/settlehq/settle/settle/dberr"
 	"github.com/settlehq/settle/settle/internal/db"
 	"github.com/settlehq/settle/settle/message"
@@ -154,7 +155,7 @@ func (s *Store) CountCasesUpTo(ctx context.Context, f CaseFilter, rowsMax int) (
 		return 0, err
 	}
 	p := caseListParams(f, 0)
-	n, err := db.On(db.Planned(s.pool)).ConflictCaseListCount(ctx, db.ConflictCaseListCountParams{Status: p.Status, Tenant: p.Tenant,
+	n, err := db.On(pgq.Planned(s.pool)).ConflictCaseListCount(ctx, db.ConflictCaseListCountParams{Status: p.Status, Tenant: p.Tenant,
 		Reason: p.Reason, Period: p.Period, OpenedBefore: p.OpenedBefore, OpenedAfter: p.OpenedAfter, RowsMax: int64(rowsMax)})
 	if err != nil {
 		return 0, dberr.Wrap("count cases", err)
@@ -166,7 +167,7 @@ func (s *Store) CountCasesUpTo(ctx context.Context, f CaseFilter, rowsMax int) (
 // planned with its values, so the unused filters fold away and the queue
 // index is chosen.
 func caseList(ctx context.Context, conn db.DBTX, f CaseFilter, limit int) ([]db.ConflictCaseListRow, error) {
-	return db.On(db.Planned(conn)).ConflictCaseList(ctx, caseListParams(f, limit))
+	return db.On(pgq.Planned(conn)).ConflictCaseList(ctx, caseListParams(f, limit))
 }
 
 // caseListParams are the parameters of conflict_case_list.sql for f and
@@ -224,7 +225,7 @@ type CaseCount struct {
 // CountCases counts cases by reason and status for one tenant and period
 // ("" = any): the queue's facets and the overview's open cases by reason.
 func (s *Store) CountCases(ctx context.Context, tenant, period string) ([]CaseCount, error) {
-	rows, err := db.On(db.Planned(s.pool)).ConflictCaseCount(ctx, db.ConflictCaseCountParams{Tenant: tenant, Period: period})
+	rows, err := db.On(pgq.Planned(s.pool)).ConflictCaseCount(ctx, db.ConflictCaseCountParams{Tenant: tenant, Period: period})
 	if err != nil {
 		return nil, dberr.Wrap("count cases", err)
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/settlehq/settle/internal/pgq"
 	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/settle/dberr"
 	"github.com/settlehq/settle/settle/internal/db"
@@ -120,7 +121,7 @@ func (s *Store) DeadLetters(ctx context.Context, f DeadLetterFilter) ([]DeadLett
 	if upTo == 0 {
 		upTo = 1<<63 - 1
 	}
-	rows, err := db.On(db.Planned(s.pool)).DeadLetterList(ctx, db.DeadLetterListParams{Tenant: f.Tenant, Reason: f.Reason, Topic: f.Topic,
+	rows, err := db.On(pgq.Planned(s.pool)).DeadLetterList(ctx, db.DeadLetterListParams{Tenant: f.Tenant, Reason: f.Reason, Topic: f.Topic,
 		ErrorClass: f.ErrorClass, AfterID: f.AfterID, UpToID: upTo, PageRows: int64(limit), NotReplayed: f.NotReplayed})
 	if err != nil {
 		return nil, dberr.Wrap("list dead letters", err)
@@ -174,7 +175,7 @@ func deadLetter[R deadLetterRow](row R) (DeadLetter, error) {
 		Value: r.Value, Reason: r.Reason, ErrorClass: r.ErrorClass, Error: r.Error, Attempts: int(r.Attempts), At: r.At,
 		Replays: int(r.Replays)}
 	var err error
-	if d.Headers, err = db.DecodeHeaders(r.Headers); err != nil {
+	if d.Headers, err = pgq.DecodeHeaders(r.Headers); err != nil {
 		return d, fmt.Errorf("dead letter %d: headers: %w", d.ID, err)
 	}
 	return d, nil

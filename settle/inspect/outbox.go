@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/settlehq/settle/internal/pgq"
 	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/settle/dberr"
 	"github.com/settlehq/settle/settle/internal/db"
@@ -50,7 +51,7 @@ func (s *Store) OutboxParked(ctx context.Context, afterID int64, limit int) ([]P
 	for _, r := range rows {
 		m := ParkedMessage{ID: r.ID, Topic: r.Topic, Key: r.Key, ValueBytes: int(r.ValueBytes), Reason: r.Reason, Error: r.Error,
 			CreatedAt: r.CreatedAt, ParkedAt: r.At}
-		if m.Headers, err = db.DecodeHeaders(r.Headers); err != nil {
+		if m.Headers, err = pgq.DecodeHeaders(r.Headers); err != nil {
 			return nil, dberr.Wrap("list parked outbox rows", fmt.Errorf("parked outbox row %d: headers: %w", m.ID, err))
 		}
 		out = append(out, m)

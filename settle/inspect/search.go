@@ -15,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/settlehq/settle/internal/pgq"
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/dberr"
 	"github.com/settlehq/settle/settle/internal/db"
@@ -88,7 +89,7 @@ func (s *Store) Search(ctx context.Context, q SearchQuery) ([]SearchHit, error) 
 	defer tx.Rollback(context.WithoutCancel(ctx))
 	// Every query planned with the values, so the "any tenant" branches
 	// fold away and the scope key is used when a tenant is given.
-	pq := db.On(db.Planned(tx))
+	pq := db.On(pgq.Planned(tx))
 	cases, err := searchCases(ctx, pq, q, text, caseID)
 	if err != nil {
 		return nil, dberr.Wrap(what, err)

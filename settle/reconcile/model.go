@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/settlehq/settle/internal/money"
+	"github.com/settlehq/settle/internal/pgq"
 	"github.com/settlehq/settle/settle/internal/db"
 )
 
@@ -218,7 +219,7 @@ func (s *checker) compareKeyAnswers(ctx context.Context, tx pgx.Tx, in Input) ([
 	}
 	var out []Finding
 	for _, r := range rows {
-		k := KeyRef{db.Deref(r.TenantID), db.Deref(r.Key)}
+		k := KeyRef{pgq.Deref(r.TenantID), pgq.Deref(r.Key)}
 		switch want := in.KeyAnswers[k]; {
 		case r.Status != "done":
 			out = append(out, Finding{Class: ClassKeyAnswerMismatch, TenantID: k.TenantID,

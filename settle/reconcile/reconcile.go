@@ -258,7 +258,7 @@ func Run(ctx context.Context, store *settle.Store, in Input) (*Report, error) {
 
 // beginReconcile begins a reconcile's transaction: one REPEATABLE READ READ
 // ONLY snapshot whose statements are planned for the tables as they are at
-// every run, in one round trip (as db.Tx begins a settling one). A
+// every run, in one round trip (as pgq.Tx begins a settling one). A
 // connection's statement cache otherwise keeps the generic plan PostgreSQL
 // settles on after five runs: a process that reconciles again and again
 // (the fault tests' checker between rounds) kept a plan made while the

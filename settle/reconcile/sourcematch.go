@@ -10,6 +10,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 
 	"github.com/settlehq/settle/fingerprint"
+	"github.com/settlehq/settle/internal/pgq"
 	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/settle/internal/db"
 	"github.com/settlehq/settle/settle/message"
@@ -48,7 +49,7 @@ func (c *sourceCheck) loadDeadLetters(ctx context.Context) error {
 		}
 		for _, r := range rows {
 			after = r.ID
-			hs, _ := db.DecodeHeaders(r.Headers)
+			hs, _ := pgq.DecodeHeaders(r.Headers)
 			id, ok := c.deadLetterIdentity(r.Value, hs)
 			if ok {
 				c.dead[id] = deadLetterRef{id: r.ID, reason: r.Reason, err: r.Error}

@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/settlehq/settle/internal/pgq"
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/internal/db"
 	"github.com/settlehq/settle/settle/message"
@@ -73,7 +74,7 @@ func (s *Store) Prune(ctx context.Context, opts Options) ([]Count, error) {
 	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
 		rows, err := db.On(tx).Prune(ctx, db.PruneParams{DeadLettersBefore: before, DryRun: opts.DryRun})
 		for _, r := range rows {
-			out = append(out, Count{Table: db.Deref(r.TableName), Rows: db.Deref(r.Rows)})
+			out = append(out, Count{Table: pgq.Deref(r.TableName), Rows: pgq.Deref(r.Rows)})
 		}
 		if err != nil || opts.CanaryBefore.IsZero() {
 			return err

@@ -12,9 +12,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/settlehq/settle/relay/outbox"
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/message"
-	"github.com/settlehq/settle/settle/outbox"
 	"github.com/settlehq/settle/settle/retention"
 	"github.com/settlehq/settle/settle/settletest"
 )

@@ -1,8 +1,28 @@
 // Package schema owns settle's database schema: the embedded, numbered,
 // forward-only migrations, each applied in its own transaction with its
 // version row, and the check that a database is at exactly the version this
-// binary needs. It never touches the rows the migrations create: only
-// settle's packages speak SQL to them.
+// binary needs. It never touches the rows the migrations create.
+//
+// Each table has one owner, the package whose queries (its sql/ folder,
+// generated per owner by sqlc.yaml) keep its rows right; another package
+// may read it or, where said, write it:
+//
+//   - settle, the settling transaction (settle/sql): identities, accounts,
+//     ledger_entries, chains, holds, waiting, conflict_cases,
+//     case_resolutions, periods, consumer_offsets, dead_letters, deliveries,
+//     outbox_settlements; settle/retention prunes them (prune_runs,
+//     dead_letter_replays are its own).
+//   - outbox, outbox_queue, outbox_parked: two writers. The settling
+//     transaction inserts the rows (outbox_insert.sql,
+//     outbox_settlements_insert.sql; a trigger queues them); relay/outbox
+//     owns them after that: it leases the queue, reads, marks, requeues and
+//     parks (relay/outbox/sql). settle/inspect lists the parked rows for
+//     the analyst.
+//   - idempotency_keys: edge/idempotency (edge/idempotency/sql), written
+//     inside the settling transaction as its Rider.
+//   - webhook_subscriptions, webhook_deliveries: edge/webhook/deliveries
+//     (edge/webhook/deliveries/sql); a trigger on the outbox enqueues the
+//     deliveries inside the settling transaction.
 package schema
 
 import (

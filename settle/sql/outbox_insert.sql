@@ -1,4 +1,8 @@
 -- name: OutboxInsert :exec
+-- The outbox has two writers (settle/schema): the settling transaction
+-- inserts its rows (this file, outbox_settlements_insert.sql), and the
+-- relay owns them after (relay/outbox/sql).
+--
 -- The messages of a transaction that are not settlements (dead letters,
 -- the results that go through the outbox), each with its value and every
 -- header; @tenant_id is each row's tenant ('' for a dead letter). The

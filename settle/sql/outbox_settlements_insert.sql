@@ -1,4 +1,8 @@
 -- name: OutboxSettlementsInsert :batchmany
+-- The outbox has two writers (settle/schema): the settling transaction
+-- inserts its rows (this file, outbox_insert.sql), and the relay owns them
+-- after (relay/outbox/sql).
+--
 -- The settlements of a transaction, in order: a row per tenant and block
 -- (at most db.IDBlock settlements; one row per tenant unless a tenant has
 -- more), its arrays holding each settlement's outbox id, identity, message
@@ -9,7 +13,7 @@
 -- stored ones (outbox_messages). A row's ids are one block of the outbox's
 -- sequence, which steps by db.IDBlock (migration 0015): one nextval v, and
 -- the settlements take v .. v+hi-lo in order (the sequence named as a
--- constant, idempotency_lookup_many.sql). The rows draw their nextval in the order given
+-- constant, edge/idempotency/sql/idempotency_keys.sql's IdempotencyLookupMany). The rows draw their nextval in the order given
 -- (a volatile function of the target list is evaluated after the ORDER
 -- BY), while the transaction holds its accounts' locks, so every id of an
 -- account's later settlement is above its earlier ones' (per-account

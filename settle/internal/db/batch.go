@@ -751,285 +751,6 @@ func (b *HoldLockBatchResults) Close() error {
 	return b.br.Close()
 }
 
-const idempotencyLockMany = `-- name: IdempotencyLockMany :batchmany
-SELECT r.ord::bigint AS ord, pg_try_advisory_xact_lock(r.class, r.hash) AS locked
-  FROM unnest($1::int[], $2::int[]) WITH ORDINALITY AS r(class, hash, ord)
-`
-
-type IdempotencyLockManyBatchResults struct {
-	br     pgx.BatchResults
-	tot    int
-	closed bool
-}
-
-type IdempotencyLockManyParams struct {
-	Class []int32
-	Hash  []int32
-}
-
-type IdempotencyLockManyRow struct {
-	Ord    int64
-	Locked bool
-}
-
-// Takes the advisory lock of each Idempotency-Key of a group for the
-// settling transaction that claims, settles and answers it, without
-// waiting: locked is false for a key another transaction holds (its
-// request is answered busy). The lock is (class, hash) of the key
-// (idempotency.lockOf): its class is negative, apart from every other
-// lock of the schema. The next statement reads the keys, so its snapshot
-// comes after every transaction that held one of these locks committed.
-func (q *Queries) IdempotencyLockMany(ctx context.Context, arg []IdempotencyLockManyParams) *IdempotencyLockManyBatchResults {
-	batch := &pgx.Batch{}
-	for _, a := range arg {
-		vals := []interface{}{
-			a.Class,
-			a.Hash,
-		}
-		batch.Queue(idempotencyLockMany, vals...)
-	}
-	br := q.db.SendBatch(ctx, batch)
-	return &IdempotencyLockManyBatchResults{br, len(arg), false}
-}
-
-func (b *IdempotencyLockManyBatchResults) Query(f func(int, []IdempotencyLockManyRow, error)) {
-	defer b.br.Close()
-	for t := 0; t < b.tot; t++ {
-		var items []IdempotencyLockManyRow
-		if b.closed {
-			if f != nil {
-				f(t, items, ErrBatchAlreadyClosed)
-			}
-			continue
-		}
-		err := func() error {
-			rows, err := b.br.Query()
-			if err != nil {
-				return err
-			}
-			defer rows.Close()
-			for rows.Next() {
-				var i IdempotencyLockManyRow
-				if err := rows.Scan(&i.Ord, &i.Locked); err != nil {
-					return err
-				}
-				items = append(items, i)
-			}
-			return rows.Err()
-		}()
-		if f != nil {
-			f(t, items, err)
-		}
-	}
-}
-
-func (b *IdempotencyLockManyBatchResults) Close() error {
-	b.closed = true
-	return b.br.Close()
-}
-
-const idempotencyLookupMany = `-- name: IdempotencyLookupMany :batchmany
-SELECT r.ord::bigint AS ord, (k.id IS NOT NULL)::boolean AS found,
-       coalesce(k.id, nextval('idempotency_keys_id_seq'::regclass))::bigint AS id,
-       coalesce(k.request_hash, ''::bytea)::bytea AS request_hash, coalesce(k.canonicals, '{}')::bytea[] AS canonicals,
-       coalesce(k.status, '')::text AS status, coalesce(k.attempt_id::text, '')::text AS holder,
-       coalesce(k.attempts, 0)::int AS attempts,
-       coalesce(greatest(0, ceil(extract(epoch FROM k.lease_until - now()) * 1000)), 0)::bigint AS lease_left_ms,
-       coalesce(k.response_status, 0)::int AS response_status,
-       (CASE WHEN k.answer_identities <> '{}' THEN settle_key_answer(k.tenant_id, k.answer, k.answer_identities, k.answer_at)
-             ELSE k.answer END)::bytea AS response
-  FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS r(tenant_id, key, ord)
-  LEFT JOIN idempotency_keys k ON k.tenant_id = r.tenant_id AND k.key = r.key
- ORDER BY r.ord
-`
-
-type IdempotencyLookupManyBatchResults struct {
-	br     pgx.BatchResults
-	tot    int
-	closed bool
-}
-
-type IdempotencyLookupManyParams struct {
-	TenantID []string
-	Key      []string
-}
-
-type IdempotencyLookupManyRow struct {
-	Ord            int64
-	Found          bool
-	ID             int64
-	RequestHash    []byte
-	Canonicals     [][]byte
-	Status         string
-	Holder         string
-	Attempts       int32
-	LeaseLeftMs    int64
-	ResponseStatus int32
-	Response       []byte
-}
-
-// The Idempotency-Keys of a group, read after their locks
-// (idempotency_lock_many.sql): ord is the key's ordinal in the arrays;
-// found says whether it exists. A key that does not gets its id from the
-// table's sequence, so that its records' coordinates (HTTPOffset) are
-// known before they settle. The sequence is named as a constant, which
-// the statement resolves once when it is prepared: looked up by
-// pg_get_serial_sequence, a catalog scan, it cost 25-40 µs a statement
-// (pgbench -M prepared of nextval(pg_get_serial_sequence(...)) against
-// nextval('idempotency_keys_id_seq'), alternating). Both layouts
-// (settle/schema/partition.sql) and Citus keep the name PostgreSQL gives
-// an identity column's sequence, <table>_id_seq. Its row is inserted with its
-// answer (idempotency_insert_done.sql). lease_left_ms is measured by the
-// database's clock: only keys claimed by an earlier version of settle are
-// in progress. A done key's answer is put back together from the
-// identities it quotes (settle_key_answer, migration 0020), called only
-// for a key that quotes one: a PL/pgSQL call for each of a group's new
-// keys cost ≈ 2 µs a key (docs/experiments/key-answer-call.bash in the tree of aba77c0: pgbench
-// -M prepared of this statement over ten absent keys with the call bare
-// and with this CASE, alternating: 0.152 and 0.145 ms against 0.127 and
-// 0.126; 0.145-0.158 against 0.127-0.136 on a later host).
-func (q *Queries) IdempotencyLookupMany(ctx context.Context, arg []IdempotencyLookupManyParams) *IdempotencyLookupManyBatchResults {
-	batch := &pgx.Batch{}
-	for _, a := range arg {
-		vals := []interface{}{
-			a.TenantID,
-			a.Key,
-		}
-		batch.Queue(idempotencyLookupMany, vals...)
-	}
-	br := q.db.SendBatch(ctx, batch)
-	return &IdempotencyLookupManyBatchResults{br, len(arg), false}
-}
-
-func (b *IdempotencyLookupManyBatchResults) Query(f func(int, []IdempotencyLookupManyRow, error)) {
-	defer b.br.Close()
-	for t := 0; t < b.tot; t++ {
-		var items []IdempotencyLookupManyRow
-		if b.closed {
-			if f != nil {
-				f(t, items, ErrBatchAlreadyClosed)
-			}
-			continue
-		}
-		err := func() error {
-			rows, err := b.br.Query()
-			if err != nil {
-				return err
-			}
-			defer rows.Close()
-			for rows.Next() {
-				var i IdempotencyLookupManyRow
-				if err := rows.Scan(
-					&i.Ord,
-					&i.Found,
-					&i.ID,
-					&i.RequestHash,
-					&i.Canonicals,
-					&i.Status,
-					&i.Holder,
-					&i.Attempts,
-					&i.LeaseLeftMs,
-					&i.ResponseStatus,
-					&i.Response,
-				); err != nil {
-					return err
-				}
-				items = append(items, i)
-			}
-			return rows.Err()
-		}()
-		if f != nil {
-			f(t, items, err)
-		}
-	}
-}
-
-func (b *IdempotencyLookupManyBatchResults) Close() error {
-	b.closed = true
-	return b.br.Close()
-}
-
-const idempotencyTakeoverMany = `-- name: IdempotencyTakeoverMany :batchmany
-UPDATE idempotency_keys AS k
-   SET attempt_id  = r.attempt_id,
-       attempts    = k.attempts + 1,
-       lease_until = now()
-  FROM unnest($1::bigint[], ($2::text[])::uuid[], ($3::text[])::uuid[]) AS r(id, holder, attempt_id)
- WHERE k.id = r.id
-   AND k.attempt_id = r.holder
-   AND k.status = 'in_progress'
-   AND k.lease_until <= now()
-RETURNING k.id
-`
-
-type IdempotencyTakeoverManyBatchResults struct {
-	br     pgx.BatchResults
-	tot    int
-	closed bool
-}
-
-type IdempotencyTakeoverManyParams struct {
-	ID        []int64
-	Holder    []string
-	AttemptID []string
-}
-
-// Takes over keys an earlier version of settle left in progress past their
-// lease (its attempt crashed or stalled): swaps in this attempt's id only
-// where the claim is still the expired one that was read (holder), and
-// holds the rows until the transaction that settles and answers them
-// commits. Returns the ids taken over; a key missing from them moved
-// meanwhile.
-func (q *Queries) IdempotencyTakeoverMany(ctx context.Context, arg []IdempotencyTakeoverManyParams) *IdempotencyTakeoverManyBatchResults {
-	batch := &pgx.Batch{}
-	for _, a := range arg {
-		vals := []interface{}{
-			a.ID,
-			a.Holder,
-			a.AttemptID,
-		}
-		batch.Queue(idempotencyTakeoverMany, vals...)
-	}
-	br := q.db.SendBatch(ctx, batch)
-	return &IdempotencyTakeoverManyBatchResults{br, len(arg), false}
-}
-
-func (b *IdempotencyTakeoverManyBatchResults) Query(f func(int, []int64, error)) {
-	defer b.br.Close()
-	for t := 0; t < b.tot; t++ {
-		var items []int64
-		if b.closed {
-			if f != nil {
-				f(t, items, ErrBatchAlreadyClosed)
-			}
-			continue
-		}
-		err := func() error {
-			rows, err := b.br.Query()
-			if err != nil {
-				return err
-			}
-			defer rows.Close()
-			for rows.Next() {
-				var id int64
-				if err := rows.Scan(&id); err != nil {
-					return err
-				}
-				items = append(items, id)
-			}
-			return rows.Err()
-		}()
-		if f != nil {
-			f(t, items, err)
-		}
-	}
-}
-
-func (b *IdempotencyTakeoverManyBatchResults) Close() error {
-	b.closed = true
-	return b.br.Close()
-}
-
 const identityLookup = `-- name: IdentityLookup :batchmany
 SELECT i.id, i.tenant_id, i.account_period, i.record_id, i.operation, i.outcome, i.reason,
        i.fingerprint, i.canonical_version, i.canonical, i.response, coalesce(i.settlement_id, ''),
@@ -1169,7 +890,7 @@ type IdentityReserveRow struct {
 // identities' sequence steps by a block (db.IDBlock, migration 0003): one
 // nextval v reserves v .. v+IDBlock-1 (db.Reserved spreads them); the
 // rest of the last block is left unused (ids have gaps). The sequence is
-// named as a constant (idempotency_lookup_many.sql).
+// named as a constant (edge/idempotency/sql/idempotency_keys.sql's IdempotencyLookupMany).
 func (q *Queries) IdentityReserve(ctx context.Context, blocks []int32) *IdentityReserveBatchResults {
 	batch := &pgx.Batch{}
 	for _, a := range blocks {
@@ -1254,6 +975,10 @@ type OutboxSettlementsInsertRow struct {
 	IdentityIds []int64
 }
 
+// The outbox has two writers (settle/schema): the settling transaction
+// inserts its rows (this file, outbox_insert.sql), and the relay owns them
+// after (relay/outbox/sql).
+//
 // The settlements of a transaction, in order: a row per tenant and block
 // (at most db.IDBlock settlements; one row per tenant unless a tenant has
 // more), its arrays holding each settlement's outbox id, identity, message
@@ -1264,7 +989,7 @@ type OutboxSettlementsInsertRow struct {
 // stored ones (outbox_messages). A row's ids are one block of the outbox's
 // sequence, which steps by db.IDBlock (migration 0015): one nextval v, and
 // the settlements take v .. v+hi-lo in order (the sequence named as a
-// constant, idempotency_lookup_many.sql). The rows draw their nextval in the order given
+// constant, edge/idempotency/sql/idempotency_keys.sql's IdempotencyLookupMany). The rows draw their nextval in the order given
 // (a volatile function of the target list is evaluated after the ORDER
 // BY), while the transaction holds its accounts' locks, so every id of an
 // account's later settlement is above its earlier ones' (per-account

@@ -10,12 +10,13 @@ import (
 
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/settlehq/settle/internal/pgq"
 	"github.com/settlehq/settle/settle/internal/db"
 	"github.com/settlehq/settle/settle/settletest"
 )
 
 // TestCopyWritesAsPgx: the identities and ledger entries a settling
-// transaction copies (its own binary encoding, db.Tx) are the rows pgx's
+// transaction copies (its own binary encoding, pgq.Tx) are the rows pgx's
 // CopyFrom writes from the same parameters (the pool's), column by column:
 // every column holds a value of its own, NULLs and empty values included,
 // so that two columns swapped or one encoded as another's type show, and
@@ -71,7 +72,7 @@ func TestCopyWritesAsPgx(t *testing.T) {
 				BalanceAfter: pgtype.Numeric{Int: new(big.Int).Lsh(big.NewInt(1), 80), Exp: -3, Valid: true}, HeldAfter: num(10, -6)},
 		}
 	}
-	// Set 1 by pgx's CopyFrom (a pool is not a db.Tx), set 2 by the
+	// Set 1 by pgx's CopyFrom (a pool is not a pgq.Tx), set 2 by the
 	// transaction's own encoding.
 	if _, err := db.New(pool).IdentityCopy(ctx, identities(1)); err != nil {
 		t.Fatal(err)
@@ -79,7 +80,7 @@ func TestCopyWritesAsPgx(t *testing.T) {
 	if _, err := db.New(pool).LedgerEntryCopy(ctx, ledger(1)); err != nil {
 		t.Fatal(err)
 	}
-	tx, err := db.Begin(ctx, pool)
+	tx, err := pgq.Begin(ctx, pool)
 	if err != nil {
 		t.Fatal(err)
 	}

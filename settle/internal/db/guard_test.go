@@ -16,7 +16,7 @@ import (
 // TestGuardedUpdatesCheckThemselves: each conditional update of the
 // settling transaction (a chain or a hold at its revision) fails, in
 // PostgreSQL, when it matches fewer rows than it names, and its error names
-// the statement: a COMMIT queued after it (db.Pipeline.Commit) then never
+// the statement: a COMMIT queued after it (pgq.Pipeline.Commit) then never
 // commits it. Seen failing with the settle_guard call taken out of
 // chain_update.sql (the update then matched nothing and succeeded).
 func TestGuardedUpdatesCheckThemselves(t *testing.T) {

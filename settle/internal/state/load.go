@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/settlehq/settle/internal/pgq"
 	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/settle/internal/db"
 )
@@ -61,7 +62,7 @@ func (st *State) Load(ctx context.Context, ds []Item, wake []RecKey) error {
 	st.collectLoadKeys(&k, ds, wake)
 	st.Shared.Probed.Add(int64(len(k.dTopics)))
 
-	p := db.NewPipeline(st.Tx)
+	p := pgq.NewPipeline(st.Tx)
 	defer p.Close() // for the early returns; the last step is Send
 	q := db.New(p)
 	// Queued in the order readLoad reads them (the delivery look-up if any
@@ -175,13 +176,13 @@ func (st *State) readLoad(r loadReads, k *loadKeys) ([]*Waiting, error) {
 	if err := st.readDeliveries(r.deliveries); err != nil {
 		return nil, err
 	}
-	ids, err := db.Rows(r.identities.Query)
+	ids, err := pgq.Rows(r.identities.Query)
 	if err != nil {
 		return nil, fmt.Errorf("read identities: %w", err)
 	}
 	st.addIdentities(ids, true)
 	if r.targets != nil { // queued only for a batch whose operations name targets
-		targets, err := db.Rows(r.targets.Query)
+		targets, err := pgq.Rows(r.targets.Query)
 		if err != nil {
 			return nil, fmt.Errorf("read targets: %w", err)
 		}
@@ -203,7 +204,7 @@ func (st *State) readLoad(r loadReads, k *loadKeys) ([]*Waiting, error) {
 // readReserved reads n identity ids reserved (identity_reserve.sql) and
 // the transaction's clock.
 func (st *State) readReserved(r *db.IdentityReserveBatchResults, n int) error {
-	rows, err := db.Rows(r.Query)
+	rows, err := pgq.Rows(r.Query)
 	if err != nil {
 		return fmt.Errorf("reserve identity ids: %w", err)
 	}
@@ -229,7 +230,7 @@ func (st *State) loadWaitingLevels(ctx context.Context, waits []*Waiting) ([]*Wa
 		if len(keys.t) == 0 {
 			break
 		}
-		p := db.NewPipeline(st.Tx)
+		p := pgq.NewPipeline(st.Tx)
 		res := db.New(p).WaitingLookup(ctx, []db.WaitingLookupParams{{
 			TenantID: []string{}, AccountPeriod: []string{}, RecordID: []string{}, Operation: []string{},
 			TargetTenantID: keys.t, TargetPeriod: keys.p, TargetRecordID: keys.r, Tenants: distinct(keys.t),

@@ -8,6 +8,7 @@ import (
 
 	"github.com/settlehq/settle/fingerprint"
 	"github.com/settlehq/settle/internal/money"
+	"github.com/settlehq/settle/internal/pgq"
 	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/settle/internal/db"
 	"github.com/settlehq/settle/settle/message"
@@ -29,7 +30,7 @@ func (st *State) loadLinked(ctx context.Context, waits []*Waiting, reserving []A
 		// Nothing to read: at most accounts whose state this process keeps.
 		return st.ReadAccounts(AccountReads{kept: accKeys.kept}, -1)
 	}
-	p := db.NewPipeline(st.Tx)
+	p := pgq.NewPipeline(st.Tx)
 	defer p.Close() // for the early returns; the last step is Send
 	q := db.New(p)
 	accounts := queueAccounts(ctx, q, &accKeys)
@@ -100,7 +101,7 @@ type pendingChain struct {
 
 // readChains reads the locked chain rows.
 func readChains(res *db.ChainLockBatchResults) ([]pendingChain, error) {
-	rows, err := db.Rows(res.Query)
+	rows, err := pgq.Rows(res.Query)
 	if err != nil {
 		return nil, fmt.Errorf("lock chains: %w", err)
 	}
@@ -127,7 +128,7 @@ func readChainRoots(res *db.ChainRootBatchResults, pending []pendingChain) ([]pe
 	for _, p := range pending {
 		locked[p.ch.RootID] = true
 	}
-	rows, err := db.Rows(res.Query)
+	rows, err := pgq.Rows(res.Query)
 	if err != nil {
 		return nil, fmt.Errorf("read chain roots: %w", err)
 	}
@@ -168,7 +169,7 @@ func (st *State) lockChainAccounts(ctx context.Context, pending []pendingChain) 
 	if len(missing) == 0 {
 		return nil
 	}
-	p := db.NewPipeline(st.Tx)
+	p := pgq.NewPipeline(st.Tx)
 	defer p.Close() // for the early return; the last step is Send
 	if err := st.ReadAccounts(QueueAccountsByID(ctx, db.New(p), missing), -1); err != nil {
 		return err

@@ -5,6 +5,7 @@ import (
 
 	"github.com/settlehq/settle/fingerprint"
 	"github.com/settlehq/settle/internal/money"
+	"github.com/settlehq/settle/internal/pgq"
 	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/settle/internal/db"
 	"github.com/settlehq/settle/settle/message"
@@ -13,7 +14,7 @@ import (
 // ReadHolds reads locked hold rows (hold_lock.sql); their accounts are
 // attached by the caller once locked.
 func (st *State) ReadHolds(r *db.HoldLockBatchResults) error {
-	rows, err := db.Rows(r.Query)
+	rows, err := pgq.Rows(r.Query)
 	if err != nil {
 		return fmt.Errorf("lock holds: %w", err)
 	}
@@ -36,7 +37,7 @@ func (st *State) readDeliveries(res *db.DeliveryLookupBatchResults) error {
 	if res == nil {
 		return nil // no record to probe: nothing was queued
 	}
-	rows, err := db.Rows(res.Query)
+	rows, err := pgq.Rows(res.Query)
 	if err != nil {
 		return fmt.Errorf("read deliveries: %w", err)
 	}
@@ -101,7 +102,7 @@ func (st *State) Index(id *IdentityRow) {
 }
 
 func (st *State) readWaiting(res *db.WaitingLookupBatchResults) ([]*Waiting, error) {
-	rows, err := db.Rows(res.Query)
+	rows, err := pgq.Rows(res.Query)
 	if err != nil {
 		return nil, fmt.Errorf("read waiting operations: %w", err)
 	}
@@ -118,7 +119,7 @@ func (st *State) readWaiting(res *db.WaitingLookupBatchResults) ([]*Waiting, err
 		}
 		in := message.Input{Key: row.Key, Value: row.Value, Topic: row.Topic, Partition: row.Partition, Offset: row.Offset}
 		var err error
-		if in.Headers, err = db.DecodeHeaders(row.Headers); err != nil {
+		if in.Headers, err = pgq.DecodeHeaders(row.Headers); err != nil {
 			return nil, fmt.Errorf("waiting operation %s: headers: %w", id, err)
 		}
 		// A waiting operation is stored as the bytes it arrived with.
@@ -138,17 +139,17 @@ func (st *State) readWaiting(res *db.WaitingLookupBatchResults) ([]*Waiting, err
 // ReadAccounts reads locked account rows; want >= 0 asserts their number.
 func (st *State) ReadAccounts(r AccountReads, want int) error {
 	if r.insert != nil {
-		if err := db.Run(r.insert.Exec); err != nil {
+		if err := pgq.Run(r.insert.Exec); err != nil {
 			return fmt.Errorf("create accounts: %w", err)
 		}
 	}
 	var rows []db.AccountReadRow
 	if r.lock != nil {
-		if err := db.Run(r.lock.Exec); err != nil {
+		if err := pgq.Run(r.lock.Exec); err != nil {
 			return fmt.Errorf("lock accounts: %w", err)
 		}
 		var err error
-		if rows, err = db.Rows(r.read.Query); err != nil {
+		if rows, err = pgq.Rows(r.read.Query); err != nil {
 			return fmt.Errorf("read accounts: %w", err)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 
+	"github.com/settlehq/settle/internal/pgq"
 	"github.com/settlehq/settle/settle/internal/db"
 )
 
@@ -159,10 +160,10 @@ func (st *State) QueueLocks(ctx context.Context, q *db.Queries) LockReads {
 
 // ReadLocks reads what QueueLocks queued.
 func (st *State) ReadLocks(r LockReads) error {
-	if err := db.Run(r.locks.Exec); err != nil {
+	if err := pgq.Run(r.locks.Exec); err != nil {
 		return fmt.Errorf("lock periods: %w", err)
 	}
-	closed, err := db.Rows(r.closed.Query)
+	closed, err := pgq.Rows(r.closed.Query)
 	if err != nil {
 		return fmt.Errorf("read closed periods: %w", err)
 	}

@@ -28,6 +28,7 @@ import (
 	"github.com/settlehq/settle/corrections"
 	"github.com/settlehq/settle/fingerprint"
 	"github.com/settlehq/settle/internal/money"
+	"github.com/settlehq/settle/internal/pgq"
 	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/settle/dberr"
 	"github.com/settlehq/settle/settle/internal/db"
@@ -172,7 +173,7 @@ type DeliveryRow struct {
 
 // OutboxRow is a message to publish: its value, or (a settlement) the
 // identity whose stored response is the value, with the sequence and kind
-// of its headers (settle/outbox assembles the rest).
+// of its headers (relay/outbox assembles the rest).
 type OutboxRow struct {
 	Topic    string
 	Key      []byte
@@ -190,7 +191,7 @@ type State struct {
 	// this process knew; a commit teaches the Store its id.
 	accountsByKey bool
 	Shared        *Shared
-	Tx            *db.Tx
+	Tx            *pgq.Tx
 	Group         string // the consumer group whose offsets it commits; "" = none
 	Now           time.Time
 	attempt       int
@@ -255,8 +256,8 @@ func (st *State) presize(n int) {
 // expired on the way).
 func (st *State) NextID(ctx context.Context) (int64, error) {
 	if len(st.ids) == 0 {
-		p := db.NewPipeline(st.Tx)
-		rows, err := db.Rows(db.New(p).IdentityReserve(ctx, []int32{1}).Query)
+		p := pgq.NewPipeline(st.Tx)
+		rows, err := pgq.Rows(db.New(p).IdentityReserve(ctx, []int32{1}).Query)
 		if serr := p.Send(ctx); err == nil {
 			err = serr
 		}
@@ -314,7 +315,7 @@ type Shared struct {
 // New starts a transaction attempt's state over tx; carried is the set of
 // period locks the caller keeps across its attempts (see PeriodLocks), now
 // the time the attempt starts.
-func New(shared *Shared, tx *db.Tx, attempt int, firstSeen, now time.Time, carried PeriodLocks) *State {
+func New(shared *Shared, tx *pgq.Tx, attempt int, firstSeen, now time.Time, carried PeriodLocks) *State {
 	return &State{
 		carried:         carried,
 		locks:           maps.Clone(carried),

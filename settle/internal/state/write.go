@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/settlehq/settle/internal/pgq"
 	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/settle/internal/db"
 	"github.com/settlehq/settle/settle/message"
@@ -43,7 +44,7 @@ func (dl DeadLetterRow) OutboxHeaders(truncated bool) []byte {
 	if truncated {
 		hs = append(hs, record.Header{Key: message.DeadLetterValueTruncatedHeader, Value: strconv.AppendInt(nil, int64(len(dl.In.Value)), 10)})
 	}
-	return db.EncodeHeaders(hs)
+	return pgq.EncodeHeaders(hs)
 }
 
 // Write writes every row of the batch: the identities and ledger entries
@@ -51,8 +52,8 @@ func (dl DeadLetterRow) OutboxHeaders(truncated bool) []byte {
 // CopyRowsMin rows, then queues everything else in one pipeline, which the
 // caller may add to and sends with the COMMIT (Store.commit): one round
 // trip.
-func (st *State) Write(ctx context.Context, group string) (*db.Pipeline, error) {
-	p := db.NewPipeline(st.Tx)
+func (st *State) Write(ctx context.Context, group string) (*pgq.Pipeline, error) {
+	p := pgq.NewPipeline(st.Tx)
 	q := db.New(p)
 	if err := st.writeIdentities(ctx, q); err != nil {
 		return nil, err
@@ -227,7 +228,7 @@ func (st *State) queueDeadLetters(ctx context.Context, q *db.Queries) {
 	var u db.DeadLetterInsertParams
 	for _, dl := range st.DeadLetters {
 		u.Topic, u.Partition, u.Offset = append(u.Topic, dl.In.Topic), append(u.Partition, dl.In.Partition), append(u.Offset, dl.In.Offset)
-		u.Key, u.Value, u.Headers = append(u.Key, dl.In.Key), append(u.Value, NonNil(dl.In.Value)), append(u.Headers, db.EncodeHeaders(dl.In.Headers))
+		u.Key, u.Value, u.Headers = append(u.Key, dl.In.Key), append(u.Value, NonNil(dl.In.Value)), append(u.Headers, pgq.EncodeHeaders(dl.In.Headers))
 		u.Reason, u.ErrorClass, u.Error = append(u.Reason, dl.Reason), append(u.ErrorClass, dl.Class), append(u.Error, dl.Err)
 		u.Attempts = append(u.Attempts, int32(dl.Attempts))
 	}
@@ -393,7 +394,7 @@ func (st *State) queueWaiting(ctx context.Context, q *db.Queries) {
 		ins.RecordID, ins.Operation = append(ins.RecordID, d.ID.RecordID), append(ins.Operation, string(d.ID.Operation))
 		ins.TargetPeriod, ins.TargetRecordID = append(ins.TargetPeriod, w.Target.Period), append(ins.TargetRecordID, w.Target.Record)
 		ins.Fingerprint, ins.Canonical = append(ins.Fingerprint, int64(w.FP)), append(ins.Canonical, w.Canonical)
-		ins.Key, ins.Value, ins.Headers = append(ins.Key, d.In.Key), append(ins.Value, NonNil(d.In.Value)), append(ins.Headers, db.EncodeHeaders(d.In.Headers))
+		ins.Key, ins.Value, ins.Headers = append(ins.Key, d.In.Key), append(ins.Value, NonNil(d.In.Value)), append(ins.Headers, pgq.EncodeHeaders(d.In.Headers))
 		ins.Topic, ins.Partition, ins.Offset = append(ins.Topic, d.In.Topic), append(ins.Partition, d.In.Partition), append(ins.Offset, d.In.Offset)
 		ins.Response, ins.Status = append(ins.Response, w.Response), append(ins.Status, w.Status)
 	}

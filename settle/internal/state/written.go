@@ -12,21 +12,39 @@ import (
 // the tables.
 const writtenMax = 20_000
 
+// WrittenRow is an outbox row this process wrote, as the relay's read of the tables gives it
+// (relay/outbox's outbox.sql, OutboxPending): the same fields, in the same
+// order, so that the relay converts one to its own row type, and a change
+// to either fails to compile until the other follows.
+type WrittenRow struct {
+	ID                 int64
+	Topic              string
+	Key                []byte
+	Value              []byte
+	Response           []byte
+	StoredHeaders      []byte
+	SettlementID       *string
+	SettlementTenantID string
+	Sequence           *int64
+	Kind               *string
+	Version            *int16
+}
+
 // WrittenCache is the settlement messages this process committed to the
 // outbox, by outbox row id, as the relay's read of the tables gives them
-// (outbox_pending.sql), so that the relay of the same process need not read
+// (relay/outbox's outbox.sql), so that the relay of the same process need not read
 // back what it has just written. Full, it is emptied: the relay then reads
 // what it held from the tables, and what a relay will never take (rows it
 // published before they were kept, rows another process's relay published)
 // does not pile up.
 type WrittenCache struct {
 	mu   sync.Mutex
-	byID map[int64]db.OutboxPendingRow
+	byID map[int64]WrittenRow
 }
 
 // Message returns the outbox row id as the relay's read of the tables
 // would give it, if this process wrote it (a settlement) and still keeps it.
-func (c *WrittenCache) Message(id int64) (db.OutboxPendingRow, bool) {
+func (c *WrittenCache) Message(id int64) (WrittenRow, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	r, ok := c.byID[id]
@@ -62,7 +80,7 @@ func (c *WrittenCache) Keep(st *State, rows []db.OutboxSettlementsInsertRow) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.byID == nil || len(c.byID)+n > writtenMax {
-		c.byID = make(map[int64]db.OutboxPendingRow, n)
+		c.byID = make(map[int64]WrittenRow, n)
 	}
 	for _, r := range rows {
 		for j, oid := range r.Ids {
@@ -71,7 +89,7 @@ func (c *WrittenCache) Keep(st *State, rows []db.OutboxSettlementsInsertRow) {
 				continue
 			}
 			id := o.Identity
-			c.byID[oid] = db.OutboxPendingRow{ID: oid, Topic: o.Topic, Key: o.Key, Response: id.Response,
+			c.byID[oid] = WrittenRow{ID: oid, Topic: o.Topic, Key: o.Key, Response: id.Response,
 				StoredHeaders: o.Headers, SettlementID: &id.SettlementID, SettlementTenantID: o.Tenant,
 				Sequence: &o.Sequence, Kind: &o.Kind, Version: &version}
 		}

@@ -1,5 +1,0 @@
-package db
-
-// DecodeHeadersFast exposes the reflection-free headers decoder to its
-// equivalence test.
-var DecodeHeadersFast = decodeHeadersFast
