@@ -99,7 +99,7 @@ func pruneCanary(ctx context.Context, tx pgx.Tx, before time.Time, dryRun bool) 
 	}
 	out := make([]Count, len(rows))
 	for i, r := range rows {
-		out[i] = Count{Table: "canary_" + db.Deref(r.TableName), Rows: db.Deref(r.Rows)}
+		out[i] = Count{Table: "canary_" + pgq.Deref(r.TableName), Rows: pgq.Deref(r.Rows)}
 	}
 	return out, nil
 }
