@@ -265,11 +265,7 @@ func (c *sourceCheck) compareChainNets(ctx context.Context, part []*chainRoot, b
 		return err
 	}
 	for _, row := range rows {
-		period, recordID, currency := row.AccountPeriod, row.RecordID, row.Currency
-		net, err := notNull(row.NetCharge, "net charge")
-		if err != nil {
-			return err
-		}
+		period, recordID, currency, net := row.AccountPeriod, row.RecordID, row.Currency, row.NetCharge
 		r := byKey[[2]string{period, recordID}]
 		if r == nil {
 			continue
@@ -328,28 +324,11 @@ func (c *sourceCheck) settleTotals(ctx context.Context, totals sourceTotals, byK
 				return err
 			}
 			for _, n := range nets {
-				net, err := notNull(n.NetCharge, "net charge")
-				if err != nil {
-					return err
-				}
-				add(n.AccountPeriod, n.Currency, money.MustParse(net))
+				add(n.AccountPeriod, n.Currency, money.MustParse(n.NetCharge))
 			}
 		}
 		if len(roots) < sourcePageRowsMax {
 			return nil
 		}
 	}
-}
-
-// notNull is *v, or an error for a NULL. sqlc types the columns of the
-// chain query from the database, not from the SQL (it cannot follow its
-// LATERAL's reference to the outer row), so it cannot know that its sum
-// is never NULL; a NULL fails the read as a Scan
-// into a plain value would.
-func notNull[T any](v *T, column string) (T, error) {
-	if v == nil {
-		var zero T
-		return zero, fmt.Errorf("%s: NULL where the query returns none", column)
-	}
-	return *v, nil
 }
