@@ -103,6 +103,18 @@ type DeadLetter struct {
 	TenantID   string
 }
 
+type DeadLetterEdit struct {
+	ID           int64
+	TenantID     string
+	DeadLetterID int64
+	Diff         []byte
+	Key          []byte
+	Value        []byte
+	EditedBy     string
+	Reason       string
+	At           time.Time
+}
+
 type DeadLetterReplay struct {
 	TenantID     string
 	DeadLetterID int64
@@ -110,6 +122,7 @@ type DeadLetterReplay struct {
 	Partition    int32
 	Offset       int64
 	At           time.Time
+	EditID       *int64
 }
 
 type Delivery struct {
