@@ -228,8 +228,12 @@ func (h *handler) replay(r *http.Request, ds []inspect.DeadLetter, dryRun bool) 
 		res.Replayed[i].To = &to[i]
 	}
 	if err != nil {
-		h.log.Error("replay dead letters", "replayed", len(to), "of", len(ds), "err", err)
-		res.Replayed, res.Error = res.Replayed[:len(to)], err.Error()
+		// The error may be the broker's or the database's own text (its
+		// SQL, its names): for the service log, not the page.
+		h.log.Error("replay dead letters", "replayed", len(to), "of", len(ds), "analyst", analystOf(r), "err", err)
+		res.Replayed = res.Replayed[:len(to)]
+		res.Error = fmt.Sprintf("the replay stopped after %d of %d dead letters: the broker or the database refused the next "+
+			"(the service log has the details); those listed were replayed, replay the others again", len(to), len(ds))
 	} else {
 		h.log.Info("replayed dead letters", "count", len(ds), "analyst", analystOf(r))
 	}
