@@ -10,14 +10,15 @@ import (
 )
 
 const deadLetterInsert = `-- name: DeadLetterInsert :exec
-INSERT INTO dead_letters (topic, partition, "offset", key, value, headers, reason, error_class, error, attempts)
-SELECT k.topic, k.partition, k."offset", k.key, k.value, k.headers, k.reason, k.error_class, k.error, k.attempts
-  FROM unnest($1::text[], $2::integer[], $3::bigint[], $4::bytea[], $5::bytea[], $6::jsonb[],
-                     $7::text[], $8::text[], $9::text[], $10::integer[])
-       AS k (topic, partition, "offset", key, value, headers, reason, error_class, error, attempts)
+INSERT INTO dead_letters (tenant_id, topic, partition, "offset", key, value, headers, reason, error_class, error, attempts)
+SELECT k.tenant_id, k.topic, k.partition, k."offset", k.key, k.value, k.headers, k.reason, k.error_class, k.error, k.attempts
+  FROM unnest($1::text[], $2::text[], $3::integer[], $4::bigint[], $5::bytea[], $6::bytea[], $7::jsonb[],
+                     $8::text[], $9::text[], $10::text[], $11::integer[])
+       AS k (tenant_id, topic, partition, "offset", key, value, headers, reason, error_class, error, attempts)
 `
 
 type DeadLetterInsertParams struct {
+	TenantID   []string
 	Topic      []string
 	Partition  []int32
 	Offset     []int64
@@ -32,6 +33,7 @@ type DeadLetterInsertParams struct {
 
 func (q *Queries) DeadLetterInsert(ctx context.Context, arg DeadLetterInsertParams) error {
 	_, err := q.db.Exec(ctx, deadLetterInsert,
+		arg.TenantID,
 		arg.Topic,
 		arg.Partition,
 		arg.Offset,
