@@ -3,6 +3,7 @@ package analyst_test
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/settlehq/settle/settle/inspect"
@@ -12,7 +13,8 @@ import (
 // TestDeadLettersUnderTheirTenant: a record that does not decode but whose
 // bytes name its tenant is dead-lettered under that tenant, and its result
 // carries the identity fields it names; a token of acme lists acme's
-// letter and not globex's. A redelivery of the same input record is
+// letter and not globex's; explain of the record names its letter. A
+// redelivery of the same input record is
 // answered from the letter (no second letter).
 func TestDeadLettersUnderTheirTenant(t *testing.T) {
 	t.Parallel()
@@ -48,6 +50,16 @@ func TestDeadLettersUnderTheirTenant(t *testing.T) {
 	}
 	if seen[900] != "acme" {
 		t.Errorf("ana's dead letters %v hold no acme letter at offset 900", seen)
+	}
+	// Explain of the record names its letter (it has nothing else).
+	code, body = f.call(t, "ana", "GET", "/api/explain/acme/2026-11/t-acme", "", "")
+	var e inspect.Explanation
+	if code != 200 || json.Unmarshal([]byte(body), &e) != nil || len(e.Letters) != 1 || e.Letters[0].Reason != "invalid_field" ||
+		e.Letters[0].Correction != nil || e.Empty() {
+		t.Errorf("explain of acme's dead-lettered record: %d %s", code, body)
+	}
+	if _, page := f.call(t, "ana", "GET", "/explain?tenant=acme&period=2026-11&record=t-acme", "", ""); !strings.Contains(page, `id="letters"`) {
+		t.Errorf("the explain page of acme's dead-lettered record lists no letter")
 	}
 	again, err := f.store.Settle(ctx, "g", f.store.Decode(ins[:1]))
 	if err != nil || again[0].Outcome != message.OutcomeDeadLettered || !again[0].Redelivered {

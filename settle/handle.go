@@ -276,7 +276,7 @@ func (st *txState) deadLetter(d *state.Item, res message.Result, reason, class, 
 		idj := message.IdentityOf(id)
 		res.Identity = &idj
 	}
-	dl := state.DeadLetterRow{In: d.In, Tenant: id.TenantID, Reason: reason, Class: class, Err: msg, Attempts: attempts}
+	dl := state.DeadLetterRow{In: d.In, ID: id, Reason: reason, Class: class, Err: msg, Attempts: attempts}
 	st.DeadLetters = append(st.DeadLetters, dl)
 	// The message carries the original value only up to the limit: one
 	// the broker refuses would never reach the topic. The dead_letters row

@@ -32,7 +32,9 @@ type Explanation struct {
 	Waiting       []WaitingOp         `json:"waiting"`
 	Cases         []*Case             `json:"cases"`
 	// Letters are the dead letters the record's deliveries were corrected
-	// from (settle dlq resend, the letter page's form).
+	// from (settle dlq resend, the letter page's form; with Correction),
+	// then those whose bytes name the record (a delivery that did not
+	// decode).
 	Letters []ExplainedLetter `json:"letters,omitempty"`
 }
 
@@ -200,6 +202,19 @@ func (s *Store) Explain(ctx context.Context, tenant, period, recordID string) (*
 	}
 	if e.Letters, err = explainLetters(ctx, q, tenant, e.Operations); err != nil {
 		return nil, dberr.Wrap("explain: dead letters", err)
+	}
+	dead, err := q.DeadLetterByRecord(ctx, db.DeadLetterByRecordParams{TenantID: tenant, RecordID: recordID, AccountPeriod: period})
+	if err != nil {
+		return nil, dberr.Wrap("explain: dead letters", err)
+	}
+	corrected := map[int64]bool{}
+	for _, l := range e.Letters {
+		corrected[l.ID] = true
+	}
+	for _, r := range dead {
+		if !corrected[r.ID] { // listed with its correction already
+			e.Letters = append(e.Letters, ExplainedLetter{ID: r.ID, Reason: r.Reason, Error: r.Error, At: r.At})
+		}
 	}
 	if e.Cases, err = casesByRecord(ctx, q, tenant, period, recordID); err != nil {
 		return nil, err

@@ -88,19 +88,21 @@ type ConsumerOffset struct {
 }
 
 type DeadLetter struct {
-	ID         int64
-	Topic      string
-	Partition  int32
-	Offset     int64
-	Key        []byte
-	Value      []byte
-	Headers    []byte
-	Reason     string
-	ErrorClass string
-	Error      string
-	Attempts   int32
-	At         time.Time
-	TenantID   string
+	ID            int64
+	Topic         string
+	Partition     int32
+	Offset        int64
+	Key           []byte
+	Value         []byte
+	Headers       []byte
+	Reason        string
+	ErrorClass    string
+	Error         string
+	Attempts      int32
+	At            time.Time
+	TenantID      string
+	AccountPeriod string
+	RecordID      string
 }
 
 type DeadLetterEdit struct {

@@ -16,7 +16,7 @@ import (
 // its message to the dead-letter topic.
 type DeadLetterRow struct {
 	In       *message.Input
-	Tenant   string // "" when the record's tenant could not be read
+	ID       record.Identity // what the letter says of its record (Item.LetterIdentity): "" where it could not be read
 	Reason   string
 	Class    string
 	Err      string
@@ -244,7 +244,8 @@ func (st *State) queueDeadLetters(ctx context.Context, q *db.Queries) {
 		u.Topic, u.Partition, u.Offset = append(u.Topic, dl.In.Topic), append(u.Partition, dl.In.Partition), append(u.Offset, dl.In.Offset)
 		u.Key, u.Value, u.Headers = append(u.Key, dl.In.Key), append(u.Value, NonNil(dl.In.Value)), append(u.Headers, db.EncodeHeaders(dl.In.Headers))
 		u.Reason, u.ErrorClass, u.Error = append(u.Reason, dl.Reason), append(u.ErrorClass, dl.Class), append(u.Error, dl.Err)
-		u.Attempts, u.TenantID = append(u.Attempts, int32(dl.Attempts)), append(u.TenantID, dl.Tenant)
+		u.Attempts, u.TenantID = append(u.Attempts, int32(dl.Attempts)), append(u.TenantID, dl.ID.TenantID)
+		u.AccountPeriod, u.RecordID = append(u.AccountPeriod, dl.ID.AccountPeriod), append(u.RecordID, dl.ID.RecordID)
 	}
 	_ = q.DeadLetterInsert(ctx, u)
 }

@@ -63,3 +63,10 @@ CREATE TRIGGER dead_letter_edits_author BEFORE INSERT ON dead_letter_edits
 REVOKE ALL ON dead_letter_edits FROM PUBLIC;
 GRANT SELECT, INSERT ON dead_letter_edits TO settle_app, settle_operator;
 GRANT SELECT ON dead_letter_edits TO settle_reader;
+
+-- What a dead letter's bytes say of its record (the settling path reads
+-- them from a record that did not decode): explain finds a record's
+-- letters by them. '' when they say nothing; letters written before keep ''.
+ALTER TABLE dead_letters ADD COLUMN account_period text NOT NULL DEFAULT '',
+                         ADD COLUMN record_id      text NOT NULL DEFAULT '';
+CREATE INDEX dead_letters_record ON dead_letters (tenant_id, record_id) WHERE record_id <> '';
