@@ -34,6 +34,7 @@ import (
 
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/inspect"
+	"github.com/settlehq/settle/settle/retention"
 )
 
 // Store is what the analyst surface needs of the settlement store.
@@ -115,6 +116,11 @@ type Config struct {
 	// dead-letter page's replay. nil = the page shows what a replay would
 	// do and points to `settle dlq replay`.
 	Replayer Replayer
+
+	// Resender corrects and resends a dead letter for the letter page's
+	// form and POST /api/dlq/{id}/resend. nil = they answer 503 and point
+	// to `settle dlq resend`.
+	Resender Resender
 
 	// TimeZone is the zone pages show beside UTC when a time is hovered.
 	// nil = UTC only (with the age, "3 h ago").
@@ -418,9 +424,9 @@ func ParseAge(s string) (time.Duration, error) {
 func status(err error) int {
 	var re *settle.ResolveError
 	switch {
-	case errors.Is(err, inspect.ErrBadFilter), errors.Is(err, errBadRequest):
+	case errors.Is(err, inspect.ErrBadFilter), errors.Is(err, errBadRequest), errors.Is(err, inspect.ErrBadEdit):
 		return http.StatusBadRequest
-	case errors.Is(err, errForbidden):
+	case errors.Is(err, errForbidden), errors.Is(err, retention.ErrEditRefused):
 		return http.StatusForbidden
 	case errors.Is(err, settle.ErrCaseNotFound), errors.Is(err, inspect.ErrNoSuchDeadLetter):
 		return http.StatusNotFound

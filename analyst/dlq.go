@@ -77,6 +77,13 @@ func hexDump(b []byte) string {
 }
 
 func (h *handler) deadLetterPage(w http.ResponseWriter, r *http.Request) {
+	h.showDeadLetter(w, r, http.StatusOK, "")
+}
+
+// showDeadLetter renders a dead letter's page with code; failed, when not
+// "", is why the correction form's submission failed (the form keeps what
+// was typed).
+func (h *handler) showDeadLetter(w http.ResponseWriter, r *http.Request, code int, failed string) {
 	_, d, ok := load(h, w, r, false, deadLetterID, h.cfg.Store.DeadLetter)
 	if !ok {
 		return
@@ -89,12 +96,12 @@ func (h *handler) deadLetterPage(w http.ResponseWriter, r *http.Request) {
 	for i, hd := range d.Headers {
 		hs[i] = header{hd.Key, showBytes(hd.Value)}
 	}
+	ctx, cancel := h.ctx(r)
+	defer cancel()
 	// A replay that failed again: the letter it was replayed from.
 	replayOf := int64(0)
 	if from, ok := d.ReplayOf(); ok {
-		ctx, cancel := h.ctx(r)
 		id, err := h.cfg.Store.DeadLetterBySource(ctx, d.TenantID, from)
-		cancel()
 		switch {
 		case err == nil:
 			replayOf = id
@@ -103,9 +110,43 @@ func (h *handler) deadLetterPage(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	h.render(w, r, "deadletter", map[string]any{"Title": fmt.Sprintf("Dead letter %d", d.ID), "Nav": "dlq", "D": d, "ReplayOf": replayOf,
+	resentFrom, _ := d.ResentFrom() // a corrected record that failed again
+	edits, err := h.cfg.Store.DeadLetterEdits(ctx, d.TenantID, d.ID)
+	if err != nil {
+		h.fail(w, r, err, false)
+		return
+	}
+	shown := make([]shownEdit, len(edits))
+	for i, e := range edits {
+		shown[i] = shownEdit{DeadLetterEdit: e, Written: written(e.Value), Period: writtenPeriod(e.Value)}
+	}
+	data := map[string]any{"Title": fmt.Sprintf("Dead letter %d", d.ID), "Nav": "dlq", "D": d, "ReplayOf": replayOf,
 		"Value": showBytes(d.Value), "Key": showBytes(d.Key), "HasKey": d.Key != nil, "Headers": hs,
-		"CanReplay": h.cfg.Replayer != nil, "Can": canOf(r)})
+		"CanReplay": h.cfg.Replayer != nil, "Can": canOf(r), "ResentFrom": resentFrom, "Edits": shown,
+		"CanResend": h.cfg.Resender != nil && d.Reason != message.ReasonBatchTooLarge, "Resent": r.URL.Query().Get("resent")}
+	if failed != "" {
+		data["ResendError"], data["Set"], data["Reason"] = failed, r.PostForm.Get("set"), r.PostForm.Get("reason")
+	}
+	h.renderCode(w, r, code, "deadletter", data)
+}
+
+// shownEdit is one correction of a letter as its page lists it.
+type shownEdit struct {
+	inspect.DeadLetterEdit
+	Written writtenIdentity // the resent record's tenant and record id, for its explain link
+	Period  string
+}
+
+// writtenPeriod is the account_period a record's value names, "" if none.
+func writtenPeriod(value []byte) string {
+	var f struct {
+		Period any `json:"account_period"`
+	}
+	if json.Unmarshal(value, &f) != nil {
+		return ""
+	}
+	p, _ := f.Period.(string)
+	return p
 }
 
 // replaySelection is the dead letters a replay is about: named by id, or
@@ -187,8 +228,12 @@ func (h *handler) replay(r *http.Request, ds []inspect.DeadLetter, dryRun bool) 
 		res.Replayed[i].To = &to[i]
 	}
 	if err != nil {
-		h.log.Error("replay dead letters", "replayed", len(to), "of", len(ds), "err", err)
-		res.Replayed, res.Error = res.Replayed[:len(to)], err.Error()
+		// The error may be the broker's or the database's own text (its
+		// SQL, its names): for the service log, not the page.
+		h.log.Error("replay dead letters", "replayed", len(to), "of", len(ds), "analyst", analystOf(r), "err", err)
+		res.Replayed = res.Replayed[:len(to)]
+		res.Error = fmt.Sprintf("the replay stopped after %d of %d dead letters: the broker or the database refused the next "+
+			"(the service log has the details); those listed were replayed, replay the others again", len(to), len(ds))
 	} else {
 		h.log.Info("replayed dead letters", "count", len(ds), "analyst", analystOf(r))
 	}

@@ -192,6 +192,9 @@ func TestOpenAPIDescribesEveryRoute(t *testing.T) {
 		{method: "GET", path: admin + "/dlq/424242", want: 404},
 		{method: "GET", path: admin + "/dlq/replay?reason=invalid_json", want: 200},
 		{method: "POST", path: admin + "/dlq/replay", body: "id=" + dl, contentType: form, header: same, want: 200},
+		{method: "POST", path: admin + "/dlq/" + dl + "/resend", body: "set=amount%3D1&reason=", contentType: form, header: same, want: 400},
+		{method: "POST", path: admin + "/api/dlq/" + dl + "/resend", body: `{"set":{"amount":"1"},"reason":""}`, contentType: "application/json", want: 400, badRequest: true},
+		{method: "POST", path: admin + "/api/dlq/424242/resend", body: `{"set":{"amount":"1"},"reason":"typo"}`, contentType: "application/json", want: 404},
 		{method: "GET", path: admin + "/static/style.css", want: 200},
 
 		{method: "POST", path: edgeSrv.URL + "/v1/records", body: rec, contentType: "application/json", header: bearer, want: 200},

@@ -258,6 +258,13 @@ func (s tenantScoped) DeadLetterBySource(ctx context.Context, tenant string, c m
 	return s.Store.DeadLetterBySource(ctx, tenant, c)
 }
 
+func (s tenantScoped) DeadLetterEdits(ctx context.Context, tenant string, id int64) ([]inspect.DeadLetterEdit, error) {
+	if !inScope(ctx, tenant) {
+		return nil, fmt.Errorf("dead letter %d: %w", id, inspect.ErrNoSuchDeadLetter)
+	}
+	return s.Store.DeadLetterEdits(ctx, tenant, id)
+}
+
 func (s tenantScoped) Search(ctx context.Context, q inspect.SearchQuery) (hits []inspect.SearchHit, err error) {
 	if q.Tenant, err = scope(ctx, q.Tenant); err != nil {
 		return nil, err

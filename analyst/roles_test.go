@@ -158,6 +158,8 @@ func TestRolesOnEveryRoute(t *testing.T) {
 		"POST /api/cases/{id}/resolve": {"application/json", `{"decision":"maybe","reason":"x"}`},
 		"POST /api/dlq/replay":         {"application/json", `{"ids":[` + dl + `],"dry_run":true}`},
 		"POST /dlq/replay":             {"application/x-www-form-urlencoded", ""},
+		"POST /dlq/{id}/resend":        {"application/x-www-form-urlencoded", "set=amount%3D1&reason="},
+		"POST /api/dlq/{id}/resend":    {"application/json", `{"set":{"amount":"1"},"reason":""}`},
 	}
 	roles := analyst.RouteRoles(f.cfg)
 	if len(roles) < 25 {

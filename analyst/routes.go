@@ -26,6 +26,7 @@ type PageStore interface {
 	DeadLetterBySource(ctx context.Context, tenant string, c message.Coordinates) (int64, error)
 	SettledByHour(ctx context.Context, tenant string, since time.Time) ([]inspect.SettledHour, error)
 	SubjectAttention(ctx context.Context, tenant, subject string) (*inspect.SubjectAttention, error)
+	DeadLetterEdits(ctx context.Context, tenant string, id int64) ([]inspect.DeadLetterEdit, error)
 }
 
 // Replayer produces dead letters' original key, value and headers back to
@@ -100,6 +101,7 @@ func (h *handler) routes(mux *routeMux) {
 	mux.HandleFunc(read, "GET /dlq/{id}", h.deadLetterPage)
 	mux.HandleFunc(operate, "GET /dlq/replay", h.replayPreview) // the replay's first step
 	mux.HandleFunc(operate, "POST /dlq/replay", h.replayForm)
+	mux.HandleFunc(operate, "POST /dlq/{id}/resend", h.resendForm)
 	mux.HandleFunc(read, "GET /cases.csv", h.casesCSV)
 
 	mux.HandleFunc(read, "GET /api/search", h.apiSearch)
@@ -107,6 +109,7 @@ func (h *handler) routes(mux *routeMux) {
 	mux.HandleFunc(read, "GET /api/cases/{id}/links", apiGet(h, caseID, h.cfg.Store.CaseLinks))
 	mux.HandleFunc(read, "GET /api/dlq/{id}", apiGet(h, deadLetterID, h.cfg.Store.DeadLetter))
 	mux.HandleFunc(operate, "POST /api/dlq/replay", h.apiReplay)
+	mux.HandleFunc(operate, "POST /api/dlq/{id}/resend", h.apiResend)
 	mux.HandleFunc(read, "GET /api/openapi.json", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.Write(openAPI)

@@ -39,7 +39,8 @@ func (r *recordingReplayer) Replay(ctx context.Context, ds []inspect.DeadLetter)
 	var out []message.Coordinates
 	for i, d := range ds {
 		if r.failAfter >= 0 && i >= r.failAfter {
-			return out, errors.New("broker unreachable")
+			// A failure whose text is the database's: no page shows it.
+			return out, errors.New(`record replays of dead letters: ERROR: permission denied for table dead_letter_replays (SQLSTATE 42501)`)
 		}
 		r.got = append(r.got, d.ID)
 		out = append(out, message.Coordinates{Topic: d.Source.Topic, Partition: d.Source.Partition, Offset: 1000 + d.ID})
@@ -241,8 +242,20 @@ func TestDeadLetterPagesAndReplay(t *testing.T) {
 	if code, res := apiPost(`{"ids":` + ids + `,"dry_run":true}`); code != 200 || !res.DryRun || len(res.Replayed) != 2 || res.Replayed[0].To != nil {
 		t.Errorf("api dry run: %d %+v", code, res)
 	}
-	if code, res := apiPost(`{"ids":` + ids + `}`); code != http.StatusBadGateway || len(res.Replayed) != 1 || res.Error == "" {
+	if code, res := apiPost(`{"ids":` + ids + `}`); code != http.StatusBadGateway || len(res.Replayed) != 1 || res.Error == "" ||
+		strings.Contains(res.Error, "SQLSTATE") || strings.Contains(res.Error, "dead_letter_replays") || !strings.Contains(res.Error, "service log") {
 		t.Errorf("api replay with a failing broker: %d %+v", code, res)
+	}
+	// The form says the same, without the database's text.
+	fresp, err := http.PostForm(f.srv.URL+"/dlq/replay", url.Values{"id": {itoa(first.ID), itoa(second.ID)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fbody, _ := io.ReadAll(fresp.Body)
+	fresp.Body.Close()
+	if fresp.StatusCode != http.StatusBadGateway || strings.Contains(string(fbody), "SQLSTATE") || strings.Contains(string(fbody), "dead_letter_replays") ||
+		!strings.Contains(string(fbody), "the replay stopped after 1 of 2") {
+		t.Errorf("form replay with a failing database: %d\n%s", fresp.StatusCode, fbody)
 	}
 	if code, _ := apiPost(`{"ids":[424242]}`); code != 404 {
 		t.Errorf("api replay of a missing dead letter: %d", code)

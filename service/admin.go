@@ -33,6 +33,9 @@ func (s *Service) adminHandler() http.Handler {
 	if ac.Replayer == nil {
 		ac.Replayer = kafkaReplayer{s.replayer, s.cfg.Store}
 	}
+	if ac.Resender == nil {
+		ac.Resender = kafkaReplayer{s.replayer, s.cfg.Store}
+	}
 	mux.Handle("/", analyst.Handler(ac))
 	if s.cfg.Telemetry != nil {
 		mux.Handle("GET /metrics", s.cfg.Telemetry.Handler())

@@ -267,7 +267,16 @@ func (st *txState) deadLetter(d *state.Item, res message.Result, reason, class, 
 	if d.In.Exhausted != nil {
 		attempts = d.In.Exhausted.Attempts
 	}
-	dl := state.DeadLetterRow{In: d.In, Reason: reason, Class: class, Err: msg, Attempts: attempts}
+	// Whose it was, as far as it can be read: the decoded identity, or what
+	// the bytes of a record that did not decode say. The letter is stored
+	// under that tenant (a tenant's analysts see it) and the result names
+	// what was read.
+	id := d.LetterIdentity()
+	if id != (record.Identity{}) {
+		idj := message.IdentityOf(id)
+		res.Identity = &idj
+	}
+	dl := state.DeadLetterRow{In: d.In, ID: id, Reason: reason, Class: class, Err: msg, Attempts: attempts}
 	st.DeadLetters = append(st.DeadLetters, dl)
 	// The message carries the original value only up to the limit: one
 	// the broker refuses would never reach the topic. The dead_letters row

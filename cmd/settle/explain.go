@@ -38,8 +38,8 @@ func (c *explainCmd) Run(a *app) error {
 	w := a.stdout
 	fmt.Fprintf(w, "%s / %s / %s\n", e.TenantID, e.AccountPeriod, e.RecordID)
 	if e.Empty() {
-		return fmt.Errorf("settle has seen no operation, waiting operation or case of record %s in tenant %s period %s; "+
-			"a record that could not be read is a dead letter, kept by its coordinates, not its record id: settle dlq list", c.RecordID, c.Tenant, c.Period)
+		return fmt.Errorf("settle has seen no operation, waiting operation, case or dead letter of record %s in tenant %s period %s; "+
+			"a record whose bytes do not name it is a dead letter kept by its coordinates only: settle dlq list", c.RecordID, c.Tenant, c.Period)
 	}
 	for _, x := range e.Operations {
 		if err := printExplained(w, &x); err != nil {
@@ -56,6 +56,14 @@ func (c *explainCmd) Run(a *app) error {
 	}
 	for _, cs := range e.Cases {
 		fmt.Fprintf(w, "\ncase %d (%s, %s): %s; differing: %s\n", cs.ID, cs.Operation, cs.Reason, cs.Status, strings.Join(cs.Differing, ", "))
+	}
+	for _, l := range e.Letters {
+		if c := l.Correction; c != nil {
+			fmt.Fprintf(w, "\ncorrected from dead letter %d (%s) by %s at %s: %s; resent as %s/%d@%d\n", l.ID, l.Reason, c.EditedBy,
+				rfc(c.At), c.Reason, c.Delivery.Topic, c.Delivery.Partition, c.Delivery.Offset)
+			continue
+		}
+		fmt.Fprintf(w, "\ndead letter %d (%s) at %s: %s; settle dlq show %d\n", l.ID, l.Reason, rfc(l.At), l.Error, l.ID)
 	}
 	return nil
 }

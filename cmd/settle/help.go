@@ -86,6 +86,7 @@ var examples = map[string]string{
 	"dlq list":          "settle dlq list --reason invalid_json",
 	"dlq show":          "settle dlq show 7",
 	"dlq replay":        "settle dlq replay --reason transient_exhausted --dry-run",
+	"dlq resend":        "settle dlq resend 7 --set currency=EUR --reason typo",
 	"reconcile":         "settle reconcile --brokers kafka:9092",
 	"prune":             "settle prune --dead-letters-after 720h --dry-run",
 	"verify":            "settle verify --brokers kafka:9092 --period 2026-11 --from-heads heads-2026-10.json --heads-out heads-2026-11.json",

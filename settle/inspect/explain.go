@@ -31,11 +31,55 @@ type Explanation struct {
 	Operations    []ExplainedIdentity `json:"operations"`
 	Waiting       []WaitingOp         `json:"waiting"`
 	Cases         []*Case             `json:"cases"`
+	// Letters are the dead letters the record's deliveries were corrected
+	// from (settle dlq resend, the letter page's form; with Correction),
+	// then those whose bytes name the record (a delivery that did not
+	// decode).
+	Letters []ExplainedLetter `json:"letters,omitempty"`
+}
+
+// ExplainedLetter is a dead letter a delivery of the record came from.
+type ExplainedLetter struct {
+	ID         int64             `json:"id"`
+	Reason     string            `json:"reason"`
+	Error      string            `json:"error"`
+	At         time.Time         `json:"at"`
+	Correction *LetterCorrection `json:"correction,omitempty"`
+}
+
+// LetterCorrection is the correction that made a delivery of the record
+// from its letter: who, why, and the delivery it made.
+type LetterCorrection struct {
+	EditID   int64               `json:"edit_id"`
+	EditedBy string              `json:"edited_by"`
+	Reason   string              `json:"reason"`
+	At       time.Time           `json:"at"`
+	Delivery message.Coordinates `json:"delivery"`
 }
 
 // Empty reports whether settle has seen nothing of the record.
 func (e *Explanation) Empty() bool {
-	return len(e.Operations) == 0 && len(e.Waiting) == 0 && len(e.Cases) == 0
+	return len(e.Operations) == 0 && len(e.Waiting) == 0 && len(e.Cases) == 0 && len(e.Letters) == 0
+}
+
+// explainLetters are the letters the deliveries of ops were corrected
+// from.
+func explainLetters(ctx context.Context, q *db.Queries, tenant string, ops []ExplainedIdentity) ([]ExplainedLetter, error) {
+	var out []ExplainedLetter
+	for _, op := range ops {
+		for _, dl := range op.Deliveries {
+			rows, err := q.DeadLetterResendAt(ctx, db.DeadLetterResendAtParams{TenantID: tenant, Topic: dl.Topic,
+				Partition: dl.Partition, ResentOffset: dl.Offset})
+			if err != nil {
+				return nil, err
+			}
+			for _, r := range rows {
+				out = append(out, ExplainedLetter{ID: r.DeadLetterID, Reason: r.LetterReason, Error: r.LetterError, At: r.LetterAt,
+					Correction: &LetterCorrection{EditID: r.ID, EditedBy: r.EditedBy, Reason: r.Reason, At: r.At, Delivery: dl.Coordinates}})
+			}
+		}
+	}
+	return out, nil
 }
 
 // ExplainedIdentity is one settled, refused or quarantined identity with
@@ -155,6 +199,22 @@ func (s *Store) Explain(ctx context.Context, tenant, period, recordID string) (*
 	}
 	if e.Waiting, err = explainWaiting(ctx, q, tenant, period, recordID); err != nil {
 		return nil, dberr.Wrap(what, err)
+	}
+	if e.Letters, err = explainLetters(ctx, q, tenant, e.Operations); err != nil {
+		return nil, dberr.Wrap("explain: dead letters", err)
+	}
+	dead, err := q.DeadLetterByRecord(ctx, db.DeadLetterByRecordParams{TenantID: tenant, RecordID: recordID, AccountPeriod: period})
+	if err != nil {
+		return nil, dberr.Wrap("explain: dead letters", err)
+	}
+	corrected := map[int64]bool{}
+	for _, l := range e.Letters {
+		corrected[l.ID] = true
+	}
+	for _, r := range dead {
+		if !corrected[r.ID] { // listed with its correction already
+			e.Letters = append(e.Letters, ExplainedLetter{ID: r.ID, Reason: r.Reason, Error: r.Error, At: r.At})
+		}
 	}
 	if e.Cases, err = casesByRecord(ctx, q, tenant, period, recordID); err != nil {
 		return nil, err

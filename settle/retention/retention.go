@@ -12,10 +12,13 @@ package retention
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/settlehq/settle/internal/pgq"
@@ -122,4 +125,57 @@ func (s *Store) DeadLettersReplayed(ctx context.Context, ids []int64, to []messa
 		return fmt.Errorf("record replays of dead letters %v: %w", ids, err)
 	}
 	return nil
+}
+
+// Edit is a correction of a dead letter about to be resent: the diff and
+// the bytes to send, who made it and why.
+type Edit struct {
+	TenantID     string // the letter's
+	DeadLetterID int64
+	Diff         json.RawMessage // the fields changed: [{"field", "from", "to"}]
+	Key, Value   []byte
+	By, Reason   string
+}
+
+// Resent is an edit recorded and its record sent.
+type Resent struct {
+	EditID int64               `json:"edit_id"`
+	By     string              `json:"edited_by"` // as recorded: a person's login, whatever By said (migration 0024)
+	At     time.Time           `json:"at"`
+	To     message.Coordinates `json:"to"`
+}
+
+// ErrEditRefused is an edit the database refused to the login: it reads
+// only, or resolves without operating (migration 0024).
+var ErrEditRefused = errors.New("editing a dead letter needs the role settle_operator")
+
+// Resend records e and sends its record with send, in one transaction: the
+// edit row first (where the database refuses a login that may not edit,
+// before anything is sent), then send, then where the record went (a
+// dead_letter_replays row naming the edit). A send that fails rolls the
+// edit back: nothing is recorded of a record not sent. Only a commit that
+// fails after the send leaves a resent record without its edit row; the
+// record's ResendHeader still names its letter.
+func (s *Store) Resend(ctx context.Context, e Edit, send func(ctx context.Context, editID int64) (message.Coordinates, error)) (*Resent, error) {
+	var out Resent
+	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
+		row, err := db.On(tx).DeadLetterEditInsert(ctx, db.DeadLetterEditInsertParams{TenantID: e.TenantID, DeadLetterID: e.DeadLetterID,
+			Diff: e.Diff, Key: e.Key, Value: e.Value, EditedBy: e.By, Reason: e.Reason})
+		if err != nil {
+			if pe := (*pgconn.PgError)(nil); errors.As(err, &pe) && pe.Code == "42501" { // insufficient_privilege
+				return fmt.Errorf("%w: %w", ErrEditRefused, err)
+			}
+			return err
+		}
+		out.EditID, out.By, out.At = row.ID, row.EditedBy, row.At
+		if out.To, err = send(ctx, row.ID); err != nil {
+			return err
+		}
+		return db.On(tx).DeadLetterResent(ctx, db.DeadLetterResentParams{TenantID: e.TenantID, DeadLetterID: e.DeadLetterID,
+			Topic: out.To.Topic, Partition: out.To.Partition, ToOffset: out.To.Offset, EditID: &row.ID})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("resend dead letter %d: %w", e.DeadLetterID, err)
+	}
+	return &out, nil
 }

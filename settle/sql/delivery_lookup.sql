@@ -5,9 +5,11 @@
 -- first delivery that claimed an identity or left a waiting row is found
 -- on that row (identity_lookup.sql, waiting_lookup.sql). The caller gives
 -- each input record's coordinates once, with its record's tenant
--- (@tenant_id; '' for a record that does not decode): a repeat's row is
--- under that tenant, a dead letter's under '' (dead letters belong to no
--- tenant, even those of records that decoded), one key probe each. Each
+-- (@tenant_id; '' for a record that does not decode) and the tenant its
+-- dead letter is under (@letter_tenant_id: what its bytes say, '' when
+-- they say none): a repeat's row is under the first, a dead letter under
+-- the second (or '', where letters written before they had a tenant
+-- are), one key probe each. Each
 -- probe is a LATERAL subquery (LIMIT 1 keeps it from being flattened), so
 -- the batch's coordinates drive the join whatever the statistics say: a
 -- plan cached while dead_letters was small had read every dead letter of
@@ -22,7 +24,7 @@ SELECT d.topic, d.partition, d."offset", d.outcome, d.reason, d.error, coalesce(
 UNION ALL
 SELECT l.topic, l.partition, l."offset", 'dead_lettered', l.reason, l.error, 0,
        NULL, NULL, NULL, NULL, NULL
-  FROM unnest(@topic::text[], @partition::integer[], sqlc.arg('offset')::bigint[], @tenant_id::text[]) AS k (topic, partition, "offset", tenant_id)
+  FROM unnest(@topic::text[], @partition::integer[], sqlc.arg('offset')::bigint[], @letter_tenant_id::text[]) AS k (topic, partition, "offset", tenant_id)
  CROSS JOIN LATERAL (SELECT x.topic, x.partition, x."offset", x.reason, x.error FROM dead_letters x
-                      WHERE x.tenant_id = '' AND x.topic = k.topic AND x.partition = k.partition
+                      WHERE x.tenant_id IN (k.tenant_id, '') AND x.topic = k.topic AND x.partition = k.partition
                         AND x."offset" = k."offset" LIMIT 1) l;

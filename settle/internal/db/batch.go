@@ -533,9 +533,9 @@ SELECT d.topic, d.partition, d."offset", d.outcome, d.reason, d.error, coalesce(
 UNION ALL
 SELECT l.topic, l.partition, l."offset", 'dead_lettered', l.reason, l.error, 0,
        NULL, NULL, NULL, NULL, NULL
-  FROM unnest($1::text[], $2::integer[], $3::bigint[], $4::text[]) AS k (topic, partition, "offset", tenant_id)
+  FROM unnest($1::text[], $2::integer[], $3::bigint[], $5::text[]) AS k (topic, partition, "offset", tenant_id)
  CROSS JOIN LATERAL (SELECT x.topic, x.partition, x."offset", x.reason, x.error FROM dead_letters x
-                      WHERE x.tenant_id = '' AND x.topic = k.topic AND x.partition = k.partition
+                      WHERE x.tenant_id IN (k.tenant_id, '') AND x.topic = k.topic AND x.partition = k.partition
                         AND x."offset" = k."offset" LIMIT 1) l
 `
 
@@ -546,10 +546,11 @@ type DeliveryLookupBatchResults struct {
 }
 
 type DeliveryLookupParams struct {
-	Topic     []string
-	Partition []int32
-	Offset    []int64
-	TenantID  []string
+	Topic          []string
+	Partition      []int32
+	Offset         []int64
+	TenantID       []string
+	LetterTenantID []string
 }
 
 type DeliveryLookupRow struct {
@@ -573,9 +574,11 @@ type DeliveryLookupRow struct {
 // first delivery that claimed an identity or left a waiting row is found
 // on that row (identity_lookup.sql, waiting_lookup.sql). The caller gives
 // each input record's coordinates once, with its record's tenant
-// (@tenant_id; ” for a record that does not decode): a repeat's row is
-// under that tenant, a dead letter's under ” (dead letters belong to no
-// tenant, even those of records that decoded), one key probe each. Each
+// (@tenant_id; ” for a record that does not decode) and the tenant its
+// dead letter is under (@letter_tenant_id: what its bytes say, ” when
+// they say none): a repeat's row is under the first, a dead letter under
+// the second (or ”, where letters written before they had a tenant
+// are), one key probe each. Each
 // probe is a LATERAL subquery (LIMIT 1 keeps it from being flattened), so
 // the batch's coordinates drive the join whatever the statistics say: a
 // plan cached while dead_letters was small had read every dead letter of
@@ -588,6 +591,7 @@ func (q *Queries) DeliveryLookup(ctx context.Context, arg []DeliveryLookupParams
 			a.Partition,
 			a.Offset,
 			a.TenantID,
+			a.LetterTenantID,
 		}
 		batch.Queue(deliveryLookup, vals...)
 	}

@@ -10,28 +10,36 @@ import (
 )
 
 const deadLetterInsert = `-- name: DeadLetterInsert :exec
-INSERT INTO dead_letters (topic, partition, "offset", key, value, headers, reason, error_class, error, attempts)
-SELECT k.topic, k.partition, k."offset", k.key, k.value, k.headers, k.reason, k.error_class, k.error, k.attempts
-  FROM unnest($1::text[], $2::integer[], $3::bigint[], $4::bytea[], $5::bytea[], $6::jsonb[],
-                     $7::text[], $8::text[], $9::text[], $10::integer[])
-       AS k (topic, partition, "offset", key, value, headers, reason, error_class, error, attempts)
+INSERT INTO dead_letters (tenant_id, account_period, record_id, topic, partition, "offset", key, value, headers, reason, error_class, error, attempts)
+SELECT k.tenant_id, k.account_period, k.record_id, k.topic, k.partition, k."offset", k.key, k.value, k.headers, k.reason, k.error_class, k.error, k.attempts
+  FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::integer[], $6::bigint[],
+              $7::bytea[], $8::bytea[], $9::jsonb[], $10::text[], $11::text[], $12::text[], $13::integer[])
+       AS k (tenant_id, account_period, record_id, topic, partition, "offset", key, value, headers, reason, error_class, error, attempts)
 `
 
 type DeadLetterInsertParams struct {
-	Topic      []string
-	Partition  []int32
-	Offset     []int64
-	Key        [][]byte
-	Value      [][]byte
-	Headers    [][]byte
-	Reason     []string
-	ErrorClass []string
-	Error      []string
-	Attempts   []int32
+	TenantID      []string
+	AccountPeriod []string
+	RecordID      []string
+	Topic         []string
+	Partition     []int32
+	Offset        []int64
+	Key           [][]byte
+	Value         [][]byte
+	Headers       [][]byte
+	Reason        []string
+	ErrorClass    []string
+	Error         []string
+	Attempts      []int32
 }
 
+// The tenant, period and record id are what the letter's bytes say
+// (record.Written), ” where they say nothing.
 func (q *Queries) DeadLetterInsert(ctx context.Context, arg DeadLetterInsertParams) error {
 	_, err := q.db.Exec(ctx, deadLetterInsert,
+		arg.TenantID,
+		arg.AccountPeriod,
+		arg.RecordID,
 		arg.Topic,
 		arg.Partition,
 		arg.Offset,

@@ -69,7 +69,7 @@ func (st *State) Load(ctx context.Context, ds []Item, wake []RecKey) error {
 	// record is probed, the targets' if any operation names one).
 	r := loadReads{locks: st.QueueLocks(ctx, q)}
 	if len(k.dTopics) > 0 {
-		r.deliveries = q.DeliveryLookup(ctx, []db.DeliveryLookupParams{{Topic: k.dTopics, Partition: k.dParts, Offset: k.dOffsets, TenantID: k.dTenants}})
+		r.deliveries = q.DeliveryLookup(ctx, []db.DeliveryLookupParams{{Topic: k.dTopics, Partition: k.dParts, Offset: k.dOffsets, TenantID: k.dTenants, LetterTenantID: k.lTenants}})
 	}
 	r.identities = q.IdentityLookup(ctx, []db.IdentityLookupParams{{TenantID: k.idKeys[0], AccountPeriod: k.idKeys[1], RecordID: k.idKeys[2], Operation: k.idKeys[3]}})
 	if len(k.tgtKeys.t) > 0 {
@@ -102,6 +102,7 @@ type loadKeys struct {
 	dParts           []int32
 	dOffsets         []int64
 	dTenants         []string    // each one's record's tenant ('' when it does not decode): its repeats are under it
+	lTenants         []string    // the tenant its dead letter would be under (Item.LetterIdentity)
 	idKeys           [4][]string // identities: tenant, period, record, operation
 	tgtKeys, ownKeys keyList     // targets named, records that can be targets
 	accKeys          accountList
@@ -126,7 +127,7 @@ func (st *State) collectLoadKeys(k *loadKeys, ds []Item, wake []RecKey) {
 				tenant = ""
 			}
 			k.dTopics, k.dParts, k.dOffsets = append(k.dTopics, d.In.Topic), append(k.dParts, d.In.Partition), append(k.dOffsets, d.In.Offset)
-			k.dTenants = append(k.dTenants, tenant)
+			k.dTenants, k.lTenants = append(k.dTenants, tenant), append(k.lTenants, d.LetterIdentity().TenantID)
 		}
 		if d.Err != nil {
 			continue

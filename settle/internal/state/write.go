@@ -17,10 +17,25 @@ import (
 // its message to the dead-letter topic.
 type DeadLetterRow struct {
 	In       *message.Input
+	ID       record.Identity // what the letter says of its record (Item.LetterIdentity): "" where it could not be read
 	Reason   string
 	Class    string
 	Err      string
 	Attempts int
+}
+
+// LetterIdentity is what a dead letter of d says of its record: its
+// identity when it decoded, else what its bytes say (record.Written); zero
+// for a compressed batch. Its tenant is the tenant the letter is stored
+// under, and a redelivery looks for it there.
+func (d *Item) LetterIdentity() record.Identity {
+	switch {
+	case d.Err == nil && d.ID.TenantID != "":
+		return d.ID
+	case d.In.Batch != nil:
+		return record.Identity{}
+	}
+	return record.Written(d.In.Value)
 }
 
 // OutboxHeaders are the dead-letter message's headers: the original ones
@@ -230,7 +245,8 @@ func (st *State) queueDeadLetters(ctx context.Context, q *db.Queries) {
 		u.Topic, u.Partition, u.Offset = append(u.Topic, dl.In.Topic), append(u.Partition, dl.In.Partition), append(u.Offset, dl.In.Offset)
 		u.Key, u.Value, u.Headers = append(u.Key, dl.In.Key), append(u.Value, NonNil(dl.In.Value)), append(u.Headers, pgq.EncodeHeaders(dl.In.Headers))
 		u.Reason, u.ErrorClass, u.Error = append(u.Reason, dl.Reason), append(u.ErrorClass, dl.Class), append(u.Error, dl.Err)
-		u.Attempts = append(u.Attempts, int32(dl.Attempts))
+		u.Attempts, u.TenantID = append(u.Attempts, int32(dl.Attempts)), append(u.TenantID, dl.ID.TenantID)
+		u.AccountPeriod, u.RecordID = append(u.AccountPeriod, dl.ID.AccountPeriod), append(u.RecordID, dl.ID.RecordID)
 	}
 	_ = q.DeadLetterInsert(ctx, u)
 }
