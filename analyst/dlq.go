@@ -319,14 +319,46 @@ func (h *handler) replayForm(w http.ResponseWriter, r *http.Request) {
 		h.renderCode(w, r, http.StatusServiceUnavailable, "replay", data)
 	case err != nil:
 		h.fail(w, r, err, false)
+	case res.Error != "":
+		data["Result"], data["Error"] = res, res.Error
+		h.renderCode(w, r, http.StatusBadGateway, "replay", data)
 	default:
-		data["Result"] = res
-		code := http.StatusOK
-		if res.Error != "" {
-			code, data["Error"] = http.StatusBadGateway, res.Error
+		// Post/redirect/get: the result is a page of its own, read back
+		// from where the replays were recorded, so a reload shows it
+		// again instead of sending the letters twice.
+		q := url.Values{}
+		for _, d := range ds {
+			q.Add("id", strconv.FormatInt(d.ID, 10))
 		}
-		h.renderCode(w, r, code, "replay", data)
+		http.Redirect(w, r, "/dlq/replayed?"+q.Encode(), http.StatusSeeOther)
 	}
+}
+
+// replayedPage shows where the dead letters named by id were last sent
+// back to: the replay form's result.
+func (h *handler) replayedPage(w http.ResponseWriter, r *http.Request) {
+	if len(r.URL.Query()["id"]) == 0 {
+		h.fail(w, r, settleBadFilter("no dead letter named: /dlq/replayed?id=…"), false)
+		return
+	}
+	ds, err := h.replaySelection(r, url.Values{"id": r.URL.Query()["id"]})
+	if err != nil {
+		h.fail(w, r, err, false)
+		return
+	}
+	ctx, cancel := h.ctx(r)
+	defer cancel()
+	res := &ReplayResult{Replayed: make([]Replayed, 0, len(ds))}
+	for _, d := range ds {
+		to, err := h.cfg.Store.LastReplay(ctx, d.TenantID, d.ID)
+		if err != nil {
+			h.fail(w, r, err, false)
+			return
+		}
+		res.Replayed = append(res.Replayed, Replayed{ID: d.ID, Reason: d.Reason, From: d.Source, To: to})
+	}
+	h.renderCode(w, r, http.StatusOK, "replay", map[string]any{"Title": "Replayed dead letters", "Nav": "dlq",
+		"CanReplay": h.cfg.Replayer != nil, "Result": res})
 }
 
 // willFailAgain counts the letters a replay would dead-letter again.

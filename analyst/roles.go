@@ -265,6 +265,13 @@ func (s tenantScoped) DeadLetterEdits(ctx context.Context, tenant string, id int
 	return s.Store.DeadLetterEdits(ctx, tenant, id)
 }
 
+func (s tenantScoped) LastReplay(ctx context.Context, tenant string, id int64) (*message.Coordinates, error) {
+	if !inScope(ctx, tenant) {
+		return nil, fmt.Errorf("dead letter %d: %w", id, inspect.ErrNoSuchDeadLetter)
+	}
+	return s.Store.LastReplay(ctx, tenant, id)
+}
+
 func (s tenantScoped) Search(ctx context.Context, q inspect.SearchQuery) (hits []inspect.SearchHit, err error) {
 	if q.Tenant, err = scope(ctx, q.Tenant); err != nil {
 		return nil, err

@@ -27,6 +27,7 @@ type PageStore interface {
 	SettledByHour(ctx context.Context, tenant string, since time.Time) ([]inspect.SettledHour, error)
 	SubjectAttention(ctx context.Context, tenant, subject string) (*inspect.SubjectAttention, error)
 	DeadLetterEdits(ctx context.Context, tenant string, id int64) ([]inspect.DeadLetterEdit, error)
+	LastReplay(ctx context.Context, tenant string, id int64) (*message.Coordinates, error)
 }
 
 // Replayer produces dead letters' original key, value and headers back to
@@ -101,6 +102,7 @@ func (h *handler) routes(mux *routeMux) {
 	mux.HandleFunc(read, "GET /dlq/{id}", h.deadLetterPage)
 	mux.HandleFunc(operate, "GET /dlq/replay", h.replayPreview) // the replay's first step
 	mux.HandleFunc(operate, "POST /dlq/replay", h.replayForm)
+	mux.HandleFunc(read, "GET /dlq/replayed", h.replayedPage) // where the form redirects (303)
 	mux.HandleFunc(operate, "POST /dlq/{id}/resend", h.resendForm)
 	mux.HandleFunc(read, "GET /cases.csv", h.casesCSV)
 

@@ -22,6 +22,7 @@ import (
 	"github.com/settlehq/settle/settle"
 	"github.com/settlehq/settle/settle/inspect"
 	"github.com/settlehq/settle/settle/message"
+	"github.com/settlehq/settle/settle/retention"
 )
 
 // recordingReplayer stands in for cmd/settle's Kafka producer (tested
@@ -31,6 +32,9 @@ type recordingReplayer struct {
 	mu        sync.Mutex
 	got       []int64
 	failAfter int // -1: never
+	// recorded, as the service's replayer does, where each went
+	// (retention.Store.DeadLettersReplayed)
+	recorded *retention.Store
 }
 
 func (r *recordingReplayer) Replay(ctx context.Context, ds []inspect.DeadLetter) ([]message.Coordinates, error) {
@@ -42,8 +46,15 @@ func (r *recordingReplayer) Replay(ctx context.Context, ds []inspect.DeadLetter)
 			// A failure whose text is the database's: no page shows it.
 			return out, errors.New(`record replays of dead letters: ERROR: permission denied for table dead_letter_replays (SQLSTATE 42501)`)
 		}
+		again := int64(slices.Index(r.got, d.ID)+1) * 10000 // a second replay of d lands elsewhere
+		if again > 0 {
+			again = int64(len(r.got)) * 10000
+		}
 		r.got = append(r.got, d.ID)
-		out = append(out, message.Coordinates{Topic: d.Source.Topic, Partition: d.Source.Partition, Offset: 1000 + d.ID})
+		out = append(out, message.Coordinates{Topic: d.Source.Topic, Partition: d.Source.Partition, Offset: 1000 + d.ID + again})
+		if err := r.recorded.DeadLettersReplayed(ctx, []int64{d.ID}, out[len(out)-1:]); err != nil {
+			return out[:len(out)-1], err
+		}
 	}
 	return out, nil
 }
@@ -78,7 +89,7 @@ func newV2Fixture(t *testing.T) *v2Fixture {
 	if err != nil || len(dead) != 2 {
 		t.Fatalf("dead letters: %+v, %v", dead, err)
 	}
-	v := &v2Fixture{fixture: f, dead: dead, replayer: &recordingReplayer{failAfter: -1}}
+	v := &v2Fixture{fixture: f, dead: dead, replayer: &recordingReplayer{failAfter: -1, recorded: retention.New(f.store)}}
 	v.srv = httptest.NewServer(analyst.Handler(analyst.Config{Store: analyst.StoreOf(f.store), Replayer: v.replayer,
 		TimeZone: time.FixedZone("CET", 3600)}))
 	t.Cleanup(v.srv.Close)
@@ -202,15 +213,36 @@ func TestDeadLetterPagesAndReplay(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
+	// The form answers 303 to its result page, read back from the recorded
+	// replays: reloading it shows the result and sends nothing again.
 	code, body = post(url.Values{"id": {itoa(first.ID)}})
 	if code != 200 || !strings.Contains(body, `id="replay-done"`) || !strings.Contains(body, "usage/2@"+itoa(1000+first.ID)) {
 		t.Errorf("confirmed replay: %d\n%s", code, body)
 	}
-	if got := f.replayer.ids(); !slices.Equal(got, []int64{first.ID}) {
-		t.Errorf("replayed %v, want exactly [%d]", got, first.ID)
+	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	req, _ := http.NewRequest("POST", f.srv.URL+"/dlq/replay", strings.NewReader("id="+itoa(first.ID)))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Sec-Fetch-Site", "same-origin")
+	if resp, err := noFollow.Do(req); err != nil {
+		t.Fatal(err)
+	} else {
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/dlq/replayed?id="+itoa(first.ID) {
+			t.Errorf("the replay form answers %d, Location %q: want 303 to its result page", resp.StatusCode, resp.Header.Get("Location"))
+		}
+	}
+	if got := f.replayer.ids(); !slices.Equal(got, []int64{first.ID, first.ID}) {
+		t.Errorf("replayed %v, want exactly [%d %d] (two posts)", got, first.ID, first.ID)
+	}
+	code, body = get(t, f.srv.URL+"/dlq/replayed?id="+itoa(first.ID))
+	if code != 200 || !strings.Contains(body, "usage/2@"+itoa(11000+first.ID)) {
+		t.Errorf("the result page, reloaded: %d\n%s", code, body)
+	}
+	if got := f.replayer.ids(); len(got) != 2 {
+		t.Errorf("reloading the result page replayed: %v", got)
 	}
 	// A cross-site form post is refused and produces nothing.
-	req, _ := http.NewRequest("POST", f.srv.URL+"/dlq/replay", strings.NewReader("id="+itoa(second.ID)))
+	req, _ = http.NewRequest("POST", f.srv.URL+"/dlq/replay", strings.NewReader("id="+itoa(second.ID)))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Sec-Fetch-Site", "cross-site")
 	if resp, err := http.DefaultClient.Do(req); err != nil {
@@ -221,7 +253,7 @@ func TestDeadLetterPagesAndReplay(t *testing.T) {
 			t.Errorf("cross-site replay: %v", resp.StatusCode)
 		}
 	}
-	if got := f.replayer.ids(); len(got) != 1 {
+	if got := f.replayer.ids(); len(got) != 2 {
 		t.Errorf("a refused post replayed: %v", got)
 	}
 	// The API: dry run, then a broker that fails after the first.

@@ -262,3 +262,17 @@ func (s *Store) DeadLetterEdits(ctx context.Context, tenant string, d int64) ([]
 	}
 	return out, nil
 }
+
+// LastReplay is where the dead letter d of tenant was last sent back to
+// (a replay or a resend); nil when it never was, or its replays were
+// pruned.
+func (s *Store) LastReplay(ctx context.Context, tenant string, d int64) (*message.Coordinates, error) {
+	rows, err := db.On(s.pool).DeadLetterReplayLast(ctx, db.DeadLetterReplayLastParams{TenantID: tenant, DeadLetterID: d})
+	if err != nil {
+		return nil, dberr.Wrap(fmt.Sprintf("read the last replay of dead letter %d", d), err)
+	}
+	if len(rows) == 0 {
+		return nil, nil
+	}
+	return &message.Coordinates{Topic: rows[0].Topic, Partition: rows[0].Partition, Offset: rows[0].Offset}, nil
+}
