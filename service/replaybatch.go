@@ -9,14 +9,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 
-	"github.com/klauspost/compress/s2"
 	"github.com/klauspost/compress/zstd"
 	"github.com/pierrec/lz4/v4"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/settlehq/settle/internal/xerial"
 	"github.com/settlehq/settle/outlet"
 	"github.com/settlehq/settle/settle/inspect"
 	"github.com/settlehq/settle/settle/message"
@@ -142,7 +143,7 @@ func decompressor(compressed []byte, codec int16) (io.ReadCloser, error) {
 		// Raw snappy is one block: decoded whole, which snappy's ratio
 		// bounds (about 21 times the batch, itself under the broker's
 		// message limit). The Java producer's xerial framing is blocks.
-		out, err := decodeSnappyWhole(compressed)
+		out, err := xerial.Decode(compressed, math.MaxInt)
 		return io.NopCloser(bytes.NewReader(out)), err
 	case 3:
 		return io.NopCloser(lz4.NewReader(in)), nil
@@ -154,29 +155,4 @@ func decompressor(compressed []byte, codec int16) (io.ReadCloser, error) {
 		return d.IOReadCloser(), nil
 	}
 	return nil, fmt.Errorf("unknown compression codec %d", codec)
-}
-
-var xerialPrefix = []byte{130, 83, 78, 65, 80, 80, 89, 0}
-
-func decodeSnappyWhole(src []byte) ([]byte, error) {
-	if len(src) <= 16 || !bytes.HasPrefix(src, xerialPrefix) {
-		return s2.Decode(nil, src)
-	}
-	var out []byte
-	for rest := src[16:]; len(rest) > 0; {
-		if len(rest) < 4 {
-			return nil, errors.New("malformed xerial framing")
-		}
-		size := int(int32(binary.BigEndian.Uint32(rest)))
-		rest = rest[4:]
-		if size < 0 || size > len(rest) {
-			return nil, errors.New("malformed xerial framing")
-		}
-		block, err := s2.Decode(nil, rest[:size])
-		if err != nil {
-			return nil, err
-		}
-		out, rest = append(out, block...), rest[size:]
-	}
-	return out, nil
 }
