@@ -5,11 +5,13 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os/exec"
+	"os"
 	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/settlehq/settle/internal/child"
 )
 
 // broker is the Kafka-protocol broker of the end-to-end runs.
@@ -19,8 +21,8 @@ type broker struct {
 }
 
 // startBroker starts kfake in this process, or as the child process argv
-// (which must run ServeBroker) when argv is set.
-func startBroker(ctx context.Context, argv []string) (*broker, error) {
+// (which must run ServeBroker, its output in logPath) when argv is set.
+func startBroker(ctx context.Context, argv []string, logPath string) (*broker, error) {
 	if len(argv) == 0 {
 		c, err := kfake.NewCluster(kfake.NumBrokers(1))
 		if err != nil {
@@ -28,51 +30,46 @@ func startBroker(ctx context.Context, argv []string) (*broker, error) {
 		}
 		return &broker{addrs: c.ListenAddrs(), close: c.Close}, nil
 	}
-	cmd := exec.Command(argv[0], argv[1:]...)
-	stdin, err := cmd.StdinPipe()
+	// The child serves until its stdin closes: closing the pipe stops it,
+	// and so does this process's end, however it comes.
+	stdin, feed, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
-	stdout, err := cmd.StdoutPipe()
+	out, outW := io.Pipe()
+	p, err := child.Start(child.Options{Name: "broker", Bin: argv[0], Args: argv[1:], LogPath: logPath, Stdin: stdin, Stdout: outW})
+	_ = stdin.Close() // the child has its own copy (or none: the start failed)
 	if err != nil {
+		_ = feed.Close()
 		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start broker process: %w", err)
 	}
 	stop := func() {
-		// The child exits when its stdin closes; it is stopped at the end
-		// of a run, so how it exits (or that the pipe was gone) is no
-		// result of the run.
-		_ = stdin.Close()
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			_ = cmd.Process.Kill() // Wait above then returns
-			<-done
+		// Stopped at the end of a run: how it exits is no result of the run.
+		_ = feed.Close()
+		if !p.WaitExit(5 * time.Second) {
+			p.Kill()
 		}
+		_ = outW.Close()
 	}
 	line := make(chan string, 1)
 	go func() {
-		s := bufio.NewScanner(stdout)
+		s := bufio.NewScanner(out)
 		if s.Scan() {
 			line <- s.Text()
 		}
 		close(line)
-		_, _ = io.Copy(io.Discard, stdout) // drained so the child never blocks on a full pipe
+		_, _ = io.Copy(io.Discard, out) // drained so the child never blocks on a full pipe
 	}()
 	select {
 	case l, ok := <-line:
 		if !ok || !strings.HasPrefix(l, "brokers ") {
 			stop()
-			return nil, fmt.Errorf("broker process did not report its address (got %q)", l)
+			return nil, fmt.Errorf("broker process did not report its address (got %q; log %s)", l, logPath)
 		}
 		return &broker{addrs: strings.Split(strings.TrimPrefix(l, "brokers "), ","), close: stop}, nil
 	case <-time.After(30 * time.Second):
 		stop()
-		return nil, fmt.Errorf("broker process did not start within 30s")
+		return nil, fmt.Errorf("broker process did not start within 30s (log %s)", logPath)
 	case <-ctx.Done():
 		stop()
 		return nil, ctx.Err()

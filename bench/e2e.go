@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"path/filepath"
 	"runtime/pprof"
 	"sync"
 	"sync/atomic"
@@ -118,7 +119,7 @@ func (r *e2e) setUp(ctx context.Context) error {
 	// A broker of its own: one that served the runs before holds their
 	// topics (gigabytes of them), and a half-rate run on it measured about
 	// twice the latency of a fresh one at the same rate and CPU per record.
-	b, err := startBroker(ctx, c.BrokerArgv)
+	b, err := startBroker(ctx, c.BrokerArgv, filepath.Join(c.OutDir, "broker.log"))
 	if err != nil {
 		return err
 	}

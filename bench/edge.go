@@ -44,7 +44,7 @@ func (c *Config) runEdge(ctx context.Context, binary, tag string) (*EdgeResult, 
 	// child settle run, under its own limit).
 	defer liftMemoryLimit()()
 	res := &EdgeResult{Binary: binary, Clients: c.EdgeClients}
-	b, err := startBroker(ctx, c.BrokerArgv)
+	b, err := startBroker(ctx, c.BrokerArgv, filepath.Join(c.OutDir, "broker.log"))
 	if err != nil {
 		return nil, err
 	}

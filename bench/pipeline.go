@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"sync/atomic"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -27,7 +28,7 @@ import (
 func (c *Config) runPipeline(ctx context.Context, w Workload) (RunResult, error) {
 	defer liftMemoryLimit()()
 	res := RunResult{Name: "pipeline"}
-	b, err := startBroker(ctx, c.BrokerArgv)
+	b, err := startBroker(ctx, c.BrokerArgv, filepath.Join(c.OutDir, "broker.log"))
 	if err != nil {
 		return res, err
 	}

@@ -36,6 +36,9 @@ type Options struct {
 	LogPath string
 	// Stdout, when set, gets the child's stdout too.
 	Stdout io.Writer
+	// Stdin, when set, is the child's stdin (an *os.File is handed over
+	// as it is); nil = the null device.
+	Stdin io.Reader
 	// Group makes the child lead a process group of its own, for a child
 	// that starts the program under test (`go run`): signals go to the
 	// child's children, and Kill kills the whole group. (A terminal's
@@ -68,6 +71,7 @@ func Start(o Options) (*Process, error) {
 	p.cmd = exec.Command(o.Bin, o.Args...)
 	p.cmd.Dir = o.Dir
 	p.cmd.Env = o.Env
+	p.cmd.Stdin = o.Stdin
 	if o.Group {
 		p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	}
