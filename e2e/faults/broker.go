@@ -1,7 +1,6 @@
 package faults
 
 import (
-	"context"
 	"net"
 	"testing"
 	"time"
@@ -19,6 +18,7 @@ type Broker struct {
 	*kfake.Cluster
 	Brokers []string
 	opts    []kfake.Opt
+	test    *kafkatest.Cluster // its test helpers (Produce) on the same addresses
 }
 
 // UsagePartitions is the partition count of the usage topic in these tests.
@@ -30,7 +30,7 @@ func NewBroker(t testing.TB, n int, extra ...kfake.Opt) *Broker {
 	t.Helper()
 	k := kafkatest.NewCluster(t, UsagePartitions, append([]kfake.Opt{kfake.NumBrokers(n)}, extra...)...)
 	c := k.Cluster
-	b := &Broker{Cluster: c, Brokers: k.Brokers, opts: k.Opts}
+	b := &Broker{Cluster: c, Brokers: k.Brokers, opts: k.Opts, test: k}
 	capRebalanceTimeout(c)
 	t.Cleanup(func() { b.Cluster.Close() })
 	return b
@@ -54,20 +54,11 @@ func capRebalanceTimeout(c *kfake.Cluster) {
 	})
 }
 
-// Produce publishes records to the partitions they name.
+// Produce publishes records to the partitions they name (kafkatest's
+// Produce: the addresses stay the broker's across a restart).
 func (b *Broker) Produce(t testing.TB, recs []*kgo.Record) {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.ProducerBatchMaxBytes(1<<20))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-		t.Fatalf("produce %d records: %v", len(recs), err)
-	}
+	b.test.Produce(t, recs...)
 }
 
 func listenTCP(addr string) (interface{ Close() error }, error) { return net.Listen("tcp", addr) }

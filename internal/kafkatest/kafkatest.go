@@ -51,12 +51,15 @@ func NewCluster(t testing.TB, usagePartitions int32, extra ...kfake.Opt) *Cluste
 // Produce publishes records synchronously, to the partition each names.
 func (c *Cluster) Produce(t testing.TB, recs ...*kgo.Record) {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerBatchMaxBytes(1<<20))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	// A bound, not an expectation: the fault tier's workloads produce
+	// 100,000 records at once.
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		t.Fatalf("kafkatest: produce: %v", err)
