@@ -46,3 +46,41 @@ func (q *Queries) Prune(ctx context.Context, arg PruneParams) ([]PruneRow, error
 	}
 	return items, nil
 }
+
+const pruneCanary = `-- name: PruneCanary :many
+SELECT table_name, rows FROM settle_prune_canary($1::timestamptz, $2::boolean)
+`
+
+type PruneCanaryParams struct {
+	Before time.Time
+	DryRun bool
+}
+
+type PruneCanaryRow struct {
+	TableName *string
+	Rows      *int64
+}
+
+// Removes (or with dry_run only counts) the canary tenant's whole accounts
+// whose every row is older than the cutoff, with their identities, ledger
+// rows, chains, holds, cases and published messages (settle_prune_canary,
+// migration 23). One row per table.
+func (q *Queries) PruneCanary(ctx context.Context, arg PruneCanaryParams) ([]PruneCanaryRow, error) {
+	rows, err := q.db.Query(ctx, pruneCanary, arg.Before, arg.DryRun)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []PruneCanaryRow
+	for rows.Next() {
+		var i PruneCanaryRow
+		if err := rows.Scan(&i.TableName, &i.Rows); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
