@@ -76,7 +76,7 @@ type Config struct {
 
 	// PruneCanaryKeep: with PruneInterval, the canary tenant's accounts
 	// with nothing newer than this are removed whole (retention.Options
-	// CanaryBefore). 0 = keep them; else at least retention.CanaryKeepMin.
+	// CanaryBefore). 0 = keep them; else at least retention.CanaryKeepFloor.
 	PruneCanaryKeep time.Duration
 
 	// AdminAddr is the listen address of /livez, /readyz, /metrics and the
@@ -259,8 +259,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("service: orphan after %s: must be positive (0 = %s)", c.OrphanAfter, OrphanAfterDefault)
 	case c.PruneInterval < 0 || c.PruneDeadLettersAfter < 0:
 		return fmt.Errorf("service: prune interval %s, dead letters after %s: must be positive (0 = never)", c.PruneInterval, c.PruneDeadLettersAfter)
-	case c.PruneCanaryKeep < 0 || (c.PruneCanaryKeep > 0 && c.PruneCanaryKeep < retention.CanaryKeepMin):
-		return fmt.Errorf("service: prune canary keep %s: at least %s (the canary writes yesterday's account until its runs end), or 0 to keep it", c.PruneCanaryKeep, retention.CanaryKeepMin)
+	case c.PruneCanaryKeep < 0 || (c.PruneCanaryKeep > 0 && c.PruneCanaryKeep < retention.CanaryKeepFloor):
+		return fmt.Errorf("service: prune canary keep %s: at least %s (the canary writes yesterday's account until its runs end), or 0 to keep it", c.PruneCanaryKeep, retention.CanaryKeepFloor)
 	case c.PruneInterval > 0 && c.SweepInterval < 0:
 		return errors.New("service: a prune interval needs the sweeper: set SweepInterval >= 0")
 	case c.CanaryEvery < 0 || (c.CanaryEvery > 0 && c.CanaryEvery < CanaryIntervalShortest):

@@ -85,7 +85,7 @@ func (c *produceCmd) Run(a *app) error {
 		err := fmt.Errorf("%d records too large for topic %s (%s, the largest %d bytes): the broker refused them (%w); its limit is the topic's max.message.bytes%s: raise it (and the broker's message.max.bytes), or send smaller records",
 			len(n.tooLarge), c.Topic, lines+lineList(n.tooLarge), n.largestBytes, n.tooLargeErr, limit)
 		if n.lastErr != nil {
-			err = fmt.Errorf("%w; %d more failed (last error: %v): check --brokers, that topic %s exists, or raise --timeout %s",
+			err = fmt.Errorf("%w; %d more failed (last error: %w): check --brokers, that topic %s exists, or raise --timeout %s",
 				err, n.failed.Load()-int64(len(n.tooLarge)), n.lastErr, c.Topic, c.Timeout)
 		}
 		return err

@@ -23,8 +23,8 @@ func (c *pruneCmd) Run(a *app) error {
 	if c.DeadLettersAfter < 0 {
 		return usageError{fmt.Sprintf("--dead-letters-after %s: must be positive (0 = keep dead letters)", c.DeadLettersAfter)}
 	}
-	if c.CanaryKeep < 0 || (c.CanaryKeep > 0 && c.CanaryKeep < retention.CanaryKeepMin) {
-		return usageError{fmt.Sprintf("--canary-keep %s: at least %s (the canary writes one account a day), or 0 to keep its history", c.CanaryKeep, retention.CanaryKeepMin)}
+	if c.CanaryKeep < 0 || (c.CanaryKeep > 0 && c.CanaryKeep < retention.CanaryKeepFloor) {
+		return usageError{fmt.Sprintf("--canary-keep %s: at least %s (the canary writes one account a day), or 0 to keep its history", c.CanaryKeep, retention.CanaryKeepFloor)}
 	}
 	store, closeDB, err := c.openStore(a)
 	if err != nil {

@@ -93,7 +93,7 @@ func EditValue(value []byte, edits []FieldEdit) ([]byte, []FieldChange, error) {
 	}
 	fields, err := objectFields(value)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: the letter's value %v: an edit changes the fields of a JSON object", ErrBadEdit, err)
+		return nil, nil, fmt.Errorf("%w: the letter's value %w: an edit changes the fields of a JSON object", ErrBadEdit, err)
 	}
 	at := make(map[string]int, len(fields))
 	for i, f := range fields {

@@ -45,16 +45,16 @@ type Options struct {
 	// are removed whole, with their identities, ledger rows, chains,
 	// holds, cases and published messages (its counts are the tables'
 	// names prefixed "canary_"). Zero keeps the canary's history. Callers
-	// that take a retention from an operator hold it to CanaryKeepMin.
+	// that take a retention from an operator hold it to CanaryKeepFloor.
 	CanaryBefore time.Time
 	// DryRun counts what would be removed and removes nothing.
 	DryRun bool
 }
 
-// CanaryKeepMin is the shortest canary retention: the canary writes one
+// CanaryKeepFloor is the shortest canary retention: the canary writes one
 // account a UTC day, and the account of yesterday must not go while a run
 // or its redeliveries may still write it.
-const CanaryKeepMin = 48 * time.Hour
+const CanaryKeepFloor = 48 * time.Hour
 
 // Count is how many rows of one table Prune removed (or would).
 type Count struct {
