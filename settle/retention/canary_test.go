@@ -84,104 +84,97 @@ func tenantRows(t *testing.T, s *settle.Store, canaryRows bool) map[string]strin
 // pruned record).
 func TestPruneCanaryHistory(t *testing.T) {
 	t.Parallel()
-	for _, layout := range []struct {
-		name string
-		url  func(testing.TB) string
-	}{{"plain", settletest.NewDatabase}, {"partitioned", settletest.NewPartitionedDatabase}} {
-		t.Run(layout.name, func(t *testing.T) {
-			t.Parallel()
-			s := settletest.NewStoreOn(t, layout.url(t), settle.Config{})
-			pool := s.Pool()
-			ctx := context.Background()
-			pruneFixture(t, s) // acme: a case, a dead letter, a repeat
-			old, kept := canary.Subject(time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)), canary.Subject(time.Date(2026, 11, 2, 0, 0, 0, 0, time.UTC))
-			settleDay(t, s, canary.Tenant, old, 100)
-			for i, lookalike := range []string{"settle-canary-2", "Settle-Canary", "acme"} {
-				settleDay(t, s, lookalike, old, 200+10*int64(i))
-			}
-			publishAll(t, s)
-			var cutoff time.Time
-			if err := pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&cutoff); err != nil {
-				t.Fatal(err)
-			}
-			time.Sleep(10 * time.Millisecond)
-			settleDay(t, s, canary.Tenant, kept, 300)
-			settleDay(t, s, "settle-canary-2", kept, 400)
-			publishAll(t, s)
-			// The operational history every prune removes goes first, so
-			// that what the canary's retention removes is all that changes.
-			if _, err := retention.New(s).Prune(ctx, retention.Options{}); err != nil {
-				t.Fatal(err)
-			}
-			keptIDs := settletest.Count(t, pool, `SELECT count(*) FROM identities WHERE tenant_id = $1 AND subject LIKE $2 || '%'`, canary.Tenant, kept)
-			others := tenantRows(t, s, false)
-			canaryBefore := tenantRows(t, s, true)
+	onEachLayout(t, func(t *testing.T, s *settle.Store) {
+		pool := s.Pool()
+		ctx := context.Background()
+		pruneFixture(t, s) // acme: a case, a dead letter, a repeat
+		old, kept := canary.Subject(time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)), canary.Subject(time.Date(2026, 11, 2, 0, 0, 0, 0, time.UTC))
+		settleDay(t, s, canary.Tenant, old, 100)
+		for i, lookalike := range []string{"settle-canary-2", "Settle-Canary", "acme"} {
+			settleDay(t, s, lookalike, old, 200+10*int64(i))
+		}
+		publishAll(t, s)
+		var cutoff time.Time
+		if err := pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&cutoff); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond)
+		settleDay(t, s, canary.Tenant, kept, 300)
+		settleDay(t, s, "settle-canary-2", kept, 400)
+		publishAll(t, s)
+		// The operational history every prune removes goes first, so
+		// that what the canary's retention removes is all that changes.
+		if _, err := retention.New(s).Prune(ctx, retention.Options{}); err != nil {
+			t.Fatal(err)
+		}
+		keptIDs := settletest.Count(t, pool, `SELECT count(*) FROM identities WHERE tenant_id = $1 AND subject LIKE $2 || '%'`, canary.Tenant, kept)
+		others := tenantRows(t, s, false)
+		canaryBefore := tenantRows(t, s, true)
 
-			opts := retention.Options{CanaryBefore: cutoff, DryRun: true}
-			dry, err := retention.New(s).Prune(ctx, opts)
-			if err != nil {
-				t.Fatal(err)
+		opts := retention.Options{CanaryBefore: cutoff, DryRun: true}
+		dry, err := retention.New(s).Prune(ctx, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The old day: 5 identities (same, charged, correction, refund,
+		// and the conflict's case on same), 4 ledger rows, 2 accounts.
+		want := map[string]int64{"canary_accounts": 2, "canary_identities": 4, "canary_ledger_entries": 4, "canary_chains": 1,
+			"canary_conflict_cases": 1, "canary_case_resolutions": 1}
+		got := prunedCounts(dry)
+		for k, v := range want {
+			if got[k] != v {
+				t.Errorf("dry run %s = %d, want %d (all: %v)", k, got[k], v, got)
 			}
-			// The old day: 5 identities (same, charged, correction, refund,
-			// and the conflict's case on same), 4 ledger rows, 2 accounts.
-			want := map[string]int64{"canary_accounts": 2, "canary_identities": 4, "canary_ledger_entries": 4, "canary_chains": 1,
-				"canary_conflict_cases": 1, "canary_case_resolutions": 1}
-			got := prunedCounts(dry)
-			for k, v := range want {
-				if got[k] != v {
-					t.Errorf("dry run %s = %d, want %d (all: %v)", k, got[k], v, got)
+		}
+		if after := tenantRows(t, s, true); !maps.Equal(after, canaryBefore) {
+			t.Fatalf("a dry run removed canary rows: %v -> %v", canaryBefore, after)
+		}
+		opts.DryRun = false
+		done, err := retention.New(s).Prune(ctx, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g := prunedCounts(done); !maps.Equal(g, got) {
+			t.Errorf("prune counts %v, dry run's %v", g, got)
+		}
+		if after := tenantRows(t, s, false); !maps.Equal(after, others) {
+			for k := range others {
+				if after[k] != others[k] {
+					t.Errorf("%s: other tenants' rows changed: %s -> %s", k, others[k], after[k])
 				}
 			}
-			if after := tenantRows(t, s, true); !maps.Equal(after, canaryBefore) {
-				t.Fatalf("a dry run removed canary rows: %v -> %v", canaryBefore, after)
+		}
+		if n := settletest.Count(t, pool, `SELECT count(*) FROM accounts WHERE tenant_id = $1 AND subject LIKE $2 || '%'`, canary.Tenant, old); n != 0 {
+			t.Errorf("%d accounts of the old day left", n)
+		}
+		if n := settletest.Count(t, pool, `SELECT count(*) FROM identities WHERE tenant_id = $1`, canary.Tenant); n != keptIDs {
+			t.Errorf("%d canary identities left, want the kept day's %d", n, keptIDs)
+		}
+		for _, q := range []string{`SELECT count(*) FROM ledger_entries l WHERE tenant_id = $1 AND NOT EXISTS (SELECT 1 FROM accounts a WHERE a.id = l.account_id)`,
+			`SELECT count(*) FROM conflict_cases c WHERE tenant_id = $1 AND NOT EXISTS (SELECT 1 FROM identities i WHERE i.id = c.identity_id)`,
+			`SELECT count(*) FROM outbox_messages m WHERE tenant_id = $1 AND settlement_id IS NULL`,
+			`SELECT count(*) FROM delivery_repeats d WHERE tenant_id = $1 AND NOT EXISTS (SELECT 1 FROM identities i WHERE i.id = d.identity_id)`} {
+			if n := settletest.Count(t, pool, q, canary.Tenant); n != 0 {
+				t.Errorf("%d canary rows left behind: %s", n, q)
 			}
-			opts.DryRun = false
-			done, err := retention.New(s).Prune(ctx, opts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if g := prunedCounts(done); !maps.Equal(g, got) {
-				t.Errorf("prune counts %v, dry run's %v", g, got)
-			}
-			if after := tenantRows(t, s, false); !maps.Equal(after, others) {
-				for k := range others {
-					if after[k] != others[k] {
-						t.Errorf("%s: other tenants' rows changed: %s -> %s", k, others[k], after[k])
-					}
-				}
-			}
-			if n := settletest.Count(t, pool, `SELECT count(*) FROM accounts WHERE tenant_id = $1 AND subject LIKE $2 || '%'`, canary.Tenant, old); n != 0 {
-				t.Errorf("%d accounts of the old day left", n)
-			}
-			if n := settletest.Count(t, pool, `SELECT count(*) FROM identities WHERE tenant_id = $1`, canary.Tenant); n != keptIDs {
-				t.Errorf("%d canary identities left, want the kept day's %d", n, keptIDs)
-			}
-			for _, q := range []string{`SELECT count(*) FROM ledger_entries l WHERE tenant_id = $1 AND NOT EXISTS (SELECT 1 FROM accounts a WHERE a.id = l.account_id)`,
-				`SELECT count(*) FROM conflict_cases c WHERE tenant_id = $1 AND NOT EXISTS (SELECT 1 FROM identities i WHERE i.id = c.identity_id)`,
-				`SELECT count(*) FROM outbox_messages m WHERE tenant_id = $1 AND settlement_id IS NULL`,
-				`SELECT count(*) FROM delivery_repeats d WHERE tenant_id = $1 AND NOT EXISTS (SELECT 1 FROM identities i WHERE i.id = d.identity_id)`} {
-				if n := settletest.Count(t, pool, q, canary.Tenant); n != 0 {
-					t.Errorf("%d canary rows left behind: %s", n, q)
-				}
-			}
-			settletest.CheckInvariants(t, pool)
-			rep, err := reconcile.Run(ctx, s, reconcile.Input{})
-			if err != nil || !rep.Clean() {
-				t.Fatalf("reconcile after the canary's prune: %v %+v", err, rep)
-			}
-			// The canary's period against the topics: the old day's
-			// record is on the usage topic, its identity gone.
-			rep, err = reconcile.Run(ctx, s, reconcile.Input{TenantID: canary.Tenant, Period: "2026-11", SourceRead: true, SourceTopic: "usage",
-				Source: []reconcile.SourceRecord{{Source: message.Coordinates{Topic: "usage", Partition: 0, Offset: 100}, RecordID: old + "-same", Operation: "usage"}}})
-			if err != nil || !rep.Clean() {
-				t.Fatalf("reconcile of the canary's period after its prune: %v %+v", err, rep)
-			}
-			again := settletest.MustSettle(t, s, settletest.Batch(0, 500, canaryRec(canary.Tenant, kept, kept+"-same")))[0]
-			if again.Outcome != message.OutcomeDuplicate {
-				t.Fatalf("redelivery of the kept day: %s, want duplicate", again.Outcome)
-			}
-		})
-	}
+		}
+		settletest.CheckInvariants(t, pool)
+		rep, err := reconcile.Run(ctx, s, reconcile.Input{})
+		if err != nil || !rep.Clean() {
+			t.Fatalf("reconcile after the canary's prune: %v %+v", err, rep)
+		}
+		// The canary's period against the topics: the old day's
+		// record is on the usage topic, its identity gone.
+		rep, err = reconcile.Run(ctx, s, reconcile.Input{TenantID: canary.Tenant, Period: "2026-11", SourceRead: true, SourceTopic: "usage",
+			Source: []reconcile.SourceRecord{{Source: message.Coordinates{Topic: "usage", Partition: 0, Offset: 100}, RecordID: old + "-same", Operation: "usage"}}})
+		if err != nil || !rep.Clean() {
+			t.Fatalf("reconcile of the canary's period after its prune: %v %+v", err, rep)
+		}
+		again := settletest.MustSettle(t, s, settletest.Batch(0, 500, canaryRec(canary.Tenant, kept, kept+"-same")))[0]
+		if again.Outcome != message.OutcomeDuplicate {
+			t.Fatalf("redelivery of the kept day: %s, want duplicate", again.Outcome)
+		}
+	})
 }
 
 // TestPruneCanaryGuard: only the canary tenant's history rows can be

@@ -87,64 +87,57 @@ func prunedCounts(cs []retention.Count) map[string]int64 {
 // Seen failing with a prune that also removed identities.
 func TestPruneThenRedeliverIsDuplicate(t *testing.T) {
 	t.Parallel()
-	for _, layout := range []struct {
-		name string
-		url  func(testing.TB) string
-	}{{"plain", settletest.NewDatabase}, {"partitioned", settletest.NewPartitionedDatabase}} {
-		t.Run(layout.name, func(t *testing.T) {
-			t.Parallel()
-			s := settletest.NewStoreOn(t, layout.url(t), settle.Config{})
-			pool := s.Pool()
-			first := pruneFixture(t, s)
-			kept := func() [4]int {
-				return [4]int{settletest.Count(t, pool, `SELECT count(*) FROM identities`), settletest.Count(t, pool, `SELECT count(*) FROM ledger_entries`),
-					settletest.Count(t, pool, `SELECT count(*) FROM conflict_cases`), settletest.Count(t, pool, `SELECT count(*) FROM accounts`)}
-			}
-			before := kept()
-			ctx := context.Background()
-			opts := retention.Options{DeadLettersBefore: time.Now().Add(time.Hour), DryRun: true}
-			dry, err := retention.New(s).Prune(ctx, opts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			// Repeats: the exact repeat at offset 4 (2026-11, closed); not
-			// the conflicting one's (its case is open). First deliveries
-			// are their identities' rows.
-			want := map[string]int64{"delivery_repeats": 1, "dead_letters": 1, "outbox": int64(settletest.Count(t, pool, `SELECT count(*) FROM outbox_messages`)), "webhook_deliveries": 0}
-			if got := prunedCounts(dry); !maps.Equal(got, want) {
-				t.Fatalf("dry run counts %v, want %v", got, want)
-			}
-			if n := settletest.Count(t, pool, `SELECT count(*) FROM delivery_repeats`); n != 2 {
-				t.Fatalf("a dry run removed rows: %d delivery repeats left of 2", n)
-			}
-			opts.DryRun = false
-			done, err := retention.New(s).Prune(ctx, opts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := prunedCounts(done); !maps.Equal(got, want) {
-				t.Fatalf("prune counts %v, want %v", got, want)
-			}
-			if n := settletest.Count(t, pool, `SELECT count(*) FROM delivery_repeats WHERE case_id IS NOT NULL`); n != 1 ||
-				settletest.Count(t, pool, `SELECT count(*) FROM delivery_repeats`) != 1 {
-				t.Fatalf("delivery repeats left: want only the open case's")
-			}
-			if n := settletest.Count(t, pool, `SELECT count(*) FROM outbox_messages`) + settletest.Count(t, pool, `SELECT count(*) FROM dead_letters`); n != 0 {
-				t.Fatalf("%d outbox rows and dead letters left, want 0", n)
-			}
-			if after := kept(); after != before {
-				t.Fatalf("identities, ledger rows, cases, accounts: %v before prune, %v after", before, after)
-			}
-			again := settletest.MustSettle(t, s, settletest.Batch(0, 4, settletest.Rec("record_id", "u-1")))[0]
-			if again.Outcome != message.OutcomeDuplicate || !bytes.Equal(again.Response, first.Response) {
-				t.Fatalf("redelivery after prune: %s %s, want duplicate with the stored response %s", again.Outcome, again.Response, first.Response)
-			}
-			if after := kept(); after != before {
-				t.Fatalf("the redelivery changed identities, ledger rows, cases, accounts: %v -> %v", before, after)
-			}
-			settletest.CheckInvariants(t, pool)
-		})
-	}
+	onEachLayout(t, func(t *testing.T, s *settle.Store) {
+		pool := s.Pool()
+		first := pruneFixture(t, s)
+		kept := func() [4]int {
+			return [4]int{settletest.Count(t, pool, `SELECT count(*) FROM identities`), settletest.Count(t, pool, `SELECT count(*) FROM ledger_entries`),
+				settletest.Count(t, pool, `SELECT count(*) FROM conflict_cases`), settletest.Count(t, pool, `SELECT count(*) FROM accounts`)}
+		}
+		before := kept()
+		ctx := context.Background()
+		opts := retention.Options{DeadLettersBefore: time.Now().Add(time.Hour), DryRun: true}
+		dry, err := retention.New(s).Prune(ctx, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Repeats: the exact repeat at offset 4 (2026-11, closed); not
+		// the conflicting one's (its case is open). First deliveries
+		// are their identities' rows.
+		want := map[string]int64{"delivery_repeats": 1, "dead_letters": 1, "outbox": int64(settletest.Count(t, pool, `SELECT count(*) FROM outbox_messages`)), "webhook_deliveries": 0}
+		if got := prunedCounts(dry); !maps.Equal(got, want) {
+			t.Fatalf("dry run counts %v, want %v", got, want)
+		}
+		if n := settletest.Count(t, pool, `SELECT count(*) FROM delivery_repeats`); n != 2 {
+			t.Fatalf("a dry run removed rows: %d delivery repeats left of 2", n)
+		}
+		opts.DryRun = false
+		done, err := retention.New(s).Prune(ctx, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := prunedCounts(done); !maps.Equal(got, want) {
+			t.Fatalf("prune counts %v, want %v", got, want)
+		}
+		if n := settletest.Count(t, pool, `SELECT count(*) FROM delivery_repeats WHERE case_id IS NOT NULL`); n != 1 ||
+			settletest.Count(t, pool, `SELECT count(*) FROM delivery_repeats`) != 1 {
+			t.Fatalf("delivery repeats left: want only the open case's")
+		}
+		if n := settletest.Count(t, pool, `SELECT count(*) FROM outbox_messages`) + settletest.Count(t, pool, `SELECT count(*) FROM dead_letters`); n != 0 {
+			t.Fatalf("%d outbox rows and dead letters left, want 0", n)
+		}
+		if after := kept(); after != before {
+			t.Fatalf("identities, ledger rows, cases, accounts: %v before prune, %v after", before, after)
+		}
+		again := settletest.MustSettle(t, s, settletest.Batch(0, 4, settletest.Rec("record_id", "u-1")))[0]
+		if again.Outcome != message.OutcomeDuplicate || !bytes.Equal(again.Response, first.Response) {
+			t.Fatalf("redelivery after prune: %s %s, want duplicate with the stored response %s", again.Outcome, again.Response, first.Response)
+		}
+		if after := kept(); after != before {
+			t.Fatalf("the redelivery changed identities, ledger rows, cases, accounts: %v -> %v", before, after)
+		}
+		settletest.CheckInvariants(t, pool)
+	})
 }
 
 // TestPruneGuard: the append-only guard lets a DELETE through only inside
@@ -241,5 +234,19 @@ func TestPruneReplayedDeadLetters(t *testing.T) {
 	}
 	if n := settletest.Count(t, pool, `SELECT count(*) FROM dead_letter_replays`) + settletest.Count(t, pool, `SELECT count(*) FROM dead_letters WHERE "offset" = 0`); n != 0 {
 		t.Fatalf("%d rows of the replayed dead letter left", n)
+	}
+}
+
+// onEachLayout runs f in parallel on a store over plain tables and on one
+// over the partitioned layout (settle migrate --hash-partitions).
+func onEachLayout(t *testing.T, f func(t *testing.T, s *settle.Store)) {
+	for _, layout := range []struct {
+		name string
+		url  func(testing.TB) string
+	}{{"plain", settletest.NewDatabase}, {"partitioned", settletest.NewPartitionedDatabase}} {
+		t.Run(layout.name, func(t *testing.T) {
+			t.Parallel()
+			f(t, settletest.NewStoreOn(t, layout.url(t), settle.Config{}))
+		})
 	}
 }
