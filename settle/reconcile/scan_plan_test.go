@@ -4,10 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"regexp"
-	"slices"
-	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -30,8 +26,8 @@ func TestSettledScanPagesByKey(t *testing.T) {
 	pool := bulkLoaded(t, loaded, false)
 	args := map[string]any{"tenant_id": "acme", "after_period": "2026-11", "after_record_id": "u-020000", "after_operation": "usage",
 		"to_period": "2026-11", "operations": []string{"usage"}, "page_rows": page}
-	plan := explainQuery(t, pool, "sql/source_settled_scan.sql", args, reconcile.SettledScanPlan)
-	if read := rowsRead(plan, "identities"); read > 2*page {
+	plan := settletest.ExplainAnalyze(t, pool, "sql/source_settled_scan.sql", args, reconcile.SettledScanPlan)
+	if read := settletest.RowsRead(plan, "identities"); read > 2*page {
 		b, _ := json.Marshal(plan)
 		t.Errorf("one page of %d read %d identity rows (of %d loaded): the scan is not paged by key\n%s", page, read, loaded, b)
 	}
@@ -51,7 +47,7 @@ func TestChainNetLooksUpByKey(t *testing.T) {
 		periods[i], recs[i] = "2026-11", fmt.Sprintf("u-%06d", 20_001+i)
 	}
 	args := map[string]any{"tenant_id": "acme", "periods": periods, "record_ids": recs, "from_period": "2026-11", "to_period": "2026-11"}
-	plan := explainQuery(t, pool, "sql/source_chain_net.sql", args, "")
+	plan := settletest.ExplainAnalyze(t, pool, "sql/source_chain_net.sql", args, "")
 	var rows float64
 	if v, ok := plan["Actual Rows"].(float64); ok {
 		rows = v
@@ -62,7 +58,7 @@ func TestChainNetLooksUpByKey(t *testing.T) {
 	// Each root: its identity, its chain, its correction, its refund
 	// and each one's balance row, some through a bitmap (an index entry
 	// and a row): 11 here.
-	if read := rowsRead(plan, "identities", "chains", "ledger_entries"); read > 12*chunk {
+	if read := settletest.RowsRead(plan, "identities", "chains", "ledger_entries"); read > 12*chunk {
 		b, _ := json.Marshal(plan)
 		t.Errorf("one chunk of %d roots read %d rows of identities, chains and ledger_entries (of %d chains loaded): not looked up by key\n%s",
 			chunk, read, loaded, b)
@@ -119,81 +115,4 @@ func bulkLoaded(t *testing.T, loaded int, corrected bool) *pgxpool.Pool {
 		t.Fatal(err)
 	}
 	return pool
-}
-
-// explainQuery is EXPLAIN ANALYZE's plan of the query in file with args,
-// sent as sqlc sends it (each sqlc.arg(name) a positional parameter,
-// numbered in order of first use) in the check's read-only snapshot, after
-// setup when it is not empty.
-func explainQuery(t *testing.T, pool *pgxpool.Pool, file string, args map[string]any, setup string) map[string]any {
-	t.Helper()
-	ctx := context.Background()
-	sqlText, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := map[string]int{}
-	query := regexp.MustCompile(`sqlc\.arg\((\w+)\)`).ReplaceAllStringFunc(string(sqlText), func(m string) string {
-		name := m[len("sqlc.arg(") : len(m)-1]
-		if n[name] == 0 {
-			n[name] = len(n) + 1
-		}
-		return fmt.Sprintf("$%d", n[name])
-	})
-	params := make([]any, len(n))
-	for name, i := range n {
-		v, ok := args[name]
-		if !ok {
-			t.Fatalf("%s: no value for %s", file, name)
-		}
-		params[i-1] = v
-	}
-	var plan []struct{ Plan map[string]any }
-	err = pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		if setup != "" {
-			if _, err := tx.Exec(ctx, setup); err != nil {
-				return err
-			}
-		}
-		return tx.QueryRow(ctx, "EXPLAIN (ANALYZE, FORMAT JSON) "+query, params...).Scan(&plan)
-	})
-	if err != nil {
-		t.Fatalf("explain %s: %v", file, err)
-	}
-	return plan[0].Plan
-}
-
-// rowsRead sums, over a plan's scans of the tables and of their indexes
-// (a bitmap index scan names no table: its index is named after it), the
-// rows each returned and the rows its filter removed, times the scan's
-// loops: what the query read of them.
-func rowsRead(node map[string]any, tables ...string) int {
-	total := 0
-	rel, _ := node["Relation Name"].(string)
-	if index, _ := node["Index Name"].(string); rel == "" && index != "" {
-		for _, table := range tables {
-			if strings.HasPrefix(index, table+"_") {
-				rel = table
-			}
-		}
-	}
-	if slices.Contains(tables, rel) {
-		loops := 1.0
-		if v, ok := node["Actual Loops"].(float64); ok && v > 0 {
-			loops = v
-		}
-		for _, k := range []string{"Actual Rows", "Rows Removed by Filter", "Rows Removed by Index Recheck"} {
-			if v, ok := node[k].(float64); ok {
-				total += int(v * loops)
-			}
-		}
-	}
-	if kids, ok := node["Plans"].([]any); ok {
-		for _, k := range kids {
-			if m, ok := k.(map[string]any); ok {
-				total += rowsRead(m, tables...)
-			}
-		}
-	}
-	return total
 }

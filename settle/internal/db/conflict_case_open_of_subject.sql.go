@@ -17,7 +17,7 @@ SELECT c.id, c.account_period, c.record_id, c.operation, c.reason, c.opened_at,
        coalesce(convert_from(c.incoming_canonical, 'UTF8')::jsonb ->> 'currency', '')::text AS currency
   FROM conflict_cases c
  WHERE c.status = 'open' AND c.tenant_id = $1
-   AND convert_from(c.incoming_canonical, 'UTF8')::jsonb ->> 'subject' = $2::text
+   AND settle_canonical_subject(c.incoming_canonical) = $2::text
  ORDER BY c.opened_at, c.id
  LIMIT $3
 `
@@ -41,9 +41,8 @@ type ConflictCaseOpenOfSubjectRow struct {
 }
 
 // The open cases of one subject of a tenant, oldest first: the account
-// page's cases. conflict_cases_queue (status, tenant_id, ...) finds the
-// tenant's open cases; the subject is read from the incoming record's
-// canonical form (a case has no subject column). Bounded by cases_max.
+// page's cases, found by conflict_cases_open_subject (the subject of the
+// incoming record's canonical form, migration 25). Bounded by cases_max.
 func (q *Queries) ConflictCaseOpenOfSubject(ctx context.Context, arg ConflictCaseOpenOfSubjectParams) ([]ConflictCaseOpenOfSubjectRow, error) {
 	rows, err := q.db.Query(ctx, conflictCaseOpenOfSubject, arg.Tenant, arg.Subject, arg.CasesMax)
 	if err != nil {

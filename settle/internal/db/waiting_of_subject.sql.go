@@ -15,7 +15,7 @@ SELECT w.account_period, w.record_id, w.operation, w.target_period, w.target_rec
        coalesce(convert_from(w.canonical, 'UTF8')::jsonb ->> 'currency', '')::text AS currency
   FROM waiting w
  WHERE w.status = 'waiting' AND w.tenant_id = $1
-   AND convert_from(w.canonical, 'UTF8')::jsonb ->> 'subject' = $2::text
+   AND settle_canonical_subject(w.canonical) = $2::text
  ORDER BY w.since, w.id
  LIMIT $3
 `
@@ -37,9 +37,9 @@ type WaitingOfSubjectRow struct {
 }
 
 // The records of one subject of a tenant still waiting for their target,
-// oldest first: the account page's waiting records. waiting_since holds
-// only the rows still waiting; the subject is read from the record's
-// canonical form. Bounded by rows_max.
+// oldest first: the account page's waiting records, found by
+// waiting_subject (the subject of the record's canonical form, migration
+// 25). Bounded by rows_max.
 func (q *Queries) WaitingOfSubject(ctx context.Context, arg WaitingOfSubjectParams) ([]WaitingOfSubjectRow, error) {
 	rows, err := q.db.Query(ctx, waitingOfSubject, arg.Tenant, arg.Subject, arg.RowsMax)
 	if err != nil {
