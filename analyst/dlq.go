@@ -348,14 +348,14 @@ func (h *handler) replayedPage(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := h.ctx(r)
 	defer cancel()
+	tos, err := h.cfg.Store.LastReplays(ctx, ds)
+	if err != nil {
+		h.fail(w, r, err, false)
+		return
+	}
 	res := &ReplayResult{Replayed: make([]Replayed, 0, len(ds))}
-	for _, d := range ds {
-		to, err := h.cfg.Store.LastReplay(ctx, d.TenantID, d.ID)
-		if err != nil {
-			h.fail(w, r, err, false)
-			return
-		}
-		res.Replayed = append(res.Replayed, Replayed{ID: d.ID, Reason: d.Reason, From: d.Source, To: to})
+	for i, d := range ds {
+		res.Replayed = append(res.Replayed, Replayed{ID: d.ID, Reason: d.Reason, From: d.Source, To: tos[i]})
 	}
 	h.renderCode(w, r, http.StatusOK, "replay", map[string]any{"Title": "Replayed dead letters", "Nav": "dlq",
 		"CanReplay": h.cfg.Replayer != nil, "Result": res})

@@ -265,11 +265,13 @@ func (s tenantScoped) DeadLetterEdits(ctx context.Context, tenant string, id int
 	return s.Store.DeadLetterEdits(ctx, tenant, id)
 }
 
-func (s tenantScoped) LastReplay(ctx context.Context, tenant string, id int64) (*message.Coordinates, error) {
-	if !inScope(ctx, tenant) {
-		return nil, fmt.Errorf("dead letter %d: %w", id, inspect.ErrNoSuchDeadLetter)
+func (s tenantScoped) LastReplays(ctx context.Context, ds []inspect.DeadLetter) ([]*message.Coordinates, error) {
+	for _, d := range ds {
+		if !inScope(ctx, d.TenantID) {
+			return nil, fmt.Errorf("dead letter %d: %w", d.ID, inspect.ErrNoSuchDeadLetter)
+		}
 	}
-	return s.Store.LastReplay(ctx, tenant, id)
+	return s.Store.LastReplays(ctx, ds)
 }
 
 func (s tenantScoped) Search(ctx context.Context, q inspect.SearchQuery) (hits []inspect.SearchHit, err error) {

@@ -27,7 +27,7 @@ type PageStore interface {
 	SettledByHour(ctx context.Context, tenant string, since time.Time) ([]inspect.SettledHour, error)
 	SubjectAttention(ctx context.Context, tenant, subject string) (*inspect.SubjectAttention, error)
 	DeadLetterEdits(ctx context.Context, tenant string, id int64) ([]inspect.DeadLetterEdit, error)
-	LastReplay(ctx context.Context, tenant string, id int64) (*message.Coordinates, error)
+	LastReplays(ctx context.Context, ds []inspect.DeadLetter) ([]*message.Coordinates, error)
 }
 
 // Replayer produces dead letters' original key, value and headers back to

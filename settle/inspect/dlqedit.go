@@ -263,16 +263,21 @@ func (s *Store) DeadLetterEdits(ctx context.Context, tenant string, d int64) ([]
 	return out, nil
 }
 
-// LastReplay is where the dead letter d of tenant was last sent back to
-// (a replay or a resend); nil when it never was, or its replays were
-// pruned.
-func (s *Store) LastReplay(ctx context.Context, tenant string, d int64) (*message.Coordinates, error) {
-	rows, err := db.On(s.pool).DeadLetterReplayLast(ctx, db.DeadLetterReplayLastParams{TenantID: tenant, DeadLetterID: d})
+// LastReplays is where each of the dead letters ds was last sent back to
+// (a replay or a resend), in the order of ds, read in one query; nil for
+// one never replayed, or whose replays were pruned.
+func (s *Store) LastReplays(ctx context.Context, ds []DeadLetter) ([]*message.Coordinates, error) {
+	p := db.DeadLetterReplayLastOfParams{TenantIds: make([]string, len(ds)), DeadLetterIds: make([]int64, len(ds))}
+	for i, d := range ds {
+		p.TenantIds[i], p.DeadLetterIds[i] = d.TenantID, d.ID
+	}
+	rows, err := db.On(s.pool).DeadLetterReplayLastOf(ctx, p)
 	if err != nil {
-		return nil, dberr.Wrap(fmt.Sprintf("read the last replay of dead letter %d", d), err)
+		return nil, dberr.Wrap(fmt.Sprintf("read the last replays of %d dead letters", len(ds)), err)
 	}
-	if len(rows) == 0 {
-		return nil, nil
+	out := make([]*message.Coordinates, len(ds))
+	for _, r := range rows {
+		out[r.N-1] = &message.Coordinates{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}
 	}
-	return &message.Coordinates{Topic: rows[0].Topic, Partition: rows[0].Partition, Offset: rows[0].Offset}, nil
+	return out, nil
 }
