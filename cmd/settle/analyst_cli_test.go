@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -120,6 +121,11 @@ func TestConflictsCLI(t *testing.T) {
 	d.sameJSON(t, d.cli(t, 0, "conflicts", "list", "--newer-than", "1h", "--json"), "/api/cases?status=open&newer_than=1h")
 	if out := d.cli(t, 0, "conflicts", "list", "--older-than", "1h"); !strings.Contains(out, "no open cases match (opened more than 1h ago); --status all lists every case") {
 		t.Errorf("older-than 1h: %s", out)
+	}
+	// The table names the fields that differ, as the queue page does.
+	if out := d.cli(t, 0, "conflicts", "list", "--tenant", "acme"); !regexp.MustCompile(`(?m)^CASE .* DIFFERS$`).MatchString(out) ||
+		!regexp.MustCompile(`(?m)^\d+ .* u-1 .* 40 +55 +amount\S*$`).MatchString(out) {
+		t.Errorf("acme's list does not say what differs in u-1's case:\n%s", out)
 	}
 	out := d.cli(t, 0, "conflicts", "list", "--limit", "1")
 	if !strings.Contains(out, "u-7") || !strings.Contains(out, "more: add --after ") {

@@ -111,10 +111,11 @@ func (c *conflictsListCmd) Run(a *app) error {
 		return printJSON(a, page)
 	}
 	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "CASE\tOPENED\tTENANT\tPERIOD\tRECORD\tOPERATION\tREASON\tSTATUS\tSUBJECT\tSTORED\tINCOMING")
+	fmt.Fprintln(tw, "CASE\tOPENED\tTENANT\tPERIOD\tRECORD\tOPERATION\tREASON\tSTATUS\tSUBJECT\tSTORED\tINCOMING\tDIFFERS")
 	for _, cs := range page.Cases {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cs.ID, cs.OpenedAt.UTC().Format(time.RFC3339),
-			cs.TenantID, cs.AccountPeriod, cs.RecordID, cs.Operation, cs.Reason, cs.Status, cs.Subject, dash(cs.StoredAmount), dash(cs.IncomingAmount))
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cs.ID, cs.OpenedAt.UTC().Format(time.RFC3339),
+			cs.TenantID, cs.AccountPeriod, cs.RecordID, cs.Operation, cs.Reason, cs.Status, cs.Subject, dash(cs.StoredAmount), dash(cs.IncomingAmount),
+			dash(strings.Join(cs.Differs, ",")))
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write the cases: %w", err)
