@@ -109,6 +109,15 @@ func (c *devCmd) Run(a *app) error {
 	if err != nil {
 		return err
 	}
+	// The analysts' page reads over a pool of its own, as under settle run
+	// (its --read-pool-max-conns default), so the page's readers never
+	// take the connections the sample settles over.
+	readCfg := poolCfg.Copy()
+	readCfg.MaxConns = 4
+	if cfg.ReadPool, err = pgxpool.NewWithConfig(a.ctx, readCfg); err != nil {
+		return err
+	}
+	defer cfg.ReadPool.Close()
 	// The sandbox sweeps as the service does: expired holds are released,
 	// orphans and operations whose target settled are handled.
 	cfg.SweepInterval = service.SweepIntervalDefault
