@@ -21,7 +21,7 @@ var partitionSQL string
 var TenantTables = []string{
 	"accounts", "identities", "ledger_entries", "chains", "holds", "waiting", "conflict_cases",
 	"case_resolutions", "delivery_repeats", "dead_letters", "outbox", "outbox_settlements", "outbox_queue", "outbox_parked",
-	"periods", "idempotency_keys", "webhook_deliveries", "dead_letter_replays",
+	"periods", "idempotency_keys", "webhook_deliveries", "dead_letter_replays", "dead_letter_edits",
 }
 
 // PartitionsMax bounds Partition's partition count.

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -45,7 +46,8 @@ var templates struct {
 
 // template creates (once per server, schema and layout) a migrated
 // template database named after the hash of the embedded migrations;
-// partitions > 0 also partitions its per-tenant tables (schema.Partition).
+// partitions > 0 also partitions its per-tenant tables (schema.Partition),
+// and the name hashes the partitioning's text and table list too.
 func template(ctx context.Context, partitions int) (string, error) {
 	templates.Lock()
 	defer templates.Unlock()
@@ -64,6 +66,7 @@ func template(ctx context.Context, partitions int) (string, error) {
 	name := "settle_tmpl_" + hex.EncodeToString(h.Sum(nil))[:12]
 	if partitions > 0 {
 		h.Write([]byte(schema.PartitionSQL()))
+		h.Write([]byte(strings.Join(schema.TenantTables, ",")))
 		name = fmt.Sprintf("settle_tmpl_%s_h%d", hex.EncodeToString(h.Sum(nil))[:12], partitions)
 	}
 	if err := createTemplate(ctx, name, partitions); err != nil {
