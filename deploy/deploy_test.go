@@ -475,6 +475,8 @@ func exportedMetrics(t *testing.T) map[string]bool {
 	m.Retry(ctx, telemetry.CauseContention)
 	m.Published(ctx, "settlements", 1)
 	m.Parked(ctx, "message_too_large", 1)
+	m.BatchSkipped(ctx, "usage", 0, "batch_too_large")
+	m.FetchError(ctx, "usage", 0)
 	m.Canary(ctx, "refund", true, 1.5)
 	m.Canary(ctx, "refund", false, 0)
 	m.CanaryPassed(ctx, time.Now())
