@@ -33,6 +33,17 @@ func TestSubjectAttentionReadsItsSubject(t *testing.T) {
 		  FROM generate_series(1, 20000) g`); err != nil {
 		t.Fatal(err)
 	}
+	// Bytes that are no canonical form (not UTF-8, a NUL, not JSON, a
+	// \u0000) have no subject: the index takes them, the insert does not
+	// fail (seen failing with the function a plain cast).
+	for i, bad := range [][]byte{{0xff}, {0}, []byte("nope"), []byte(`{"subject":"\u0000"}`)} {
+		if _, err := pool.Exec(ctx, `
+			INSERT INTO waiting (tenant_id, account_period, record_id, operation, target_period, target_record_id,
+			                     fingerprint, canonical, value, topic, partition, "offset", response)
+			VALUES ('t3', '2026-11', 'bad-' || $1::int, 'refund', '2026-11', 'x', 0, $2, '\x7b7d', 'usage', 1, $1, '{}')`, i, bad); err != nil {
+			t.Fatalf("a waiting row with canonical %q: %v", bad, err)
+		}
+	}
 	if _, err := pool.Exec(ctx, `ANALYZE waiting`); err != nil {
 		t.Fatal(err)
 	}
