@@ -58,6 +58,17 @@ type Header struct {
 	Value []byte
 }
 
+// HeaderValue is the value of the first of hs named key, and whether one
+// is.
+func HeaderValue(hs []Header, key string) (string, bool) {
+	for _, h := range hs {
+		if h.Key == key {
+			return string(h.Value), true
+		}
+	}
+	return "", false
+}
+
 // Record is one validated input record. Fields that do not apply to its Kind
 // are left empty, so that two records that differ only in ignored fields are
 // equal. Decimals are kept as their exact normalised text (see

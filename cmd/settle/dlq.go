@@ -103,13 +103,10 @@ func (c *dlqListCmd) parked(a *app, store *settle.Store) error {
 	return nil
 }
 
+// headerOf is the value of the header named key, "" when there is none.
 func headerOf(hs []record.Header, key string) string {
-	for _, h := range hs {
-		if h.Key == key {
-			return string(h.Value)
-		}
-	}
-	return ""
+	v, _ := record.HeaderValue(hs, key)
+	return v
 }
 
 type dlqShowCmd struct {

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/settlehq/settle/internal/pgq"
+	"github.com/settlehq/settle/record"
 	"github.com/settlehq/settle/settle/dberr"
 	"github.com/settlehq/settle/settle/internal/db"
 	"github.com/settlehq/settle/settle/message"
@@ -220,18 +221,17 @@ func ResendKey(value, fallback []byte) []byte {
 // ResentFrom is the dead letter whose edit d's record was, when it was
 // one (ResendHeader); ok is false otherwise.
 func (d DeadLetter) ResentFrom() (id int64, ok bool) {
-	for _, h := range d.Headers {
-		if h.Key == ResendHeader {
-			n, err := strconv.ParseInt(string(h.Value), 10, 64)
-			return n, err == nil && n > 0
-		}
+	v, ok := record.HeaderValue(d.Headers, ResendHeader)
+	if !ok {
+		return 0, false
 	}
-	return 0, false
+	n, err := strconv.ParseInt(v, 10, 64)
+	return n, err == nil && n > 0
 }
 
 // DeadLetterEdit is one correction of a dead letter: the diff, the bytes
-// sent, who and why, and where the resent record went (nil once settle
-// prune removed its letter's replay rows).
+// sent, who and why, and where the resent record went (settle prune keeps
+// it since migration 26; nil only where a prune before it removed it).
 type DeadLetterEdit struct {
 	ID       int64                `json:"id"`
 	Diff     []FieldChange        `json:"diff"`
